@@ -1,0 +1,54 @@
+"""The `rwb` command line. Thin: parses, calls the library, prints.
+
+Subcommands live in ``retrieval/cli/cmd_*.py`` modules, each with ``register(subparsers)``;
+they are discovered here, so adding a command never edits this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from retrieval import __version__
+from retrieval.errors import RwbError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rwb", description="retrieval-workbench: measure and tune the retrieval layer."
+    )
+    parser.add_argument("--version", action="version", version=f"rwb {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import retrieval.cli as pkg
+
+    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if mod.name.startswith("cmd_"):
+            module = importlib.import_module(f"{pkg.__name__}.{mod.name}")
+            module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except RwbError as exc:
+        print(f"rwb: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rwb: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,54 @@
+"""One error family for bad input.
+
+Every message names where the problem is (file and/or field), what is allowed and what was
+received, in the scikit-learn style. The CLI turns any :class:`RwbError` into a one-line message
+and exit code 2; library callers can catch them by type.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+
+class RwbError(Exception):
+    """Base class of every user-facing error raised by rwb."""
+
+
+class ConfigError(RwbError, ValueError):
+    """A spec, parameter or option is invalid."""
+
+
+class DataError(RwbError, ValueError):
+    """A dataset is missing, corrupt or inconsistent."""
+
+
+class BackendError(RwbError, RuntimeError):
+    """A backend (library or server) is unavailable or failed."""
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def param_error(
+    field: str, allowed: str, received: Any, *, where: str | None = None
+) -> ConfigError:
+    """Build a ConfigError: ``<where>: field 'x' must be <allowed>; received <value>``."""
+    prefix = f"{where}: " if where else ""
+    return ConfigError(f"{prefix}field '{field}' must be {allowed}; received {_short(received)}")
+
+
+def unknown_name_error(
+    kind: str, name: str, known: Iterable[str], *, where: str | None = None
+) -> ConfigError:
+    """ConfigError for an unknown name, suggesting the closest known one."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    prefix = f"{where}: " if where else ""
+    return ConfigError(
+        f"{prefix}unknown {kind} '{name}'; allowed: {', '.join(known)}.{hint}"
+    )

@@ -1,0 +1,48 @@
+"""Helpers shared by the Faiss backends (not a backend: no ``register`` here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from retrieval.data import Metric, normalize_rows
+from retrieval.indexes.base import SearchResult
+
+
+def faiss_module() -> Any:
+    import faiss
+
+    return faiss
+
+
+def faiss_metric(metric: Metric) -> int:
+    faiss = faiss_module()
+    return int(faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT)
+
+
+def prepare(x: np.ndarray, metric: Metric) -> np.ndarray:
+    """float32 C-contiguous; rows normalised for cosine."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return normalize_rows(x) if metric == "cosine" else x
+
+
+def to_result(distances: np.ndarray, ids: np.ndarray, metric: Metric) -> SearchResult:
+    """Convert faiss output (L2: squared distance; IP: similarity) to rwb distances."""
+    ids = ids.astype(np.int64, copy=False)
+    d = distances.astype(np.float32, copy=False)
+    if metric == "ip":
+        d = -d
+    elif metric == "cosine":
+        d = 1.0 - d
+    d = np.where(ids < 0, np.float32(np.inf), d).astype(np.float32, copy=False)
+    return SearchResult(ids=ids, distances=d)
+
+
+def serialized_bytes(index: Any) -> int:
+    """Size in bytes of the serialized index (a measurement of the structure, not a guess)."""
+    return int(faiss_module().serialize_index(index).size)
+
+
+def version() -> str:
+    return str(faiss_module().__version__)

@@ -1,0 +1,138 @@
+"""The one plugin point: the VectorIndex protocol and what crosses it.
+
+A backend is a class with the class attributes below, registered by name with
+:func:`retrieval.indexes.registry.register`. Build params and search params are separate models:
+changing a search param never rebuilds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from retrieval.data import Metric
+from retrieval.params import Params
+
+
+@dataclass(frozen=True, eq=False)
+class SearchResult:
+    """ids: int64 (nq, k), -1 for "no result"; distances: float32 (nq, k), ascending (lower is
+    closer; see :mod:`retrieval.data` for each metric's convention), +inf where id is -1."""
+
+    ids: np.ndarray
+    distances: np.ndarray
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What a build reports. ``build_s`` in seconds; ``memory_bytes`` measured by the backend
+    (serialized index size or server-reported), None when it cannot be measured."""
+
+    n: int
+    build_s: float
+    memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Four methods every backend implements."""
+
+    def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo: ...
+
+    def set_search_params(self, **params: Any) -> None: ...
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SupportsMemoryReport(Protocol):
+    def memory_bytes(self) -> int: ...
+
+
+@runtime_checkable
+class SupportsSaveLoad(Protocol):
+    def save(self, path: Path) -> None: ...
+
+    def load(self, path: Path) -> None: ...
+
+
+@runtime_checkable
+class SupportsAsyncSearch(Protocol):
+    async def asearch(self, queries: np.ndarray, k: int) -> SearchResult: ...
+
+
+class IndexBackend:
+    """Shared plumbing for backends (not required by the protocol).
+
+    Subclasses set the class attributes and implement ``_build`` and ``_search``.
+    """
+
+    name: ClassVar[str]
+    family: ClassVar[str]  # "hnsw" | "ivf" | "flat"
+    BuildParams: ClassVar[type[Params]]
+    SearchParams: ClassVar[type[Params]]
+    #: search params along which recall is non-decreasing (the tuner's monotone knobs)
+    monotone_knobs: ClassVar[tuple[str, ...]] = ()
+    #: python modules that must be importable for the backend to be available
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        dim: int,
+        metric: Metric,
+        build: Params | None = None,
+        *,
+        seed: int = 0,
+        threads: int = 1,
+        workdir: Path | None = None,
+    ) -> None:
+        self.dim = dim
+        self.metric: Metric = metric
+        self.build_params = build if build is not None else self.BuildParams()
+        self.search_params = self.SearchParams()
+        self.seed = seed
+        self.threads = threads
+        self.workdir = workdir
+        self._closed = False
+
+    # --- hooks -------------------------------------------------------------------------------
+    @classmethod
+    def library_version(cls) -> str:
+        """Version string of the underlying library ("" if unknown)."""
+        return ""
+
+    @classmethod
+    def check_combination(cls, build: Params, search: Params, k: int) -> None:
+        """Cross-field checks (e.g. nprobe <= nlist, ef_search >= k); raise ConfigError."""
+
+    @classmethod
+    def most_accurate_search(cls, build: Params) -> dict[str, Any]:
+        """Search params giving the highest recall this build allows (conformance, tuner)."""
+        return {}
+
+    @classmethod
+    def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
+        """Allowed integer range (inclusive) of a monotone knob for this build and k."""
+        raise NotImplementedError(knob)
+
+    # --- protocol ------------------------------------------------------------------------------
+    def set_search_params(self, **params: Any) -> None:
+        from retrieval.params import validate_params
+
+        merged = {**self.search_params.model_dump(), **params}
+        self.search_params = validate_params(
+            self.SearchParams, merged, where=f"backend '{self.name}' search params"
+        )
+        self._apply_search_params()
+
+    def _apply_search_params(self) -> None:
+        """Push ``self.search_params`` into the library (called after validation)."""
+
+    def close(self) -> None:
+        self._closed = True

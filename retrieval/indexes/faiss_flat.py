@@ -1,0 +1,67 @@
+"""Exact search with Faiss IndexFlat: the baseline every approximate backend is compared with."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from retrieval.errors import ConfigError
+from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.registry import register
+from retrieval.params import Params
+
+
+class FlatBuild(Params):
+    pass
+
+
+class FlatSearch(Params):
+    pass
+
+
+@register
+class FaissFlatIndex(IndexBackend):
+    name = "faiss-flat"
+    family = "flat"
+    BuildParams = FlatBuild
+    SearchParams = FlatSearch
+    requires = ("faiss",)
+
+    _index: Any = None
+    _ids: np.ndarray | None = None
+
+    @classmethod
+    def library_version(cls) -> str:
+        return fc.version()
+
+    def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
+        faiss = fc.faiss_module()
+        faiss.omp_set_num_threads(self.threads)
+        x = fc.prepare(vectors, self.metric)
+        t0 = time.perf_counter_ns()
+        index = (
+            faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
+        )
+        index.add(x)
+        build_s = (time.perf_counter_ns() - t0) / 1e9
+        self._index = index
+        self._ids = None if ids is None else np.asarray(ids, dtype=np.int64)
+        return BuildInfo(n=len(x), build_s=build_s, memory_bytes=self.memory_bytes())
+
+    def memory_bytes(self) -> int:
+        return fc.serialized_bytes(self._index)
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult:
+        if self._index is None:
+            raise ConfigError("faiss-flat: search() called before build()")
+        d, i = self._index.search(fc.prepare(queries, self.metric), k)
+        if self._ids is not None:
+            i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)
+        return fc.to_result(d, i, self.metric)
+
+    def close(self) -> None:
+        self._index = None
+        super().close()

@@ -1,0 +1,82 @@
+"""Parameter models: pydantic v2, ``extra="forbid"``, errors in the rwb format."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from retrieval.errors import ConfigError, unknown_name_error
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Params(BaseModel):
+    """Base of every build/search parameter model: unknown keys are errors; values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _describe_expected(err: Mapping[str, Any]) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err.get("type", "")
+    if kind.startswith("greater_than_equal"):
+        return f">= {ctx.get('ge')}"
+    if kind.startswith("greater_than"):
+        return f"> {ctx.get('gt')}"
+    if kind.startswith("less_than_equal"):
+        return f"<= {ctx.get('le')}"
+    if kind.startswith("less_than"):
+        return f"< {ctx.get('lt')}"
+    if kind == "literal_error":
+        return str(ctx.get("expected", "one of the allowed values"))
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "an integer"
+    if kind in ("float_parsing", "float_type"):
+        return "a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return "true or false"
+    if kind in ("string_type",):
+        return "a string"
+    if kind in ("list_type",):
+        return "a list"
+    if kind in ("dict_type", "model_type"):
+        return "a mapping"
+    if kind == "missing":
+        return "given (it is required)"
+    return str(err.get("msg", "valid"))
+
+
+def format_validation_error(
+    exc: ValidationError, model: type[BaseModel], *, where: str | None, prefix: str = ""
+) -> ConfigError:
+    """Turn the first pydantic error into one rwb ConfigError line naming field/allowed/received."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    field = f"{prefix}{loc}" if prefix and loc else (prefix.rstrip(".") or loc)
+    if err.get("type") == "extra_forbidden":
+        name = str(err["loc"][-1])
+        known = list(model.model_fields) if len(err["loc"]) == 1 else []
+        kind = f"parameter for {model.__name__}" if known else "field"
+        e = unknown_name_error(kind, name, known or [name], where=where)
+        if not known:
+            e = ConfigError(f"{where + ': ' if where else ''}unknown field '{field}'")
+        return e
+    received = err.get("input")
+    text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
+    if err.get("type") == "value_error":
+        text = f"field '{field}': {str(err.get('msg', '')).removeprefix('Value error, ')}"
+        if received is not None and not isinstance(received, dict):
+            text += f"; received {received!r}"
+    return ConfigError(f"{where}: {text}" if where else text)
+
+
+def validate_params(
+    model: type[M], data: Mapping[str, Any] | None, *, where: str | None = None, prefix: str = ""
+) -> M:
+    """Validate ``data`` against ``model``; raise a one-line ConfigError on failure."""
+    try:
+        return model.model_validate(dict(data or {}))
+    except ValidationError as exc:
+        raise format_validation_error(exc, model, where=where, prefix=prefix) from None
