@@ -1,0 +1,1 @@
+"""Dataset loaders: vector files, text collections, the synthetic generator and the catalog."""
