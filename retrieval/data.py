@@ -105,7 +105,7 @@ class VectorDataset:
         h.update(self.metric.encode())
         for arr in (self.base, self.queries):
             h.update(str(arr.shape).encode())
-            h.update(memoryview(arr).cast("B"))
+            h.update(arr.tobytes())
         return h.hexdigest()[:16]
 
     def subset_queries(self, idx: np.ndarray, suffix: str) -> VectorDataset:
@@ -153,7 +153,7 @@ class TextCollection:
         return h.hexdigest()[:16]
 
     def unknown_qrels(self) -> dict[str, list[str]]:
-        """Judged doc ids per query that are not in the corpus (reported, never dropped silently)."""
+        """Judged doc ids per query that are not in the corpus (reported, never dropped)."""
         out: dict[str, list[str]] = {}
         for qid, docs in self.qrels.items():
             missing = [d for d in docs if d not in self.corpus]

@@ -49,6 +49,4 @@ def unknown_name_error(
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
     hint = f" Did you mean '{close[0]}'?" if close else ""
     prefix = f"{where}: " if where else ""
-    return ConfigError(
-        f"{prefix}unknown {kind} '{name}'; allowed: {', '.join(known)}.{hint}"
-    )
+    return ConfigError(f"{prefix}unknown {kind} '{name}'; allowed: {', '.join(known)}.{hint}")

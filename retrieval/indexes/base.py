@@ -122,6 +122,14 @@ class IndexBackend:
         raise NotImplementedError(knob)
 
     # --- protocol ------------------------------------------------------------------------------
+    def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
+        """Build the index over ``vectors`` (float32 (n, dim)); ``ids`` int64 or row numbers."""
+        raise NotImplementedError
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult:
+        """Top-k for each query row with the current search params."""
+        raise NotImplementedError
+
     def set_search_params(self, **params: Any) -> None:
         from retrieval.params import validate_params
 

@@ -42,9 +42,7 @@ class FaissFlatIndex(IndexBackend):
         faiss.omp_set_num_threads(self.threads)
         x = fc.prepare(vectors, self.metric)
         t0 = time.perf_counter_ns()
-        index = (
-            faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
-        )
+        index = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
         index.add(x)
         build_s = (time.perf_counter_ns() - t0) / 1e9
         self._index = index

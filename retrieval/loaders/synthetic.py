@@ -27,8 +27,12 @@ def make_synthetic(
     name: str | None = None,
 ) -> VectorDataset:
     """Clustered vectors with a decaying spectrum (float32, deterministic for a seed)."""
-    for field, value, low in (("n", n, 1), ("dim", dim, 2), ("n_queries", n_queries, 1),
-                              ("n_clusters", n_clusters, 1)):
+    for field, value, low in (
+        ("n", n, 1),
+        ("dim", dim, 2),
+        ("n_queries", n_queries, 1),
+        ("n_clusters", n_clusters, 1),
+    ):
         if int(value) < low:
             raise param_error(field, f"an integer >= {low}", value, where="synthetic dataset")
     if not 0.0 <= decay <= 3.0:

@@ -1,0 +1,100 @@
+"""`rwb eval SPEC`: evaluate every build x search config; `rwb backends`: what is importable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retrieval.cli._common import print_json, print_table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate the indexes of a sweep spec (recall, latency, QPS)")
+    p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")
+    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.set_defaults(func=run_eval_cmd)
+
+    b = sub.add_parser("backends", help="list index backends, whether importable, and versions")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=run_backends)
+
+
+def run_eval_cmd(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from retrieval.runner import run_eval
+    from retrieval.spec import load_spec
+
+    spec = load_spec(args.spec)
+    if args.threads:
+        spec = spec.model_copy(update={"threads": args.threads})
+    bar = tqdm(total=None, desc="eval", unit="config", disable=args.json or not sys.stderr.isatty())
+
+    def progress(done: int, total: int, desc: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(desc[:60])
+        bar.refresh()
+
+    result = run_eval(spec, args.out, progress=progress)
+    bar.close()
+    if args.json:
+        print_json(result.summary)
+        return 0
+    rows = [
+        (
+            r["backend"],
+            r["build"],
+            r["search"],
+            r["recall"],
+            r["recall_p5"],
+            r["p50_ms"],
+            r["p95_ms"],
+            r["p99_ms"],
+            r["qps"],
+            r["build_s"],
+            r["memory_bytes"],
+        )
+        for r in result.summary["rows"]
+    ]
+    print(
+        f"dataset {result.summary['dataset']}  k={result.summary['k']}  "
+        f"(recall@k by id; latency single-query ms; QPS batch)"
+    )
+    print_table(
+        rows,
+        [
+            "backend",
+            "build",
+            "search",
+            "recall",
+            "p5",
+            "p50_ms",
+            "p95_ms",
+            "p99_ms",
+            "qps",
+            "build_s",
+            "mem_bytes",
+        ],
+    )
+    print(f"run directory: {result.run.path}")
+    return 0
+
+
+def run_backends(args: argparse.Namespace) -> int:
+    from retrieval.indexes import backend_status
+
+    status = backend_status()
+    if args.json:
+        print_json([s.__dict__ for s in status])
+        return 0
+    print_table(
+        [
+            (s.name, s.family, "yes" if s.available else "no", s.version or "-", s.reason or "")
+            for s in status
+        ],
+        ["backend", "family", "available", "version", "note"],
+    )
+    return 0

@@ -1,0 +1,331 @@
+"""THE evaluation loop: one code path for every backend, used by `rwb eval` and by the tuner.
+
+:class:`Evaluator` holds a dataset with its exact ground truth, builds each index once per build
+config (cached by build params), and measures search configs on it:
+
+- **single** mode: each query is timed alone with ``perf_counter_ns`` (latency percentiles, ms);
+- **batch** mode: all queries in one call, best of ``batch_repeats`` runs (throughput, QPS).
+
+Both modes start after a warm-up. Recall is computed after timing, outside the timed region.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError
+from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
+from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
+from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
+from retrieval.params import Params, validate_params
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["single", "batch"]
+MODES: tuple[Mode, ...] = ("single", "batch")
+
+
+def _rss_bytes() -> int:
+    import psutil
+
+    return int(psutil.Process(os.getpid()).memory_info().rss)
+
+
+@dataclass(frozen=True, eq=False)
+class Measurement:
+    """One search config measured in one mode on one built index.
+
+    ``latency_ms``: per-query latencies in ms (single mode) or the one timed batch call in ms
+    (batch mode). ``qps``: queries per second (batch: best run; single: 1000 / mean latency).
+    Recall is by id (``per_query_recall``) and tie-aware (``per_query_recall_tie``).
+    """
+
+    backend: str
+    build: dict[str, Any]
+    search: dict[str, Any]
+    mode: Mode
+    k: int
+    per_query_recall: np.ndarray
+    per_query_recall_tie: np.ndarray
+    latency_ms: np.ndarray
+    qps: float
+    build_s: float
+    memory_bytes: int | None
+    threads: int
+    query_set: str = "all"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.per_query_recall.shape[0])
+
+    @property
+    def recall(self) -> float:
+        return float(self.per_query_recall.mean())
+
+    def summary(self, target: float | None = None) -> dict[str, Any]:
+        """Flat dict of the scalar results (no arrays)."""
+        out: dict[str, Any] = {
+            "backend": self.backend,
+            "build": dict(self.build),
+            "search": dict(self.search),
+            "mode": self.mode,
+            "query_set": self.query_set,
+            "k": self.k,
+            "n_queries": self.n_queries,
+            **recall_summary(self.per_query_recall, target),
+            "recall_tie": float(self.per_query_recall_tie.mean()),
+            "qps": self.qps,
+            "build_s": self.build_s,
+            "memory_bytes": self.memory_bytes,
+            "threads": self.threads,
+            **self.extra,
+        }
+        if self.mode == "single":
+            out.update(latency_summary(self.latency_ms))
+        else:
+            out["batch_ms"] = float(self.latency_ms.min())
+        return out
+
+
+@dataclass
+class BuiltIndex:
+    """An index built once for one build config; search params change, the build does not."""
+
+    backend: str
+    build: Params
+    index: IndexBackend
+    info: BuildInfo
+    rss_delta_bytes: int
+
+    @property
+    def build_dict(self) -> dict[str, Any]:
+        return self.build.model_dump(mode="json")
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """Index size in bytes as measured by the backend, else the RSS growth during build."""
+        return (
+            self.info.memory_bytes if self.info.memory_bytes is not None else self.rss_delta_bytes
+        )
+
+
+class Evaluator:
+    """Dataset + exact ground truth + a cache of built indexes; measures search configs."""
+
+    def __init__(
+        self,
+        ds: VectorDataset,
+        k: int = 10,
+        *,
+        threads: int = 1,
+        seed: int = 0,
+        warmup: int = 32,
+        batch_repeats: int = 3,
+        workdir: Path | None = None,
+        gt: GroundTruth | None = None,
+    ) -> None:
+        if k < 1:
+            raise ConfigError(f"field 'k' must be an integer >= 1; received {k}")
+        if k > ds.n_base:
+            raise ConfigError(
+                f"field 'k' must be <= the number of base vectors ({ds.n_base}); received {k}"
+            )
+        self.ds = ds
+        self.k = k
+        self.threads = threads
+        self.seed = seed
+        self.warmup = warmup
+        self.batch_repeats = max(1, batch_repeats)
+        self.workdir = workdir
+        self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
+        self._built: dict[tuple[str, str], BuiltIndex] = {}
+
+    # --- building --------------------------------------------------------------------------
+    def validate_build(self, backend: str, build: Mapping[str, Any] | Params) -> Params:
+        cls = get_backend(backend)
+        if isinstance(build, Params):
+            return build
+        return validate_params(cls.BuildParams, build, where=f"backend '{backend}' build params")
+
+    def build(self, backend: str, build: Mapping[str, Any] | Params) -> BuiltIndex:
+        """Build (or reuse) the index for ``backend`` with ``build`` params."""
+        params = self.validate_build(backend, build)
+        key = (backend, params.model_dump_json())
+        if key in self._built:
+            return self._built[key]
+        cls = get_backend(backend)
+        workdir = self.workdir / f"{backend}-{len(self._built)}" if self.workdir else None
+        if workdir:
+            workdir.mkdir(parents=True, exist_ok=True)
+        index = cls(
+            self.ds.dim,
+            self.ds.metric,
+            params,
+            seed=self.seed,
+            threads=self.threads,
+            workdir=workdir,
+        )
+        gc.collect()
+        rss0 = _rss_bytes()
+        info = index.build(self.ds.base)
+        rss_delta = max(0, _rss_bytes() - rss0)
+        log.info("built %s %s in %.2f s", backend, params.model_dump(), info.build_s)
+        built = BuiltIndex(backend, params, index, info, rss_delta)
+        self._built[key] = built
+        return built
+
+    def release(self, built: BuiltIndex) -> None:
+        """Close a built index and forget it."""
+        built.index.close()
+        self._built = {k: v for k, v in self._built.items() if v is not built}
+
+    def close(self) -> None:
+        for built in list(self._built.values()):
+            built.index.close()
+        self._built.clear()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- measuring ---------------------------------------------------------------------------
+    def check_search(self, built: BuiltIndex, search: Mapping[str, Any]) -> Params:
+        cls = get_backend(built.backend)
+        params = validate_params(
+            cls.SearchParams, search, where=f"backend '{built.backend}' search params"
+        )
+        cls.check_combination(built.build, params, self.k)
+        return params
+
+    def measure(
+        self,
+        built: BuiltIndex,
+        search: Mapping[str, Any],
+        *,
+        modes: Sequence[Mode] = MODES,
+        query_idx: np.ndarray | None = None,
+        query_set: str = "all",
+    ) -> list[Measurement]:
+        """Measure one search config in each mode on the queries ``query_idx`` (default all)."""
+        params = self.check_search(built, search)
+        built.index.set_search_params(**params.model_dump())
+        qidx = np.arange(self.ds.n_queries) if query_idx is None else np.asarray(query_idx)
+        if qidx.size == 0:
+            raise ConfigError("no queries to measure (query subset is empty)")
+        queries = np.ascontiguousarray(self.ds.queries[qidx])
+        gt = self.gt.rows(qidx)
+        out = []
+        self._warm_up(built.index, queries)
+        for mode in modes:
+            if mode == "single":
+                res, lat = self._time_single(built.index, queries)
+                qps = 1000.0 / float(lat.mean())
+            elif mode == "batch":
+                res, lat = self._time_batch(built.index, queries)
+                qps = len(queries) / (float(lat.min()) / 1000.0)
+            else:
+                raise ConfigError(f"field 'mode' must be one of single, batch; received {mode!r}")
+            out.append(
+                self._measurement(built, params, mode, res, lat, qps, gt, queries, query_set)
+            )
+        return out
+
+    def _warm_up(self, index: IndexBackend, queries: np.ndarray) -> None:
+        n = min(self.warmup, len(queries))
+        for i in range(n):
+            index.search(queries[i : i + 1], self.k)
+        if n:
+            index.search(queries[:n], self.k)
+
+    @contextmanager
+    def _no_gc(self) -> Iterator[None]:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _time_single(
+        self, index: IndexBackend, queries: np.ndarray
+    ) -> tuple[SearchResult, np.ndarray]:
+        nq, k = len(queries), self.k
+        ids = np.full((nq, k), -1, dtype=np.int64)
+        dists = np.full((nq, k), np.inf, dtype=np.float32)
+        lat = np.empty(nq, dtype=np.int64)
+        search = index.search
+        clock = time.perf_counter_ns
+        rows = [queries[i : i + 1] for i in range(nq)]
+        with self._no_gc():
+            for i, q in enumerate(rows):
+                t0 = clock()
+                r = search(q, k)
+                lat[i] = clock() - t0
+                m = r.ids.shape[1]
+                ids[i, :m] = r.ids[0]
+                dists[i, :m] = r.distances[0]
+        return SearchResult(ids, dists), lat / 1e6
+
+    def _time_batch(
+        self, index: IndexBackend, queries: np.ndarray
+    ) -> tuple[SearchResult, np.ndarray]:
+        times = []
+        res: SearchResult | None = None
+        with self._no_gc():
+            for _ in range(self.batch_repeats):
+                t0 = time.perf_counter_ns()
+                res = index.search(queries, self.k)
+                times.append(time.perf_counter_ns() - t0)
+        assert res is not None
+        return res, np.asarray(times, dtype=np.float64) / 1e6
+
+    def _measurement(
+        self,
+        built: BuiltIndex,
+        params: Params,
+        mode: Mode,
+        res: SearchResult,
+        lat_ms: np.ndarray,
+        qps: float,
+        gt: GroundTruth,
+        queries: np.ndarray,
+        query_set: str,
+    ) -> Measurement:
+        k = self.k
+        ids = res.ids
+        if ids.shape[1] < k:  # pad short results with "no result"
+            pad = np.full((ids.shape[0], k - ids.shape[1]), -1, dtype=np.int64)
+            ids = np.hstack([ids, pad])
+        rec = recall_by_id(ids, gt.ids, k)
+        rec_tie = recall_tie_aware(exact_distances(self.ds, ids[:, :k], queries), gt.distances, k)
+        return Measurement(
+            backend=built.backend,
+            build=built.build_dict,
+            search=params.model_dump(mode="json"),
+            mode=mode,
+            k=k,
+            per_query_recall=rec,
+            per_query_recall_tie=rec_tie,
+            latency_ms=np.asarray(lat_ms, dtype=np.float64),
+            qps=float(qps),
+            build_s=built.info.build_s,
+            memory_bytes=built.memory_bytes,
+            threads=self.threads,
+            query_set=query_set,
+            extra={"rss_delta_bytes": built.rss_delta_bytes},
+        )
