@@ -1,0 +1,48 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   creates .venv, installs rwb, evaluates every backend on the built-in dataset and
+#               prints the tuned result
+#   make test   installs what the tests need, starts the services they use, runs the suite
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+STAMP := $(VENV)/.rwb-installed
+# pytest selection; CI runs everything (slow tests included)
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test test-fast lint notebooks bench clean services-start services-stop
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, from the local CPU wheel (plain `torch` would pull a multi-GB CUDA build)
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+demo: venv
+	$(BIN)/rwb backends
+	$(BIN)/rwb eval sweeps/quickstart.yaml --out runs/demo-eval
+	$(BIN)/rwb sweep sweeps/quickstart.yaml --strategy target --target-recall 0.95 --out runs/demo-tuned
+
+test: venv
+	bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+test-fast: venv
+	bash scripts/run_tests.sh -m "not slow" $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check retrieval tests benchmarks
+	$(BIN)/mypy
+
+notebooks: venv
+	bash scripts/run_tests.sh tests/e2e/test_notebooks.py
+
+bench: venv
+	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf runs .services .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Start the services the tests use (a private Redis 8 + search module from PyPI wheels, unless
+# REDIS_URL is already set), run ruff + mypy + pytest, stop the services. Exit non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+started_redis=""
+cleanup() {
+  if [[ -n "$started_redis" ]]; then
+    $BIN/python -m retrieval.services.redis_server stop --dir .services/redis >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+if [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/services/redis_server.py ]]; then
+  line=$($BIN/python -m retrieval.services.redis_server start --dir .services/redis)
+  export "${line?}"
+  started_redis=1
+  echo "started Redis for the tests: $REDIS_URL"
+fi
+echo "== ruff"; $BIN/ruff check retrieval tests benchmarks
+echo "== mypy"; $BIN/mypy
+echo "== pytest"
+$BIN/python -m pytest -p no:cacheprovider --timeout=1200 "$@"

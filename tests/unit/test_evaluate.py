@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from retrieval.errors import ConfigError
+from retrieval.evaluate import Evaluator
+from retrieval.loaders.synthetic import make_synthetic
+
+
+@pytest.fixture(scope="module")
+def small():
+    return make_synthetic(2000, 16, 50, seed=3)
+
+
+def test_flat_is_exact_in_both_modes(small, tmp_path):
+    with Evaluator(small, 10, workdir=tmp_path, warmup=4, batch_repeats=2) as ev:
+        built = ev.build("faiss-flat", {})
+        single, batch = ev.measure(built, {})
+    for m in (single, batch):
+        assert m.recall == 1.0 and m.per_query_recall_tie.min() == 1.0
+        assert m.n_queries == 50 and m.k == 10
+        assert m.qps > 0 and m.memory_bytes and m.memory_bytes >= 2000 * 16 * 4
+    assert single.mode == "single" and single.latency_ms.shape == (50,)
+    assert batch.mode == "batch" and batch.latency_ms.shape == (2,)
+    s = single.summary(target=0.9)
+    assert s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["max_ms"]
+    assert s["share_below_target"] == 0.0
+
+
+def test_build_is_reused_for_same_params(small):
+    with Evaluator(small, 5) as ev:
+        assert ev.build("faiss-flat", {}) is ev.build("faiss-flat", {})
+
+
+def test_query_subset_and_empty_subset(small):
+    with Evaluator(small, 5, warmup=0) as ev:
+        built = ev.build("faiss-flat", {})
+        (m,) = ev.measure(built, {}, modes=["batch"], query_idx=np.arange(10), query_set="tune")
+        assert m.n_queries == 10 and m.query_set == "tune"
+        with pytest.raises(ConfigError, match="empty"):
+            ev.measure(built, {}, query_idx=np.array([], dtype=int))
+
+
+def test_k_larger_than_base_is_rejected():
+    ds = make_synthetic(20, 4, 3)
+    with pytest.raises(ConfigError, match="number of base vectors \\(20\\); received 50"):
+        Evaluator(ds, 50)
+
+
+def test_unknown_backend_and_param_suggest_closest(small):
+    with Evaluator(small, 5) as ev:
+        with pytest.raises(ConfigError, match="unknown backend 'faiss-flt'.*Did you mean 'faiss-flat'"):
+            ev.build("faiss-flt", {})
+        with pytest.raises(ConfigError, match="unknown"):
+            ev.build("faiss-flat", {"nlist": 3})
