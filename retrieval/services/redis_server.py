@@ -288,14 +288,16 @@ def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
             f"{(proc.stderr or proc.stdout).strip()[:300] or _log_tail(logfile)}"
         )
     deadline = time.monotonic() + 10.0
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
-        raise BackendError(
-            f"redis-server on port {port} wrote no pid file ({_log_tail(logfile)})"
-        ) from None
+    while True:  # the daemon writes the pid file a moment after the parent exits
+        try:
+            pid = int(pidfile.read_text().strip())
+            break
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"redis-server on port {port} wrote no pid file ({_log_tail(logfile)})"
+                ) from None
+            time.sleep(0.01)
     return RedisServer(port=port, dir=dir, pid=pid)
 
 
