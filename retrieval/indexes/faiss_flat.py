@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.data import as_matrix
 from retrieval.errors import ConfigError
 from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._inprocess import check_ids, check_k
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.registry import register
 from retrieval.params import Params
@@ -40,13 +42,14 @@ class FaissFlatIndex(IndexBackend):
     def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
         faiss = fc.faiss_module()
         faiss.omp_set_num_threads(self.threads)
-        x = fc.prepare(vectors, self.metric)
+        x = fc.prepare(as_matrix(vectors, "faiss-flat build vectors", dim=self.dim), self.metric)
+        checked_ids = None if ids is None else check_ids(ids, len(x), "faiss-flat build")
         t0 = time.perf_counter_ns()
         index = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
         index.add(x)
         build_s = (time.perf_counter_ns() - t0) / 1e9
         self._index = index
-        self._ids = None if ids is None else np.asarray(ids, dtype=np.int64)
+        self._ids = checked_ids
         return BuildInfo(n=len(x), build_s=build_s, memory_bytes=self.memory_bytes())
 
     def memory_bytes(self) -> int:
@@ -55,6 +58,8 @@ class FaissFlatIndex(IndexBackend):
     def search(self, queries: np.ndarray, k: int) -> SearchResult:
         if self._index is None:
             raise ConfigError("faiss-flat: search() called before build()")
+        k = check_k(k, "faiss-flat search")
+        queries = as_matrix(queries, "faiss-flat queries", dim=self.dim)
         d, i = self._index.search(fc.prepare(queries, self.metric), k)
         if self._ids is not None:
             i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)

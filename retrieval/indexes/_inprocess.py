@@ -1,0 +1,174 @@
+"""Plumbing shared by the in-process backends (not a backend: no ``register`` here).
+
+:class:`InProcessIndex` validates every input once (dimension, metric, ids, k, search-before-
+build, use-after-close) and runs the cross-field checks before each search, so each backend
+module only translates parameters and calls its library. Internally a backend numbers vectors
+``0..n-1`` (their row position); custom ids are mapped on the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from retrieval.data import Metric, as_matrix, check_metric
+from retrieval.errors import ConfigError, DataError, param_error, unknown_name_error
+from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.params import Params
+
+log = logging.getLogger(__name__)
+
+#: largest seed accepted (libraries take unsigned 32-bit seeds)
+SEED_MAX = 2**32 - 1
+THREADS_MAX = 1024
+
+
+def check_k(k: object, where: str) -> int:
+    """``k`` must be an integer >= 1 (bool is rejected)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or int(k) < 1:
+        raise param_error("k", "an integer >= 1", k, where=where)
+    return int(k)
+
+
+def check_ids(ids: object, n: int, where: str) -> np.ndarray:
+    """Custom ids: 1-d, one per vector, integers in [0, 2**63), unique. Returns int64."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise DataError(f"{where}: ids must be a 1-d array of {n} ids (one per vector); "
+                        f"received shape {arr.shape}")
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise DataError(f"{where}: ids must be integers; received dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.unsignedinteger) and n and int(arr.max()) >= 2**63:
+        raise DataError(f"{where}: ids must be < 2**63 (int64); received {int(arr.max())}")
+    out = arr.astype(np.int64)
+    if n and int(out.min()) < 0:
+        bad = int(np.argmax(out < 0))
+        raise DataError(f"{where}: ids must be >= 0 (-1 means 'no result'); received "
+                        f"{int(out[bad])} at position {bad}")
+    uniq, counts = np.unique(out, return_counts=True)
+    if uniq.shape[0] != n:
+        dup = int(uniq[np.argmax(counts > 1)])
+        raise DataError(f"{where}: ids must be unique; received id {dup} "
+                        f"{int(counts.max())} times")
+    return out
+
+
+def unknown_knob(cls: type[IndexBackend], knob: str) -> ConfigError:
+    return unknown_name_error("knob", knob, cls.monotone_knobs, where=f"backend '{cls.name}'")
+
+
+class InProcessIndex(IndexBackend):
+    """Base of the in-process backends: input checks, id mapping, timing, close.
+
+    Subclasses implement :meth:`_build` (vectors already validated and prepared for the metric,
+    numbered by row) and :meth:`_search` (returns rwb distances and row numbers, -1 for none), and
+    :meth:`memory_bytes`.
+    """
+
+    #: whether ``seed`` and one thread make the build reproducible
+    deterministic: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        dim: int,
+        metric: Metric,
+        build: Params | None = None,
+        *,
+        seed: int = 0,
+        threads: int = 1,
+        workdir: Path | None = None,
+    ) -> None:
+        where = f"backend '{self.name}'"
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or int(dim) < 1:
+            raise param_error("dim", "an integer >= 1", dim, where=where)
+        check_metric(metric, where=where)
+        if build is not None and not isinstance(build, self.BuildParams):
+            raise param_error("build", f"a {self.BuildParams.__name__}", build, where=where)
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not (
+            0 <= int(seed) <= SEED_MAX
+        ):
+            raise param_error("seed", f"an integer in [0, {SEED_MAX}]", seed, where=where)
+        if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or not (
+            1 <= int(threads) <= THREADS_MAX
+        ):
+            raise param_error("threads", f"an integer in [1, {THREADS_MAX}]", threads, where=where)
+        super().__init__(int(dim), metric, build, seed=int(seed), threads=int(threads),
+                         workdir=workdir)
+        self._ids: np.ndarray | None = None
+        self._n = 0
+        self._built = False
+        self.check_build_params(self.build_params, self.dim)
+
+    # --- hooks for subclasses ----------------------------------------------------------------
+    @classmethod
+    def check_build_params(cls, build: Params, dim: int) -> None:
+        """Checks that need the dimension (e.g. dim % pq_m == 0); raise ConfigError."""
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        """Build from ``x`` (float32, prepared); return extra facts for BuildInfo."""
+        raise NotImplementedError
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Return (distances float32 in rwb convention, row numbers int64 with -1), (nq, k)."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Free the library objects."""
+
+    def memory_bytes(self) -> int:
+        raise NotImplementedError
+
+    # --- protocol ------------------------------------------------------------------------------
+    def _where(self) -> str:
+        return f"backend '{self.name}'"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigError(f"{self._where()}: index is closed; create a new one")
+
+    def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
+        """Build from ``vectors`` (n, dim); ``ids`` optional int64 ids >= 0 (default row
+        numbers). ``build_s`` in seconds; ``memory_bytes`` see :meth:`memory_bytes`."""
+        self._check_open()
+        x = as_matrix(vectors, f"{self._where()} build vectors", dim=self.dim)
+        custom = None if ids is None else check_ids(ids, x.shape[0], f"{self._where()} build")
+        if self._built:
+            self._release()
+            self._built = False
+        t0 = time.perf_counter_ns()
+        extra = self._build(x)
+        build_s = (time.perf_counter_ns() - t0) / 1e9
+        self._ids = custom
+        self._n = int(x.shape[0])
+        self._built = True
+        mem = self.memory_bytes()
+        log.debug("%s built n=%d in %.3f s (%d bytes)", self.name, self._n, build_s, mem)
+        return BuildInfo(n=self._n, build_s=build_s, memory_bytes=mem, extra=extra)
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult:
+        """Top-``k`` per query: ids int64 (-1 = none), distances float32 ascending (rwb
+        convention, +inf where id is -1)."""
+        where = self._where()
+        self._check_open()
+        if not self._built:
+            raise ConfigError(f"{where}: search() called before build()")
+        k = check_k(k, f"{where} search")
+        x = as_matrix(queries, f"{where} queries", dim=self.dim)
+        self.check_combination(self.build_params, self.search_params, k)
+        d, i = self._search(x, k)
+        i = np.ascontiguousarray(i, dtype=np.int64)
+        if self._ids is not None:
+            i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)
+        d = np.where(i < 0, np.float32(np.inf), d).astype(np.float32, copy=False)
+        return SearchResult(ids=i, distances=np.ascontiguousarray(d))
+
+    def close(self) -> None:
+        """Free the index; idempotent. Search or build after close raises ConfigError."""
+        if self._built:
+            self._release()
+            self._built = False
+        super().close()

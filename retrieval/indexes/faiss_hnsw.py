@@ -1,0 +1,75 @@
+"""HNSW graph index from Faiss (``IndexHNSWFlat``, built with the factory string ``HNSW{M}``).
+
+``ef_search`` travels with each call as ``faiss.SearchParametersHNSW(efSearch=...)``: no
+mutable state is shared between calls. Level assignment is drawn from ``seed`` (the HNSW
+random generator); with ``threads=1`` the build is reproducible. Metrics: ``l2`` (squared
+Euclidean), ``ip`` and ``cosine`` (inner product on normalised vectors), converted to rwb
+distances by :func:`retrieval.indexes._faiss_common.to_result`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
+from retrieval.indexes.registry import register
+from retrieval.params import Params
+
+
+@register
+class FaissHnswIndex(HnswChecks):
+    name = "faiss-hnsw"
+    requires = ("faiss",)
+
+    _index: Any = None
+
+    @classmethod
+    def library_version(cls) -> str:
+        return fc.version()
+
+    @classmethod
+    def factory_string(cls, build: Params) -> str:
+        """Faiss ``index_factory`` string of this build, e.g. ``HNSW32`` (the metric is passed
+        to the factory separately; ``efConstruction`` is a field set after construction)."""
+        assert isinstance(build, HnswBuild)
+        return f"HNSW{build.M}"
+
+    @classmethod
+    def parameter_space_string(cls, search: Params, build: Params | None = None) -> str:
+        """Faiss ``ParameterSpace`` string of these search params, e.g. ``efSearch=64``."""
+        assert isinstance(search, HnswSearch)
+        return f"efSearch={search.ef_search}"
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        faiss = fc.faiss_module()
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        faiss.omp_set_num_threads(self.threads)
+        factory = self.factory_string(p)
+        index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
+        index.hnsw.efConstruction = p.ef_construction
+        index.hnsw.rng = faiss.RandomGenerator(self.seed)
+        index.add(fc.prepare(x, self.metric))
+        self._index = index
+        return {"factory": factory, "efConstruction": p.ef_construction}
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        faiss = fc.faiss_module()
+        faiss.omp_set_num_threads(self.threads)
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def memory_bytes(self) -> int:
+        """Size in bytes of the serialized index (``faiss.serialize_index``): graph plus
+        vectors, measured from the built structure."""
+        return 0 if self._index is None else fc.serialized_bytes(self._index)
+
+    def _release(self) -> None:
+        self._index = None

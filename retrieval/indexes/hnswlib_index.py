@@ -1,0 +1,98 @@
+"""HNSW graph index from hnswlib (https://github.com/nmslib/hnswlib).
+
+Metrics map to hnswlib spaces: ``l2`` -> 'l2' (squared Euclidean, as rwb), ``ip`` -> 'ip'
+(hnswlib returns ``1 - <x, q>``; converted to rwb's ``-<x, q>``), ``cosine`` -> 'cosine'
+(hnswlib returns ``1 - cos``, as rwb). The build is reproducible for a fixed ``seed``
+(hnswlib ``random_seed``, which draws node levels) with ``threads=1``; with more threads the
+insertion order, hence the graph, varies between runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
+from retrieval.indexes.registry import package_version, register
+
+log = logging.getLogger(__name__)
+
+_SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
+
+
+@register
+class HnswlibIndex(HnswChecks):
+    name = "hnswlib"
+    requires = ("hnswlib",)
+
+    _index: Any = None
+
+    @classmethod
+    def library_version(cls) -> str:
+        import hnswlib  # noqa: F401  (fails here if the extension is broken)
+
+        return package_version("hnswlib")
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        import hnswlib
+
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        index = hnswlib.Index(space=_SPACES[self.metric], dim=self.dim)
+        index.init_index(
+            max_elements=x.shape[0], M=p.M, ef_construction=p.ef_construction,
+            random_seed=self.seed,
+        )
+        index.set_num_threads(self.threads)
+        index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.threads)
+        self._index = index
+        return {"space": _SPACES[self.metric]}
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        self._index.set_ef(sp.ef_search)
+        nq = x.shape[0]
+        ids = np.full((nq, k), -1, dtype=np.int64)
+        d = np.full((nq, k), np.inf, dtype=np.float32)
+        kk = min(k, self._n)  # hnswlib raises when asked for more ids than it holds
+        try:
+            labels, dist = self._index.knn_query(x, k=kk, num_threads=self.threads)
+            ids[:, :kk], d[:, :kk] = labels, dist
+        except RuntimeError:
+            # some query reached fewer than kk nodes (possible when kk is close to n): answer
+            # query by query, with as many results as each one finds, padded with -1
+            log.info("%s: fewer than k=%d results for some queries; padding", self.name, kk)
+            for row in range(nq):
+                got = self._query_at_most(x[row:row + 1], kk)
+                if got is not None:
+                    m = got[0].shape[1]
+                    ids[row, :m], d[row, :m] = got[0][0], got[1][0]
+        if self.metric == "ip":
+            d = d - np.float32(1.0)  # hnswlib 'ip' distance is 1 - <x, q>; inf stays inf
+        return d, ids
+
+    def _query_at_most(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Largest m <= k for which hnswlib answers (bisection), with its answer."""
+        lo, hi, best = 1, k, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            try:
+                best = self._index.knn_query(q, k=mid, num_threads=1)
+                lo = mid + 1
+            except RuntimeError:
+                hi = mid - 1
+        return best
+
+    def memory_bytes(self) -> int:
+        """Size in bytes of the serialized index as hnswlib computes it
+        (``index_file_size()``, equal to the file ``save_index`` writes): graph links plus
+        vectors, measured from the built structure."""
+        if self._index is None:
+            return 0
+        return int(self._index.index_file_size())
+
+    def _release(self) -> None:
+        self._index = None
