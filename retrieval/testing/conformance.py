@@ -1,0 +1,643 @@
+"""Conformance suite every index backend must pass (shipped in the library, like optuna's
+storage tests), so a new adapter is checked the same way as the built-in ones.
+
+Three ways to use it:
+
+- one call: ``run_conformance("hnswlib", build={"M": 16})`` runs every check and returns a
+  :class:`ConformanceReport` (raises ``AssertionError`` on the first failure);
+- one check at a time: ``suite = Conformance(ConformanceCase("faiss-ivf", build={"nlist": 32}))``
+  then ``suite.run("monotone_knobs")`` (``CHECKS`` lists the names; pytest can parametrize on
+  them), and ``suite.close()`` at the end;
+- a pytest class: ``class TestMine(BackendConformance): case = ConformanceCase("mine")`` gives
+  one test per check (no fixtures needed; ``case.skip`` names checks to skip).
+
+The dataset is :func:`retrieval.loaders.synthetic.make_synthetic` (3000 x 32, 100 queries by
+default) and the exact neighbours are computed here with Faiss ``IndexFlat`` (rwb distance
+convention, cosine on normalised vectors). Recall is the id-intersection recall@k (not the
+tie-aware variant), mean over queries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import itertools
+import logging
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from retrieval.data import Metric, VectorDataset, normalize_rows
+from retrieval.errors import ConfigError, DataError, RwbError
+from retrieval.indexes.base import (
+    BuildInfo,
+    IndexBackend,
+    SearchResult,
+    SupportsMemoryReport,
+    VectorIndex,
+)
+from retrieval.indexes.registry import create_index, get_backend
+from retrieval.loaders.synthetic import make_synthetic
+from retrieval.params import Params, validate_params
+
+log = logging.getLogger(__name__)
+
+#: every check, in the order ``run_all`` runs them
+CHECKS: tuple[str, ...] = (
+    "declaration",
+    "search_before_build",
+    "shapes_ids_distances",
+    "recall_at_most_accurate",
+    "monotone_knobs",
+    "unknown_params_rejected",
+    "invalid_combinations_rejected",
+    "bad_inputs_rejected",
+    "k_larger_than_n",
+    "custom_ids",
+    "deterministic_build",
+    "memory_report",
+    "close_idempotent",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class ConformanceCase:
+    """One backend configuration to check.
+
+    ``build``: build params (dict, validated by the backend); ``index_kwargs``: extra keyword
+    arguments for :func:`retrieval.indexes.create_index` (e.g. ``threads``); ``workdir``: parent
+    folder for the indexes (each index gets a fresh sub-folder; a temporary folder when None).
+    ``min_recall``: recall@k required at ``most_accurate_search``; ``exact_distances``: whether
+    returned distances must equal the true metric distances (False for lossy codes without
+    refine); ``monotone_tolerance``: allowed recall drop between consecutive knob values;
+    ``knobs_with_effect``: knobs whose smallest value must give a lower recall than their largest
+    (catches a silent brute-force fallback; default: the first monotone knob).
+    """
+
+    backend: str
+    metric: Metric = "l2"
+    build: Mapping[str, Any] = field(default_factory=dict)
+    k: int = 10
+    min_recall: float = 0.99
+    exact_distances: bool = True
+    monotone_tolerance: float = 0.01
+    knobs_with_effect: tuple[str, ...] | None = None
+    index_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+    n: int = 3000
+    dim: int = 32
+    n_queries: int = 100
+    seed: int = 0
+    skip: frozenset[str] = frozenset()
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        """Short id for test names, e.g. ``hnswlib-l2``."""
+        return self.label or f"{self.backend}-{self.metric}"
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    """What each check measured (recalls, knob curves, sizes), by check name."""
+
+    case_id: str
+    results: dict[str, dict[str, Any]]
+
+
+def _recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
+    """Mean id-intersection recall@k (ids -1 never count)."""
+    hits = 0
+    for row, true in zip(found[:, :k], exact[:, :k]):
+        hits += len(set(row[row >= 0].tolist()) & set(true.tolist()))
+    return hits / (k * exact.shape[0])
+
+
+def exact_neighbours(ds: VectorDataset, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k (ids int64, rwb distances float32) by Faiss IndexFlat."""
+    import faiss
+
+    base, queries = ds.base, ds.queries
+    if ds.metric == "cosine":
+        base, queries = normalize_rows(base), normalize_rows(queries)
+    index = faiss.IndexFlatL2(ds.dim) if ds.metric == "l2" else faiss.IndexFlatIP(ds.dim)
+    index.add(base)
+    d, i = index.search(queries, k)
+    if ds.metric == "ip":
+        d = -d
+    elif ds.metric == "cosine":
+        d = 1.0 - d
+    return i.astype(np.int64), d.astype(np.float32)
+
+
+def true_distances(ds: VectorDataset, ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """rwb distances (float64) between each query and the base rows ``ids`` (ids >= 0)."""
+    base = ds.base.astype(np.float64)
+    q = queries.astype(np.float64)
+    if ds.metric == "cosine":
+        base = base / np.linalg.norm(base, axis=1, keepdims=True)
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    x = base[np.maximum(ids, 0)]  # (nq, k, dim)
+    if ds.metric == "l2":
+        return np.asarray(((x - q[:, None, :]) ** 2).sum(-1))
+    ip = np.einsum("qkd,qd->qk", x, q)
+    return np.asarray(-ip if ds.metric == "ip" else 1.0 - ip)
+
+
+def _typo(name: str, known: list[str]) -> str | None:
+    """A misspelling of ``name`` whose closest known name is ``name`` (None if none found)."""
+    for cand in (name + "x", name[:-1], name[1:], name.replace("_", "")):
+        if cand and cand not in known:
+            close = difflib.get_close_matches(cand, known, n=1, cutoff=0.5)
+            if close and close[0] == name:
+                return cand
+    return None
+
+
+def _knob_grid(lo: int, hi: int, max_points: int = 8) -> list[int]:
+    """Roughly geometric integer grid from lo to hi inclusive."""
+    if hi <= lo:
+        return [lo]
+    vals = np.unique(np.round(np.geomspace(lo, hi, num=max_points)).astype(int))
+    return [int(v) for v in vals]
+
+
+class _Expect:
+    """``with _Expect((ConfigError,), "what", must_mention="x") as e: ...`` asserts the block
+    raises one of the kinds (mentioning a word); the message is kept in ``e.message``."""
+
+    def __init__(self, kinds: tuple[type[BaseException], ...], what: str,
+                 must_mention: str | None = None) -> None:
+        self.kinds, self.what, self.must_mention = kinds, what, must_mention
+        self.message = ""
+
+    def __enter__(self) -> _Expect:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> bool:
+        names = "/".join(k.__name__ for k in self.kinds)
+        if exc is None:
+            raise AssertionError(f"{self.what}: expected {names}, no error")
+        if not isinstance(exc, self.kinds):
+            raise AssertionError(
+                f"{self.what}: expected {names}, got {type(exc).__name__}: {exc}"
+            ) from exc
+        self.message = str(exc)
+        if self.must_mention is not None:
+            assert self.must_mention in self.message, (
+                f"{self.what}: error does not name '{self.must_mention}': {self.message}"
+            )
+        return True
+
+
+class Conformance:
+    """The checks for one :class:`ConformanceCase`; data, exact neighbours and one built index
+    are made once and shared by the checks (each check sets the search params it needs)."""
+
+    def __init__(self, case: ConformanceCase) -> None:
+        self.case = case
+        self.cls: type[IndexBackend] = get_backend(case.backend)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._counter = itertools.count()
+        self._shared: IndexBackend | None = None
+        self.build_info: BuildInfo | None = None
+        self.results: dict[str, dict[str, Any]] = {}
+
+    # --- fixtures ------------------------------------------------------------------------------
+    @cached_property
+    def dataset(self) -> VectorDataset:
+        c = self.case
+        return make_synthetic(c.n, c.dim, c.n_queries, metric=c.metric, seed=c.seed,
+                              name=f"conformance-{c.metric}")
+
+    @cached_property
+    def exact(self) -> np.ndarray:
+        return exact_neighbours(self.dataset, self.case.k)[0]
+
+    @cached_property
+    def build_params(self) -> Params:
+        return validate_params(self.cls.BuildParams, self.case.build,
+                               where=f"conformance case '{self.case.id}' build")
+
+    def _workdir(self) -> Path:
+        if self.case.workdir is not None:
+            root = Path(self.case.workdir)
+        else:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="rwb-conformance-")
+            root = Path(self._tmp.name)
+        path = root / f"{self.case.backend}-{next(self._counter)}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def new_index(self, *, seed: int | None = None, build: Mapping[str, Any] | None = None,
+                  threads: int = 1) -> IndexBackend:
+        """A fresh, unbuilt index of the case (one thread unless index_kwargs says otherwise)."""
+        kwargs: dict[str, Any] = {"threads": threads, **self.case.index_kwargs}
+        return create_index(
+            self.case.backend, self.case.dim, self.case.metric,
+            dict(self.case.build if build is None else build),
+            seed=self.case.seed if seed is None else seed, workdir=self._workdir(), **kwargs,
+        )
+
+    @contextlib.contextmanager
+    def fresh_index(self, **kwargs: Any) -> Iterator[IndexBackend]:
+        index = self.new_index(**kwargs)
+        try:
+            yield index
+        finally:
+            index.close()
+
+    @property
+    def index(self) -> IndexBackend:
+        """The shared index, built on the dataset with row-number ids."""
+        if self._shared is None:
+            index = self.new_index()
+            self.build_info = index.build(self.dataset.base)
+            self._shared = index
+        return self._shared
+
+    def most_accurate(self) -> dict[str, Any]:
+        return dict(self.cls.most_accurate_search(self.build_params))
+
+    def search(self, index: IndexBackend, params: Mapping[str, Any], k: int | None = None,
+               queries: np.ndarray | None = None) -> SearchResult:
+        index.set_search_params(**params)
+        return index.search(self.dataset.queries if queries is None else queries,
+                            self.case.k if k is None else k)
+
+    def recall(self, result: SearchResult) -> float:
+        return _recall(result.ids, self.exact, self.case.k)
+
+    # --- running -------------------------------------------------------------------------------
+    def run(self, name: str) -> dict[str, Any]:
+        """Run one check by name; return what it measured (also kept in ``self.results``)."""
+        if name not in CHECKS:
+            raise ConfigError(f"conformance: unknown check '{name}'; allowed: {', '.join(CHECKS)}")
+        out: dict[str, Any] = getattr(self, f"check_{name}")() or {}
+        self.results[name] = out
+        log.info("conformance %s %s: %s", self.case.id, name, out)
+        return out
+
+    def run_all(self) -> ConformanceReport:
+        for name in CHECKS:
+            if name not in self.case.skip:
+                self.run(name)
+        return ConformanceReport(self.case.id, dict(self.results))
+
+    def close(self) -> None:
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    # --- checks --------------------------------------------------------------------------------
+    def check_declaration(self) -> dict[str, Any]:
+        """Class attributes are consistent: name, params models, knobs, version."""
+        cls = self.cls
+        assert cls.name == self.case.backend, f"class name {cls.name!r} != {self.case.backend!r}"
+        for attr in ("BuildParams", "SearchParams"):
+            model = getattr(cls, attr)
+            assert issubclass(model, Params), f"{attr} must subclass retrieval.params.Params"
+            assert model.model_config.get("extra") == "forbid", f"{attr} must forbid extra keys"
+        fields = set(cls.SearchParams.model_fields)
+        for knob in cls.monotone_knobs:
+            assert knob in fields, f"monotone knob '{knob}' is not a search param ({fields})"
+            lo, hi = cls.knob_range(knob, self.build_params, self.case.k)
+            assert 1 <= lo <= hi, f"knob_range('{knob}') = ({lo}, {hi}) is not a range"
+        version = cls.library_version()
+        assert isinstance(version, str) and version, "library_version() must be a non-empty str"
+        index = self.new_index()
+        try:
+            assert isinstance(index, VectorIndex), "instances must satisfy VectorIndex"
+        finally:
+            index.close()
+        return {"version": version, "knobs": list(cls.monotone_knobs)}
+
+    def check_search_before_build(self) -> dict[str, Any]:
+        with self.fresh_index() as index, _Expect((RwbError,), "search before build") as e:
+            index.search(self.dataset.queries[:2], self.case.k)
+        return {"message": e.message}
+
+    def check_shapes_ids_distances(self) -> dict[str, Any]:
+        """Shapes (nq, k), int64 ids in [0, n) or -1 (inf distance), ascending distances;
+        with ``exact_distances`` the distances equal the true ones (rtol 1e-3)."""
+        ds, k = self.dataset, self.case.k
+        res = self.search(self.index, self.most_accurate())
+        nq = ds.n_queries
+        assert res.ids.shape == (nq, k), f"ids shape {res.ids.shape} != {(nq, k)}"
+        assert res.distances.shape == (nq, k), f"distances shape {res.distances.shape}"
+        assert res.ids.dtype == np.int64, f"ids dtype {res.ids.dtype} != int64"
+        assert res.distances.dtype == np.float32, f"distances dtype {res.distances.dtype}"
+        _check_rows(res, ds.n_base)
+        err = 0.0
+        if self.case.exact_distances:
+            true = true_distances(ds, res.ids, ds.queries)
+            valid = res.ids >= 0
+            got = res.distances.astype(np.float64)
+            ok = np.isclose(got, true, rtol=1e-3, atol=1e-3) | ~valid
+            assert ok.all(), (
+                f"distances are not rwb '{ds.metric}' distances: e.g. received "
+                f"{got[~ok][0]:.6g}, true {true[~ok][0]:.6g}"
+            )
+            err = float(np.abs(got - true)[valid].max())
+        return {"max_abs_distance_error": err}
+
+    def check_recall_at_most_accurate(self) -> dict[str, Any]:
+        params = self.most_accurate()
+        rec = self.recall(self.search(self.index, params))
+        assert rec >= self.case.min_recall, (
+            f"recall@{self.case.k} at most_accurate_search {params} is {rec:.4f} "
+            f"< {self.case.min_recall}"
+        )
+        return {"params": params, "recall": rec}
+
+    def check_monotone_knobs(self) -> dict[str, Any]:
+        """For each knob (others at their most accurate value), recall does not drop by more
+        than the tolerance as the knob grows; knobs_with_effect must change recall."""
+        curves: dict[str, list[tuple[int, float]]] = {}
+        effect = self.case.knobs_with_effect
+        if effect is None:
+            effect = self.cls.monotone_knobs[:1]
+        for knob in self.cls.monotone_knobs:
+            lo, hi = self.cls.knob_range(knob, self.build_params, self.case.k)
+            curve = []
+            for v in _knob_grid(lo, hi):
+                params = {**self.most_accurate(), knob: v}
+                curve.append((v, self.recall(self.search(self.index, params))))
+            curves[knob] = curve
+            tol = self.case.monotone_tolerance
+            for (v0, r0), (v1, r1) in itertools.pairwise(curve):
+                assert r1 >= r0 - tol, (
+                    f"recall drops as '{knob}' grows: {v0} -> {r0:.4f}, {v1} -> {r1:.4f}"
+                )
+            if knob in effect:
+                assert curve[0][1] < curve[-1][1], (
+                    f"'{knob}' has no effect on recall ({curve}); a silent brute-force fallback?"
+                )
+        return {"curves": curves}
+
+    def check_unknown_params_rejected(self) -> dict[str, Any]:
+        """Misspelt search/build params raise ConfigError suggesting the right name; bad values
+        raise ConfigError naming the field; a failed update leaves the params unchanged."""
+        index = self.index
+        index.set_search_params(**self.most_accurate())
+        before = index.search_params
+        messages = []
+        search_fields = list(self.cls.SearchParams.model_fields)
+        for name in search_fields:
+            typo = _typo(name, search_fields)
+            if typo is None:
+                continue
+            with _Expect((ConfigError,), f"unknown search param '{typo}'",
+                         must_mention=f"Did you mean '{name}'") as e:
+                index.set_search_params(**{typo: 1})
+            messages.append(e.message)
+        for knob in self.cls.monotone_knobs:
+            for bad in (-1, "many"):
+                with _Expect((ConfigError,), f"search param {knob}={bad!r}",
+                             must_mention=knob) as e:
+                    index.set_search_params(**{knob: bad})
+                messages.append(e.message)
+        assert index.search_params == before, "a rejected update changed the search params"
+        build_fields = list(self.cls.BuildParams.model_fields)
+        for name in build_fields[:3]:
+            typo = _typo(name, build_fields)
+            if typo is None:
+                continue
+            with _Expect((ConfigError,), f"unknown build param '{typo}'",
+                         must_mention=f"Did you mean '{name}'") as e:
+                self.new_index(build={**self.case.build, typo: 1}).close()
+            messages.append(e.message)
+        return {"messages": messages}
+
+    def check_invalid_combinations_rejected(self) -> dict[str, Any]:
+        """Each knob just outside ``knob_range`` (e.g. ef_search = k-1, nprobe = nlist+1) is
+        rejected with a ConfigError naming it, at set_search_params or at search; the index
+        stays usable."""
+        index, k = self.index, self.case.k
+        q = self.dataset.queries[:5]
+        messages = []
+        for knob in self.cls.monotone_knobs:
+            lo, hi = self.cls.knob_range(knob, self.build_params, k)
+            for bad in ([lo - 1] if lo > 1 else []) + [hi + 1]:
+                params = {**self.most_accurate(), knob: bad}
+                with _Expect((ConfigError,), f"{knob}={bad} (allowed [{lo}, {hi}] for k={k})",
+                             must_mention=knob) as e:
+                    self.search(index, params, queries=q)
+                messages.append(e.message)
+        res = self.search(index, self.most_accurate(), queries=q)
+        assert res.ids.shape == (len(q), k), "index unusable after a rejected combination"
+        return {"messages": messages}
+
+    def check_bad_inputs_rejected(self) -> dict[str, Any]:
+        """Wrong dimension, NaN, bad ids -> DataError; k < 1 -> ConfigError."""
+        ds, k = self.dataset, self.case.k
+        base = ds.base
+        nan = base.copy()
+        nan[7, 3] = np.nan
+        n = ds.n_base
+        cases: list[tuple[str, np.ndarray, np.ndarray | None]] = [
+            ("vectors of the wrong dimension", base[:, :-1], None),
+            ("vectors with NaN", nan, None),
+            ("too few ids", base, np.arange(n - 1)),
+            ("duplicate ids", base, np.zeros(n, dtype=np.int64)),
+            ("negative ids", base, np.arange(n) - 1),
+            ("float ids", base, np.arange(n) + 0.5),
+        ]
+        messages = []
+        with self.fresh_index() as fresh:
+            for what, vectors, ids in cases:
+                with _Expect((DataError,), what) as e:
+                    fresh.build(vectors, ids)
+                messages.append(e.message)
+        shared = self.index
+        shared.set_search_params(**self.most_accurate())
+        with _Expect((DataError,), "queries of the wrong dimension") as e:
+            shared.search(ds.queries[:, :-1], k)
+        messages.append(e.message)
+        for bad_k in (0, -3):
+            with _Expect((ConfigError,), f"k={bad_k}", must_mention="k") as e:
+                shared.search(ds.queries, bad_k)
+            messages.append(e.message)
+        return {"messages": messages}
+
+    def check_k_larger_than_n(self) -> dict[str, Any]:
+        """Asking for more than n results pads with -1 / inf after at most n distinct ids."""
+        n = self.dataset.n_base
+        k = n + 5
+        res = self.search(self.index, self.cls.most_accurate_search(self.build_params), k=k,
+                          queries=self.dataset.queries[:3])
+        assert res.ids.shape == (3, k), f"ids shape {res.ids.shape} != {(3, k)}"
+        _check_rows(res, n)
+        assert (res.ids[:, n:] == -1).all(), "more than n ids returned"
+        return {"valid_per_row": (res.ids >= 0).sum(axis=1).tolist()}
+
+    def check_custom_ids(self) -> dict[str, Any]:
+        """Ids given at build come back (large int64, reversed order), with the same recall."""
+        n = self.dataset.n_base
+        ids = (2**40 + 7 * np.arange(n, dtype=np.int64))[::-1].copy()
+        with self.fresh_index() as index:
+            index.build(self.dataset.base, ids)
+            res = self.search(index, self.most_accurate())
+        found = res.ids[res.ids >= 0]
+        unknown = found[~np.isin(found, ids)]
+        assert unknown.size == 0, f"ids not given at build returned, e.g. {unknown[:3]}"
+        rec = _recall(res.ids, ids[self.exact], self.case.k)
+        assert rec >= self.case.min_recall, (
+            f"recall with custom ids {rec:.4f} < {self.case.min_recall}"
+        )
+        return {"recall": rec}
+
+    def check_deterministic_build(self) -> dict[str, Any]:
+        """Two builds with the same seed and one thread answer identically (at the least
+        accurate knob values, where differences show most)."""
+        if not getattr(self.cls, "deterministic", True):
+            return {"skipped": "backend declares deterministic = False"}
+        low = {
+            knob: self.cls.knob_range(knob, self.build_params, self.case.k)[0]
+            for knob in self.cls.monotone_knobs
+        }
+        params = {**self.most_accurate(), **low}
+        results = []
+        for _ in range(2):
+            with self.fresh_index(threads=1) as index:
+                index.build(self.dataset.base)
+                results.append(self.search(index, params))
+        a, b = results
+        assert np.array_equal(a.ids, b.ids), "two builds with the same seed return different ids"
+        assert np.array_equal(a.distances, b.distances), "same seed, different distances"
+        return {"params": params, "recall": self.recall(a)}
+
+    def check_memory_report(self) -> dict[str, Any]:
+        index = self.index
+        info = self.build_info
+        assert info is not None
+        assert info.n == self.dataset.n_base, f"BuildInfo.n {info.n} != {self.dataset.n_base}"
+        assert info.build_s >= 0, f"BuildInfo.build_s {info.build_s} < 0"
+        assert info.memory_bytes is None or info.memory_bytes > 0, "memory_bytes must be > 0"
+        mem = None
+        if isinstance(index, SupportsMemoryReport):
+            mem = index.memory_bytes()
+            assert isinstance(mem, int) and mem > 0, f"memory_bytes() = {mem!r}"
+        return {"build_s": info.build_s, "memory_bytes": info.memory_bytes, "measured": mem}
+
+    def check_close_idempotent(self) -> dict[str, Any]:
+        """close() twice is fine (built or not); search after close raises an rwb error."""
+        unbuilt = self.new_index()
+        unbuilt.close()
+        unbuilt.close()
+        index = self.new_index()
+        index.build(self.dataset.base)
+        index.close()
+        index.close()
+        with _Expect((RwbError,), "search after close") as e:
+            index.search(self.dataset.queries[:2], self.case.k)
+        return {"message": e.message}
+
+
+def _check_rows(res: SearchResult, n: int) -> None:
+    """ids in [0, n) or -1; -1 exactly where distance is inf and only at the end of a row;
+    no id twice in a row; finite distances ascending."""
+    ids, d = res.ids, res.distances
+    assert ((ids >= 0) & (ids < n) | (ids == -1)).all(), "ids outside [0, n) and not -1"
+    missing = ids == -1
+    assert (np.isinf(d) == missing).all(), "distance must be +inf exactly where the id is -1"
+    assert (np.diff(missing.astype(np.int8), axis=1) >= 0).all(), "-1 ids must come last"
+    for row_ids, row_d in zip(ids, d):
+        valid = row_ids >= 0
+        assert len(np.unique(row_ids[valid])) == int(valid.sum()), "an id appears twice in a row"
+        dv = row_d[valid].astype(np.float64)
+        assert (np.diff(dv) >= -1e-6 * (1.0 + np.abs(dv[1:]))).all(), "distances not ascending"
+
+
+class BackendConformance:
+    """Subclass as ``class TestX(BackendConformance): case = ConformanceCase(...)`` and pytest
+    runs one test per check, sharing one :class:`Conformance` per class."""
+
+    case: ClassVar[ConformanceCase]
+    _suite: ClassVar[Conformance | None] = None
+
+    @classmethod
+    def suite(cls) -> Conformance:
+        if cls.__dict__.get("_suite") is None:
+            cls._suite = Conformance(cls.case)
+        suite = cls._suite
+        assert suite is not None
+        return suite
+
+    @classmethod
+    def teardown_class(cls) -> None:
+        suite = cls.__dict__.get("_suite")
+        if suite is not None:
+            suite.close()
+            cls._suite = None
+
+    def _run(self, name: str) -> None:
+        if name in self.case.skip:
+            import pytest
+
+            pytest.skip(f"check '{name}' skipped by the case")
+        self.suite().run(name)
+
+    def test_declaration(self) -> None:
+        self._run("declaration")
+
+    def test_search_before_build(self) -> None:
+        self._run("search_before_build")
+
+    def test_shapes_ids_distances(self) -> None:
+        self._run("shapes_ids_distances")
+
+    def test_recall_at_most_accurate(self) -> None:
+        self._run("recall_at_most_accurate")
+
+    def test_monotone_knobs(self) -> None:
+        self._run("monotone_knobs")
+
+    def test_unknown_params_rejected(self) -> None:
+        self._run("unknown_params_rejected")
+
+    def test_invalid_combinations_rejected(self) -> None:
+        self._run("invalid_combinations_rejected")
+
+    def test_bad_inputs_rejected(self) -> None:
+        self._run("bad_inputs_rejected")
+
+    def test_k_larger_than_n(self) -> None:
+        self._run("k_larger_than_n")
+
+    def test_custom_ids(self) -> None:
+        self._run("custom_ids")
+
+    def test_deterministic_build(self) -> None:
+        self._run("deterministic_build")
+
+    def test_memory_report(self) -> None:
+        self._run("memory_report")
+
+    def test_close_idempotent(self) -> None:
+        self._run("close_idempotent")
+
+
+def run_conformance(backend: str, *, metric: Metric = "l2",
+                    build: Mapping[str, Any] | None = None, **case_kwargs: Any
+                    ) -> ConformanceReport:
+    """Run every check on ``backend`` and return what was measured (AssertionError on failure).
+
+    ``case_kwargs`` are :class:`ConformanceCase` fields (``workdir``, ``min_recall``, ...).
+    """
+    suite = Conformance(ConformanceCase(backend, metric=metric, build=dict(build or {}),
+                                        **case_kwargs))
+    try:
+        return suite.run_all()
+    finally:
+        suite.close()

@@ -1,0 +1,78 @@
+"""Every available in-process backend through the library's conformance suite.
+
+Milvus has its own contract file (it needs a server per test worker); "fake" is checked here
+with a build config that reaches recall 1.0 (see retrieval.testing.fake).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from retrieval.indexes import backend_status
+from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase
+
+HNSW = {"M": 16, "ef_construction": 64}
+KNOWN: dict[str, list[ConformanceCase]] = {
+    "hnswlib": [
+        ConformanceCase("hnswlib", "l2", HNSW),
+        ConformanceCase("hnswlib", "ip", HNSW),
+        ConformanceCase("hnswlib", "cosine", HNSW),
+    ],
+    "faiss-hnsw": [
+        ConformanceCase("faiss-hnsw", "l2", HNSW),
+        ConformanceCase("faiss-hnsw", "ip", HNSW),
+        ConformanceCase("faiss-hnsw", "cosine", HNSW),
+    ],
+    "faiss-ivf": [
+        ConformanceCase("faiss-ivf", "l2", {"nlist": 32}, label="faiss-ivf-flat-l2"),
+        ConformanceCase("faiss-ivf", "l2", {"nlist": 32, "encoding": "sq8"}, min_recall=0.97,
+                        exact_distances=False, label="faiss-ivf-sq8-l2"),
+        ConformanceCase("faiss-ivf", "ip", {"nlist": 32, "encoding": "sq8", "refine": True},
+                        label="faiss-ivf-sq8-refine-ip"),
+        ConformanceCase("faiss-ivf", "cosine",
+                        {"nlist": 32, "encoding": "pq", "pq_m": 8, "pq_nbits": 4, "refine": True},
+                        knobs_with_effect=("nprobe", "k_factor"),
+                        label="faiss-ivf-pq-refine-cosine"),
+    ],
+    "faiss-flat": [ConformanceCase("faiss-flat", "l2")],
+}
+SKIP = {"milvus", "fake"}  # milvus: own contract file; fake: added explicitly below
+
+
+def _cases() -> list[ConformanceCase]:
+    cases: list[ConformanceCase] = []
+    for status in backend_status():
+        if status.name in SKIP or not status.available:
+            continue
+        cases.extend(KNOWN.get(status.name, [ConformanceCase(status.name)]))
+    cases.append(ConformanceCase("fake", "l2", {"quality": 1.1, "us_per_ef": 0.0},
+                                 knobs_with_effect=("ef_search",)))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def suites() -> Iterator[dict[str, Conformance]]:
+    import retrieval.testing.fake  # noqa: F401  (registers "fake")
+
+    cache: dict[str, Conformance] = {}
+    yield cache
+    for suite in cache.values():
+        suite.close()
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_conformance(suites: dict[str, Conformance], case: ConformanceCase, check: str) -> None:
+    suite = suites.get(case.id)
+    if suite is None:
+        suite = suites[case.id] = Conformance(case)
+    suite.run(check)
+
+
+def test_every_metric_is_covered() -> None:
+    assert {c.metric for c in CASES if c.backend != "fake"} >= {"l2", "ip", "cosine"}
