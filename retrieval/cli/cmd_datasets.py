@@ -1,0 +1,78 @@
+"""``rwb datasets``: list the dataset manifests and whether their files are present."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from typing import Any
+
+from retrieval.cli._common import print_json, print_table
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "datasets",
+        help="list known datasets and where their files are looked for",
+        description="List the dataset manifests (datasets/*.yaml), their kind, and the files "
+        "each needs (present/missing). --load NAME loads one (embedding text datasets on "
+        "first use, cached afterwards) and prints its shape.",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--load", metavar="NAME", help="load (and cache) this dataset, print a summary")
+    p.set_defaults(func=run)
+
+
+def _status(entry: Any) -> str:
+    if entry.error:
+        return "invalid"
+    return "ok" if entry.available else "missing"
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrieval.loaders.catalog import list_datasets, resolve_dataset
+
+    if args.load:
+        t0 = time.perf_counter()
+        ds = resolve_dataset(args.load, where="--load")
+        summary = {
+            "name": ds.name,
+            "n_base": ds.n_base,
+            "n_queries": ds.n_queries,
+            "dim": ds.dim,
+            "metric": ds.metric,
+            "ground_truth_in_files": ds.gt_ids is not None,
+            "fingerprint": ds.fingerprint,
+            "load_s": round(time.perf_counter() - t0, 3),
+            "source": ds.source,
+            "info": ds.info,
+        }
+        if args.json:
+            print_json(summary)
+        else:
+            for key, value in summary.items():
+                print(f"{key:>22}: {value}")
+        return 0
+
+    entries = list_datasets()
+    if args.json:
+        print_json([
+            {**dataclasses.asdict(e), "status": _status(e)} for e in entries
+        ])
+        return 0
+    rows = []
+    for e in entries:
+        missing = [f.path for f in e.files if not f.present]
+        if e.error:
+            where = e.error
+        elif missing:
+            where = "missing: " + ", ".join(missing)
+        elif e.files:
+            folders = sorted({f.path.rsplit("/", 1)[0] if len(e.files) > 1 else f.path
+                              for f in e.files})
+            where = ", ".join(folders)
+        else:
+            where = "(generated)"
+        rows.append([e.name, e.kind, _status(e), e.description, where])
+    print_table(rows, ["name", "kind", "status", "description", "files"])
+    return 0

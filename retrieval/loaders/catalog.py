@@ -1,0 +1,443 @@
+"""Named datasets: one YAML manifest per dataset in :func:`retrieval.paths.manifests_dir`.
+
+A manifest is a mapping with a ``kind`` (``synthetic``, ``hdf5``, ``texmex``, ``npy``, ``text``)
+and that kind's fields (see ``datasets/README.md``); its name is the file stem. Relative file
+paths are resolved against the manifest's folder (inline specs: against ``base_dir`` or the
+current directory). Unknown fields, kinds and names are ConfigErrors naming the file and field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, field_validator
+
+from retrieval.data import Metric, TextCollection, VectorDataset
+from retrieval.errors import ConfigError, param_error, unknown_name_error
+from retrieval.loaders.beir import load_beir
+from retrieval.loaders.embedded import TextDataset, embed_collection
+from retrieval.loaders.shared import (
+    load_cranfield,
+    load_qqp_questions,
+    load_reuters_paragraphs,
+    load_scifact,
+)
+from retrieval.loaders.synthetic import make_synthetic
+from retrieval.loaders.vectors import load_hdf5, load_npy, load_texmex
+from retrieval.params import Params, validate_params
+from retrieval.paths import data_dir_candidates, manifests_dir
+
+log = logging.getLogger(__name__)
+
+#: collection name -> shared data sub-folder and the files it needs
+SHARED_COLLECTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "scifact": ("scifact", ("scifact.zip",)),
+    "cranfield": ("cranfield", ("cran.all.1400", "cran.qry", "cranqrel")),
+    "reuters": ("reuters21578", tuple(f"reut2-{i:03d}.sgm" for i in range(22))),
+    "qqp-questions": ("gptcache_qqp", ("similiar_qqp_full.json.gz",)),
+}
+COLLECTIONS_HELP = "one of scifact, cranfield, reuters, qqp-questions, beir:<folder>"
+
+
+class _Spec(Params):
+    description: str = ""
+    name: str | None = None
+
+
+class SyntheticSpec(_Spec):
+    """Arguments of :func:`retrieval.loaders.synthetic.make_synthetic`."""
+
+    kind: Literal["synthetic"]
+    n: int = Field(20_000, ge=1)
+    dim: int = Field(96, ge=2)
+    n_queries: int = Field(500, ge=1)
+    n_clusters: int = Field(64, ge=1)
+    decay: float = Field(0.3, ge=0.0, le=3.0)
+    cluster_spread: float = Field(1.5, gt=0.0)
+    metric: Metric = "l2"
+    seed: int = 0
+
+
+class Hdf5Spec(_Spec):
+    """An ann-benchmarks HDF5 file; ``metric`` overrides its ``distance`` attribute."""
+
+    kind: Literal["hdf5"]
+    path: str
+    metric: Metric | None = None
+
+
+class TexmexSpec(_Spec):
+    """TEXMEX ``.fvecs``/``.bvecs`` base and queries, optional ``.ivecs`` ground truth."""
+
+    kind: Literal["texmex"]
+    base: str
+    queries: str
+    groundtruth: str | None = None
+    metric: Metric = "l2"
+
+
+class NpySpec(_Spec):
+    """NumPy ``.npy`` matrices; optional ground-truth ids ``.npy``."""
+
+    kind: Literal["npy"]
+    base: str
+    queries: str
+    groundtruth: str | None = None
+    metric: Metric
+
+
+class TextSpec(_Spec):
+    """A text collection embedded into vectors (see :func:`embed_collection`)."""
+
+    kind: Literal["text"]
+    collection: str
+    split: str = "test"
+    model: str | None = None
+    n_base: int | None = Field(None, ge=1)
+    n_queries: int | None = Field(None, ge=1)
+    seed: int = 0
+    metric: Metric = "cosine"
+    dedupe: bool = True
+    batch_size: int = Field(32, ge=1)
+
+    @field_validator("collection")
+    @classmethod
+    def _known_collection(cls, v: str) -> str:
+        if v.startswith("beir:") and len(v) > 5:
+            return v
+        if v not in SHARED_COLLECTIONS:
+            close = difflib.get_close_matches(v, list(SHARED_COLLECTIONS), n=1, cutoff=0.5)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"must be {COLLECTIONS_HELP}{hint}")
+        return v
+
+
+DatasetSpec = Annotated[
+    SyntheticSpec | Hdf5Spec | TexmexSpec | NpySpec | TextSpec, Field(discriminator="kind")
+]
+SPEC_MODELS: dict[str, type[_Spec]] = {
+    "synthetic": SyntheticSpec,
+    "hdf5": Hdf5Spec,
+    "texmex": TexmexSpec,
+    "npy": NpySpec,
+    "text": TextSpec,
+}
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """A file or folder a dataset needs, where it is looked for, and whether it is there."""
+
+    role: str
+    path: str
+    present: bool
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """One manifest, as ``rwb datasets`` lists it. ``error`` is set for an invalid manifest."""
+
+    name: str
+    kind: str
+    description: str
+    manifest: str
+    files: tuple[FileStatus, ...] = ()
+    error: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.error is None and all(f.present for f in self.files)
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def manifest_paths() -> dict[str, Path]:
+    """Dataset name -> manifest file (``*.yaml``/``*.yml`` in the manifests folder)."""
+    folder = manifests_dir()
+    if not folder.is_dir():
+        return {}
+    out: dict[str, Path] = {}
+    for p in sorted(folder.iterdir()):
+        if p.suffix in (".yaml", ".yml") and p.is_file():
+            out.setdefault(p.stem, p)
+    return out
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The raw mapping of a manifest file (ConfigError naming the file if it is not one)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read dataset manifest ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML ({exc})".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: a dataset manifest must be a mapping with a 'kind'; "
+            f"received {type(data).__name__}"
+        )
+    return data
+
+
+def parse_spec(data: Mapping[str, Any], *, where: str) -> DatasetSpec:
+    """Validate a spec mapping into the model of its ``kind``."""
+    kind = data.get("kind")
+    if kind is None:
+        raise param_error("kind", f"one of {', '.join(SPEC_MODELS)}", None, where=where)
+    if not isinstance(kind, str) or kind not in SPEC_MODELS:
+        raise unknown_name_error("dataset kind", str(kind), SPEC_MODELS, where=where)
+    spec = validate_params(SPEC_MODELS[kind], data, where=where)
+    return spec  # type: ignore[return-value]
+
+
+def load_manifest(path: Path) -> DatasetSpec:
+    spec = parse_spec(read_manifest(path), where=str(path))
+    if spec.name is not None and spec.name != path.stem:
+        raise param_error("name", f"the file stem '{path.stem}' (or absent)", spec.name,
+                          where=str(path))
+    return spec
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _resolve(path: str, base_dir: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base_dir / p)
+
+
+def _shared_status(collection: str) -> tuple[FileStatus, ...]:
+    sub, files = SHARED_COLLECTIONS[collection]
+    for cand in data_dir_candidates():
+        folder = cand / sub
+        if folder.is_dir():
+            return tuple(FileStatus(f, str(folder / f), (folder / f).is_file()) for f in files)
+    return tuple(FileStatus(sub, str(c / sub), False) for c in data_dir_candidates())
+
+
+def spec_files(spec: DatasetSpec, base_dir: Path) -> tuple[FileStatus, ...]:
+    """The files a spec reads, resolved, with presence."""
+    def st(role: str, path: str | None) -> list[FileStatus]:
+        if path is None:
+            return []
+        p = _resolve(path, base_dir)
+        return [FileStatus(role, str(p), p.exists())]
+
+    if isinstance(spec, Hdf5Spec):
+        return tuple(st("hdf5", spec.path))
+    if isinstance(spec, TexmexSpec | NpySpec):
+        return tuple(st("base", spec.base) + st("queries", spec.queries)
+                     + st("groundtruth", spec.groundtruth))
+    if isinstance(spec, TextSpec):
+        if spec.collection.startswith("beir:"):
+            return tuple(st("beir folder", spec.collection[5:]))
+        return _shared_status(spec.collection)
+    return ()
+
+
+def list_datasets() -> list[DatasetEntry]:
+    """Every manifest: name, kind, description, the files it needs and whether they exist.
+
+    An invalid manifest is listed with ``error`` set (resolving it raises that error)."""
+    out = []
+    for name, path in manifest_paths().items():
+        try:
+            spec = load_manifest(path)
+        except ConfigError as exc:
+            out.append(DatasetEntry(name, "invalid", "", str(path), error=str(exc)))
+            continue
+        out.append(
+            DatasetEntry(
+                name=name,
+                kind=spec.kind,
+                description=spec.description,
+                manifest=str(path),
+                files=spec_files(spec, path.parent),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- collections
+
+
+def _collection(spec_collection: str, split: str, base_dir: Path) -> TextCollection:
+    if spec_collection.startswith("beir:"):
+        return load_beir(_resolve(spec_collection[5:], base_dir), split=split)
+    if spec_collection == "scifact":
+        return load_scifact(split)
+    if spec_collection == "cranfield":
+        return load_cranfield()
+    if spec_collection == "reuters":
+        return load_reuters_paragraphs()
+    if spec_collection == "qqp-questions":
+        return load_qqp_questions()
+    raise unknown_name_error("text collection", spec_collection, SHARED_COLLECTIONS)
+
+
+def load_text_collection(
+    name: str, *, split: str = "test", base_dir: Path | None = None
+) -> TextCollection:
+    """A text collection by name (scifact, cranfield, reuters, qqp-questions, beir:<folder>),
+    or the collection behind a ``text`` dataset manifest (with that manifest's split)."""
+    if name in SHARED_COLLECTIONS or (name.startswith("beir:") and len(name) > 5):
+        return _collection(name, split, base_dir or Path.cwd())
+    paths = manifest_paths()
+    if name in paths:
+        spec = load_manifest(paths[name])
+        if isinstance(spec, TextSpec):
+            return _collection(spec.collection, spec.split, paths[name].parent)
+    known = list(SHARED_COLLECTIONS) + ["beir:<folder>"] + [
+        n for n, p in paths.items() if _is_text_manifest(p)
+    ]
+    raise unknown_name_error("text collection", name, known)
+
+
+def _is_text_manifest(path: Path) -> bool:
+    try:
+        return read_manifest(path).get("kind") == "text"
+    except ConfigError:
+        return False
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def _build_synthetic(spec: SyntheticSpec, name: str, base_dir: Path) -> VectorDataset:
+    args = spec.model_dump(exclude={"kind", "description", "name"})
+    ds = make_synthetic(name=name, **args)
+    ds.info["description"] = spec.description
+    return ds
+
+
+def _build_hdf5(spec: Hdf5Spec, name: str, base_dir: Path) -> VectorDataset:
+    return load_hdf5(_resolve(spec.path, base_dir), name=name, metric=spec.metric)
+
+
+def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
+    gt = None if spec.groundtruth is None else _resolve(spec.groundtruth, base_dir)
+    return load_texmex(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir), gt,
+                       spec.metric, name=name)
+
+
+def _build_npy(spec: NpySpec, name: str, base_dir: Path) -> VectorDataset:
+    gt = None if spec.groundtruth is None else _resolve(spec.groundtruth, base_dir)
+    return load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
+                    spec.metric, groundtruth=gt, name=name)
+
+
+def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDataset:
+    coll = _collection(spec.collection, spec.split, base_dir)
+    model = spec.model
+    if model is not None and not Path(model).expanduser().is_absolute():
+        candidate = base_dir / Path(model).expanduser()
+        if candidate.exists():
+            model = str(candidate)
+    return embed_collection(
+        coll,
+        name=name,
+        n_queries=spec.n_queries,
+        n_base=spec.n_base,
+        metric=spec.metric,
+        seed=spec.seed,
+        dedupe=spec.dedupe,
+        model=model,
+        batch_size=spec.batch_size,
+        where=where,
+    )
+
+
+_BUILDERS: dict[str, Callable[[Any, str, Path], VectorDataset]] = {
+    "synthetic": _build_synthetic,
+    "hdf5": _build_hdf5,
+    "texmex": _build_texmex,
+    "npy": _build_npy,
+}
+
+
+def _spec_from(
+    spec: str | Mapping[str, Any], where: str, base_dir: Path | None
+) -> tuple[DatasetSpec, str, Path, str]:
+    """-> (spec, dataset name, folder for relative paths, where-label for errors)."""
+    paths = manifest_paths()
+    if isinstance(spec, str):
+        if spec in paths:
+            path = paths[spec]
+            return load_manifest(path), spec, path.parent, str(path)
+        p = Path(spec).expanduser()
+        if p.suffix in (".yaml", ".yml") and p.is_file():
+            return load_manifest(p), p.stem, p.parent, str(p)
+        if p.suffix in (".hdf5", ".h5") and p.is_file():
+            hd = parse_spec({"kind": "hdf5", "path": str(p.resolve())}, where=where)
+            return hd, p.stem, p.parent, where
+        raise unknown_name_error("dataset", spec, paths, where=where)
+    if not isinstance(spec, Mapping):
+        raise param_error("dataset", "a dataset name or a mapping", spec, where=where)
+    data = dict(spec)
+    folder = base_dir or Path.cwd()
+    if "kind" not in data and "name" in data:
+        # a named manifest with overrides, e.g. {"name": "synthetic-20k", "n_queries": 100}
+        named = str(data.pop("name"))
+        if named not in paths:
+            raise unknown_name_error("dataset", named, paths, where=where)
+        path = paths[named]
+        merged = {**read_manifest(path), **data}
+        label = f"{where} (manifest {path} with overrides)" if data else str(path)
+        parsed = parse_spec(merged, where=label)
+        suffix = ",".join(f"{k}={v}" for k, v in sorted(data.items()))
+        return parsed, f"{named}[{suffix}]" if suffix else named, path.parent, label
+    parsed = parse_spec(data, where=where)
+    return parsed, parsed.name or f"inline-{parsed.kind}", folder, where
+
+
+def resolve_text_dataset(
+    spec: str | Mapping[str, Any], *, where: str = "dataset", base_dir: Path | None = None
+) -> TextDataset:
+    """Like :func:`resolve_dataset` for ``text`` datasets, keeping the text ids of every row."""
+    parsed, name, folder, label = _spec_from(spec, where, base_dir)
+    if not isinstance(parsed, TextSpec):
+        raise param_error("kind", "text", parsed.kind, where=label)
+    return _build_text(parsed, name, folder, label)
+
+
+def resolve_dataset(
+    spec: str | Mapping[str, Any], *, where: str = "dataset", base_dir: Path | None = None
+) -> VectorDataset:
+    """A :class:`VectorDataset` from a manifest name, a manifest/HDF5 path, or an inline mapping.
+
+    An inline mapping has a ``kind`` and that kind's fields, or a ``name`` of a manifest plus
+    fields that override it. Relative paths resolve against the manifest's folder (inline:
+    ``base_dir`` or the current directory). ``where`` prefixes error messages.
+    """
+    parsed, name, folder, label = _spec_from(spec, where, base_dir)
+    if isinstance(parsed, TextSpec):
+        return _build_text(parsed, name, folder, label).dataset
+    return _BUILDERS[parsed.kind](parsed, name, folder)
+
+
+__all__ = [
+    "SPEC_MODELS",
+    "DatasetEntry",
+    "DatasetSpec",
+    "FileStatus",
+    "Hdf5Spec",
+    "NpySpec",
+    "SyntheticSpec",
+    "TexmexSpec",
+    "TextDataset",
+    "TextSpec",
+    "list_datasets",
+    "load_manifest",
+    "load_text_collection",
+    "manifest_paths",
+    "parse_spec",
+    "resolve_dataset",
+    "resolve_text_dataset",
+]
