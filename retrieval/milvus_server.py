@@ -59,11 +59,14 @@ def _answers(uri: str, timeout_s: float) -> bool:
     return True
 
 
-def _tail(path: Path, n: int = 600) -> str:
+def _tail(path: Path, lines: int = 2) -> str:
+    """The server's last output lines (its exception message), joined on one line."""
     try:
-        return path.read_text(errors="replace")[-n:].strip().replace("\n", " | ")
+        text = path.read_text(errors="replace")
     except OSError:
         return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept)[-500:]
 
 
 def _stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:

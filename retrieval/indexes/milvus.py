@@ -406,12 +406,12 @@ class MilvusIndex(IndexBackend):
         self._call(
             "create_index", client.create_index, self.collection, index_params, sync=False
         )
-        described = self._wait_indexed(n)
+        self._wait_indexed(n)
         t3 = time.perf_counter_ns()
         self._call("release_collection", client.release_collection, self.collection)
         self._call("load_collection", client.load_collection, self.collection)
         t4 = time.perf_counter_ns()
-        self._verify_described(described)
+        self.verify_index_params()
         extra: dict[str, Any] = {
             "index_type": kind.index_type,
             "milvus_params": kind.milvus_params(),
@@ -483,9 +483,14 @@ class MilvusIndex(IndexBackend):
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def _verify_described(self, before_load: dict[str, Any]) -> None:
+    def verify_index_params(self) -> dict[str, Any]:
+        """Read the index back (``describe_index``) and raise BackendError unless its type,
+        metric and every build param are the ones sent (flat ``params`` are silently dropped
+        by Milvus Lite, which then builds with its defaults). Returns the description."""
+        if self._client is None or not self._built_n:
+            raise ConfigError(f"{_WHERE}: verify_index_params() called before build()")
         info = self._call("describe_index", self._client.describe_index, self.collection, _VEC)
-        info = info or before_load
+        info = dict(info or {})
         kind = self.build_params
         got_type = str(info.get("index_type", ""))
         sent = kind.milvus_params()
@@ -508,6 +513,7 @@ class MilvusIndex(IndexBackend):
                 f"{_WHERE}: metric did not take effect on {self.where}: sent "
                 f"{_METRIC[self.metric]}, Milvus reports {info.get('metric_type')}"
             )
+        return info
 
     def _collection_dir(self) -> Path | None:
         if self._db_path is None:
@@ -546,6 +552,11 @@ class MilvusIndex(IndexBackend):
         kind = self.build_params
         where = f"{_WHERE} search params (index_type {kind.index_type})"
         given = {key: v for key, v in params.items() if v is not None}  # MilvusSearch's Nones
+        if given and not kind.knob:
+            raise ConfigError(
+                f"{where}: index_type {kind.index_type} takes no search params (allowed: none); "
+                f"received {sorted(given)}"
+            )
         merged = {**self.search_params.model_dump(), **given}
         sp = validate_params(search_model_for(kind), merged, where=where)
         nprobe = getattr(sp, "nprobe", None)
