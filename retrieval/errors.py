@@ -47,6 +47,12 @@ def unknown_name_error(
     """ConfigError for an unknown name, suggesting the closest known one."""
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    if not close:  # 'm' for 'M', 'ef' for 'ef_search': case-insensitive, then a unique prefix
+        lower = {k.lower(): k for k in known}
+        close = [lower[c] for c in difflib.get_close_matches(name.lower(), lower, n=1, cutoff=0.5)]
+    if not close and name:
+        close = [k for k in known if k.lower().startswith(name.lower())][:2]
+        close = close if len(close) == 1 else []
     hint = f" Did you mean '{close[0]}'?" if close else ""
     prefix = f"{where}: " if where else ""
     return ConfigError(f"{prefix}unknown {kind} '{name}'; allowed: {', '.join(known)}.{hint}")

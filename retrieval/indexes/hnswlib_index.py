@@ -3,8 +3,9 @@
 Metrics map to hnswlib spaces: ``l2`` -> 'l2' (squared Euclidean, as rwb), ``ip`` -> 'ip'
 (hnswlib returns ``1 - <x, q>``; converted to rwb's ``-<x, q>``), ``cosine`` -> 'cosine'
 (hnswlib returns ``1 - cos``, as rwb). The build is reproducible for a fixed ``seed``
-(hnswlib ``random_seed``, which draws node levels) with ``threads=1``; with more threads the
-insertion order, hence the graph, varies between runs.
+(hnswlib ``random_seed = seed + 1``, which draws node levels: its ``std::minstd_rand``
+generator treats seed 0 as 1, so passing ``seed`` unchanged would make seeds 0 and 1 build the
+same graph) with ``threads=1``; with more threads the insertion order, hence the graph, varies.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class HnswlibIndex(HnswChecks):
         index = hnswlib.Index(space=_SPACES[self.metric], dim=self.dim)
         index.init_index(
             max_elements=x.shape[0], M=p.M, ef_construction=p.ef_construction,
-            random_seed=self.seed,
+            random_seed=self.seed + 1,  # minstd_rand maps 0 to 1: keep seeds 0 and 1 apart
         )
         index.set_num_threads(self.threads)
         index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.threads)

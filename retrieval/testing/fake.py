@@ -10,10 +10,10 @@ the same way ground truth is computed) and keeps the first ``hits`` of them, whe
 
 computed in exact rational arithmetic (``fractions.Fraction`` of the float ``quality``). The
 other ``k - hits`` slots get the farthest base vectors from the query (never true neighbours),
-so every query has recall exactly ``hits / k`` and the mean recall@k is exactly
-:func:`fake_recall` ``(ef, quality, k, half_ef)``: a non-decreasing step function of ``ef`` (steps
-of 1/k), reaching 1.0 only when ``quality > 1``. "Exactly" assumes ``k <= n`` and no floating-
-point tie between a query's k-th and (k+1)-th true neighbour.
+so every query has recall@k exactly ``hits / k`` = :func:`fake_recall` ``(ef, quality, k,
+half_ef)`` (and the mean over queries equals it up to float summation, ~1e-15): a non-decreasing
+step function of ``ef`` (steps of 1/k), reaching 1.0 only when ``quality > 1``. "Exactly" assumes
+``k <= n`` and no floating-point tie between a query's k-th and (k+1)-th true neighbour.
 
 Latency. After answering, each ``search`` call busy-waits ``nq * ef_search * us_per_ef``
 microseconds (:func:`fake_latency_us`), so latency grows with ef (on top of the brute-force cost,
