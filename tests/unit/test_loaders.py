@@ -347,3 +347,21 @@ def test_embed_collection_uses_collection_queries() -> None:
     assert td.dataset.info["n_blank_dropped"] == 1 and td.dataset.metric == "ip"
     with pytest.raises(ConfigError, match=r"n_queries.*<= the 2 queries"):
         embed_collection(coll, name="t", n_queries=3, embedder=HashEmbedder())
+
+
+def test_shared_folder_missing_names_every_place(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrieval.loaders import shared
+
+    places = [tmp_path / "env-data", tmp_path / "repo-data"]
+    monkeypatch.setattr(shared, "data_dir_candidates", lambda: places)
+    monkeypatch.setattr(catalog, "data_dir_candidates", lambda: places)
+    with pytest.raises(DataError, match=r"'scifact' not found; looked in: .*env-data/scifact, "
+                                        r".*repo-data/scifact"):
+        shared.load_scifact()
+    (places[1] / "gptcache_qqp").mkdir(parents=True)
+    with pytest.raises(DataError, match=r"file not found: similiar_qqp_full\.json\.gz"):
+        shared.load_qqp_questions()
+    entry = {e.name: e for e in catalog.list_datasets()}["scifact-minilm"]
+    assert [f.path for f in entry.files] == [str(p / "scifact") for p in places]
+    assert not entry.available
