@@ -11,10 +11,11 @@ Three ways to use it:
 - a pytest class: ``class TestMine(BackendConformance): case = ConformanceCase("mine")`` gives
   one test per check (no fixtures needed; ``case.skip`` names checks to skip).
 
-The dataset is :func:`retrieval.loaders.synthetic.make_synthetic` (3000 x 32, 100 queries by
-default) and the exact neighbours are computed here with Faiss ``IndexFlat`` (rwb distance
-convention, cosine on normalised vectors). Recall is the id-intersection recall@k (not the
-tie-aware variant), mean over queries.
+The dataset is :func:`retrieval.loaders.synthetic.make_synthetic` (3000 x 32, 100 queries,
+overlapping clusters (``cluster_spread=3``) so that every knob visibly moves recall); the exact
+neighbours are computed here with Faiss ``IndexFlat`` (rwb distance convention, cosine on
+normalised vectors). Recall is the id-intersection recall@k (not the tie-aware variant), mean
+over queries.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class ConformanceCase:
     n: int = 3000
     dim: int = 32
     n_queries: int = 100
+    cluster_spread: float = 3.0
     seed: int = 0
     skip: frozenset[str] = frozenset()
     label: str = ""
@@ -214,7 +216,7 @@ class Conformance:
     def dataset(self) -> VectorDataset:
         c = self.case
         return make_synthetic(c.n, c.dim, c.n_queries, metric=c.metric, seed=c.seed,
-                              name=f"conformance-{c.metric}")
+                              cluster_spread=c.cluster_spread, name=f"conformance-{c.metric}")
 
     @cached_property
     def exact(self) -> np.ndarray:
