@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.data import Metric, TextCollection, VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.loaders.beir import load_beir
 from retrieval.loaders.embedded import TextDataset, embed_collection
 from retrieval.loaders.shared import (
+    SCIFACT_SPLITS,
     load_cranfield,
     load_qqp_questions,
     load_reuters_paragraphs,
@@ -115,6 +116,16 @@ class TextSpec(_Spec):
             close = difflib.get_close_matches(v, list(SHARED_COLLECTIONS), n=1, cutoff=0.5)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise ValueError(f"must be {COLLECTIONS_HELP}{hint}")
+        return v
+
+    @field_validator("split")
+    @classmethod
+    def _known_split(cls, v: str, info: ValidationInfo) -> str:
+        collection = info.data.get("collection", "")
+        if collection == "scifact" and v not in SCIFACT_SPLITS:
+            raise ValueError(f"one of {', '.join(SCIFACT_SPLITS)} for scifact")
+        if collection in ("cranfield", "reuters", "qqp-questions") and v != "test":
+            raise ValueError(f"'test' (collection '{collection}' has no splits)")
         return v
 
 

@@ -278,6 +278,10 @@ def test_bad_manifest_field_names_file_and_field(manifests: Path) -> None:
     with pytest.raises(ConfigError, match=r"coll\.yaml: field 'collection'.*did you mean "
                                           r"'scifact'.*received 'scifakt'"):
         catalog.resolve_dataset("coll")
+    (manifests / "split.yaml").write_text("kind: text\ncollection: scifact\nsplit: dev\n")
+    with pytest.raises(ConfigError, match=r"split\.yaml: field 'split': one of test, train "
+                                          r"for scifact; received 'dev'"):
+        catalog.resolve_dataset("split")
     (manifests / "yaml.yaml").write_text("kind: [unclosed\n")
     with pytest.raises(ConfigError, match=r"yaml\.yaml: invalid YAML"):
         catalog.resolve_dataset("yaml")
