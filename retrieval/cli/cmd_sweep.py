@@ -1,0 +1,114 @@
+"""`rwb sweep SPEC`: tune a sweep spec (grid | target | optuna) into an Optuna study and print the
+cheapest config meeting the target per backend."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from retrieval.cli._common import fmt, print_json, print_table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="tune a sweep spec against a recall target (grid, target search or Optuna)",
+        description=(
+            "Tune SPEC. Every measured config is a trial of an Optuna study (default: SQLite in "
+            "the run directory). Re-running with the same --out, or the same --storage and "
+            "--study, resumes a killed sweep and keeps every finished trial; several workers "
+            "may share one --storage."
+        ),
+    )
+    p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")
+    p.add_argument("--strategy", help="grid | target | optuna (default: the spec's tune.strategy)")
+    p.add_argument("--target-recall", type=float, help="recall@k target in (0, 1]")
+    p.add_argument(
+        "--storage",
+        help="Optuna storage: sqlite:///PATH, postgresql://..., mysql://..., redis://..., "
+        "journal:PATH or PATH.log (default: sqlite in the run directory)",
+    )
+    p.add_argument("--study", help="study name (default: the spec's name)")
+    p.add_argument("--n-trials", type=int, help="optuna: build configs to propose")
+    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--json", action="store_true", help="print summary.json")
+    p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrieval.spec import load_spec
+    from retrieval.tune.sweep import apply_overrides, run_sweep
+
+    spec = load_spec(args.spec)
+    if args.threads:
+        spec = spec.model_copy(update={"threads": args.threads})
+    spec = apply_overrides(
+        spec, strategy=args.strategy, target=args.target_recall, n_trials=args.n_trials
+    )
+    progress = None
+    bar: Any = None
+    if not args.json and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"sweep ({spec.tune.strategy})", unit="config", leave=False)
+
+        def progress(done: int, total: int, desc: str) -> None:
+            bar.n = done
+            bar.set_postfix_str(desc[:70])
+            bar.refresh()
+
+    try:
+        result = run_sweep(spec, args.out, storage=args.storage, study=args.study,
+                           progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print_json(result.summary)
+        return 0
+    print_result(result.summary, str(result.run.path))
+    return 0
+
+
+def _search(d: dict[str, Any] | None) -> str:
+    return ",".join(f"{k}={fmt(v)}" for k, v in (d or {}).items()) or "-"
+
+
+def print_result(s: dict[str, Any], run_dir: str) -> None:
+    target = s.get("target_recall")
+    conf = s["confidence"]
+    q = s["queries"]
+    head = f"{s['name']} on {s['dataset']} (k={s['k']}), strategy {s['strategy']}"
+    print(head + (f", target recall@{s['k']} >= {target}" if target is not None else ""))
+    if target is not None:
+        print(
+            f"meets = {conf['level']:.0%} {conf['method']} lower bound on mean recall over "
+            f"{q['tuning']} tuning queries >= target; held-out check on {q['heldout']} queries"
+        )
+    rows: list[tuple[Any, ...]] = []
+    for label, b in s["backends"].items():
+        c = b["chosen"]
+        if c is None:
+            why = "no config meets the target" if target is not None else "no target set"
+            rows.append((label, why, "", None, None, None, None, None, b["evaluations"]))
+            continue
+        held = b["heldout_recall"]
+        held_text = "-" if held is None else f"{held:.4f}"
+        if b["heldout_meets"] is False:
+            held_text += " FAIL"
+        rows.append((
+            label, _search(c["build"]), _search(c["search"]), c["recall"], c["recall_lb"],
+            held_text, c["p95_ms"], c["qps"], b["evaluations"],
+        ))
+    print_table(
+        rows,
+        ["backend", "build", "search", "recall", "lower", "held-out", "p95_ms", "QPS", "evals"],
+    )
+    failing = [k for k, b in s["backends"].items() if b["heldout_meets"] is False]
+    if failing:
+        print(f"held-out FAIL: {', '.join(failing)} miss the target on the held-out queries")
+    print("cheapest = lowest single-query p95 ms among builds; per build the smallest knob "
+          "value meeting the target")
+    print(f"run directory: {run_dir}  (study '{s['study']['name']}' in {s['study']['storage']})")

@@ -1,0 +1,83 @@
+"""The ``tune:`` block of a sweep spec: how a sweep searches and how it decides.
+
+Every field has a default, so a spec without ``tune:`` runs the ``grid`` strategy. The target
+recall itself is the spec's top-level ``target_recall`` (recall@k by id, in (0, 1]).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Strategy = Literal["grid", "target", "optuna"]
+STRATEGIES: tuple[str, ...] = ("grid", "target", "optuna")
+Objective = Literal["p95_ms", "qps"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfidenceSpec(_Model):
+    """A config meets the target only if a one-sided lower confidence bound on its mean recall
+    (over the tuning queries) is >= the target.
+
+    - ``bootstrap``: percentile bootstrap over queries (``resamples`` draws, seeded);
+    - ``binomial``: Wilson score bound treating the ``n_queries * k`` result slots as
+      independent trials (tighter, but optimistic when queries differ in difficulty).
+    ``level`` is the one-sided confidence level (0.95 = the bound is exceeded 95% of the time).
+    """
+
+    method: Literal["bootstrap", "binomial"] = "bootstrap"
+    level: float = Field(0.95, ge=0.5, lt=1.0)
+    resamples: int = Field(2000, ge=100, le=100_000)
+
+
+class TuneSpec(_Model):
+    """How ``rwb sweep`` searches (``strategy``) and decides (``confidence``, held-out split).
+
+    - ``strategy``: ``grid`` (every listed value), ``target`` (per build, the smallest value of
+      the monotone search knob meeting the target, by galloping + bisection over its range) or
+      ``optuna`` (a sampler picks build configs; each is solved by ``target``).
+    - ``objective``: what "cheapest" minimises: ``p95_ms`` (single-query p95 latency, ms) or
+      ``qps`` (batch throughput, maximised).
+    - ``heldout_fraction``: share of the queries held out from tuning and used only to
+      re-measure the chosen configs (0 disables the held-out check).
+    - ``knobs``: backend name or index label -> the monotone search knob to tune (default: the
+      backend's first knob that applies to the build).
+    - ``search_range``: knob name -> ``[low, high]`` (inclusive) searched by ``target``/``optuna``
+      (default: the backend's allowed range, up to its most accurate setting).
+    - ``sampler`` / ``n_trials``: the Optuna sampler and how many build configs it proposes.
+    - ``index_cache``: save built indexes to disk (backends with save/load), keyed by data
+      hash + build params + library version, and reuse them across runs and workers.
+    """
+
+    strategy: Strategy = "grid"
+    objective: Objective = "p95_ms"
+    confidence: ConfidenceSpec = Field(default_factory=ConfidenceSpec)
+    heldout_fraction: float = Field(0.5, ge=0.0, le=0.9)
+    knobs: dict[str, str] = Field(default_factory=dict)
+    search_range: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    sampler: Literal["tpe", "nsga2"] = "tpe"
+    n_trials: int = Field(20, ge=1, le=100_000)
+    index_cache: bool = False
+
+    @field_validator("search_range")
+    @classmethod
+    def _ranges_not_empty(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        for knob, (low, high) in v.items():
+            if low > high:
+                raise ValueError(
+                    f"'{knob}' is an empty range: it must be [low, high] with low <= high; "
+                    f"received [{low}, {high}]"
+                )
+            if low < 1:
+                raise ValueError(
+                    f"'{knob}' must start at an integer >= 1; received [{low}, {high}]"
+                )
+        return v
+
+
+#: fields that may change when a study is resumed (a budget, not what is measured)
+RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials",)

@@ -1,0 +1,97 @@
+"""Measuring one config for the tuner, on top of :class:`retrieval.evaluate.Evaluator`.
+
+Three kinds of measurement, all on a built index (never rebuilt for a search param):
+
+- **full** (grid points, and the config a target search chose): the spec's modes on the tuning
+  queries: single-query latency percentiles (ms) and batch QPS with ``batch_repeats``;
+- **probe** (target search steps): one untimed-for-latency batch pass over the tuning queries:
+  recall (what the search decides on) and the QPS of that pass;
+- **held-out**: the chosen config, one batch pass over the held-out queries (recall only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.evaluate import BuiltIndex, Evaluator, Measurement, Mode
+from retrieval.metrics import latency_summary
+from retrieval.tune.config import ConfidenceSpec
+from retrieval.tune.decide import QuerySplit, lower_bound
+from retrieval.tune.results import HeldOut, PointResult
+
+#: slack when comparing a bound with the target (float sums of exact fractions)
+EPS = 1e-9
+
+
+@contextmanager
+def _one_pass(ev: Evaluator) -> Iterator[None]:
+    saved = ev.batch_repeats
+    ev.batch_repeats = 1
+    try:
+        yield
+    finally:
+        ev.batch_repeats = saved
+
+
+@dataclass
+class Measurer:
+    ev: Evaluator
+    split: QuerySplit
+    modes: Sequence[Mode]
+    target: float | None
+    conf: ConfidenceSpec
+    seed: int
+
+    def meets(self, lb: float) -> bool | None:
+        return None if self.target is None else bool(lb >= self.target - EPS)
+
+    def _result(self, ms: list[Measurement], search: Mapping[str, Any]) -> PointResult:
+        single = next((m for m in ms if m.mode == "single"), None)
+        batch = next((m for m in ms if m.mode == "batch"), None)
+        ref = batch or single
+        assert ref is not None
+        lb = lower_bound(ref.per_query_recall, ref.k, self.conf, self.seed)
+        lat = latency_summary(single.latency_ms) if single is not None else {}
+        s = ref.summary()
+        return PointResult(
+            search=dict(search),
+            recall=ref.recall,
+            recall_lb=lb,
+            recall_tie=float(ref.per_query_recall_tie.mean()),
+            recall_p5=float(s["recall_p5"]),
+            n_queries=ref.n_queries,
+            p50_ms=lat.get("p50_ms"),
+            p95_ms=lat.get("p95_ms"),
+            p99_ms=lat.get("p99_ms"),
+            qps=ref.qps,
+            build_s=ref.build_s,
+            memory_bytes=ref.memory_bytes,
+            meets=self.meets(lb),
+        )
+
+    def full(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
+        ms = self.ev.measure(
+            built, search, modes=self.modes, query_idx=self.split.tune, query_set="tune"
+        )
+        return self._result(ms, search)
+
+    def probe(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
+        with _one_pass(self.ev):
+            ms = self.ev.measure(
+                built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
+            )
+        return self._result(ms, search)
+
+    def heldout(self, built: BuiltIndex, search: Mapping[str, Any]) -> HeldOut | None:
+        if self.split.heldout.size == 0:
+            return None
+        with _one_pass(self.ev):
+            (m,) = self.ev.measure(
+                built, search, modes=["batch"], query_idx=self.split.heldout,
+                query_set="heldout",
+            )
+        lb = lower_bound(m.per_query_recall, m.k, self.conf, self.seed)
+        return HeldOut(m.recall, lb, m.n_queries, self.meets(lb))

@@ -1,0 +1,44 @@
+"""Pareto fronts of measured configs: recall@k against single-query p95 latency (ms, lower is
+better) and against batch QPS (higher is better), across every backend and build.
+
+A point is on a front when no other point has recall >= its recall *and* a strictly better cost
+(or a strictly higher recall at no worse cost). Pure functions over plain rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FRONTS: dict[str, bool] = {"p95_ms": False, "qps": True}  # cost key -> higher is better
+
+
+def front(rows: Sequence[Mapping[str, Any]], cost: str, higher_is_better: bool) -> list[int]:
+    """Indices of ``rows`` on the recall-vs-``cost`` front, best cost first; rows without a
+    value of ``cost`` are skipped."""
+    usable = [
+        (i, float(r["recall"]), float(r[cost]))
+        for i, r in enumerate(rows)
+        if r.get(cost) is not None and r.get("recall") is not None
+    ]
+    # sort from the best cost to the worst; ties: higher recall first
+    usable.sort(key=lambda t: (-t[2] if higher_is_better else t[2], -t[1]))
+    out: list[int] = []
+    best_recall = -1.0
+    for i, recall, _ in usable:
+        if recall > best_recall:
+            out.append(i)
+            best_recall = recall
+    return out
+
+
+def pareto(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The union of both fronts: each row once, with ``fronts`` naming the fronts it is on,
+    ordered by recall (ascending)."""
+    on: dict[int, list[str]] = {}
+    for cost, higher in FRONTS.items():
+        for i in front(rows, cost, higher):
+            on.setdefault(i, []).append(cost)
+    out = [{**rows[i], "fronts": names} for i, names in on.items()]
+    out.sort(key=lambda r: (float(r["recall"]), -(float(r.get("qps") or 0.0))))
+    return out

@@ -1,0 +1,232 @@
+"""Optuna storages by URL, and studies bound to exactly one resolved sweep spec.
+
+``--storage`` accepts:
+
+- ``sqlite:///PATH`` (the default is ``sqlite:///<run dir>/study.db``), ``postgresql://...``,
+  ``mysql://...`` (any SQLAlchemy URL of those dialects): :class:`optuna.storages.RDBStorage`;
+- ``journal:PATH`` or a ``PATH`` ending in ``.log``: a journal file
+  (:class:`optuna.storages.journal.JournalFileBackend`), good on shared file systems;
+- ``redis://...``: a journal in Redis.
+
+All of them open in optuna-dashboard. A study remembers the spec it was made from (resolved
+spec JSON + its hash + the dataset fingerprint, in study user attrs); joining or resuming it
+with a different spec is refused, naming the first field that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from retrieval import __version__
+from retrieval.errors import ConfigError
+from retrieval.redact import redact_uri
+from retrieval.tune.config import RESUMABLE_FIELDS
+
+log = logging.getLogger(__name__)
+
+RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "oracle", "mssql")
+ALLOWED = "sqlite:///PATH, postgresql://..., mysql://..., redis://..., journal:PATH or PATH.log"
+SPEC_ATTR = "rwb:spec"
+HASH_ATTR = "rwb:spec_hash"
+SQLITE_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class OpenedStorage:
+    """An opened Optuna storage and how to name it safely (credentials removed)."""
+
+    storage: Any
+    display: str
+    kind: str  # "rdb" | "journal-file" | "journal-redis"
+
+
+def default_url(run_dir: Path) -> str:
+    return f"sqlite:///{(run_dir / 'study.db').resolve()}"
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
+
+
+def open_storage(url: str) -> OpenedStorage:
+    """Open ``url`` (see module doc); a ConfigError names the redacted URL when it cannot be
+    opened. Nothing is created in the storage here except its empty schema."""
+    import optuna
+
+    display = redact_uri(url)
+    scheme = _scheme(url)
+    try:
+        if url.startswith("journal:") or (not scheme and url.endswith(".log")):
+            path = Path(url.removeprefix("journal:")).expanduser()
+            if not path.parent.is_dir():
+                raise FileNotFoundError(f"folder '{path.parent}' does not exist")
+            from optuna.storages.journal import JournalFileBackend
+
+            backend = JournalFileBackend(str(path))
+            return OpenedStorage(optuna.storages.JournalStorage(backend), display, "journal-file")
+        if scheme == "redis":
+            from optuna.storages.journal import JournalRedisBackend
+
+            rbackend = JournalRedisBackend(url)
+            storage = optuna.storages.JournalStorage(rbackend)
+            storage.get_all_studies()  # connect now, not at the first trial
+            return OpenedStorage(storage, display, "journal-redis")
+        if scheme in RDB_SCHEMES:
+            kwargs: dict[str, Any] = {}
+            if scheme == "sqlite":
+                _check_sqlite_path(url)
+                kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
+            else:
+                kwargs = {"pool_pre_ping": True}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rdb = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            if scheme == "sqlite":
+                _fast_sqlite(rdb)
+            return OpenedStorage(rdb, display, "rdb")
+    except ConfigError:
+        raise
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"--storage '{display}': cannot be opened: its database driver is not installed "
+            f"({exc}); install it (e.g. psycopg2-binary for postgresql, pymysql for mysql)"
+        ) from None
+    except Exception as exc:  # any driver/IO failure: name the storage, hide credentials
+        reason = redact_uri(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise ConfigError(f"--storage '{display}': cannot be opened ({reason})") from None
+    raise ConfigError(f"--storage: unknown storage '{display}'; allowed: {ALLOWED}")
+
+
+def _fast_sqlite(rdb: Any) -> None:
+    """WAL journal + synchronous=NORMAL: a commit no longer waits for an fsync (a process that
+    is killed loses nothing committed; a power cut may lose the last commits, never the file),
+    and readers do not block the writer. Several processes on one host share it safely."""
+    import sqlalchemy
+
+    def pragmas(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    sqlalchemy.event.listen(rdb.engine, "connect", pragmas)
+    rdb.engine.dispose()  # reconnect so that every pooled connection has them
+
+
+def _check_sqlite_path(url: str) -> None:
+    path = url.split(":///", 1)[1] if ":///" in url else ""
+    if path and path != ":memory:":
+        parent = Path(path).expanduser().parent
+        if not parent.is_dir():
+            raise FileNotFoundError(f"folder '{parent}' does not exist")
+
+
+# --- spec identity ------------------------------------------------------------------------------
+def spec_document(resolved_spec: Mapping[str, Any], fingerprint: str) -> dict[str, Any]:
+    """What a study is bound to: the resolved spec (minus resumable fields) + data fingerprint."""
+    doc = json.loads(json.dumps(dict(resolved_spec), default=str))
+    for dotted in RESUMABLE_FIELDS:
+        node = doc
+        *parents, last = dotted.split(".")
+        for p in parents:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(last, None)
+    doc["dataset_fingerprint"] = fingerprint
+    return doc
+
+
+def spec_hash(doc: Mapping[str, Any]) -> str:
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first dotted path where ``a`` and ``b`` differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in a or key not in b:
+                return sub, a.get(key, "<absent>"), b.get(key, "<absent>")
+            found = first_difference(a[key], b[key], sub)
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if a == b else (path or "<root>", a, b)
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def open_study(
+    opened: OpenedStorage,
+    name: str,
+    doc: Mapping[str, Any],
+    *,
+    direction: Literal["minimize", "maximize"],
+    sampler: Any,
+    wait_s: float = 30.0,
+) -> tuple[Any, bool]:
+    """Create study ``name`` bound to ``doc``, or load it and check it was made from the same
+    spec. Returns ``(study, created)``. Refuses (ConfigError) a study made from another spec or
+    by something other than rwb; a failed creation leaves no study behind."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    digest = spec_hash(doc)
+    try:
+        study = optuna.create_study(
+            storage=opened.storage, study_name=name, direction=direction, sampler=sampler
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(storage=opened.storage, study_name=name, sampler=sampler)
+        _check_same_spec(study, name, opened.display, doc, digest, wait_s)
+        return study, False
+    try:
+        study.set_user_attr(SPEC_ATTR, dict(doc))
+        study.set_user_attr("rwb:rwb_version", __version__)
+        study.set_user_attr(HASH_ATTR, digest)  # last: its presence means "ready"
+    except Exception:
+        optuna.delete_study(study_name=name, storage=opened.storage)
+        raise
+    return study, True
+
+
+def _check_same_spec(
+    study: Any, name: str, display: str, doc: Mapping[str, Any], digest: str, wait_s: float
+) -> None:
+    deadline = time.monotonic() + wait_s
+    attrs = study.user_attrs
+    while HASH_ATTR not in attrs and time.monotonic() < deadline:
+        time.sleep(0.2)  # the creator may be writing the attrs right now
+        attrs = study.user_attrs
+    if HASH_ATTR not in attrs:
+        raise ConfigError(
+            f"--study '{name}' in storage '{display}' was not made by rwb sweep (no spec "
+            f"recorded); choose another --study name"
+        )
+    if attrs[HASH_ATTR] == digest:
+        return
+    diff = first_difference(attrs.get(SPEC_ATTR, {}), dict(doc))
+    where, old, new = diff if diff else ("<spec>", attrs[HASH_ATTR], digest)
+    raise ConfigError(
+        f"--study '{name}' in storage '{display}' was made from a different spec: field "
+        f"'{where}' is {_short(old)} there and {_short(new)} here; resume with the same spec "
+        f"(only tune.n_trials may change) or use another --study name"
+    )

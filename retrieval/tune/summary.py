@@ -1,0 +1,170 @@
+"""summary.json of a sweep, computed from the study alone (any worker writes the same one).
+
+Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, ``objective``,
+``confidence``, ``queries`` (the split), ``cheapest_rule``, ``builds`` (one entry per unit with
+``chosen`` | null, ``evaluations``, ``heldout_recall``), ``backends`` (the cheapest build per
+index entry), ``rows`` (every measured config) and ``pareto`` (both fronts).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from retrieval.data import VectorDataset
+from retrieval.indexes.registry import get_backend
+from retrieval.params import validate_params
+from retrieval.spec import SweepSpec
+from retrieval.tune import trials as tr
+from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
+from retrieval.tune.pareto import pareto
+from retrieval.tune.results import PointResult, UnitResult
+from retrieval.tune.units import Unit
+
+POINT_KEYS = (
+    "recall", "recall_lb", "recall_tie", "recall_p5", "n_queries", "p50_ms", "p95_ms", "p99_ms",
+    "qps", "build_s", "memory_bytes", "meets",
+)
+
+
+def build_params(backend: str, build: Mapping[str, Any]) -> dict[str, Any]:
+    """Every build param with defaults filled in, as the backend validated it."""
+    cls = get_backend(backend)
+    return validate_params(cls.BuildParams, build).model_dump(mode="json")
+
+
+def point_doc(p: PointResult) -> dict[str, Any]:
+    d = p.to_dict()
+    return {"search": d["search"], **{k: d[k] for k in POINT_KEYS}}
+
+
+def unit_doc(u: Unit, n_points: int, result: UnitResult | None) -> dict[str, Any]:
+    held = result.heldout if result else None
+    doc: dict[str, Any] = {
+        "unit": u.key,
+        "backend": u.backend,
+        "label": u.label,
+        "build": dict(u.build),
+        "build_params": build_params(u.backend, u.build),
+        "method": u.method,
+        "knob": u.knob if u.method == "target" else None,
+        "fixed_search": dict(u.fixed),
+        "range": [u.low, u.high] if u.method == "target" else None,
+        "max_evaluations": u.budget,
+        "evaluations": result.evaluations if result else n_points,
+        "done": result is not None,
+        "infeasible": bool(result and result.infeasible),
+        "chosen": point_doc(result.chosen) if result and result.chosen else None,
+        "heldout_recall": held.recall if held else None,
+        "heldout_recall_lb": held.recall_lb if held else None,
+        "heldout_queries": held.n_queries if held else None,
+        "heldout_meets": held.meets if held else None,
+    }
+    if result and result.extra:
+        doc["note"] = dict(result.extra)
+    return doc
+
+
+def _rows(trials: list[Any], units: Mapping[str, Unit]) -> list[dict[str, Any]]:
+    from optuna.trial import TrialState
+
+    rows = []
+    for t in trials:
+        if t.state != TrialState.COMPLETE or tr.RESULT not in t.user_attrs:
+            continue
+        u = units[t.user_attrs[tr.UNIT]]
+        p = PointResult.from_dict(t.user_attrs[tr.RESULT])
+        rows.append({
+            "trial": t.number,
+            "unit": u.key,
+            "backend": u.backend,
+            "label": u.label,
+            "build": dict(u.build),
+            **point_doc(p),
+            "timing": "full" if p.p95_ms is not None else "probe (one batch pass)",
+        })
+    return rows
+
+
+def _best_per_label(builds: list[dict[str, Any]], objective: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for label in dict.fromkeys(b["label"] for b in builds):
+        mine = [b for b in builds if b["label"] == label]
+        ok = [b for b in mine if b["chosen"] is not None]
+        best = min(
+            ok,
+            key=lambda b: objective_value(PointResult.from_dict(b["chosen"]), objective),  # type: ignore[arg-type]
+            default=None,
+        )
+        out[label] = {
+            "backend": mine[0]["backend"],
+            "chosen": None if best is None else {
+                "build": best["build"], "build_params": best["build_params"], **best["chosen"]
+            },
+            "unit": None if best is None else best["unit"],
+            "evaluations": sum(b["evaluations"] for b in mine),
+            "builds": len(mine),
+            "heldout_recall": None if best is None else best["heldout_recall"],
+            "heldout_recall_lb": None if best is None else best["heldout_recall_lb"],
+            "heldout_meets": None if best is None else best["heldout_meets"],
+        }
+    return out
+
+
+def build_summary(
+    spec: SweepSpec,
+    ds: VectorDataset,
+    split: QuerySplit,
+    book: tr.Book,
+    *,
+    run_id: str,
+    storage: str,
+    study_name: str,
+) -> dict[str, Any]:
+    trials = sorted(book.trials(), key=lambda t: t.number)
+    units: dict[str, Unit] = {}
+    for t in trials:
+        if tr.UNIT_DEF in t.user_attrs:
+            key = str(t.user_attrs[tr.UNIT])
+            units.setdefault(key, tr.unit_from_dict(t.user_attrs[tr.UNIT_DEF]))
+    done = book.done()
+    rows = _rows(trials, units)
+    n_points = Counter(r["unit"] for r in rows)
+    builds = [unit_doc(u, n_points[k], done.get(k)) for k, u in units.items()]
+    chosen_rows = [
+        {"trial": None, "unit": b["unit"], "backend": b["backend"], "label": b["label"],
+         "build": b["build"], **b["chosen"], "timing": "full (chosen)"}
+        for b in builds if b["chosen"] is not None
+    ]
+    full_rows = [r for r in rows if r["timing"] == "full"]
+    timed = {(r["unit"], repr(sorted(r["search"].items()))) for r in chosen_rows}
+    probe_rows = [
+        r for r in rows
+        if r["timing"] != "full" and (r["unit"], repr(sorted(r["search"].items()))) not in timed
+    ]
+    tune = spec.tune
+    states = Counter(t.state.name for t in trials)
+    return {
+        "kind": "sweep",
+        "run_id": run_id,
+        "name": spec.name,
+        "dataset": ds.name,
+        "dataset_fingerprint": ds.fingerprint,
+        "metric": ds.metric,
+        "k": spec.k,
+        "strategy": tune.strategy,
+        "target_recall": spec.target_recall,
+        "objective": tune.objective,
+        "confidence": tune.confidence.model_dump(),
+        "queries": split.describe(),
+        "recall_definition": "recall@k by id over the tuning queries (tie-aware in recall_tie)",
+        "latency_unit": "ms, single-query mode; qps from batch mode",
+        "cheapest_rule": CHEAPEST_RULE,
+        "evaluations": len(rows),
+        "study": {"storage": storage, "name": study_name, "trials": dict(states)},
+        "backends": _best_per_label(builds, tune.objective),
+        "builds": builds,
+        "rows": rows,
+        "pareto": pareto(full_rows + chosen_rows + probe_rows),
+    }

@@ -1,0 +1,155 @@
+"""``rwb sweep``: tune a spec with one strategy into an Optuna study, then write the run directory.
+
+Order matters for bad input: the spec and its search ranges are checked first, then the storage
+is opened (a bad URL fails here, before any study exists), then the dataset is loaded, and only
+then is the study created (or joined/resumed after checking it was made from the same spec).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError, param_error, unknown_name_error
+from retrieval.evaluate import Evaluator
+from retrieval.redact import redact_uri
+from retrieval.runner import dataset_info, load_vectors
+from retrieval.spec import SweepSpec, parse_spec, resolved
+from retrieval.store import RunDir
+from retrieval.tune import trials as tr
+from retrieval.tune.config import STRATEGIES
+from retrieval.tune.decide import split_queries
+from retrieval.tune.measure import Measurer
+from retrieval.tune.optuna_search import Proposer, make_sampler
+from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
+from retrieval.tune.summary import build_summary
+from retrieval.tune.units import entry_labels, plan_units
+from retrieval.tune.worker import Progress, Settings, Worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    run: RunDir
+    summary: dict[str, Any]
+    units_run: int
+    points_measured: int
+
+
+def apply_overrides(
+    spec: SweepSpec,
+    *,
+    strategy: str | None = None,
+    target: float | None = None,
+    n_trials: int | None = None,
+) -> SweepSpec:
+    """The spec with command-line overrides applied and validated again."""
+    if strategy is not None and strategy not in STRATEGIES:
+        raise unknown_name_error("strategy", strategy, STRATEGIES, where="--strategy")
+    if target is not None and not (0.0 < target <= 1.0):
+        raise param_error("--target-recall", "in (0, 1]", target)
+    if n_trials is not None and n_trials < 1:
+        raise param_error("--n-trials", "an integer >= 1", n_trials)
+    data = spec.model_dump(mode="json")
+    tune = dict(data.get("tune") or {})
+    if strategy is not None:
+        tune["strategy"] = strategy
+    if n_trials is not None:
+        tune["n_trials"] = n_trials
+    data["tune"] = tune
+    if target is not None:
+        data["target_recall"] = target
+    return parse_spec(data, source=spec.source)
+
+
+def check_tunable(spec: SweepSpec) -> None:
+    """Cross-field rules of a sweep (beyond the spec's own)."""
+    strategy = spec.tune.strategy
+    if strategy != "grid" and spec.target_recall is None:
+        raise ConfigError(
+            f"{spec.source}: strategy '{strategy}' needs a target recall: set field "
+            f"'target_recall' (in (0, 1]) in the spec or pass --target-recall"
+        )
+    if spec.tune.objective == "p95_ms" and "single" not in spec.modes:
+        raise ConfigError(
+            f"{spec.source}: field 'tune.objective' p95_ms needs mode 'single' in field "
+            f"'modes'; received modes {spec.modes} (or set tune.objective: qps)"
+        )
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path | str | None = None,
+    *,
+    storage: str | None = None,
+    study: str | None = None,
+    dataset: VectorDataset | None = None,
+    progress: Progress | None = None,
+    poll_s: float = 0.5,
+) -> SweepResult:
+    """Run (or join, or resume) the sweep of ``spec`` and write its run directory."""
+    check_tunable(spec)
+    strategy = spec.tune.strategy
+    plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
+    labels = entry_labels(spec)
+    run = RunDir.create(out, spec.name)
+    opened = open_storage(storage or default_url(run.path))
+    ds = dataset or load_vectors(spec)
+    name = study or spec.name
+    doc = spec_document(resolved(spec), ds.fingerprint)
+    direction: Literal["minimize", "maximize"] = (
+        "maximize" if spec.tune.objective == "qps" else "minimize"
+    )
+    sampler = make_sampler(spec.tune, spec.seed)
+    optuna_study, created = open_study(opened, name, doc, direction=direction, sampler=sampler)
+    if not created and strategy == "optuna":  # another worker: do not replay its proposals
+        optuna_study.sampler = make_sampler(spec.tune, spec.seed + 1 + os.getpid() % 100_000)
+    run.write_yaml("spec.yaml", resolved(spec))
+    run.write_manifest(
+        seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
+        dataset=dataset_info(ds),
+        spec_source=spec.source,
+        study={"storage": opened.display, "name": name, "created_here": created},
+    )
+    split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+    settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
+    with Evaluator(
+        ds,
+        spec.k,
+        threads=spec.threads,
+        seed=spec.seed,
+        warmup=spec.warmup,
+        batch_repeats=spec.batch_repeats,
+        workdir=run.path / "work",
+    ) as ev:
+        measurer = Measurer(
+            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
+        )
+        book = tr.Book(optuna_study, opened.storage, tr.this_worker())
+        proposer = Proposer(spec, labels, book) if strategy == "optuna" else None
+        worker = Worker(
+            spec,
+            labels,
+            ev,
+            measurer,
+            book,
+            settings,
+            plan if strategy != "optuna" else [],
+            proposer=proposer,
+            progress=progress,
+        )
+        with tr.Heartbeat(optuna_study, book.worker):
+            worker.run(plan_owner=created)
+    summary = build_summary(
+        spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
+        study_name=name,
+    )
+    run.write_json("summary.json", summary)
+    if summary["rows"]:
+        run.write_table("trials.parquet", summary["rows"])
+    return SweepResult(run, summary, worker.units_run, worker.points_measured)

@@ -1,0 +1,276 @@
+"""What a sweep evaluates: *units* of work and the points (search configs) each one measures.
+
+A unit is one build config of one spec entry, plus (for ``target``) the fixed values of the
+non-knob search params. It is claimed by one worker, which builds the index once and measures
+the unit's points in order:
+
+- a ``grid`` unit measures every search config listed in the spec for that entry;
+- a ``target`` unit searches its monotone knob over ``[low, high]`` (see
+  :mod:`retrieval.tune.target`); which point comes next is a pure function of what was already
+  measured, so a unit can be resumed by anyone from the study's finished trials.
+
+Each point is recorded as an Optuna trial whose params are namespaced by the entry label
+(``hnswlib.build.M``, ``hnswlib.search.ef_search``) plus ``index`` (the label), so every backend
+lives in one study with compatible distributions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.base import IndexBackend
+from retrieval.indexes.registry import get_backend
+from retrieval.params import Params, validate_params
+from retrieval.spec import SweepSpec, build_grid, search_grid
+from retrieval.tune import target as tgt
+from retrieval.tune.config import TuneSpec
+from retrieval.tune.results import PointResult
+
+Method = Literal["grid", "target"]
+
+
+def canon(d: Mapping[str, Any]) -> str:
+    """Canonical JSON of a params mapping (the key of a point)."""
+    return json.dumps(dict(d), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def entry_labels(spec: SweepSpec) -> list[str]:
+    """A unique label per entry: its ``label``, else the backend name (``#i`` on clashes)."""
+    raw = [e.label or e.backend for e in spec.indexes]
+    out = []
+    for i, name in enumerate(raw):
+        out.append(name if raw.count(name) == 1 else f"{name}#{i}")
+    return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One build config (and fixed non-knob search params) of one entry."""
+
+    entry: int
+    backend: str
+    label: str
+    build: dict[str, Any]
+    fixed: dict[str, Any]
+    method: Method
+    knob: str | None
+    low: int
+    high: int
+    grid: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def key(self) -> str:
+        doc = {
+            "entry": self.entry,
+            "backend": self.backend,
+            "build": self.build,
+            "fixed": self.fixed,
+            "method": self.method,
+            "knob": self.knob,
+            "range": [self.low, self.high],
+            "grid": list(self.grid),
+        }
+        return hashlib.sha1(canon(doc).encode()).hexdigest()[:12]
+
+    @property
+    def budget(self) -> int | None:
+        """Most evaluations a target unit takes (None for grid units)."""
+        return tgt.budget(self.low, self.high) if self.method == "target" else None
+
+    def point(self, value: int) -> dict[str, Any]:
+        assert self.knob is not None
+        return {**self.fixed, self.knob: int(value)}
+
+    def next_point(self, measured: Mapping[str, PointResult]) -> dict[str, Any] | None:
+        """The next search config to measure given ``measured`` (keyed by :func:`canon` of the
+        search config), or None when the unit is complete."""
+        if self.method == "grid":
+            for s in self.grid:
+                if canon(s) not in measured:
+                    return s
+            return None
+        known = self._known(measured)
+        v = tgt.next_probe(self.low, self.high, known)
+        return None if v is None else self.point(v)
+
+    def _known(self, measured: Mapping[str, PointResult]) -> dict[int, bool]:
+        assert self.knob is not None
+        known: dict[int, bool] = {}
+        for p in measured.values():
+            rest = {k: v for k, v in p.search.items() if k != self.knob}
+            if all(rest.get(k) == v for k, v in self.fixed.items()) and self.knob in p.search:
+                known[int(p.search[self.knob])] = bool(p.meets)
+        return known
+
+    def infeasible(self, measured: Mapping[str, PointResult]) -> bool:
+        """A target unit whose most accurate setting (``high``) missed the target."""
+        if self.method != "target":
+            return False
+        known = self._known(measured)
+        return known.get(self.high) is False
+
+
+# --- planning ---------------------------------------------------------------------------------
+def monotone_knob(
+    cls: type[IndexBackend], build: Params, k: int, tune: TuneSpec, label: str
+) -> str | None:
+    """The knob a target search tunes for this build: ``tune.knobs[label or backend]``, else the
+    backend's first monotone knob that applies to the build with a non-trivial range."""
+    requested = tune.knobs.get(label) or tune.knobs.get(cls.name)
+    if requested is not None:
+        if requested not in cls.monotone_knobs:
+            allowed = ", ".join(cls.monotone_knobs) or "none"
+            raise ConfigError(
+                f"field 'tune.knobs.{label}': search param '{requested}' of backend "
+                f"'{cls.name}' is not a monotone knob (recall is not known to grow with it), "
+                f"so strategy 'target' cannot search it; allowed: {allowed}"
+            )
+        cls.knob_range(requested, build, k)  # raises when it does not apply to this build
+        return requested
+    for knob in cls.monotone_knobs:
+        try:
+            low, high = cls.knob_range(knob, build, k)
+        except ConfigError:
+            continue
+        if low < high:
+            return knob
+    return None
+
+
+def knob_bounds(
+    cls: type[IndexBackend], knob: str, build: Params, k: int, tune: TuneSpec
+) -> tuple[int, int]:
+    """``tune.search_range[knob]`` (checked against the allowed range), else the allowed range
+    capped at the backend's most accurate setting."""
+    low, high = cls.knob_range(knob, build, k)
+    if knob in tune.search_range:
+        a, b = tune.search_range[knob]
+        if a < low or b > high:
+            raise param_error(
+                f"tune.search_range.{knob}",
+                f"within [{low}, {high}] for backend '{cls.name}' with build {build.model_dump()}",
+                [a, b],
+            )
+        return a, b
+    most = cls.most_accurate_search(build).get(knob)
+    if isinstance(most, int) and low <= most < high:
+        high = most
+    return low, high
+
+
+def make_unit(
+    spec: SweepSpec,
+    i: int,
+    label: str,
+    build: Mapping[str, Any],
+    fixed: Mapping[str, Any] | None,
+    method: Method,
+) -> Unit:
+    """The unit of entry ``i`` for ``build`` (a grid unit when the backend has no knob)."""
+    entry = spec.indexes[i]
+    cls = get_backend(entry.backend)
+    where = f"{spec.source}: indexes[{i}]"
+    bp = validate_params(cls.BuildParams, build, where=where, prefix="build.")
+    knob = monotone_knob(cls, bp, spec.k, spec.tune, label)
+    build_doc = dict(build)
+    if method == "target" and knob is not None:
+        low, high = knob_bounds(cls, knob, bp, spec.k, spec.tune)
+        fixed_doc = {k: v for k, v in (fixed or {}).items() if k != knob}
+        for v in (low, high):
+            sp = validate_params(
+                cls.SearchParams, {**fixed_doc, knob: v}, where=where, prefix="search."
+            )
+            try:
+                cls.check_combination(bp, sp, spec.k)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"{where}: search range of '{knob}' [{low}, {high}]: {exc}"
+                ) from None
+        return Unit(i, entry.backend, label, build_doc, fixed_doc, "target", knob, low, high)
+    return Unit(
+        i, entry.backend, label, build_doc, {}, "grid", knob, 0, 0, tuple(search_grid(entry))
+    )
+
+
+def target_fixed_grid(spec: SweepSpec, i: int, knob: str | None) -> list[dict[str, Any]]:
+    """The combinations of the non-knob search params of entry ``i``."""
+    entry = spec.indexes[i]
+    if knob is None:
+        return [{}]
+    axes = {k: v if isinstance(v, list) else [v] for k, v in entry.search.items() if k != knob}
+    return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+
+
+def plan_units(spec: SweepSpec, method: Method) -> list[Unit]:
+    """Every unit of a grid or target sweep, in spec order."""
+    labels = entry_labels(spec)
+    units: list[Unit] = []
+    for i, entry in enumerate(spec.indexes):
+        cls = get_backend(entry.backend)
+        for build in build_grid(entry):
+            if method == "grid":
+                units.append(make_unit(spec, i, labels[i], build, None, "grid"))
+                continue
+            bp = validate_params(cls.BuildParams, build, where=spec.source, prefix="build.")
+            knob = monotone_knob(cls, bp, spec.k, spec.tune, labels[i])
+            for fixed in target_fixed_grid(spec, i, knob):
+                units.append(make_unit(spec, i, labels[i], build, fixed, "target"))
+    check_ranges_used(spec)
+    return units
+
+
+def check_ranges_used(spec: SweepSpec) -> None:
+    """``tune.search_range`` and ``tune.knobs`` must name knobs/entries of this spec."""
+    labels = entry_labels(spec)
+    knobs: set[str] = set()
+    for e in spec.indexes:
+        knobs.update(get_backend(e.backend).monotone_knobs)
+    for knob in spec.tune.search_range:
+        if knob not in knobs:
+            raise ConfigError(
+                f"{spec.source}: field 'tune.search_range.{knob}': '{knob}' is not a monotone "
+                f"search knob of any backend in this spec; allowed: {', '.join(sorted(knobs))}"
+            )
+    names = set(labels) | {e.backend for e in spec.indexes}
+    for name in spec.tune.knobs:
+        if name not in names:
+            raise ConfigError(
+                f"{spec.source}: field 'tune.knobs.{name}': no index entry or backend named "
+                f"'{name}' in this spec; allowed: {', '.join(sorted(names))}"
+            )
+
+
+# --- Optuna params ----------------------------------------------------------------------------
+def _choices(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def trial_params(
+    spec: SweepSpec, unit: Unit, search: Mapping[str, Any], labels: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Optuna params and distributions of one point of ``unit``."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    entry = spec.indexes[unit.entry]
+    params: dict[str, Any] = {"index": unit.label}
+    dists: dict[str, Any] = {"index": CategoricalDistribution(list(labels))}
+    for name, axis in entry.build.items():
+        key = f"{unit.label}.build.{name}"
+        params[key] = unit.build[name]
+        dists[key] = CategoricalDistribution(_choices(axis))
+    for name, value in search.items():
+        key = f"{unit.label}.search.{name}"
+        params[key] = value
+        if unit.method == "target" and name == unit.knob:
+            dists[key] = IntDistribution(unit.low, unit.high)
+        elif name in entry.search:
+            dists[key] = CategoricalDistribution(_choices(entry.search[name]))
+        else:
+            dists[key] = CategoricalDistribution([value])
+    return params, dists

@@ -1,0 +1,261 @@
+"""The worker loop of ``rwb sweep``: claim a unit, build its index once, measure its points in
+order (each one an Optuna trial), decide, repeat until the study is finished.
+
+Several workers (processes, machines) may share one study; they coordinate only through it
+(see :mod:`retrieval.tune.trials`). A worker that finds nothing to claim re-queues the units of
+dead workers and waits for live ones, so every worker ends when the whole sweep is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.spec import SweepSpec
+from retrieval.tune import trials as tr
+from retrieval.tune.config import Objective, Strategy
+from retrieval.tune.decide import choose
+from retrieval.tune.measure import Measurer
+from retrieval.tune.results import PointResult, UnitResult
+from retrieval.tune.units import Unit, canon, trial_params
+
+log = logging.getLogger(__name__)
+
+#: progress callback: (units done, units known, description)
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class Claim:
+    unit: Unit
+    trial_id: int
+    search: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Settings:
+    strategy: Strategy
+    target: float | None
+    objective: Objective
+    poll_s: float = 0.5
+    grace_s: float = 300.0
+    plan_wait_s: float = 120.0
+
+
+def objective_of(res: PointResult, objective: Objective) -> tuple[float, str]:
+    """The Optuna value of a point and its name: single-query p95 (ms) when it was timed that
+    way, else batch ms per query (1000 / QPS); or batch QPS for objective ``qps``."""
+    if objective == "qps":
+        return float(res.qps or 0.0), "qps"
+    if res.p95_ms is not None:
+        return float(res.p95_ms), "p95_ms"
+    return 1000.0 / float(res.qps or 1e-9), "batch_ms_per_query"
+
+
+class Worker:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        labels: Sequence[str],
+        ev: Evaluator,
+        measurer: Measurer,
+        book: tr.Book,
+        settings: Settings,
+        plan: Sequence[Unit],
+        *,
+        proposer: Any = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.spec, self.labels, self.ev, self.m = spec, list(labels), ev, measurer
+        self.book, self.s, self.plan = book, settings, list(plan)
+        self.proposer = proposer
+        self.progress = progress
+        self._built: dict[str, BuiltIndex] = {}
+        self.units_run = 0
+        self.points_measured = 0
+
+    # --- the loop ------------------------------------------------------------------------------
+    def run(self, plan_owner: bool) -> None:
+        if plan_owner:
+            self.book.study.set_user_attr("rwb:creator", self.book.worker)
+            self.reconcile()
+            self.book.study.set_user_attr(tr.PLAN_DONE, True)
+        else:
+            self._wait_for_plan()
+            self.reconcile()
+        try:
+            while True:
+                claim = self.claim()
+                if claim is not None:
+                    self.run_unit(claim)
+                    continue
+                if self.finished():
+                    break
+                time.sleep(self.s.poll_s)
+                self.reconcile()
+        finally:
+            for built in list(self._built.values()):
+                self.ev.release(built)
+            self._built.clear()
+
+    def _wait_for_plan(self) -> None:
+        deadline = time.monotonic() + self.s.plan_wait_s
+        while time.monotonic() < deadline:
+            attrs = self.book.attrs()
+            if attrs.get(tr.PLAN_DONE):
+                return
+            creator = attrs.get("rwb:creator")
+            if creator and not tr.alive(creator, attrs, self.s.grace_s):
+                log.info("the worker that created the study died while planning; taking over")
+                return
+            time.sleep(0.2)
+
+    def claim(self) -> Claim | None:
+        t = self.book.pop(prefer=lambda t: self._build_key_of(t) in self._built)
+        if t is not None:
+            unit = tr.unit_from_dict(t.user_attrs[tr.UNIT_DEF])
+            return Claim(unit, t._trial_id, dict(t.user_attrs[tr.SEARCH]))
+        if self.proposer is not None:
+            claim: Claim | None = self.proposer.propose()
+            return claim
+        return None
+
+    def finished(self) -> bool:
+        from optuna.trial import TrialState
+
+        attrs = self.book.attrs()
+        done = {k[len(tr.DONE):] for k in attrs if k.startswith(tr.DONE)}
+        trials = self.book.trials()
+        started = {t.user_attrs.get(tr.UNIT) for t in trials if tr.UNIT in t.user_attrs}
+        if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials):
+            return False
+        if self.proposer is not None and self.proposer.budget_left():
+            return False
+        wanted = {u.key for u in self.plan} | {k for k in started if k}
+        return wanted <= done
+
+    # --- units ---------------------------------------------------------------------------------
+    @staticmethod
+    def _build_key(unit: Unit) -> str:
+        return f"{unit.backend}|{canon(unit.build)}"
+
+    def _build_key_of(self, t: Any) -> str:
+        d = t.user_attrs.get(tr.UNIT_DEF) or {}
+        return f"{d.get('backend')}|{canon(d.get('build') or {})}"
+
+    def built(self, unit: Unit) -> BuiltIndex:
+        key = self._build_key(unit)
+        if key not in self._built:
+            self._built[key] = self.ev.build(unit.backend, unit.build)
+        return self._built[key]
+
+    def _release_unless_queued(self, unit: Unit) -> None:
+        from optuna.trial import TrialState
+
+        key = self._build_key(unit)
+        waiting = self.book.trials((TrialState.WAITING,))
+        if any(self._build_key_of(t) == key for t in waiting):
+            return
+        built = self._built.pop(key, None)
+        if built is not None:
+            self.ev.release(built)
+
+    def measure(self, unit: Unit, built: BuiltIndex, search: dict[str, Any]) -> PointResult:
+        if unit.method == "target":
+            return self.m.probe(built, search)
+        return self.m.full(built, search)
+
+    def run_unit(self, claim: Claim) -> None:
+        """Measure ``claim`` and the unit's following points until it is decided."""
+        unit, tid, search = claim.unit, claim.trial_id, claim.search
+        measured = self.book.points(unit.key)
+        nid: int | None = None
+        try:
+            built = self.built(unit)
+            while True:
+                key = canon(search)
+                res: PointResult | None = None
+                if key in measured:  # measured by someone else meanwhile: never twice
+                    self.book.fail(tid, "not measured: this config was already measured")
+                else:
+                    res = self.measure(unit, built, search)
+                    measured[key] = res
+                    self.points_measured += 1
+                nxt = unit.next_point(measured)
+                nid = None
+                if nxt is None:
+                    self.book.mark_done(unit, self.decide(unit, built, measured))
+                else:
+                    params = trial_params(self.spec, unit, nxt, self.labels)
+                    nid = self.book.create_running(unit, nxt, params)
+                if res is not None:
+                    value, name = objective_of(res, self.s.objective)
+                    self.book.finish(tid, res, value, name, self.s.target)
+                self._report(unit, search, res)
+                if nxt is None or nid is None:
+                    break
+                tid, search = nid, nxt
+        except BaseException as exc:
+            note = f"interrupted: {type(exc).__name__}: {exc}"[:500]
+            for t in (tid, nid):
+                if t is not None:
+                    self.book.fail(t, note)
+            raise
+        self.units_run += 1
+        self._release_unless_queued(unit)
+
+    def decide(self, unit: Unit, built: BuiltIndex, measured: dict[str, PointResult]) -> UnitResult:
+        """The unit's cheapest config meeting the target, timed in full and re-measured on the
+        held-out queries."""
+        points = list(measured.values())
+        chosen = choose(points, unit.knob, self.s.objective)
+        infeasible = unit.infeasible(measured) or (self.s.target is not None and chosen is None)
+        extra: dict[str, Any] = {}
+        if chosen is not None and unit.method == "target":
+            full = self.m.full(built, chosen.search)  # latency percentiles of the chosen config
+            if abs(full.recall - chosen.recall) > 1e-12:
+                extra["probe_recall"] = chosen.recall
+                extra["probe_recall_lb"] = chosen.recall_lb
+            chosen = full
+        heldout = self.m.heldout(built, chosen.search) if chosen is not None else None
+        return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
+
+    # --- recovery and planning -----------------------------------------------------------------
+    def reconcile(self) -> None:
+        """Fail the trials of dead workers and queue the next point of every unit that is not
+        done and has nothing in flight (on a new study: the first point of every unit)."""
+        from optuna.trial import TrialState
+
+        self.book.fail_stale(self.s.grace_s)
+        trials = self.book.trials()
+        done = self.book.done()
+        inflight = {
+            t.user_attrs.get(tr.UNIT)
+            for t in trials
+            if t.state in (TrialState.WAITING, TrialState.RUNNING)
+        }
+        units: dict[str, Unit] = {u.key: u for u in self.plan}
+        for t in trials:
+            if tr.UNIT_DEF in t.user_attrs and t.user_attrs[tr.UNIT] not in units:
+                units[t.user_attrs[tr.UNIT]] = tr.unit_from_dict(t.user_attrs[tr.UNIT_DEF])
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        for key, unit in units.items():
+            if key in done or key in inflight:
+                continue
+            measured = self.book.points(key, complete)
+            nxt = unit.next_point(measured)
+            if nxt is None:  # measured but never decided: its worker died in between
+                self.book.mark_done(unit, self.decide(unit, self.built(unit), measured))
+                continue
+            self.book.enqueue(unit, nxt, trial_params(self.spec, unit, nxt, self.labels))
+
+    def _report(self, unit: Unit, search: dict[str, Any], res: PointResult | None) -> None:
+        if self.progress is None:
+            return
+        what = ",".join(f"{k}={v}" for k, v in search.items()) or "-"
+        recall = f" recall={res.recall:.4f} lb={res.recall_lb:.4f}" if res else " (skipped)"
+        self.progress(self.points_measured, len(self.plan), f"{unit.label} {what}{recall}")
