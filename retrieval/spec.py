@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retrieval.errors import ConfigError, RwbError
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.tune.config import TuneSpec
 
 Scalar = int | float | str | bool
 GridValue = Scalar | list[Scalar]
@@ -52,8 +53,8 @@ class SweepSpec(SpecModel):
     batch_repeats: int = Field(3, ge=1, le=100)
     target_recall: float | None = Field(None, gt=0.0, le=1.0)
     indexes: list[IndexEntry] = Field(min_length=1)
-    #: tuning options (strategy, confidence, held-out split, ...); see retrieval.tune
-    tune: dict[str, Any] = Field(default_factory=dict)
+    #: tuning options (strategy, confidence, held-out split, ...); see retrieval.tune.config
+    tune: TuneSpec = Field(default_factory=TuneSpec)
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
