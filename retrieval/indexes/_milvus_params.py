@@ -20,7 +20,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from retrieval.errors import ConfigError
@@ -131,9 +137,9 @@ class MilvusBuild(Params):
 def _unknown_param_message(key: str, kind: type[MilvusBuild]) -> str:
     known = list(kind.model_fields)
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    hint = f". Did you mean '{close[0]}'?" if close else ""
     itype = kind.model_fields["index_type"].default
-    return f"unknown parameter for milvus index_type {itype}; allowed: {', '.join(known)}.{hint}"
+    return f"unknown parameter for milvus index_type {itype}; allowed: {', '.join(known)}{hint}"
 
 
 def _unknown_type_message(index_type: str) -> str:
@@ -145,8 +151,8 @@ def _unknown_type_message(index_type: str) -> str:
             f"{allowed}. Did you mean '{UNSUPPORTED_HINTS[index_type]}'?"
         )
     close = difflib.get_close_matches(index_type, list(BUILD_KINDS), n=1, cutoff=0.5)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    return f"unknown milvus index type {index_type!r}; allowed: {allowed}.{hint}"
+    hint = f". Did you mean '{close[0]}'?" if close else ""
+    return f"unknown milvus index type {index_type!r}; allowed: {allowed}{hint}"
 
 
 class HnswBuild(MilvusBuild):
@@ -252,6 +258,11 @@ class MilvusSearch(Params):
 
     ef: int | None = Field(None, ge=1, le=EF_SEARCH_MAX, description="HNSW beam width (>= k)")
     nprobe: int | None = Field(None, ge=1, le=NLIST_MAX, description="IVF cells probed")
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dump only the knobs that are set (``{"ef": 64}``, not ``{"ef": 64, "nprobe": None}``)."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class HnswSearch(Params):

@@ -149,6 +149,8 @@ def test_search_models_per_kind() -> None:
         validate_params(MilvusSearch, {"ef": 5000})
     with pytest.raises(ConfigError, match="Did you mean 'nprobe'"):
         validate_params(MilvusSearch, {"nprob": 3})
+    assert MilvusSearch(ef=32).model_dump() == {"ef": 32}  # unset knobs are not reported
+    assert MilvusSearch().model_dump_json() == "{}"
 
 
 def test_knob_bounds() -> None:
