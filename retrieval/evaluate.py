@@ -111,7 +111,7 @@ class BuiltIndex:
 
     @property
     def build_dict(self) -> dict[str, Any]:
-        return self.build.model_dump(mode="json")
+        return self.build.model_dump(mode="json", exclude_none=True)
 
     @property
     def memory_bytes(self) -> int | None:

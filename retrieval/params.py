@@ -56,13 +56,17 @@ def format_validation_error(
     loc = ".".join(str(p) for p in err.get("loc", ()))
     field = f"{prefix}{loc}" if prefix and loc else (prefix.rstrip(".") or loc)
     if err.get("type") == "extra_forbidden":
+        import difflib
+
         name = str(err["loc"][-1])
-        known = list(model.model_fields) if len(err["loc"]) == 1 else []
-        kind = f"parameter for {model.__name__}" if known else "field"
-        e = unknown_name_error(kind, name, known or [name], where=where)
-        if not known:
-            e = ConfigError(f"{where + ': ' if where else ''}unknown field '{field}'")
-        return e
+        known = sorted(model.model_fields) if len(err["loc"]) == 1 else []
+        allowed = ", ".join(known) if known else "none"
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        if not close:
+            close = [k for k in known if k.lower() == name.lower() or k.startswith(name)][:1]
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        text = f"unknown parameter '{name}' (field '{field}'); allowed: {allowed}.{hint}"
+        return ConfigError(f"{where}: {text}" if where else text)
     received = err.get("input")
     text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
     if err.get("type") == "value_error":

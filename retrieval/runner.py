@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,7 @@ def run_eval(
                     if progress:
                         progress(done, total, f"{entry.backend} {build} {search}")
                 ev.release(built)
+    shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", [m.summary(spec.target_recall) for m in measurements])
     summary = {
         "run_id": run.run_id,
