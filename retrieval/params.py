@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from retrieval.errors import ConfigError, unknown_name_error
+from retrieval.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 

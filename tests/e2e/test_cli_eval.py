@@ -60,7 +60,7 @@ def test_eval_json_writes_run_directory_for_all_backends(tmp_path, capsys):
         assert row["memory_bytes"] > 0
     # recall moves with the knob on every approximate backend, and is ~1 at the top setting
     for b in ("hnswlib", "faiss-hnsw", "faiss-ivf", "milvus"):
-        rs = sorted((r["recall"] for r in printed["rows"] if r["backend"] == b))
+        rs = sorted(r["recall"] for r in printed["rows"] if r["backend"] == b)
         assert rs[-1] >= 0.99 and rs[0] < rs[-1], (b, rs)
     manifest = json.loads((out / "manifest.json").read_text())
     for key in ("packages", "git", "cpu", "threads", "seeds", "dataset"):
