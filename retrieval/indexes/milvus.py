@@ -171,6 +171,7 @@ class MilvusIndex(IndexBackend):
         connect_timeout_s: float = 10.0,
         index_timeout_s: float = 600.0,
         query_batch: int = 1024,
+        insert_batch: int | None = None,
     ) -> None:
         kind = resolve_build(build)
         super().__init__(dim, metric, kind, seed=seed, threads=threads, workdir=workdir)
@@ -178,6 +179,8 @@ class MilvusIndex(IndexBackend):
             raise param_error("metric", f"one of {', '.join(_METRIC)}", metric, where=_WHERE)
         if not 1 <= query_batch <= TOPK_MAX:
             raise param_error("query_batch", f"in [1, {TOPK_MAX}]", query_batch, where=_WHERE)
+        if insert_batch is not None and insert_batch < 1:
+            raise param_error("insert_batch", ">= 1 or None", insert_batch, where=_WHERE)
         self.build_params: MilvusBuild = kind
         self.search_params = default_search(kind)
         target = uri or os.environ.get(URI_ENV) or None
@@ -188,6 +191,8 @@ class MilvusIndex(IndexBackend):
         self.connect_timeout_s = float(connect_timeout_s)
         self.index_timeout_s = float(index_timeout_s)
         self.query_batch = int(query_batch)
+        #: rows per insert call (default: about 8 MiB of vectors)
+        self.insert_batch = insert_batch or max(1, min(50_000, (8 << 20) // (4 * dim)))
         self.collection = f"rwb_{uuid.uuid4().hex[:12]}"
         self._client: Any = None
         self._aclient: Any = None
@@ -389,12 +394,13 @@ class MilvusIndex(IndexBackend):
         self._call("create_collection", client.create_collection, self.collection, schema=schema)
         self._built_n = n
         t0 = time.perf_counter_ns()
-        batch = max(1, min(50_000, (8 << 20) // (4 * self.dim)))  # ~8 MiB of vectors per call
+        batch = self.insert_batch
         for s in range(0, n, batch):
             rows = [{_PK: i, _VEC: v} for i, v in zip(pk[s:s + batch].tolist(), x[s:s + batch])]
             self._call("insert", client.insert, self.collection, rows)
         t1 = time.perf_counter_ns()
         self._call("flush", client.flush, self.collection)
+        drained = self._drain_lite_background()
         t2 = time.perf_counter_ns()
         index_params = client.prepare_index_params()
         index_params.add_index(
@@ -411,6 +417,7 @@ class MilvusIndex(IndexBackend):
         self._call("release_collection", client.release_collection, self.collection)
         self._call("load_collection", client.load_collection, self.collection)
         t4 = time.perf_counter_ns()
+        drained = self._drain_lite_background() and drained
         self.verify_index_params()
         extra: dict[str, Any] = {
             "index_type": kind.index_type,
@@ -436,9 +443,35 @@ class MilvusIndex(IndexBackend):
                 )
             memory = sum(p.stat().st_size for p in index_files)
             extra["segments"] = len(segments)
+            extra["background_drained"] = drained
+            if len(segments) > 1:
+                log.warning(
+                    "milvus: Milvus Lite split %d rows into %d segments (memtable limit); each "
+                    "segment has its own %s index and results are merged, so recall per "
+                    "ef/nprobe differs from one index over all rows", n, len(segments),
+                    kind.index_type,
+                )
             extra["disk_bytes"] = self._collection_bytes()
             extra["memory_kind"] = "serialized index files of the loaded collection (bytes)"
         return BuildInfo(n=n, build_s=(t4 - t0) / 1e9, memory_bytes=memory, extra=extra)
+
+    def _drain_lite_background(self) -> bool:
+        """Embedded only: wait for Milvus Lite's post-flush background work (compaction of
+        segments, index builds on merged segments) so that the segment set is final before the
+        index is built and loaded, and measurements do not race a background rebuild. Uses
+        Milvus Lite internals (``Collection._wait_for_bg``); returns False when unavailable."""
+        if not self._embedded or self._db_path is None:
+            return False
+        try:
+            from milvus_lite import server_manager_instance
+
+            entry = server_manager_instance._servers.get(os.path.abspath(str(self._db_path)))
+            collection = entry[1].get_collection(self.collection)
+            collection._wait_for_bg(timeout=self.index_timeout_s)
+        except Exception as exc:  # internals moved: fall back to the on-disk checks
+            log.debug("milvus: cannot drain Milvus Lite background work: %r", exc)
+            return False
+        return True
 
     @staticmethod
     def _check_ids(ids: np.ndarray | None, n: int) -> np.ndarray:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -301,3 +305,35 @@ def test_asearch_matches_search(built: Callable[[str], Built], ds: VectorDataset
 
     for _ in range(2):  # a new event loop each time gets its own async client
         assert np.array_equal(np.vstack(asyncio.run(fan_out())), sync.ids)
+
+
+_SEGMENTS_SCRIPT = """
+import json, numpy as np
+from retrieval.indexes.milvus import MilvusIndex
+from retrieval.indexes._milvus_params import IvfFlatBuild
+from retrieval.loaders.synthetic import make_synthetic
+ds = make_synthetic(3000, 32, 50, seed=0)
+out = []
+for _ in range(2):
+    with MilvusIndex(32, "l2", IvfFlatBuild(nlist=16), insert_batch=250) as idx:
+        info = idx.build(ds.base)
+        idx.set_search_params(nprobe=1)
+        ids = idx.search(ds.queries, 10).ids
+        out.append({"segments": info.extra["segments"], "drained": info.extra["background_drained"],
+                    "index_files": len(idx._lite_files()[1]), "ids": ids.tolist()})
+print(json.dumps(out))
+"""
+
+
+def test_several_segments_are_indexed_and_deterministic(tmp_path: Path) -> None:
+    """A small memtable limit makes Milvus Lite flush several segments (and compact some in the
+    background); the build waits for that, indexes every segment, and answers the same twice.
+    In a subprocess: Milvus Lite reads the limit at import."""
+    env = {**os.environ, "MILVUS_LITE_MEMTABLE_MEMORY_LIMIT_BYTES": "60000",
+           "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", _SEGMENTS_SCRIPT], env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    a, b = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert a["segments"] > 1 and a["index_files"] == a["segments"] and a["drained"]
+    assert a["ids"] == b["ids"] and a["segments"] == b["segments"]
