@@ -1,0 +1,103 @@
+"""`rwb export RUN --engine E --out FILE`: the tuned config in an engine's own names, with its
+evidence; `rwb verify FILE`: rebuild, re-measure, exit 1 if the config no longer holds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from retrieval.cli._common import print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a tuned run as an engine-native config with its evidence",
+        description=(
+            "Write the cheapest config meeting the target of a sweep run in an engine's own "
+            "parameter names (milvus, faiss, hnswlib, qdrant, weaviate; redisvl for "
+            "semantic-cache threshold runs), with the evidence: target, recall and its lower "
+            "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
+            "Exit 1 when the run has no config meeting the target for that engine."
+        ),
+    )
+    p.add_argument("run", help="run directory of rwb sweep (or rwb tune cache for redisvl)")
+    p.add_argument("--engine", required=True,
+                   help="milvus | faiss | hnswlib | qdrant | weaviate | redisvl")
+    p.add_argument("--out", required=True, help="output file (.yaml, or .json)")
+    p.add_argument("--backend", help="export this index label/backend's config")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
+    p.set_defaults(func=run_export)
+
+    v = sub.add_parser(
+        "verify",
+        help="rebuild and re-measure an exported config; exit 1 if it no longer holds",
+    )
+    v.add_argument("file", help="a file written by rwb export")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=run_verify)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from retrieval.export import NothingToExport, export_run
+
+    try:
+        result = export_run(args.run, args.engine, args.out, backend=args.backend)
+    except NothingToExport as exc:
+        print(f"rwb: nothing to export: {exc}", file=sys.stderr)
+        return 1
+    info = _as_dict(result)
+    if args.json:
+        print_json(info)
+    else:
+        label = info.get("label")
+        extra = f" from {label} ({info.get('backend')})" if label else ""
+        print(f"wrote {info.get('path')}: {args.engine} config{extra}")
+    return 0
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    if hasattr(result, "__dataclass_fields__"):
+        import dataclasses
+
+        d = dataclasses.asdict(result)
+        return {k: str(v) if k == "path" else v for k, v in d.items()}
+    if isinstance(result, dict):
+        return result
+    return {"path": str(result)}
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from retrieval.export import VerifyReport, verify_file
+
+    report = verify_file(args.file)
+    if not isinstance(report, VerifyReport):  # another exporter's report (redisvl)
+        data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
+        if args.json:
+            print_json(data)
+        else:
+            print(f"verify {args.file}: {'HOLDS' if data.get('holds') else 'FAILS'}")
+        return 0 if data.get("holds") else 1
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.holds else 1
+    m, rec = report.measured, report.recorded
+    print(f"verify {report.path}: {'HOLDS' if report.holds else 'FAILS'}")
+    fp = "fingerprint matches" if report.fingerprint_matches else (
+        f"DATA CHANGED: fingerprint {rec.get('fingerprint')} recorded, now different")
+    print(f"  {report.backend} on {report.dataset} ({fp})")
+    cmp = ">=" if report.holds else "<"
+    print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
+          f"{m.recall_lb:.4f} {cmp} target {report.target}")
+    if report.heldout is not None:
+        print(f"  held-out recall {report.heldout.recall:.4f} (recorded "
+              f"{_f(rec.get('heldout_recall'))})")
+    if m.p95_ms is not None:
+        print(f"  p95 {m.p95_ms:.4g} ms (recorded {_f(rec.get('p95_ms'), '.4g')} ms; latency "
+              f"depends on the machine)")
+    return 0 if report.holds else 1
+
+
+def _f(v: Any, spec: str = ".4f") -> str:
+    return "-" if v is None else format(float(v), spec)

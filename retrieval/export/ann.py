@@ -1,0 +1,205 @@
+"""Export the tuned ANN config of a sweep run in an engine's own parameter names, with its evidence.
+
+The file has four parts: ``engine``, ``config`` (engine-native, validated by
+:mod:`retrieval.export.engines`), ``evidence`` (target, measured recall and its lower bound,
+held-out recall, p50/p95/p99 ms, QPS, dataset fingerprint, CPU, library versions, rwb version,
+run id) and ``source`` (the backend, full params, dataset and query split ``rwb verify`` needs to
+rebuild and re-measure exactly what was measured).
+
+Which config: ``--backend`` (an index label or backend name), else the cheapest config meeting
+the target among the engine's own backends (Milvus -> milvus, Faiss -> faiss-*, hnswlib ->
+hnswlib), else among every backend whose config the engine can express.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrieval import __version__
+from retrieval.errors import ConfigError, unknown_name_error
+from retrieval.export.engines import OWN_BACKENDS, translate
+from retrieval.export.files import FORMAT_VERSION, write_config
+from retrieval.export.portable import portable
+from retrieval.indexes.registry import get_backend
+from retrieval.params import validate_params
+from retrieval.store import RunDir
+from retrieval.tune.decide import objective_value
+from retrieval.tune.results import PointResult
+
+LIBRARIES = (
+    "retrieval-workbench", "numpy", "faiss-cpu", "hnswlib", "pymilvus", "milvus-lite", "optuna",
+)
+
+
+class NothingToExport(ConfigError):
+    """The run has no config meeting the target that this engine can take (CLI exit 1)."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    engine: str
+    label: str
+    backend: str
+    config: dict[str, Any]
+
+
+def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
+    cls = get_backend(backend)
+    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
+
+
+def _read_spec(run: RunDir) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(run.file("spec.yaml").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"run '{run.path}' has no spec.yaml") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _candidates(summary: Mapping[str, Any], engine: str, backend: str | None) -> list[str]:
+    backends = summary.get("backends") or {}
+    labels = list(backends)
+    if backend is not None:
+        mine = [lb for lb in labels if lb == backend or backends[lb]["backend"] == backend]
+        if not mine:
+            names = set(labels) | {b["backend"] for b in backends.values()}
+            raise unknown_name_error("backend", backend, names, where="--backend")
+        labels = mine
+    objective = summary.get("objective", "p95_ms")
+    own = OWN_BACKENDS.get(engine, ())
+
+    def rank(label: str) -> tuple[int, float]:
+        chosen = backends[label]["chosen"]
+        cost = objective_value(PointResult.from_dict(chosen), objective) if chosen else 0.0
+        return (0 if backends[label]["backend"] in own else 1, cost)
+
+    return sorted(labels, key=rank)
+
+
+def tidy(obj: Any) -> Any:
+    """Floats to 6 significant digits (the measurement is not more precise than that)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}")
+    if isinstance(obj, dict):
+        return {k: tidy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [tidy(v) for v in obj]
+    return obj
+
+
+def evidence(
+    summary: Mapping[str, Any], manifest: Mapping[str, Any], spec: Mapping[str, Any],
+    label: str, engine: str,
+) -> dict[str, Any]:
+    b = summary["backends"][label]
+    c = b["chosen"]
+    ds = manifest.get("dataset") or {}
+    packages = manifest.get("packages") or {}
+    out: dict[str, Any] = {
+        "target_recall": summary["target_recall"],
+        "k": summary["k"],
+        "recall_definition": summary.get("recall_definition"),
+        "recall": c["recall"],
+        "recall_lower_bound": c["recall_lb"],
+        "confidence": summary.get("confidence"),
+        "tuning_queries": c.get("n_queries"),
+        "heldout_recall": b.get("heldout_recall"),
+        "heldout_recall_lower_bound": b.get("heldout_recall_lb"),
+        "heldout_queries": (summary.get("queries") or {}).get("heldout"),
+        "heldout_meets_target": b.get("heldout_meets"),
+        "latency_ms": {"p50": c.get("p50_ms"), "p95": c.get("p95_ms"), "p99": c.get("p99_ms"),
+                       "mode": "single query"},
+        "qps": c.get("qps"),
+        "qps_mode": "batch",
+        "threads": spec.get("threads"),
+        "build_s": c.get("build_s"),
+        "memory_bytes": c.get("memory_bytes"),
+        "strategy": summary.get("strategy"),
+        "evaluations": b.get("evaluations"),
+        "cheapest_rule": summary.get("cheapest_rule"),
+        "measured_with": {"backend": b["backend"], "label": label},
+        "dataset": {k: ds.get(k) for k in ("name", "fingerprint", "n_base", "n_queries", "dim",
+                                           "metric")},
+        "cpu": manifest.get("cpu"),
+        "library_versions": {k: packages[k] for k in LIBRARIES if k in packages},
+        "rwb_version": manifest.get("rwb_version"),
+        "git_sha": (manifest.get("git") or {}).get("sha"),
+        "run_id": summary.get("run_id"),
+        "measured_at": manifest.get("created"),
+        "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "exported_by": f"rwb {__version__}",
+    }
+    if b["backend"] not in OWN_BACKENDS.get(engine, ()):
+        out["note"] = (
+            f"measured with rwb backend '{b['backend']}', not with {engine} itself: the "
+            f"parameters mean the same, the recall may differ slightly; re-measure there"
+        )
+    return out
+
+
+def source(summary: Mapping[str, Any], spec: Mapping[str, Any], label: str) -> dict[str, Any]:
+    b = summary["backends"][label]
+    c = b["chosen"]
+    tune = spec.get("tune") or {}
+    return {
+        "backend": b["backend"],
+        "build": dict(c["build"]),  # as the spec gave it (validated by the backend)
+        "build_params": dict(c["build_params"]),  # with every default filled in
+        "search": full_search(b["backend"], c["search"]),
+        "dataset": spec.get("dataset"),
+        "metric": summary.get("metric"),
+        "k": summary["k"],
+        "seed": spec.get("seed", 0),
+        "threads": spec.get("threads", 1),
+        "warmup": spec.get("warmup", 32),
+        "batch_repeats": spec.get("batch_repeats", 3),
+        "modes": spec.get("modes", ["single", "batch"]),
+        "query_split": {"heldout_fraction": tune.get("heldout_fraction", 0.5),
+                        "seed": spec.get("seed", 0)},
+    }
+
+
+def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None) -> Exported:
+    """Write the engine-native config of run ``run``; NothingToExport when nothing qualifies."""
+    summary = run.read_json("summary.json")
+    manifest = run.read_json("manifest.json")
+    spec = _read_spec(run)
+    if summary.get("target_recall") is None:
+        raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
+                              f"run rwb sweep with --target-recall")
+    dim = int((manifest.get("dataset") or {}).get("dim") or 0)
+    metric, k = str(summary["metric"]), int(summary["k"])
+    reasons = []
+    for label in _candidates(summary, engine, backend):
+        b = summary["backends"][label]
+        if b["chosen"] is None:
+            reasons.append(f"{label}: no config meets the target")
+            continue
+        try:
+            p = portable(b["backend"], b["chosen"]["build_params"],
+                         full_search(b["backend"], b["chosen"]["search"]))
+            native = translate(engine, p, metric, dim, k)
+        except ConfigError as exc:
+            reasons.append(f"{label}: {exc}")
+            continue
+        doc = {
+            "rwb_export": FORMAT_VERSION,
+            "kind": "ann-index",
+            "engine": engine,
+            "config": native,
+            "evidence": tidy(evidence(summary, manifest, spec, label, engine)),
+            "source": source(summary, spec, label),
+        }
+        path = write_config(out, doc)
+        return Exported(path, engine, label, b["backend"], native)
+    raise NothingToExport(
+        f"run '{run.path}' has no config meeting target recall {summary['target_recall']} "
+        f"that engine '{engine}' can take: " + "; ".join(reasons or ["no backends"])
+    )

@@ -1,0 +1,57 @@
+"""Reading and writing exported config files (YAML by default, JSON for ``.json``); everything
+written passes through :func:`retrieval.redact.scrub` so that no secret reaches the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrieval.errors import ConfigError
+from retrieval.redact import scrub
+
+FORMAT_VERSION = 1
+
+
+def write_config(path: Path | str, doc: dict[str, Any]) -> Path:
+    """Write ``doc`` (scrubbed) atomically; the format follows the suffix."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out '{p}': folder cannot be created ({exc.strerror})") from None
+    clean = scrub(doc)
+    if p.suffix.lower() == ".json":
+        text = json.dumps(clean, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(clean, sort_keys=False, allow_unicode=True)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise ConfigError(f"--out '{p}': cannot be written ({exc.strerror})") from None
+    return p
+
+
+def read_config(path: Path | str) -> dict[str, Any]:
+    """Read an exported file; errors name the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{p}' does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file '{p}' cannot be read ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'} "
+                          f"({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: an exported config must be a mapping; received "
+                          f"{type(data).__name__}")
+    return data

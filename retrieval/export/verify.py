@@ -1,0 +1,102 @@
+"""``rwb verify FILE``: rebuild the index an exported config came from, re-measure it on the same
+queries, and say whether it still meets its target.
+
+It holds when the re-measured lower confidence bound on mean recall@k over the tuning queries
+(same split, same bound) is >= the recorded target. The held-out recall is re-measured and
+reported too; latency is reported for information only (it depends on the machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retrieval.errors import ConfigError
+from retrieval.evaluate import Evaluator
+from retrieval.tune.config import ConfidenceSpec
+from retrieval.tune.decide import split_queries
+from retrieval.tune.measure import EPS, Measurer
+from retrieval.tune.results import HeldOut, PointResult
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    path: str
+    holds: bool
+    target: float
+    backend: str
+    dataset: str
+    fingerprint_matches: bool
+    measured: PointResult
+    heldout: HeldOut | None
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "holds": self.holds,
+            "target_recall": self.target,
+            "backend": self.backend,
+            "dataset": self.dataset,
+            "fingerprint_matches": self.fingerprint_matches,
+            "measured": self.measured.to_dict(),
+            "heldout": self.heldout.to_dict() if self.heldout else None,
+            "recorded": self.recorded,
+        }
+
+
+def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in doc or doc[key] is None:
+        raise ConfigError(f"{where}: field '{key}' is missing; is this a file from rwb export?")
+    return doc[key]
+
+
+def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
+    """Re-measure the config of an exported ANN file (see module doc)."""
+    from retrieval.loaders.catalog import resolve_dataset
+
+    where = str(path)
+    src = _need(doc, "source", where)
+    ev = _need(doc, "evidence", where)
+    target = float(_need(ev, "target_recall", f"{where}: evidence"))
+    backend = str(_need(src, "backend", f"{where}: source"))
+    ds = resolve_dataset(_need(src, "dataset", f"{where}: source"),
+                         where=f"{where}: field 'source.dataset'")
+    recorded_fp = (ev.get("dataset") or {}).get("fingerprint")
+    split_doc = src.get("query_split") or {}
+    seed = int(src.get("seed", 0))
+    split = split_queries(ds.n_queries, float(split_doc.get("heldout_fraction", 0.5)),
+                          int(split_doc.get("seed", seed)))
+    conf = ConfidenceSpec.model_validate(ev.get("confidence") or {})
+    with Evaluator(
+        ds,
+        int(_need(src, "k", f"{where}: source")),
+        threads=int(src.get("threads", 1)),
+        seed=seed,
+        warmup=int(src.get("warmup", 32)),
+        batch_repeats=int(src.get("batch_repeats", 3)),
+    ) as e:
+        built = e.build(backend, _need(src, "build", f"{where}: source"))
+        m = Measurer(e, split, src.get("modes") or ["single", "batch"], target, conf, seed)
+        search = _need(src, "search", f"{where}: source")
+        res = m.full(built, search)
+        held = m.heldout(built, search)
+    return VerifyReport(
+        path=where,
+        holds=bool(res.recall_lb >= target - EPS),
+        target=target,
+        backend=backend,
+        dataset=ds.name,
+        fingerprint_matches=recorded_fp == ds.fingerprint,
+        measured=res,
+        heldout=held,
+        recorded={
+            "recall": ev.get("recall"),
+            "recall_lower_bound": ev.get("recall_lower_bound"),
+            "heldout_recall": ev.get("heldout_recall"),
+            "p95_ms": (ev.get("latency_ms") or {}).get("p95"),
+            "fingerprint": recorded_fp,
+        },
+    )
