@@ -24,11 +24,23 @@ Milvus Lite traps this module defeats (each checked, not assumed):
 - :meth:`verify_not_brute_force` checks that recall moves with ef/nprobe, which a silent
   brute-force fallback would not;
 - ``describe_index`` in Lite always answers ``state=Finished`` (even for an index it cannot
-  build), hence the on-disk check above.
+  build), hence the on-disk check above;
+- after ``flush()`` Lite compacts segments in a background thread; :meth:`build` waits for it
+  (before indexing and after loading) so measurements never race a background rebuild. Lite
+  flushes a segment per 128 MiB memtable; each segment gets its own index (``extra['segments']``);
+- pymilvus's ``create_index`` waits with an RPC Lite does not implement (an error traceback in
+  the log) and 0.5 s sleeps: rwb passes ``sync=False`` and polls ``describe_index`` itself;
+- Lite silently clamps ``nlist`` to the rows of a segment and ignores ``sq_type`` (always SQ8):
+  rwb rejects ``nlist > n`` and any ``sq_type`` but SQ8; with ``output_fields=None`` Lite returns
+  every vector with the hits, so searches ask for the primary key only;
+- unknown index types are stored by ``create_index`` and fail later at load (IVF_PQ: "reserved
+  for a future phase"): rejected at validation with the allowed list.
 
 Distances: Milvus "L2" returns the squared Euclidean distance (as rwb's ``l2``); "IP" and
 "COSINE" return similarities, converted to ``-ip`` and ``1 - cos``. Embedded runs pin faiss's
-OpenMP threads (process-wide) to ``threads``; with 1 thread HNSW builds are deterministic.
+OpenMP threads to ``threads`` in every Milvus Lite thread that runs faiss (see
+:mod:`retrieval.indexes._milvus_lite`: a thread count set in the caller's thread does not
+reach them); with 1 thread builds are reproducible.
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ import numpy as np
 
 from retrieval.data import Metric, as_matrix
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
+from retrieval.indexes._milvus_lite import InProcessLite
 from retrieval.indexes._milvus_params import (
     BUILD_KINDS,
     TOPK_MAX,
@@ -184,8 +197,8 @@ class MilvusIndex(IndexBackend):
         self.build_params: MilvusBuild = kind
         self.search_params = default_search(kind)
         target = uri or os.environ.get(URI_ENV) or None
-        self._embedded = target is None or not target.startswith(("http://", "https://",
-                                                                   "tcp://", "unix:"))
+        # like pymilvus: a path ending in .db is Milvus Lite, anything else a server URI
+        self._embedded = target is None or target.endswith(".db")
         self._uri = target
         self._token = (token or os.environ.get(TOKEN_ENV, "")) if not self._embedded else ""
         self.connect_timeout_s = float(connect_timeout_s)
@@ -198,6 +211,7 @@ class MilvusIndex(IndexBackend):
         self._aclient: Any = None
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._db_path: Path | None = None
+        self._lite: InProcessLite | None = None
         self._owned_dirs: list[Path] = []
         self._built_n = 0
 
@@ -333,22 +347,22 @@ class MilvusIndex(IndexBackend):
             path = base / f"rwb-milvus-{uuid.uuid4().hex[:12]}.db"
             self._owned_dirs.insert(0, path)
         self._db_path = path.resolve()
-        self._pin_threads()
         try:
             with quiet_pymilvus():
-                return client_cls(str(self._db_path), timeout=self.connect_timeout_s)
+                try:
+                    self._lite = InProcessLite.start(self._db_path, self.threads)
+                except (ImportError, AttributeError) as exc:  # Milvus Lite internals moved
+                    log.warning("milvus: serving Milvus Lite through pymilvus (%r); faiss "
+                                "threads in its worker threads are not pinned", exc)
+                    return client_cls(str(self._db_path), timeout=self.connect_timeout_s)
+                return client_cls(uri=self._lite.uri, timeout=self.connect_timeout_s,
+                                  dedicated=True)
         except Exception as exc:
             raise BackendError(
                 f"{_WHERE}: cannot open Milvus Lite at {self._db_path} ({type(exc).__name__}: "
                 f"{str(exc)[:300]}); Milvus Lite locks a path per process: use one path per "
                 f"process, or run `milvus-lite server` and connect by URI"
             ) from None
-
-    def _pin_threads(self) -> None:
-        if self._embedded:
-            import faiss
-
-            faiss.omp_set_num_threads(self.threads)
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one RPC; a failure becomes a one-line BackendError (pymilvus's own traceback
@@ -382,7 +396,6 @@ class MilvusIndex(IndexBackend):
                 where=f"{_WHERE} build params",
             )
         client = self.connect()
-        self._pin_threads()
         if self._built_n:
             self._call("drop_collection", client.drop_collection, self.collection)
             self._built_n = 0
@@ -393,6 +406,7 @@ class MilvusIndex(IndexBackend):
         schema.add_field(_VEC, DataType.FLOAT_VECTOR, dim=self.dim)
         self._call("create_collection", client.create_collection, self.collection, schema=schema)
         self._built_n = n
+        pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()
         batch = self.insert_batch
         for s in range(0, n, batch):
@@ -430,7 +444,8 @@ class MilvusIndex(IndexBackend):
             "flush_s": (t2 - t1) / 1e9,
             "index_s": (t3 - t2) / 1e9,
             "load_s": (t4 - t3) / 1e9,
-            "threads": self.threads if self._embedded else None,
+            # faiss (OpenMP) threads per Milvus Lite worker thread; None: not controlled here
+            "threads": self.threads if pinned else None,
         }
         memory: int | None = None
         if self._embedded:
@@ -458,18 +473,26 @@ class MilvusIndex(IndexBackend):
     def _drain_lite_background(self) -> bool:
         """Embedded only: wait for Milvus Lite's post-flush background work (compaction of
         segments, index builds on merged segments) so that the segment set is final before the
-        index is built and loaded, and measurements do not race a background rebuild. Uses
-        Milvus Lite internals (``Collection._wait_for_bg``); returns False when unavailable."""
-        if not self._embedded or self._db_path is None:
+        index is built and loaded, and measurements do not race a background rebuild. Returns
+        False when not possible (server mode, or Milvus Lite internals moved)."""
+        if self._lite is None:
             return False
         try:
-            from milvus_lite import server_manager_instance
+            self._lite.drain(self.collection, self.index_timeout_s)
+        except Exception as exc:  # internals moved: the on-disk checks still run
+            log.warning("milvus: cannot wait for Milvus Lite background work: %r", exc)
+            return False
+        return True
 
-            entry = server_manager_instance._servers.get(os.path.abspath(str(self._db_path)))
-            collection = entry[1].get_collection(self.collection)
-            collection._wait_for_bg(timeout=self.index_timeout_s)
-        except Exception as exc:  # internals moved: fall back to the on-disk checks
-            log.debug("milvus: cannot drain Milvus Lite background work: %r", exc)
+    def _pin_lite_background(self) -> bool:
+        """Pin faiss threads in the collection's background worker (embedded); True when every
+        Milvus Lite thread that runs faiss for this collection is pinned to ``threads``."""
+        if self._lite is None:
+            return False
+        try:
+            self._lite.pin_background(self.collection)
+        except Exception as exc:
+            log.warning("milvus: cannot pin Milvus Lite's background thread: %r", exc)
             return False
         return True
 
@@ -615,7 +638,6 @@ class MilvusIndex(IndexBackend):
     def search(self, queries: np.ndarray, k: int) -> SearchResult:
         """Top-k, ``query_batch`` queries per call (Milvus Lite costs ~2-10 ms per call)."""
         q, params = self._prepare(queries, k)
-        self._pin_threads()
         parts = []
         for s in range(0, len(q), self.query_batch):
             chunk = q[s:s + self.query_batch]
@@ -649,7 +671,10 @@ class MilvusIndex(IndexBackend):
         await self._aclose_client()
         from pymilvus import AsyncMilvusClient
 
-        target = str(self._db_path) if self._embedded else str(self._uri)
+        if self._lite is not None:
+            target = self._lite.uri
+        else:
+            target = str(self._db_path) if self._embedded else str(self._uri)
         client = AsyncMilvusClient(
             uri=target, token=self._token, timeout=self.connect_timeout_s, dedicated=True
         )
@@ -759,7 +784,10 @@ class MilvusIndex(IndexBackend):
             with contextlib.suppress(Exception), quiet_pymilvus():
                 client.close()
         self._built_n = 0
-        if self._embedded and self._db_path is not None:
+        if self._lite is not None:
+            self._lite.stop()
+            self._lite = None
+        elif self._embedded and self._db_path is not None:
             with contextlib.suppress(Exception):
                 from milvus_lite import server_manager_instance
 

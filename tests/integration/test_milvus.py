@@ -169,6 +169,27 @@ def test_brute_force_fallback_is_detected(
         probe.close()
 
 
+def test_faiss_threads_pinned_in_milvus_lite_threads(tmp_path: Path) -> None:
+    """An OpenMP thread count is per thread: the one set by the caller must reach the threads
+    where Milvus Lite runs faiss (its gRPC workers and the collection's background worker)."""
+    import faiss
+
+    ds = make_synthetic(300, 8, 2, seed=5)
+    caller = faiss.omp_get_max_threads()
+    for threads in (1, 3):
+        with MilvusIndex(ds.dim, "l2", BUILD_KINDS["FLAT"](), threads=threads,
+                         workdir=tmp_path) as idx:
+            info = idx.build(ds.base)
+            assert info.extra["threads"] == threads
+            lite = idx._lite
+            assert lite is not None
+            workers = {lite.pool.submit(faiss.omp_get_max_threads).result() for _ in range(20)}
+            background = lite.collection(idx.collection)._bg_executor.submit(
+                faiss.omp_get_max_threads).result()
+            assert workers == {threads} and background == threads
+    assert faiss.omp_get_max_threads() == caller  # the caller's own setting is left alone
+
+
 def test_flat_params_trap_is_caught(tmp_path: Path, ds: VectorDataset) -> None:
     """Re-create the index the naive way (params not nested): Milvus Lite drops them silently;
     verify_index_params must refuse it."""
