@@ -35,8 +35,19 @@ def to_result(distances: np.ndarray, ids: np.ndarray, metric: Metric) -> SearchR
         d = -d
     elif metric == "cosine":
         d = 1.0 - d
-    d = np.where(ids < 0, np.float32(np.inf), d).astype(np.float32, copy=False)
+    if has_missing(ids):
+        d = np.where(ids < 0, np.float32(np.inf), d).astype(np.float32, copy=False)
     return SearchResult(ids=ids, distances=d)
+
+
+def has_missing(ids: np.ndarray) -> bool:
+    """Whether any id is -1. Faiss pads missing results at the end of a row, so only the last
+    column is checked; a one-row result (the single-query hot path) is a scalar test."""
+    if ids.shape[1] == 0:
+        return False
+    if ids.shape[0] == 1:
+        return bool(ids[0, -1] < 0)
+    return bool((ids[:, -1] < 0).any())
 
 
 def serialized_bytes(index: Any) -> int:

@@ -25,6 +25,8 @@ class FaissHnswIndex(HnswChecks):
     requires = ("faiss",)
 
     _index: Any = None
+    _params: Any = None
+    _params_for: Any = None
 
     @classmethod
     def library_version(cls) -> str:
@@ -57,12 +59,14 @@ class FaissHnswIndex(HnswChecks):
         return {"factory": factory, "efConstruction": p.ef_construction}
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        faiss = fc.faiss_module()
-        faiss.omp_set_num_threads(self.threads)
         sp = self.search_params
-        assert isinstance(sp, HnswSearch)
-        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
-        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
+        if self._params_for is not sp:  # one SWIG params object per search config, not per call
+            faiss = fc.faiss_module()
+            faiss.omp_set_num_threads(self.threads)
+            assert isinstance(sp, HnswSearch)
+            self._params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
+            self._params_for = sp
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 

@@ -87,6 +87,9 @@ def _build_where(name: str) -> str:
 @register
 class FaissIvfIndex(InProcessIndex):
     name = "faiss-ivf"
+    _params: Any = None
+    _ivf_params: Any = None
+    _params_for: Any = None
     family = "ivf"
     BuildParams = IvfBuild
     SearchParams = IvfSearch
@@ -212,18 +215,20 @@ class FaissIvfIndex(InProcessIndex):
         }
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        faiss = fc.faiss_module()
         p, sp = self.build_params, self.search_params
-        assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
-        faiss.omp_set_num_threads(self.threads)
-        # a local name keeps ivf_params alive: the refine params hold only a raw pointer to it
-        ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe)
-        params = ivf_params
-        if p.refine:
-            params = faiss.IndexRefineSearchParameters(
-                k_factor=float(sp.k_factor), base_index_params=ivf_params
-            )
-        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
+        if self._params_for is not sp:  # one SWIG params object per search config, not per call
+            faiss = fc.faiss_module()
+            assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
+            faiss.omp_set_num_threads(self.threads)
+            # keep ivf_params alive: the refine params hold only a raw pointer to it
+            self._ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe)
+            self._params = self._ivf_params
+            if p.refine:
+                self._params = faiss.IndexRefineSearchParameters(
+                    k_factor=float(sp.k_factor), base_index_params=self._ivf_params
+                )
+            self._params_for = sp
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 

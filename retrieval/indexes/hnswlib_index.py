@@ -56,6 +56,15 @@ class HnswlibIndex(HnswChecks):
         assert isinstance(sp, HnswSearch)
         self._index.set_ef(sp.ef_search)
         nq = x.shape[0]
+        if k <= self._n:  # hot path: hnswlib answers k ids per query or raises
+            try:
+                labels, dist = self._index.knn_query(x, k=k, num_threads=self.threads)
+            except RuntimeError:
+                pass
+            else:
+                if self.metric == "ip":
+                    dist = dist - np.float32(1.0)
+                return dist, labels.astype(np.int64)
         ids = np.full((nq, k), -1, dtype=np.int64)
         d = np.full((nq, k), np.inf, dtype=np.float32)
         kk = min(k, self._n)  # hnswlib raises when asked for more ids than it holds
