@@ -358,3 +358,21 @@ def test_several_segments_are_indexed_and_deterministic(tmp_path: Path) -> None:
     a, b = json.loads(proc.stdout.strip().splitlines()[-1])
     assert a["segments"] > 1 and a["index_files"] == a["segments"] and a["drained"]
     assert a["ids"] == b["ids"] and a["segments"] == b["segments"]
+
+
+def test_aclose_inside_the_loop(tmp_path: Path) -> None:
+    ds = make_synthetic(300, 8, 4, seed=6)
+    idx = MilvusIndex(ds.dim, "ip", BUILD_KINDS["FLAT"](), workdir=tmp_path)
+    idx.build(ds.base)
+    expected = idx.search(ds.queries, 3)
+
+    async def use_then_close() -> np.ndarray:
+        res = await idx.asearch(ds.queries, 3)
+        await idx.aclose()
+        return res.ids
+
+    assert np.array_equal(asyncio.run(use_then_close()), expected.ids)
+    with pytest.raises(BackendError, match="closed"):
+        idx.search(ds.queries, 3)
+    assert list(tmp_path.iterdir()) == []
+    idx.close()
