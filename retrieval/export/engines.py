@@ -64,7 +64,8 @@ def to_milvus(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     else:
         kind, build, search = "AUTOINDEX", {}, {}
     where = "milvus export"
-    model = MilvusBuild.model_validate({"index_type": kind, **build})
+    model = validate_params(MilvusBuild, {"index_type": kind, **build}, where=where,
+                            prefix="params.")
     sp = validate_params(search_model_for(model), search, where=where, prefix="search_params.")
     ef = getattr(sp, "ef", None)
     if ef is not None and ef < k:

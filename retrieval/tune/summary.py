@@ -131,7 +131,8 @@ def build_summary(
     done = book.done()
     rows = _rows(trials, units)
     n_points = Counter(r["unit"] for r in rows)
-    builds = [unit_doc(u, n_points[k], done.get(k)) for k, u in units.items()]
+    ordered = sorted(units.items(), key=lambda kv: kv[1].entry)  # spec order, then first trial
+    builds = [unit_doc(u, n_points[k], done.get(k)) for k, u in ordered]
     chosen_rows = [
         {"trial": None, "unit": b["unit"], "backend": b["backend"], "label": b["label"],
          "build": b["build"], **b["chosen"], "timing": "full (chosen)"}

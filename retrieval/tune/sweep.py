@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,7 @@ def run_sweep(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
+    shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
         study_name=name,

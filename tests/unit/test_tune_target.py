@@ -1,0 +1,54 @@
+"""Target search on a monotone knob: exact answer, evaluation budget, reuse of known values."""
+
+import math
+
+import pytest
+
+from retrieval.tune.target import answer, budget, next_probe, solve
+
+
+@pytest.mark.parametrize("low,high", [(1, 1), (1, 2), (3, 9), (10, 4096), (1, 256), (1, 1000)])
+def test_finds_the_smallest_meeting_value_within_budget(low, high):
+    limit = math.ceil(math.log2(high - low + 1)) + 2
+    assert budget(low, high) == limit
+    for threshold in range(low, high + 2):
+        out = solve(low, high, lambda v, t=threshold: v >= t)
+        assert out.value == (threshold if threshold <= high else None)
+        assert out.evaluations <= limit
+        assert len(set(out.probes)) == len(out.probes)  # never the same value twice
+
+
+def test_most_accurate_first_and_infeasible_after_one_evaluation():
+    out = solve(1, 500, lambda v: False)
+    assert out.probes == (500,) and out.value is None
+
+
+def test_easy_target_costs_two_evaluations():
+    assert solve(10, 4096, lambda v: True).probes == (4096, 10)
+
+
+def test_known_values_are_reused_not_measured():
+    known = {256: True, 10: False, 64: True, 40: False}
+    probes = []
+
+    def meets(v):
+        probes.append(v)
+        return v >= 50
+
+    out = solve(10, 256, meets, known)
+    assert out.value == 50
+    assert not set(probes) & set(known)
+    assert all(40 < v < 64 for v in probes)
+
+
+def test_next_probe_is_a_pure_function_of_known():
+    known = {}
+    seq = []
+    while (v := next_probe(1, 64, known)) is not None:
+        seq.append(v)
+        known[v] = v >= 20
+    assert answer(1, 64, known) == 20
+    # replaying from any prefix continues identically (what resume relies on)
+    for cut in range(len(seq)):
+        prefix = {v: v >= 20 for v in seq[:cut]}
+        assert next_probe(1, 64, prefix) == seq[cut]
