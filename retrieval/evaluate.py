@@ -27,6 +27,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
+from retrieval.indexes.base import SupportsBruteForceCheck
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
 
@@ -181,6 +182,10 @@ class Evaluator:
         rss0 = _rss_bytes()
         info = index.build(self.ds.base)
         rss_delta = max(0, _rss_bytes() - rss0)
+        if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(params):
+            # a silent brute-force fallback would make every knob setting look perfect
+            n = min(self.ds.n_queries, 100)
+            index.verify_not_brute_force(self.ds.queries[:n], self.k, self.gt.ids[:n])
         log.info("built %s %s in %.2f s", backend, params.model_dump(), info.build_s)
         built = BuiltIndex(backend, params, index, info, rss_delta)
         self._built[key] = built

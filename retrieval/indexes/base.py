@@ -63,6 +63,14 @@ class SupportsSaveLoad(Protocol):
 
 
 @runtime_checkable
+class SupportsBruteForceCheck(Protocol):
+    """A backend that can silently fall back to brute force (Milvus Lite) proves it did not:
+    recall must move between the lowest and highest knob setting. Raises BackendError."""
+
+    def verify_not_brute_force(self, queries: np.ndarray, k: int, exact_ids: np.ndarray) -> Any: ...
+
+
+@runtime_checkable
 class SupportsAsyncSearch(Protocol):
     async def asearch(self, queries: np.ndarray, k: int) -> SearchResult: ...
 
@@ -106,6 +114,12 @@ class IndexBackend:
     def library_version(cls) -> str:
         """Version string of the underlying library ("" if unknown)."""
         return ""
+
+    @classmethod
+    def monotone_knobs_for(cls, build: Params | None) -> tuple[str, ...]:
+        """Monotone knobs of one build (a backend whose knobs depend on the build, such as
+        Milvus's ef for HNSW vs nprobe for IVF, overrides this)."""
+        return cls.monotone_knobs
 
     @classmethod
     def check_combination(cls, build: Params, search: Params, k: int) -> None:
