@@ -1,0 +1,112 @@
+"""Fan-out over several real indexes: modes agree, score fusion is a global top-k, a failing or
+slow collection is reported per collection while the others still answer, bad configs raise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.data import normalize_rows
+from retrieval.errors import ConfigError
+from retrieval.fanout import MODES, FanOut, Member
+from retrieval.indexes import create_index
+
+DIM = 32
+
+
+def _member(name: str, x: np.ndarray, backend: str = "faiss-flat", **kw: object) -> Member:
+    idx = create_index(backend, x.shape[1], "cosine")
+    idx.build(x)
+    return Member(name, idx, x.shape[1], "cosine", [f"d{i}" for i in range(len(x))],
+                  backend=backend, **kw)  # type: ignore[arg-type]
+
+
+Data = tuple[dict[str, np.ndarray], np.ndarray]
+
+
+@pytest.fixture()
+def data() -> Data:
+    rng = np.random.default_rng(7)
+    parts = {n: normalize_rows(rng.standard_normal((m, DIM)).astype(np.float32))
+             for n, m in (("a", 800), ("b", 1200), ("c", 500))}
+    q = normalize_rows(rng.standard_normal((20, DIM)).astype(np.float32))
+    return parts, q
+
+
+def test_modes_agree_and_score_fusion_is_global_top_k(data: Data) -> None:
+    parts, q = data
+    members = [_member(n, x, "hnswlib" if n == "b" else "faiss-flat") for n, x in parts.items()]
+    members[1].index.set_search_params(ef_search=2000)  # exact enough to compare with flat
+    union = create_index("faiss-flat", DIM, "cosine")
+    union.build(np.vstack(list(parts.values())))
+    keys = [f"{n}/d{i}" for n, x in parts.items() for i in range(len(x))]
+    ref = union.search(q, 10)
+    with FanOut(members, 10, fusion="score") as fan:
+        results = {mode: fan.run(q, mode, warmup=2) for mode in MODES}
+    for mode, run in results.items():
+        assert len(run.latency_ms) == len(q) and np.all(run.latency_ms > 0)
+        assert run.failures() == {}
+        for i, ans in enumerate(run.answers):
+            assert [d for d, _ in ans.fused] == [keys[j] for j in ref.ids[i]], mode
+            assert [d for d, _ in ans.fused] == [d for d, _ in results["serial"].answers[i].fused]
+
+
+def test_a_failing_collection_is_reported_and_the_others_answer(data: Data) -> None:
+    parts, q = data
+    members = [_member(n, x, "hnswlib") for n, x in parts.items()]
+    with FanOut(members, 5) as fan:
+        members[1].index.close()  # collection "b" fails mid-run: its index is gone
+        for mode in MODES:
+            run = fan.run(q[:4], mode)
+            fails = run.failures()
+            assert set(fails) == {"b"} and fails["b"]["errors"] == 4, mode
+            assert "closed" in fails["b"]["first_error"]
+            for ans in run.answers:
+                assert ans.answers["a"].ok and ans.answers["c"].ok
+                assert len(ans.fused) == 5
+                assert {d.split("/")[0] for d, _ in ans.fused} <= {"a", "c"}
+
+
+def test_a_slow_collection_times_out_per_collection() -> None:
+    rng = np.random.default_rng(3)
+    small = normalize_rows(rng.standard_normal((300, 64)).astype(np.float32))
+    big = normalize_rows(rng.standard_normal((200_000, 64)).astype(np.float32))
+    q = normalize_rows(rng.standard_normal((3, 64)).astype(np.float32))
+    members = [_member("fast", small), _member("slow", big, timeout_s=1e-5)]
+    with FanOut(members, 5, timeout_s=10.0) as fan:
+        for mode in MODES:
+            run = fan.run(q, mode)
+            fails = run.failures()
+            assert set(fails) == {"slow"} and fails["slow"]["timeouts"] == 3, mode
+            assert "timed out after 1e-05 s" in fails["slow"]["first_error"]
+            assert all(a.answers["fast"].ok and len(a.fused) == 5 for a in run.answers)
+
+
+def test_different_dims_are_a_config_error() -> None:
+    rng = np.random.default_rng(0)
+    a = _member("qqp", rng.standard_normal((50, 32)).astype(np.float32))
+    b = _member("scifact", rng.standard_normal((50, 16)).astype(np.float32))
+    with pytest.raises(ConfigError, match=r"different embedding dimensions \(qqp=32, scifact=16"):
+        FanOut([a, b], 5)
+    with FanOut([a], 5) as fan, pytest.raises(ConfigError, match="query vectors have 16"):
+        fan.search(np.zeros(16, dtype=np.float32))
+
+
+def test_other_config_errors() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 8)).astype(np.float32)
+    a = _member("a", x)
+    ip = create_index("faiss-flat", 8, "ip")
+    ip.build(x)
+    b = Member("b", ip, 8, "ip", [str(i) for i in range(50)])
+    with pytest.raises(ConfigError, match="fusion 'score' needs comparable scores"):
+        FanOut([a, b], 5, fusion="score")
+    FanOut([a, b], 5, fusion="rrf").close()  # ranks are comparable across metrics
+    with pytest.raises(ConfigError, match="unique"):
+        FanOut([a, a], 5)
+    with pytest.raises(ConfigError, match="unknown fusion"):
+        FanOut([a], 5, fusion="max")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="timeout_s"):
+        FanOut([a], 5, timeout_s=0)
+    with FanOut([a], 5) as fan, pytest.raises(ConfigError, match="fan-out mode"):
+        fan.run(x[:2], "processes")  # type: ignore[arg-type]
