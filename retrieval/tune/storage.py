@@ -15,12 +15,13 @@ with a different spec is refused, naming the first field that differs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -82,15 +83,13 @@ def open_storage(url: str) -> OpenedStorage:
         if scheme in RDB_SCHEMES:
             kwargs: dict[str, Any] = {}
             if scheme == "sqlite":
-                _check_sqlite_path(url)
+                path = _check_sqlite_path(url)
                 kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-            else:
-                kwargs = {"pool_pre_ping": True}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                rdb = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-            if scheme == "sqlite":
+                with _locked(path):  # one process at a time creates the schema
+                    rdb = _rdb(url, kwargs)
                 _fast_sqlite(rdb)
+            else:
+                rdb = _rdb(url, {"pool_pre_ping": True})
             return OpenedStorage(rdb, display, "rdb")
     except ConfigError:
         raise
@@ -103,6 +102,26 @@ def open_storage(url: str) -> OpenedStorage:
         reason = redact_uri(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise ConfigError(f"--storage '{display}': cannot be opened ({reason})") from None
     raise ConfigError(f"--storage: unknown storage '{display}'; allowed: {ALLOWED}")
+
+
+def _rdb(url: str, kwargs: dict[str, Any], attempts: int = 5) -> Any:
+    """RDBStorage, retried when another worker is creating the schema at the same moment
+    (``table ... already exists`` / ``database is locked``)."""
+    import optuna
+
+    for attempt in range(attempts):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except Exception as exc:
+            text = str(exc)
+            racing = any(m in text for m in ("already exists", "database is locked",
+                                             "alembic_version", "Duplicate"))
+            if not racing or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _fast_sqlite(rdb: Any) -> None:
@@ -121,12 +140,30 @@ def _fast_sqlite(rdb: Any) -> None:
     rdb.engine.dispose()  # reconnect so that every pooled connection has them
 
 
-def _check_sqlite_path(url: str) -> None:
+def _check_sqlite_path(url: str) -> Path | None:
     path = url.split(":///", 1)[1] if ":///" in url else ""
-    if path and path != ":memory:":
-        parent = Path(path).expanduser().parent
-        if not parent.is_dir():
-            raise FileNotFoundError(f"folder '{parent}' does not exist")
+    if not path or path == ":memory:":
+        return None
+    p = Path(path).expanduser()
+    if not p.parent.is_dir():
+        raise FileNotFoundError(f"folder '{p.parent}' does not exist")
+    return p
+
+
+@contextlib.contextmanager
+def _locked(path: Path | None) -> Iterator[None]:
+    """An exclusive lock on ``<db>.lock`` (same host; SQLite is single-host anyway)."""
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    with open(f"{path}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # --- spec identity ------------------------------------------------------------------------------
