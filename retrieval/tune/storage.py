@@ -83,9 +83,9 @@ def open_storage(url: str) -> OpenedStorage:
         if scheme in RDB_SCHEMES:
             kwargs: dict[str, Any] = {}
             if scheme == "sqlite":
-                path = _check_sqlite_path(url)
+                db_path = _check_sqlite_path(url)
                 kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-                with _locked(path):  # one process at a time creates the schema
+                with _locked(db_path):  # one process at a time creates the schema
                     rdb = _rdb(url, kwargs)
                 _fast_sqlite(rdb)
             else:
