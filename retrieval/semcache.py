@@ -106,6 +106,47 @@ def _index_missing(exc: BaseException) -> bool:
     return False
 
 
+def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
+                  socket_timeout_s: float = 5.0) -> Any:
+    """A redis-py client for ``url`` that has answered PING and has the search module.
+
+    Fails within about ``connect_timeout_s`` with a BackendError naming the URL (password
+    hidden); a malformed URL is a ConfigError. The client does not retry on its own (redis-py 8
+    would spend ~4 s on backoff): callers decide.
+    """
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    shown = redact_url(url)
+    try:
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=connect_timeout_s, socket_timeout=socket_timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+    except ValueError as exc:
+        raise param_error(
+            "redis_url", "a redis://, rediss:// or unix:// URL", shown, where="semantic cache",
+        ) from exc
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise BackendError(f"Redis at {shown}: authentication failed ({exc})") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise BackendError(
+            f"cannot reach Redis at {shown} ({exc}); start one with `python -m "
+            f"retrieval.services.redis_server start --dir .services/redis` or set REDIS_URL"
+        ) from None
+    try:
+        client.execute_command("FT._LIST")
+    except redis.ResponseError as exc:
+        raise BackendError(
+            f"Redis at {shown} has no search module (FT._LIST: {exc}); "
+            f"the semantic cache needs Redis 8 or Redis Stack"
+        ) from None
+    return client
+
+
 # --------------------------------------------------------------------------- the cache
 
 
@@ -116,6 +157,11 @@ class IndexParams(Params):
     m: int = Field(16, ge=2, le=512, description="HNSW graph degree")
     ef_construction: int = Field(200, ge=1, le=4096)
     ef_runtime: int = Field(64, ge=1, le=4096, description="HNSW search breadth at query time")
+    epsilon: float = Field(
+        0.01, gt=0.0, le=10.0,
+        description="HNSW range-query boundary factor (Redis EPSILON; lookups are range "
+                    "queries, and a small value can miss close entries that KNN finds)",
+    )
     ttl_s: int | None = Field(None, ge=1, description="entry time-to-live in seconds")
 
 
@@ -226,43 +272,12 @@ class SemanticCache:
             dim = int(embedder.dim)
         self.dim = int(dim)
         self.model_id = embedder.model_id if embedder is not None else "precomputed"
-        self._client = self._connect(redis_url, connect_timeout_s, socket_timeout_s)
+        self._client = connect_redis(redis_url, connect_timeout_s=connect_timeout_s,
+                                     socket_timeout_s=socket_timeout_s)
         self._cache = self._open(overwrite)
 
     # -- set-up ---------------------------------------------------------------------------
 
-    def _connect(self, url: str, connect_timeout_s: float, socket_timeout_s: float) -> Any:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        try:
-            client = redis.Redis.from_url(
-                url, socket_connect_timeout=connect_timeout_s, socket_timeout=socket_timeout_s,
-                retry=Retry(NoBackoff(), 0),
-            )
-        except ValueError as exc:
-            raise param_error(
-                "redis_url", "a redis://, rediss:// or unix:// URL", self.url,
-                where="semantic cache",
-            ) from exc
-        try:
-            client.ping()
-        except redis.AuthenticationError as exc:
-            raise BackendError(f"Redis at {self.url}: authentication failed ({exc})") from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise BackendError(
-                f"cannot reach Redis at {self.url} ({exc}); start one with `python -m "
-                f"retrieval.services.redis_server start --dir .services/redis` or set REDIS_URL"
-            ) from None
-        try:
-            client.execute_command("FT._LIST")
-        except redis.ResponseError as exc:
-            raise BackendError(
-                f"Redis at {self.url} has no search module (FT._LIST: {exc}); "
-                f"the semantic cache needs Redis 8 or Redis Stack"
-            ) from None
-        return client
 
     def _schema(self) -> Any:
         from redisvl.extensions.cache.llm.schema import SemanticCacheIndexSchema
@@ -276,6 +291,7 @@ class SemanticCache:
                         algorithm="hnsw", m=self.params.m,
                         ef_construction=self.params.ef_construction,
                         ef_runtime=self.params.ef_runtime,
+                        epsilon=self.params.epsilon,
                     )
             schema = SemanticCacheIndexSchema.from_dict(spec)
         return schema
@@ -635,6 +651,7 @@ __all__ = [
     "Threshold",
     "ThresholdSpec",
     "ThresholdUnit",
+    "connect_redis",
     "convention",
     "redact_url",
 ]

