@@ -43,6 +43,7 @@ SHARED_COLLECTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "reuters": ("reuters21578", tuple(f"reut2-{i:03d}.sgm" for i in range(22))),
     "qqp-questions": ("gptcache_qqp", ("similiar_qqp_full.json.gz",)),
 }
+CORPUS_ONLY = ("reuters", "qqp-questions")
 COLLECTIONS_HELP = "one of scifact, cranfield, reuters, qqp-questions, beir:<folder>"
 
 
@@ -101,7 +102,7 @@ class TextSpec(_Spec):
     split: str = "test"
     model: str | None = None
     n_base: int | None = Field(None, ge=1)
-    n_queries: int | None = Field(None, ge=1)
+    n_queries: int | None = Field(None, ge=1, validate_default=True)
     seed: int = 0
     metric: Metric = "cosine"
     dedupe: bool = True
@@ -126,6 +127,18 @@ class TextSpec(_Spec):
             raise ValueError(f"one of {', '.join(SCIFACT_SPLITS)} for scifact")
         if collection in ("cranfield", "reuters", "qqp-questions") and v != "test":
             raise ValueError(f"'test' (collection '{collection}' has no splits)")
+        return v
+
+
+    @field_validator("n_queries")
+    @classmethod
+    def _queries_for_corpus_only(cls, v: int | None, info: ValidationInfo) -> int | None:
+        collection = info.data.get("collection", "")
+        if v is None and collection in CORPUS_ONLY:
+            raise ValueError(
+                f"an integer >= 1 for collection '{collection}' (corpus only: n_queries "
+                f"corpus texts are held out as queries)"
+            )
         return v
 
 

@@ -282,6 +282,10 @@ def test_bad_manifest_field_names_file_and_field(manifests: Path) -> None:
     with pytest.raises(ConfigError, match=r"split\.yaml: field 'split': one of test, train "
                                           r"for scifact; received 'dev'"):
         catalog.resolve_dataset("split")
+    (manifests / "nq.yaml").write_text("kind: text\ncollection: qqp-questions\n")
+    with pytest.raises(ConfigError, match=r"nq\.yaml: field 'n_queries': an integer >= 1 for "
+                                          r"collection 'qqp-questions' \(corpus only"):
+        catalog.resolve_dataset("nq")
     (manifests / "yaml.yaml").write_text("kind: [unclosed\n")
     with pytest.raises(ConfigError, match=r"yaml\.yaml: invalid YAML"):
         catalog.resolve_dataset("yaml")
