@@ -76,39 +76,44 @@ def _search(d: dict[str, Any] | None) -> str:
     return ",".join(f"{k}={fmt(v)}" for k, v in (d or {}).items()) or "-"
 
 
+def _num(v: Any, digits: int = 4) -> str:
+    return "-" if v is None else f"{float(v):.{digits}f}"
+
+
 def print_result(s: dict[str, Any], run_dir: str) -> None:
     target = s.get("target_recall")
     conf = s["confidence"]
     q = s["queries"]
-    head = f"{s['name']} on {s['dataset']} (k={s['k']}), strategy {s['strategy']}"
-    print(head + (f", target recall@{s['k']} >= {target}" if target is not None else ""))
+    k = s["k"]
+    aim = f"target recall@{k} >= {target}" if target is not None else "no target"
+    print(f"{s['name']} on {s['dataset']} (k={k}): {aim}, strategy {s['strategy']}")
     if target is not None:
-        print(
-            f"meets = {conf['level']:.0%} {conf['method']} lower bound on mean recall over "
-            f"{q['tuning']} tuning queries >= target; held-out check on {q['heldout']} queries"
-        )
+        print(f"meets = {conf['level']:.0%} {conf['method']} lower bound over {q['tuning']} "
+              f"tuning queries >= target; held-out = mean recall on {q['heldout']} other queries")
     rows: list[tuple[Any, ...]] = []
     for label, b in s["backends"].items():
         c = b["chosen"]
         if c is None:
             why = "no config meets the target" if target is not None else "no target set"
-            rows.append((label, why, "", None, None, None, None, None, b["evaluations"]))
+            rows.append((label, why, "", "-", "-", "-", "-", "-", b["evaluations"]))
             continue
-        held = b["heldout_recall"]
-        held_text = "-" if held is None else f"{held:.4f}"
+        held = _num(b["heldout_recall"])
         if b["heldout_meets"] is False:
-            held_text += " FAIL"
+            held += " FAIL"
+        qps = "-" if c["qps"] is None else f"{c['qps']:,.0f}"
         rows.append((
-            label, _search(c["build"]), _search(c["search"]), c["recall"], c["recall_lb"],
-            held_text, c["p95_ms"], c["qps"], b["evaluations"],
+            label, _search(c["build"]), _search(c["search"]), _num(c["recall"]),
+            _num(c["recall_lb"]), held, fmt(c["p95_ms"]), qps, b["evaluations"],
         ))
     print_table(
         rows,
-        ["backend", "build", "search", "recall", "lower", "held-out", "p95_ms", "QPS", "evals"],
+        ["backend", "build", "search", "recall", "lower", "held-out", "p95 ms", "QPS", "evals"],
     )
     failing = [k for k, b in s["backends"].items() if b["heldout_meets"] is False]
     if failing:
-        print(f"held-out FAIL: {', '.join(failing)} miss the target on the held-out queries")
-    print("cheapest = lowest single-query p95 ms among builds; per build the smallest knob "
-          "value meeting the target")
-    print(f"run directory: {run_dir}  (study '{s['study']['name']}' in {s['study']['storage']})")
+        print(f"held-out FAIL: {', '.join(failing)}: mean recall on the held-out queries is below "
+              f"the target")
+    cost = "highest batch QPS" if s.get("objective") == "qps" else "lowest single-query p95 ms"
+    print(f"cheapest = {cost} per backend; within a build, the smallest knob value meeting the "
+          f"target")
+    print(f"run: {run_dir}  (study '{s['study']['name']}' in {s['study']['storage']})")

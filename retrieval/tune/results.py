@@ -56,7 +56,8 @@ class PointResult:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """The chosen config re-measured on the held-out queries (never used for choosing)."""
+    """The chosen config re-measured on the held-out queries (never used for choosing).
+    ``meets``: the held-out mean recall is >= the target (``recall_lb`` is its own bound)."""
 
     recall: float
     recall_lb: float
