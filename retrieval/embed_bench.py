@@ -561,15 +561,15 @@ def run_embed_bench(cfg: EmbedBenchConfig, texts: Sequence[str] | None = None,
             "bench embed: engine 'flagembedding' needs a local model folder (--model PATH)"
         )
     resolve_model(cfg.model)  # an unknown model fails here, before any text is loaded
-    torch = _torch()
-    if cfg.torch_threads is not None:
-        torch.set_num_threads(cfg.torch_threads)
     data_info: dict[str, Any]
     if texts is None:
         texts, data_info = load_bench_texts(cfg)
     else:
         data_info = {"collection": "given", "sample": len(texts)}
     texts = check_texts(texts, where="bench embed")
+    torch = _torch()
+    if cfg.torch_threads is not None:
+        torch.set_num_threads(cfg.torch_threads)
     engine = make_engine(cfg, "fp32")
     lengths = engine.token_lengths(texts)
     plans = make_plans(cfg, len(texts), lengths)

@@ -1,0 +1,213 @@
+"""`rwb bench embed`: batched vs one-at-a-time embedding; `rwb bench fanout SPEC`: querying
+several collections serially, with threads and with asyncio, fused. Both write a run directory
+and print a table (or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from retrieval.cli._common import fmt, print_json, print_table
+from retrieval.errors import ConfigError
+
+
+def _int_list(flag: str, text: str | None) -> list[int] | None:
+    """``"1,8,32"`` -> [1, 8, 32]; ConfigError (one line, exit 2) for anything else."""
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise ConfigError(
+            f"bench embed: {flag} must be comma-separated integers (e.g. 1,8,32); "
+            f"received {text!r}"
+        )
+    return values
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks: embedding batching, multi-collection fan-out")
+    bsub = p.add_subparsers(dest="bench", metavar="BENCH")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    e = bsub.add_parser(
+        "embed", help="one-at-a-time vs batched embedding (texts/s, latency, padding, bf16)",
+        description="Embed real text one at a time and in batches (plain, length-sorted, "
+        "token-budget), check that batched and single embeddings agree, and measure bf16 "
+        "where the CPU supports it.",
+    )
+    e.add_argument("--config", help="embed bench config YAML (flags override it)")
+    e.add_argument("--collection", help="qqp | reuters | scifact | cranfield | mixed (default qqp)")
+    e.add_argument("--texts-file", help="UTF-8 file with one text per line (instead of a "
+                   "collection)")
+    e.add_argument("--sample", type=int, help="texts to embed (default 4000)")
+    e.add_argument("--seed", type=int, help="sampling seed")
+    e.add_argument("--batch-sizes", help="comma-separated, e.g. 1,8,32,128")
+    e.add_argument("--token-budgets",
+                   help="padded tokens per batch, comma-separated (e.g. 4096,16384)")
+    e.add_argument("--no-sorted", action="store_true", help="skip the length-sorted settings")
+    e.add_argument("--dtypes", help="fp32 or fp32,bf16")
+    e.add_argument("--model", help="local model folder (default: packaged all-MiniLM-L6-v2)")
+    e.add_argument("--engine", help="sentence-transformers | flagembedding")
+    e.add_argument("--single-limit", type=int, help="one-at-a-time calls on at most N texts")
+    e.add_argument("--threads", type=int, help="torch threads")
+    e.add_argument("--json", action="store_true", help="print summary.json")
+    e.add_argument("--out", help="run directory (default runs/<id>)")
+    e.set_defaults(func=run_embed)
+
+    f = bsub.add_parser(
+        "fanout", help="several collections queried serially / threads / asyncio, fused",
+        description="Build one index per collection of SPEC, answer the queries in each mode, "
+        "report per-query latency, speedup over serial, CPU accounting and fused quality.",
+    )
+    f.add_argument("spec", help="fan-out spec YAML (e.g. sweeps/fanout-3-collections.yaml)")
+    f.add_argument("--backend", help="put every collection on this backend (default params)")
+    f.add_argument("--server", action="store_true",
+                   help="with --backend milvus: a Milvus Lite server process by URI")
+    f.add_argument("--queries", type=int, help="override the number of queries")
+    f.add_argument("--json", action="store_true", help="print summary.json")
+    f.add_argument("--out", help="run directory (default runs/<id>)")
+    f.set_defaults(func=run_fanout)
+
+
+def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None] | None]:
+    if not enabled or not sys.stderr.isatty():
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, leave=False)
+
+    def progress(done: int, total: int, what: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(what[:40])
+        bar.refresh()
+
+    return bar, progress
+
+
+# --------------------------------------------------------------------------- embed
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    from retrieval.embed_bench import load_embed_config, run_embed_bench, write_embed_run
+
+    dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
+    cfg = load_embed_config(
+        args.config, collection=args.collection, texts_file=args.texts_file, sample=args.sample,
+        seed=args.seed, batch_sizes=_int_list("--batch-sizes", args.batch_sizes),
+        token_budgets=_int_list("--token-budgets", args.token_budgets),
+        length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
+        engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
+    )
+    bar, progress = _bar("bench embed", not args.json)
+    try:
+        result = run_embed_bench(cfg, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    run = write_embed_run(result, args.out)
+    s = result.summary
+    if args.json:
+        print_json({**s, "rows": result.rows, "run_dir": str(run.path)})
+    else:
+        _print_embed(result.rows, s)
+        print(f"run directory: {run.path}")
+    if not result.agreement.ok:
+        print(f"rwb: error: {result.agreement.message()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_embed(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
+    t = s["tokens"]
+    print(f"{s['n_texts']} texts, {s['model_id']} ({s['engine']}), tokens/text mean "
+          f"{t['mean']:.1f} p95 {t['p95']:.0f} max {t['max']} (limit {s['max_tokens']}); "
+          f"latency = one call (one batch), ms")
+    print_table(
+        [(r["setting"], r["n_texts"], r["mean_batch"], r["texts_per_s"], r["tokens_per_s"],
+          r["call_p50_ms"] if r["latency_measured"] else None,
+          r["call_p95_ms"] if r["latency_measured"] else None,
+          r["padding_waste"], r["speedup_vs_single"]) for r in rows],
+        ["setting", "texts", "batch", "texts/s", "tokens/s", "p50_ms", "p95_ms", "pad_waste",
+         "x_single"],
+    )
+    print(f"best: {s['best_setting']}  {fmt(s['speedup'])}x one-at-a-time, "
+          f"{fmt(s['speedup_vs_library'])}x {s['library_setting']} (library encode)")
+    print(f"batched vs single: max abs diff {s['max_abs_diff']:.2e} "
+          f"({'ok' if s['agree'] else 'FAIL'}, tolerance {s['tolerance']:g})")
+    b = s["bf16"]
+    if b.get("measured"):
+        d = b["drift"]
+        print(f"bf16 ({b['setting']}): {fmt(b['speedup_vs_fp32_best'])}x fp32 best; "
+              f"1-cos mean {d['cos_dist_mean']:.2e} max {d['cos_dist_max']:.2e}; "
+              f"recall@{d.get('k', '-')} vs fp32 {fmt(d.get('recall_at_k'))}")
+    else:
+        print(f"bf16: not measured ({b.get('reason')})")
+
+
+# --------------------------------------------------------------------------- fan-out
+
+
+def run_fanout(args: argparse.Namespace) -> int:
+    from retrieval.fanout_bench import (
+        load_fanout_spec,
+        parse_fanout_spec,
+        run_fanout_bench,
+        with_backend,
+        write_fanout_run,
+    )
+
+    spec = load_fanout_spec(args.spec)
+    if args.server and args.backend != "milvus":
+        raise ConfigError("bench fanout: --server needs --backend milvus")
+    if args.backend:
+        spec = with_backend(spec, args.backend, server=args.server)
+    if args.queries is not None:
+        data = spec.model_dump(mode="json")
+        data["queries"]["n"] = args.queries
+        spec = parse_fanout_spec(data, source=f"{spec.source} (with --queries)")
+    bar, progress = _bar("bench fanout", not args.json)
+    try:
+        result = run_fanout_bench(spec, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    run = write_fanout_run(spec, result, args.out)
+    s = result.summary
+    if args.json:
+        print_json({**s, "run_dir": str(run.path)})
+        return 0
+    _print_fanout(s)
+    print(f"run directory: {run.path}")
+    return 0
+
+
+def _print_fanout(s: dict[str, Any]) -> None:
+    cols = ", ".join(f"{c['name']}={c['n']} ({c['backend']})" for c in s["collections"])
+    print(f"{s['n_queries']} queries from {s['queries']}, k={s['k']}, fusion "
+          f"{s['fusion']['method']}; collections: {cols}")
+    rows = []
+    for mode, m in s["modes"].items():
+        fails = ",".join(f"{n}:{v['errors'] + v['timeouts']}" for n, v in m["failures"].items())
+        rows.append((mode, m["p50_ms"], m["p95_ms"], m["p99_ms"], m["qps"],
+                     m.get("speedup_p50"), m["cpu_cores"], m["runq_wait_cores"],
+                     m["child_cpu_cores"], fails or "-"))
+    print_table(rows, ["mode", "p50_ms", "p95_ms", "p99_ms", "qps", "speedup", "cpu_cores",
+                       "runq_wait", "server_cores", "failures"])
+    for mode, text in s["verdict"].items():
+        print(f"  {mode}: {text}")
+    q = s["quality"]
+    if q.get("available"):
+        print(f"quality vs {q['qrels']}:")
+        print_table([(r["ranking"], *(r[m] for m in q["metrics"]), r["share"] or "-")
+                     for r in q["rows"]], ["ranking", *q["metrics"], "share of fused"])
+        rc = q["ranx_rrf"]
+        if rc.get("checked"):
+            print(f"RRF vs ranx.fuse: {rc['identical']}/{rc['queries']} queries identical")
+    else:
+        print(f"quality: {q.get('reason')}")
