@@ -78,6 +78,10 @@ def run_verify(args: argparse.Namespace) -> int:
             print_json(data)
         else:
             print(f"verify {args.file}: {'HOLDS' if data.get('holds') else 'FAILS'}")
+            for c in data.get("checks") or []:
+                mark = "ok  " if c.get("passed") else "FAIL"
+                print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "
+                      f"expected {c.get('expected')}")
         return 0 if data.get("holds") else 1
     if args.json:
         print_json(report.to_dict())

@@ -49,8 +49,6 @@ class TuneSpec(_Model):
     - ``search_range``: knob name -> ``[low, high]`` (inclusive) searched by ``target``/``optuna``
       (default: the backend's allowed range, up to its most accurate setting).
     - ``sampler`` / ``n_trials``: the Optuna sampler and how many build configs it proposes.
-    - ``index_cache``: save built indexes to disk (backends with save/load), keyed by data
-      hash + build params + library version, and reuse them across runs and workers.
     """
 
     strategy: Strategy = "grid"
@@ -61,7 +59,6 @@ class TuneSpec(_Model):
     search_range: dict[str, tuple[int, int]] = Field(default_factory=dict)
     sampler: Literal["tpe", "nsga2"] = "tpe"
     n_trials: int = Field(20, ge=1, le=100_000)
-    index_cache: bool = False
 
     @field_validator("search_range")
     @classmethod
