@@ -73,8 +73,9 @@ class Member:
 
 @dataclass(frozen=True)
 class CollectionAnswer:
-    """One member's answer to one query. ``ms``: milliseconds until it answered (or failed, or
-    the deadline passed). ``error``: one line, None when it answered in time."""
+    """One member's answer to one query. ``ms``: milliseconds its search call took, from the
+    moment the call started (in whatever thread or task runs it) to its return, or to the
+    deadline for a timeout. ``error``: one line, None when it answered in time."""
 
     name: str
     ranked: list[tuple[str, float]]
@@ -314,7 +315,9 @@ class FanOut:
         return CollectionAnswer(m.name, ranked, (time.perf_counter_ns() - t0) / 1e6)
 
     async def asearch(self, query: np.ndarray) -> FanoutAnswer:
-        """The asyncio mode for one query (usable from any running event loop)."""
+        """The asyncio mode for one query; await it from any running event loop (``search(q,
+        "asyncio")`` runs it on the fan-out's private loop and cannot be called from inside a
+        running loop)."""
         x = self._query(query)
         t0 = time.perf_counter_ns()
         got = await asyncio.gather(*(self._asearch_one(m, x) for m in self.members))

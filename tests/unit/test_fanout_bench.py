@@ -1,0 +1,65 @@
+"""Fan-out bench pieces that need no data: spec validation, backend swap, the CPU verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from retrieval.errors import ConfigError
+from retrieval.fanout_bench import classify, parse_fanout_spec, with_backend
+
+BASE = {
+    "k": 10,
+    "collections": [
+        {"name": "a", "source": "qqp", "sample": 100, "backend": "hnswlib",
+         "search": {"ef_search": 32}},
+        {"name": "b", "source": "scifact", "backend": "faiss-flat"},
+    ],
+}
+
+
+def _mode(cores: float, wait: float = 0.0, child: float = 0.0,
+          speedup: float | None = None) -> dict[str, float | None]:
+    return {"cpu_cores": cores, "runq_wait_cores": wait, "child_cpu_cores": child,
+            "child_runq_wait_cores": 0.0, "speedup_p50": speedup}
+
+
+def test_spec_defaults_and_backend_swap() -> None:
+    spec = parse_fanout_spec(BASE)
+    assert spec.modes == ["serial", "threads", "asyncio"] and spec.fusion == "rrf"
+    mv = with_backend(spec, "milvus", server=True)
+    assert all(c.backend == "milvus" and c.server for c in mv.collections)
+    assert mv.collections[0].search == {"ef": 64} and mv.name.endswith("-milvus-server")
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"k": 0}, "field 'k' must be >= 1"),
+        ({"modes": ["serial", "processes"]}, "modes"),
+        ({"collections": []}, "collections"),
+        ({"collections": [{"name": "a b", "source": "qqp"}]}, "letters, digits"),
+        ({"collections": [{"name": "a", "source": "qqp"}, {"name": "a", "source": "qqp"}]},
+         "unique"),
+        ({"collections": [{"name": "a", "source": "qqp", "backend": "milvus",
+                           "search": {"ef": 4}}]}, "ef"),
+        ({"fusion": "max"}, "fusion"),
+    ],
+)
+def test_spec_errors(patch: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_fanout_spec({**BASE, **patch}, source="x.yaml")
+
+
+def test_classify() -> None:
+    v = classify({"serial": _mode(0.97), "threads": _mode(1.8, speedup=1.8)})
+    assert v["serial"].startswith("CPU-bound in this process")
+    assert v["threads"].startswith("parallel")
+    # a shared machine: little CPU obtained but a lot wanted is still CPU-bound
+    assert classify({"serial": _mode(0.3, wait=0.6)})["serial"].startswith("CPU-bound")
+    gil = classify({"serial": _mode(0.95), "threads": _mode(1.0, speedup=0.98)})
+    assert "serialised" in gil["threads"]
+    server = classify({"serial": _mode(0.1, child=0.9), "asyncio": _mode(0.2, speedup=1.1)})
+    assert server["serial"].startswith("CPU-bound in the server")
+    assert classify({"serial": _mode(0.05, wait=math.nan)})["serial"].startswith("waiting")
