@@ -189,3 +189,18 @@ def test_milvus_round_trip_with_milvus_lite(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["backend"] == "milvus"
+
+
+def test_cache_runs_and_files_go_to_the_redisvl_exporter(tmp_path, capsys):
+    run = tmp_path / "cache-run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"kind": "cache-tune"}))
+    (run / "spec.yaml").write_text("name: cache\n")
+    assert main(["export", str(run), "--engine", "faiss", "--out", str(tmp_path / "x")]) == 2
+    assert "export it with --engine redisvl" in capsys.readouterr().err
+    assert main(["export", str(run), "--engine", "redisvl", "--out", str(tmp_path / "x")]) == 2
+    assert "summary.json" in capsys.readouterr().err  # the redisvl exporter read the run
+    path = tmp_path / "cache.yaml"
+    path.write_text(yaml.safe_dump({"kind": "cache-tune", "engine": "redisvl"}))
+    assert main(["verify", str(path)]) == 2
+    assert "semantic_cache" in capsys.readouterr().err  # the redisvl verifier read the file
