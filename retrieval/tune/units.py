@@ -121,23 +121,21 @@ def monotone_knob(
     cls: type[IndexBackend], build: Params, k: int, tune: TuneSpec, label: str
 ) -> str | None:
     """The knob a target search tunes for this build: ``tune.knobs[label or backend]``, else the
-    backend's first monotone knob that applies to the build with a non-trivial range."""
+    first of the backend's monotone knobs for this build with a non-trivial range."""
+    knobs = cls.monotone_knobs_for(build)
     requested = tune.knobs.get(label) or tune.knobs.get(cls.name)
     if requested is not None:
-        if requested not in cls.monotone_knobs:
-            allowed = ", ".join(cls.monotone_knobs) or "none"
+        if requested not in knobs:
+            allowed = ", ".join(knobs) or "none"
             raise ConfigError(
                 f"field 'tune.knobs.{label}': search param '{requested}' of backend "
-                f"'{cls.name}' is not a monotone knob (recall is not known to grow with it), "
-                f"so strategy 'target' cannot search it; allowed: {allowed}"
+                f"'{cls.name}' is not a monotone knob for build {build.model_dump()} (recall is "
+                f"not known to grow with it), so strategy 'target' cannot search it; "
+                f"allowed: {allowed}"
             )
-        cls.knob_range(requested, build, k)  # raises when it does not apply to this build
         return requested
-    for knob in cls.monotone_knobs:
-        try:
-            low, high = cls.knob_range(knob, build, k)
-        except ConfigError:
-            continue
+    for knob in knobs:
+        low, high = cls.knob_range(knob, build, k)
         if low < high:
             return knob
     return None
