@@ -8,11 +8,14 @@ Modules, one job each:
 - :mod:`~retrieval.tune.target`: galloping + bisection on a monotone knob (pure);
 - :mod:`~retrieval.tune.units`: what a sweep evaluates (units of work, their points, Optuna
   params);
+- :mod:`~retrieval.tune.results`: what is recorded per point and per unit (JSON round trip);
+- :mod:`~retrieval.tune.measure`: full / probe / held-out measurements on a built index;
 - :mod:`~retrieval.tune.storage`: Optuna storages by URL, studies bound to one spec;
-- :mod:`~retrieval.tune.trials`: reading and writing rwb trials, worker liveness;
+- :mod:`~retrieval.tune.trials`: reading and writing rwb trials, worker liveness, heartbeats;
 - :mod:`~retrieval.tune.worker`: the worker loop that claims units and measures them;
+- :mod:`~retrieval.tune.optuna_search`: the sampler-driven ``optuna`` strategy;
 - :mod:`~retrieval.tune.pareto`: Pareto fronts;
-- :mod:`~retrieval.tune.summary` and :mod:`~retrieval.tune.sweep`: the run directory.
+- :mod:`~retrieval.tune.summary` and :mod:`~retrieval.tune.sweep`: summary.json and the run.
 
 Importing this package does not import Optuna.
 """
