@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.binomial import upper_bound
 from retrieval.cache_spec import CacheTuneSpec
 from retrieval.cache_tune import (
     ProbeDesign,
@@ -67,7 +68,7 @@ def embed_questions(labels: QQPLabels, qids: np.ndarray, spec: CacheTuneSpec,
 
     emb = embedder or get_embedder(spec.embedder.model)
     need = np.unique(qids)
-    if len(need) == labels.n_questions:
+    if len(need) == labels.n_questions or _all_cached(emb, labels.questions):
         need = np.arange(labels.n_questions)
     vecs = emb.embed([labels.questions[i] for i in need], batch_size=spec.embedder.batch_size)
     norms = np.linalg.norm(vecs, axis=1)
@@ -77,6 +78,17 @@ def embed_questions(labels: QQPLabels, qids: np.ndarray, spec: CacheTuneSpec,
     row_of = np.full(labels.n_questions, -1, dtype=np.int64)
     row_of[need] = np.arange(len(need))
     return QidVectors(np.ascontiguousarray(vecs, dtype=np.float32), row_of, emb.model_id)
+
+
+def _all_cached(emb: Any, texts: list[str]) -> bool:
+    """Whether a CachedEmbedder already holds every chunk of the full canonical list (then a
+    subset is read from it instead of being embedded again)."""
+    from retrieval.embed import CachedEmbedder
+
+    if not isinstance(emb, CachedEmbedder):
+        return False
+    step = emb.chunk_size
+    return all(emb.path_for(texts[i: i + step]).is_file() for i in range(0, len(texts), step))
 
 
 @contextlib.contextmanager
@@ -176,7 +188,7 @@ def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
 
 
 def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
-              latency: dict[str, Any], timing: dict[str, float], check: dict[str, Any],
+              latency: dict[str, Any], timing: dict[str, Any], check: dict[str, Any],
               extra: dict[str, Any]) -> dict[str, Any]:
     t = sweep.threshold
     tuning, held = sweep.tuning, sweep.heldout
@@ -246,14 +258,19 @@ def run_cache_tuning(
                 with contextlib.suppress(BackendError):
                     cache.drop()
             cache.close()
+    upper_bound(0, 1)  # import scipy.stats outside the timed sweep
     t0 = time.perf_counter()
     nn, nd = exclude_self(design.probes, keys, dists)
     correct = design.is_duplicate(design.probes, nn)
     sweep = choose_threshold(nd, correct, design, spec)
     sweep_s = time.perf_counter() - t0
     check = knn_check(design, vecs, nn, nd)
-    timing = {"embed_s": embed_s, "load_s": load_s, "knn_fetch_s": knn_s, "sweep_s": sweep_s,
-              "tuning_s": load_s + knn_s + sweep_s, "total_s": time.perf_counter() - t_all}
+    timing = {"embed_s": embed_s, "fill_s": load_s, "knn_fetch_s": knn_s, "sweep_s": sweep_s,
+              "tuning_s": knn_s + sweep_s, "tuning_incl_fill_s": load_s + knn_s + sweep_s,
+              "total_s": time.perf_counter() - t_all,
+              "note": "tuning_s = one pipelined KNN fetch for every probe + the offline sweep; "
+                      "fill_s = loading the cache (HSET + HNSW insertion; excludes latency "
+                      "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
              "index": spec.cache.index.model_dump()}
     summary = summarise(spec, sweep, design, latency, timing, check, extra)

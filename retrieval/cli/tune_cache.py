@@ -96,7 +96,8 @@ def _print(s: dict[str, Any]) -> None:
               f"({c['llm_calls_avoided_per_1k_queries']:.0f} LLM calls at "
               f"${c['usd_per_llm_call']:.6f}; {c['wrong_answers_served_per_1k_queries']:.1f} "
               f"wrong answers served)")
-    print(f"time: embed {t['embed_s']:.1f} s, tuning {t['tuning_s']:.1f} s (load "
-          f"{t['load_s']:.1f}, KNN {t['knn_fetch_s']:.1f}, sweep {t['sweep_s']:.2f})")
+    print(f"time: embed {t['embed_s']:.1f} s, cache fill {t['fill_s']:.1f} s, tuning "
+          f"{t['tuning_s']:.1f} s (KNN fetch {t['knn_fetch_s']:.1f} s + sweep "
+          f"{t['sweep_s']:.2f} s)")
     if s.get("run_dir"):
         print(f"run: {s['run_dir']}")
