@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -61,21 +60,11 @@ VECTOR_FIELD = "prompt_vector"  # redisvl's CACHE_VECTOR_FIELD_NAME
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (safe for messages and manifests)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        cred, host = netloc.rsplit("@", 1)
-        user = cred.split(":", 1)[0] if ":" in cred else ""
-        netloc = f"{user}:***@{host}" if user or ":" in cred else f"***@{host}"
-    query = urllib.parse.urlencode(
-        [(k, "***" if k.lower() in ("password", "pass", "auth") else v)
-         for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """The URL with credentials replaced by ``***`` (rwb's one policy,
+    :func:`retrieval.redact.redact_uri`), safe for messages and manifests."""
+    from retrieval.redact import redact_uri
+
+    return redact_uri(url)
 
 
 def _is_outage(exc: BaseException) -> bool:
