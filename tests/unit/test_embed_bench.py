@@ -127,3 +127,16 @@ def test_bad_inputs(engine: STEngine, tmp_path: Path) -> None:
         run_embed_bench(cfg.model_copy(update={"texts_file": str(blank)}))
     with pytest.raises(ConfigError, match=r"Did you mean .batch_sizes."):
         load_embed_config(None, batchsize=3)
+
+
+def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) -> None:
+    """FlagEmbedding's FlagModel on the same local folder, with MiniLM's mean pooling, gives
+    the same vectors as sentence-transformers (so either engine can be benchmarked)."""
+    pytest.importorskip("FlagEmbedding", reason="needs the [rag] extra")
+    from retrieval.embed_bench import FlagEngine
+
+    flag = FlagEngine(str(engine.embedder.path), pooling="mean", max_seq_length=256)
+    got, real, padded = flag.forward(TEXTS)
+    ref, real_st, padded_st = engine.forward(TEXTS)
+    assert flag.dim == 384 and (real, padded) == (real_st, padded_st)
+    np.testing.assert_allclose(got, ref, atol=1e-5)
