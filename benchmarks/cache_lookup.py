@@ -46,9 +46,11 @@ GOAL_TUNING_S = 60.0
 
 
 def variants(spec_index: IndexParams) -> dict[str, IndexParams]:
+    hnsw = spec_index.model_copy(update={"algorithm": "hnsw", "lookup": "range"})
     return {
-        "hnsw": spec_index,
-        "hnsw-eps0.5": spec_index.model_copy(update={"epsilon": 0.5}),
+        "hnsw": hnsw,
+        "hnsw-eps0.5": hnsw.model_copy(update={"epsilon": 0.5}),
+        "hnsw-knn": hnsw.model_copy(update={"lookup": "knn"}),
         "flat": IndexParams(algorithm="flat"),
     }
 
@@ -122,7 +124,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--pairs", type=int, default=None, help="pair subset (default: all)")
-    ap.add_argument("--variants", nargs="+", default=["hnsw", "hnsw-eps0.5", "flat"])
+    ap.add_argument("--variants", nargs="+",
+                    default=["hnsw", "hnsw-eps0.5", "hnsw-knn", "flat"])
     ap.add_argument("--skip-tuning", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)

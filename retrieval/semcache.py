@@ -152,6 +152,12 @@ class IndexParams(Params):
                     "queries, and a small value can miss close entries that KNN finds)",
     )
     ttl_s: int | None = Field(None, ge=1, description="entry time-to-live in seconds")
+    lookup: Literal["range", "knn"] = Field(
+        "range",
+        description="range: redisvl SemanticCache.check (VECTOR_RANGE, what redisvl users "
+                    "run); knn: KNN 1 through redisvl's VectorQuery, threshold applied here "
+                    "(the semantics threshold tuning measures)",
+    )
 
 
 @dataclass(frozen=True)
@@ -380,7 +386,11 @@ class SemanticCache:
         if not self._available():
             return self._bypass()
         try:
-            hits = self._cache.check(vector=vec.tolist(), num_results=1, distance_threshold=thr)
+            if self.params.lookup == "knn":
+                hits = self._knn_check(vec, thr)
+            else:
+                hits = self._cache.check(vector=vec.tolist(), num_results=1,
+                                         distance_threshold=thr)
         except Exception as exc:
             if _is_outage(exc):
                 self._mark_down("lookup", exc)
@@ -398,6 +408,21 @@ class SemanticCache:
         self._counts["hits"] += 1
         return Lookup(hit=True, response=h.get("response"), prompt=h.get("prompt"),
                       distance=float(h["vector_distance"]), key=h.get("key"))
+
+    def _knn_check(self, vec: np.ndarray, thr: float) -> list[dict[str, Any]]:
+        """KNN 1 through redisvl's VectorQuery; a hit when its distance <= ``thr``."""
+        from redisvl.query import VectorQuery
+
+        query = VectorQuery(vector=vec.tolist(), vector_field_name=VECTOR_FIELD,
+                            return_fields=["entry_id", "prompt", "response"], num_results=1,
+                            return_score=True, dtype="float32")
+        out = []
+        for r in self._index.query(query):
+            if float(r["vector_distance"]) <= thr:
+                out.append({**r, "key": r["id"]})
+                if self.params.ttl_s:
+                    self._cache.expire(r["id"])
+        return out
 
     def _recreate_index(self) -> None:
         """The server lost the index (restarted empty): create it again; entries written

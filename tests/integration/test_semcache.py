@@ -34,9 +34,13 @@ def _name() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(params=["hnsw", "flat"])
-def algorithm(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+@pytest.fixture(params=["hnsw", "hnsw-knn", "flat"])
+def index_params(request: pytest.FixtureRequest) -> IndexParams:
+    return {
+        "hnsw": IndexParams(algorithm="hnsw"),
+        "hnsw-knn": IndexParams(algorithm="hnsw", lookup="knn"),
+        "flat": IndexParams(algorithm="flat"),
+    }[str(request.param)]
 
 
 def test_store_lookup_hit_and_miss_with_minilm(redis_url: str) -> None:
@@ -58,13 +62,13 @@ def test_store_lookup_hit_and_miss_with_minilm(redis_url: str) -> None:
         c.drop()
 
 
-def test_threshold_boundary(redis_url: str, algorithm: str) -> None:
+def test_threshold_boundary(redis_url: str, index_params: IndexParams) -> None:
     base = _unit_rows(1)[0]
     others = _unit_rows(50, seed=5)
     probe = _at_distance(base, 0.3)
     d_true = 1.0 - float(probe @ base)
     with SemanticCache(redis_url, Threshold.distance(0.3), dim=DIM, name=_name(),
-                       index=IndexParams(algorithm=algorithm)) as c:  # type: ignore[arg-type]
+                       index=index_params) as c:
         c.store_many(["base"] + [f"o{i}" for i in range(50)], ["B"] + ["x"] * 50,
                      np.vstack([base, others]))
         near_others = 1.0 - others @ probe
