@@ -241,6 +241,21 @@ def prepare_queries(spec: FanoutSpec) -> PreparedQueries:
     return PreparedQueries(tuple(items[i][0] for i in pick), vecs, coll)
 
 
+def check_dims(spec: FanoutSpec, prepared: list[PreparedCollection],
+               queries: PreparedQueries) -> None:
+    """One embedding dimension for every collection and the queries, before any index is
+    built (ConfigError naming each collection's model and dimension)."""
+    dims = {p.spec.name: int(p.vectors.shape[1]) for p in prepared}
+    qdim = int(queries.vectors.shape[1])
+    if set(dims.values()) != {qdim}:
+        listed = ", ".join(f"{p.spec.name}={dims[p.spec.name]} ({p.model_id})" for p in prepared)
+        raise ConfigError(
+            f"{spec.source}: collections have different embedding dimensions ({listed}; "
+            f"queries {qdim}); one query vector must fit all: embed every collection with the "
+            f"same model"
+        )
+
+
 # --------------------------------------------------------------------------- indexes
 
 
@@ -481,6 +496,7 @@ def run_fanout_bench(spec: FanoutSpec, *, progress: Progress | None = None,
     note(0, steps, "embedding")
     prepared = prepared if prepared is not None else prepare_collections(spec)
     queries = queries if queries is not None else prepare_queries(spec)
+    check_dims(spec, prepared, queries)
     note(1, steps, "building indexes")
     with contextlib.ExitStack() as stack:
         base = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rwb-fo-")))

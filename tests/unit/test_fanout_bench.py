@@ -63,3 +63,21 @@ def test_classify() -> None:
     server = classify({"serial": _mode(0.1, child=0.9), "asyncio": _mode(0.2, speedup=1.1)})
     assert server["serial"].startswith("CPU-bound in the server")
     assert classify({"serial": _mode(0.05, wait=math.nan)})["serial"].startswith("waiting")
+
+
+def test_different_dims_fail_before_any_index_is_built() -> None:
+    import numpy as np
+
+    from retrieval.data import TextCollection
+    from retrieval.fanout_bench import PreparedCollection, PreparedQueries, check_dims
+
+    spec = parse_fanout_spec(BASE, source="x.yaml")
+    prepared = [
+        PreparedCollection(spec.collections[0], ("1",), np.zeros((1, 384), np.float32), "m1", ""),
+        PreparedCollection(spec.collections[1], ("1",), np.zeros((1, 768), np.float32), "m2", ""),
+    ]
+    coll = TextCollection("q", {"d": "text"}, {"q1": "query"})
+    queries = PreparedQueries(("q1",), np.zeros((1, 384), np.float32), coll)
+    with pytest.raises(ConfigError, match=r"x.yaml: .*a=384 \(m1\), b=768 \(m2\)"):
+        check_dims(spec, prepared, queries)
+    check_dims(spec, prepared[:1], queries)
