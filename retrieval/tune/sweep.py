@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -94,6 +95,7 @@ def run_sweep(
     poll_s: float = 0.5,
 ) -> SweepResult:
     """Run (or join, or resume) the sweep of ``spec`` and write its run directory."""
+    started = time.perf_counter()
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
@@ -151,6 +153,16 @@ def run_sweep(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
         study_name=name,
     )
+    wall = time.perf_counter() - started
+    summary["this_worker"] = {
+        "worker": book.worker,
+        "units_run": worker.units_run,
+        "points_measured": worker.points_measured,
+        "wall_s": wall,
+        **worker.timing,
+        "other_s": wall - sum(worker.timing.values()),
+        "note": "other_s: dataset, storage, planning, waiting for other workers",
+    }
     run.write_json("summary.json", summary)
     if summary["rows"]:
         run.write_table("trials.parquet", summary["rows"])

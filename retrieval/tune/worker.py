@@ -77,6 +77,9 @@ class Worker:
         self._built: dict[str, BuiltIndex] = {}
         self.units_run = 0
         self.points_measured = 0
+        #: seconds this worker spent building indexes and measuring configs (the rest of its
+        #: wall time is storage, planning and waiting)
+        self.timing: dict[str, float] = {"build_s": 0.0, "measure_s": 0.0}
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, plan_owner: bool) -> None:
@@ -150,7 +153,9 @@ class Worker:
     def built(self, unit: Unit) -> BuiltIndex:
         key = self._build_key(unit)
         if key not in self._built:
+            t0 = time.perf_counter()
             self._built[key] = self.ev.build(unit.backend, unit.build)
+            self.timing["build_s"] += time.perf_counter() - t0
         return self._built[key]
 
     def _release_unless_queued(self, unit: Unit) -> None:
@@ -165,13 +170,20 @@ class Worker:
             self.ev.release(built)
 
     def measure(self, unit: Unit, built: BuiltIndex, search: dict[str, Any]) -> PointResult:
-        if unit.method == "target":
-            return self.m.probe(built, search)
-        return self.m.full(built, search)
+        t0 = time.perf_counter()
+        try:
+            if unit.method == "target":
+                return self.m.probe(built, search)
+            return self.m.full(built, search)
+        finally:
+            self.timing["measure_s"] += time.perf_counter() - t0
 
     def run_unit(self, claim: Claim) -> None:
         """Measure ``claim`` and the unit's following points until it is decided."""
         unit, tid, search = claim.unit, claim.trial_id, claim.search
+        if unit.key in self.book.done():  # queued twice by racing recoveries: nothing to do
+            self.book.fail(tid, "not measured: this unit was already decided")
+            return
         measured = self.book.points(unit.key)
         nid: int | None = None
         try:
@@ -211,6 +223,15 @@ class Worker:
     def decide(self, unit: Unit, built: BuiltIndex, measured: dict[str, PointResult]) -> UnitResult:
         """The unit's cheapest config meeting the target, timed in full and re-measured on the
         held-out queries."""
+        t0 = time.perf_counter()
+        try:
+            return self._decide(unit, built, measured)
+        finally:
+            self.timing["measure_s"] += time.perf_counter() - t0
+
+    def _decide(
+        self, unit: Unit, built: BuiltIndex, measured: dict[str, PointResult]
+    ) -> UnitResult:
         points = list(measured.values())
         chosen = choose(points, unit.knob, self.s.objective)
         infeasible = unit.infeasible(measured) or (self.s.target is not None and chosen is None)
