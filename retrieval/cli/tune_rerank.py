@@ -1,0 +1,96 @@
+"""`rwb tune rerank SPEC`: rerank depth (quality vs latency) and the BM25 fallback threshold."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from retrieval.cli._common import fmt, print_json, print_table
+
+
+def register(tune_sub: argparse._SubParsersAction) -> None:
+    p = tune_sub.add_parser(
+        "rerank",
+        help="sweep rerank depths: nDCG@10/recall vs per-query latency; BM25 fallback router",
+    )
+    p.add_argument("spec", help="rerank spec YAML (e.g. sweeps/scifact-rerank.yaml)")
+    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--max-queries", type=int, help="override: seeded subset of the queries")
+    p.add_argument("--sample-queries", type=int,
+                   help="override: queries whose rerank calls are timed at every depth")
+    p.set_defaults(func=run)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.max_queries is not None:
+        out["max_queries"] = args.max_queries
+    if args.sample_queries is not None:
+        out["latency"] = {"sample_queries": args.sample_queries}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from retrieval.rerank_run import run_rerank_sweep
+    from retrieval.rerank_spec import load_rerank_spec, parse_rerank_spec
+
+    spec = load_rerank_spec(args.spec)
+    extra = _overrides(args)
+    if extra:
+        data = spec.model_dump(mode="json", exclude_unset=True)
+        for key, value in extra.items():
+            data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+        spec = parse_rerank_spec(data, source=f"{args.spec} (with command-line overrides)")
+    bar = tqdm(total=None, desc="tune rerank", disable=args.json or not sys.stderr.isatty())
+
+    def progress(done: int, total: int, desc: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_description_str(desc[:40])
+        bar.refresh()
+
+    result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress)
+    bar.close()
+    if args.json:
+        print_json(result.summary)
+        return 0
+    print_summary(result.summary)
+    return 0
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    """The human-readable report of a rerank sweep summary."""
+    print(f"{s['dataset']}: {s['n_docs']} docs, {s['n_queries']} queries "
+          f"({s['n_tuning']} tuning / {s['n_heldout']} held-out)")
+    fs = s["first_stage"]
+    print(f"first stage nDCG@10: dense {fmt(s['dense_ndcg@10'])}  "
+          f"bm25 {fmt(s['bm25_ndcg@10'])} ({s['bm25']['implementation']})  "
+          f"p50 ms dense {fmt(fs['dense']['latency']['p50_ms'])} "
+          f"bm25 {fmt(fs['bm25']['latency']['p50_ms'])}")
+    metric = s["selection_metric"]
+    recall = next(k for k in s["curve"][0]["all"] if k.startswith("recall@"))
+    rows = [
+        (c["depth"], c["tuning"][metric], c["heldout"][metric], c["all"][recall],
+         c["latency"]["p50_ms"], c["latency"]["p95_ms"])
+        for c in s["curve"]
+    ]
+    print(f"rerank {s['reranker']['name']} over {s['sweep_first_stage']} "
+          f"(latency: whole stage, {s['latency_sample_queries']} sampled queries)")
+    print_table(rows, ["depth", f"tune {metric}", f"held {metric}", f"all {recall}",
+                       "p50_ms", "p95_ms"])
+    verdict = "no rerank wins" if s["no_rerank_wins"] else f"rerank top {s['chosen_depth']}"
+    print(f"chosen depth: {s['chosen_depth']} ({verdict}; smallest within "
+          f"{s['tolerance']} of the best, depth {s['best_depth']}, on the tuning split)")
+    r = s.get("router")
+    if r:
+        h = r["heldout"]
+        print(f"BM25 fallback: threshold {fmt(r['threshold'])} ({r['policy']}; "
+              f"{r['threshold_unit']}); held-out {metric} {fmt(h['chosen']['quality'])} "
+              f"vs never {fmt(h['never']['quality'])} / always {fmt(h['always']['quality'])}; "
+              f"mean ms {fmt(h['chosen']['mean_ms'])} vs never {fmt(h['never']['mean_ms'])}; "
+              f"routed {fmt(h['chosen']['routed_share'])}")
+    print(f"run directory: {s['run_dir']}")

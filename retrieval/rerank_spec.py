@@ -1,0 +1,175 @@
+"""The rerank-depth sweep spec (``sweeps/scifact-rerank.yaml``): YAML -> pydantic, extra="forbid".
+
+Units: quality metrics are 0..1 means over queries and ``tolerance`` is an absolute difference
+in the selection metric; latency is milliseconds; router thresholds are dense similarities (cosine
+similarity -1..1 for ``dense.metric: cosine``). Errors name the file, the field, what is allowed
+and the value received.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from retrieval.bm25 import BM25Params
+from retrieval.errors import ConfigError, RwbError, param_error
+from retrieval.indexes.registry import get_backend
+from retrieval.params import Params, format_validation_error, validate_params
+
+DATASETS = ("scifact", "cranfield")
+QUALITY_METRICS = ("ndcg@10", "mrr@10")
+
+
+class EmbedderSpec(Params):
+    """``model``: None (the packaged all-MiniLM-L6-v2) or a local sentence-transformers folder."""
+
+    model: str | None = None
+    batch_size: int = Field(32, ge=1, le=4096)
+
+
+class DenseSpec(Params):
+    """The dense first stage: any index backend; build/search params are the backend's own."""
+
+    backend: str = "faiss-flat"
+    metric: Literal["cosine", "ip", "l2"] = "cosine"
+    build: dict[str, Any] = Field(default_factory=dict)
+    search: dict[str, Any] = Field(default_factory=dict)
+
+
+class RerankerSpec(Params):
+    """``bi-encoder``: the embedder (or ``model``) re-scores by cosine at query time;
+    ``cross-encoder`` / ``flag``: a local model folder (or offline-cached name) is required."""
+
+    kind: Literal["bi-encoder", "cross-encoder", "flag"] = "bi-encoder"
+    model: str | None = None
+    batch_size: int = Field(32, ge=1, le=4096)
+    max_length: int | None = Field(None, ge=8, le=8192)
+
+    @model_validator(mode="after")
+    def _model_needed(self) -> RerankerSpec:
+        if self.kind != "bi-encoder" and not self.model:
+            raise ValueError(f"a {self.kind} reranker needs 'model' (a local folder)")
+        return self
+
+
+class LatencySpec(Params):
+    """Actual rerank calls at every depth on ``sample_queries`` seeded queries (``warmup``
+    untimed calls first; the median of ``repeats`` calls per query and depth)."""
+
+    sample_queries: int = Field(20, ge=1, le=100_000)
+    warmup: int = Field(1, ge=0, le=100)
+    repeats: int = Field(1, ge=1, le=20)
+
+
+class RouterSpec(Params):
+    """BM25 fallback: route when the dense top-1 similarity < threshold. ``thresholds``: explicit
+    grid (similarity units), else ``quantiles`` + 1 quantiles of the tuning split's top-1 values
+    (plus never/always). ``rerank_depth``: depth on the primary (dense) path; None = the chosen
+    depth."""
+
+    enabled: bool = True
+    thresholds: list[float] | None = None
+    quantiles: int = Field(20, ge=1, le=1000)
+    rerank_depth: int | None = Field(None, ge=0)
+    tolerance: float = Field(0.005, ge=0.0, le=1.0)
+
+
+class RerankSweepSpec(Params):
+    """One rerank-depth experiment on one collection."""
+
+    name: str = Field("rerank", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    dataset: Literal["scifact", "cranfield"]
+    split: Literal["test", "train"] = "test"
+    max_queries: int | None = Field(None, ge=2, description="seeded subset, for quick runs")
+    seed: int = 0
+    tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+    embedder: EmbedderSpec = EmbedderSpec()
+    dense: DenseSpec = DenseSpec()
+    bm25: BM25Params = BM25Params()
+    first_stage: Literal["bm25", "dense"] = "bm25"
+    reranker: RerankerSpec = RerankerSpec()
+    depths: list[int] = Field(default_factory=lambda: [0, 5, 10, 20, 30, 50, 100], min_length=1)
+    metric: Literal["ndcg@10", "mrr@10"] = "ndcg@10"
+    recall_k: int = Field(100, ge=1, le=1000)
+    tolerance: float = Field(0.005, ge=0.0, le=1.0)
+    latency: LatencySpec = LatencySpec()
+    router: RouterSpec = RouterSpec()
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, v: list[int]) -> list[int]:
+        if any(d < 0 or d > 1000 for d in v):
+            raise ValueError("each depth must be in [0, 1000]")
+        if len(set(v)) != len(v):
+            raise ValueError("depths must be distinct")
+        return v
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depths)
+
+    @property
+    def fetch_k(self) -> int:
+        """Candidates fetched from each first stage (covers the largest depth and recall@k)."""
+        return max(self.max_depth, self.recall_k)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return ("ndcg@10", f"recall@{self.recall_k}", "mrr@10")
+
+
+def parse_rerank_spec(data: Any, source: str = "<memory>") -> RerankSweepSpec:
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: a spec must be a YAML mapping; received {type(data).__name__}"
+        )
+    try:
+        spec = RerankSweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise format_validation_error(exc, RerankSweepSpec, where=source) from None
+    if spec.dataset == "cranfield" and spec.split != "test":
+        raise param_error("split", "test (cranfield has one query set)", spec.split, where=source)
+    rd = spec.router.rerank_depth
+    if spec.router.enabled and rd is not None and rd not in spec.depths:
+        raise param_error("router.rerank_depth", f"one of depths {spec.depths}", rd, where=source)
+    cls = get_backend(spec.dense.backend, where=f"{source}: field 'dense.backend'")
+    validate_params(cls.BuildParams, spec.dense.build, where=source, prefix="dense.build.")
+    validate_params(cls.SearchParams, spec.dense.search, where=source, prefix="dense.search.")
+    return spec
+
+
+def load_rerank_spec(path: str | Path) -> RerankSweepSpec:
+    """Read and validate a spec file; errors name the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"spec file '{p}' does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"spec file '{p}' cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{p}: malformed YAML{loc}") from None
+    try:
+        return parse_rerank_spec(data, source=str(p))
+    except RwbError:
+        raise
+
+
+__all__ = [
+    "DATASETS",
+    "DenseSpec",
+    "EmbedderSpec",
+    "LatencySpec",
+    "RerankSweepSpec",
+    "RerankerSpec",
+    "RouterSpec",
+    "load_rerank_spec",
+    "parse_rerank_spec",
+]
