@@ -158,6 +158,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", type=float, default=0.95)
     ap.add_argument("--backends", nargs="*", default=list(CASES))
+    ap.add_argument("--skip-dense", action="store_true",
+                    help="skip the dense-grid exactness check (minutes) and explore")
     args = ap.parse_args()
     ds = resolve_dataset(DATASET)
     print(f"dataset {ds.name}: {ds.n_base} x {ds.dim} ({ds.metric}), {ds.n_queries} queries "
@@ -168,14 +170,19 @@ def main() -> None:
         budget = math.ceil(math.log2(high - low + 1)) + 2
         grid = timed_sweep(ds, backend, case, args.target, "grid")
         tgt = timed_sweep(ds, backend, case, args.target, "target")
-        d = dense_and_explore(ds, backend, case, args.target)
         print(f"\n== {backend} {case['build']}, {case['knob']} in [{low}, {high}]")
-        same = "SAME" if tgt["value"] == d["dense_value"] else "DIFFERENT"
-        print(f"cheapest {case['knob']}: target {tgt['value']} in {tgt['evaluations']} "
-              f"evaluations (budget {budget}); dense grid {d['dense_value']} in "
-              f"{d['dense_evaluations']} evaluations ({d['dense_s']:.1f} s) -> {same}"
-              f"{'' if tgt['evaluations'] <= budget else ' (OVER BUDGET)'}")
-        if d["non_monotone_steps"]:
+        over = "" if tgt["evaluations"] <= budget else " (OVER BUDGET)"
+        d: dict[str, Any] = {}
+        if args.skip_dense:
+            print(f"cheapest {case['knob']}: target {tgt['value']} in {tgt['evaluations']} "
+                  f"evaluations (budget {budget}){over}")
+        else:
+            d = dense_and_explore(ds, backend, case, args.target)
+            same = "SAME" if tgt["value"] == d["dense_value"] else "DIFFERENT"
+            print(f"cheapest {case['knob']}: target {tgt['value']} in {tgt['evaluations']} "
+                  f"evaluations (budget {budget}); dense grid {d['dense_value']} in "
+                  f"{d['dense_evaluations']} evaluations ({d['dense_s']:.1f} s) -> {same}{over}")
+        if d.get("non_monotone_steps"):
             print(f"  note: recall bound not monotone at {d['non_monotone_steps']} step(s)")
         print(f"ann-benchmarks grid {case['grid']}: cheapest listed {grid['value']} "
               f"({grid['evaluations']} evaluations, every query timed)")

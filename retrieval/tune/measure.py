@@ -4,17 +4,19 @@ Three kinds of measurement, all on a built index (never rebuilt for a search par
 
 - **full** (grid points, and the config a target search chose): the spec's modes on the tuning
   queries: single-query latency percentiles (ms) and batch QPS with ``batch_repeats``;
-- **probe** (target search steps): one untimed-for-latency batch pass over the tuning queries:
-  recall (what the search decides on) and the QPS of that pass;
+- **probe** (target search steps): one batch pass over the tuning queries: recall (what the
+  search decides on) and the QPS of that pass; only the first measurement of a built index
+  warms it up (later probes find it warm);
 - **held-out**: the chosen config, one batch pass over the held-out queries (recall only); it
   passes when its mean recall is >= the target.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.evaluate import BuiltIndex, Evaluator, Measurement, Mode
@@ -28,13 +30,16 @@ EPS = 1e-9
 
 
 @contextmanager
-def _one_pass(ev: Evaluator) -> Iterator[None]:
-    saved = ev.batch_repeats
+def _one_pass(ev: Evaluator, warm: bool) -> Iterator[None]:
+    """One timed batch pass; no warm-up when the index was already exercised (``warm``)."""
+    saved = ev.batch_repeats, ev.warmup
     ev.batch_repeats = 1
+    if warm:
+        ev.warmup = 0
     try:
         yield
     finally:
-        ev.batch_repeats = saved
+        ev.batch_repeats, ev.warmup = saved
 
 
 @dataclass
@@ -45,6 +50,15 @@ class Measurer:
     target: float | None
     conf: ConfidenceSpec
     seed: int
+    #: built indexes already warmed up by a measurement (their probes skip the warm-up)
+    _warm: dict[int, weakref.ref[BuiltIndex]] = field(default_factory=dict)
+
+    def _is_warm(self, built: BuiltIndex) -> bool:
+        ref = self._warm.get(id(built))
+        return ref is not None and ref() is built
+
+    def _mark_warm(self, built: BuiltIndex) -> None:
+        self._warm[id(built)] = weakref.ref(built)
 
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
@@ -77,19 +91,21 @@ class Measurer:
         ms = self.ev.measure(
             built, search, modes=self.modes, query_idx=self.split.tune, query_set="tune"
         )
+        self._mark_warm(built)
         return self._result(ms, search)
 
     def probe(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
-        with _one_pass(self.ev):
+        with _one_pass(self.ev, warm=self._is_warm(built)):
             ms = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
+        self._mark_warm(built)
         return self._result(ms, search)
 
     def heldout(self, built: BuiltIndex, search: Mapping[str, Any]) -> HeldOut | None:
         if self.split.heldout.size == 0:
             return None
-        with _one_pass(self.ev):
+        with _one_pass(self.ev, warm=self._is_warm(built)):
             (m,) = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.heldout,
                 query_set="heldout",

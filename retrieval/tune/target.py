@@ -8,12 +8,15 @@ The order of evaluations:
 
 1. ``high`` (the most accurate setting in range): if it misses, the build is infeasible after
    one evaluation;
-2. galloping from ``low`` (``low, low+1, low+3, low+7, ...``) while a worst-case check shows the
-   total stays within the budget: an easy target costs two evaluations;
-3. bisection of the interval between the largest miss and the smallest hit.
+2. galloping *down* while the bracket ``(largest miss, smallest hit]`` is wide (its top more than
+   twice its bottom): the next value is a quarter of the way up the bracket, so hits shrink it
+   fourfold and the probes stay cheap (recall targets usually sit low in a knob's range, and a
+   probe's cost grows with the knob);
+3. bisection once the bracket is narrow.
 
-Budget: at most ``ceil(log2(high - low + 1)) + 2`` evaluations per search (proved by the
-invariant ``used + ceil(log2(open interval)) <= budget``, which every step keeps).
+Budget: at most ``ceil(log2(high - low + 1)) + 2`` evaluations per search. Every probe is
+clamped into the window that keeps the invariant ``used + ceil(log2(bracket)) <= budget``
+whichever way it falls, so the budget holds for any answer (tested exhaustively).
 """
 
 from __future__ import annotations
@@ -66,15 +69,16 @@ def next_probe(low: int, high: int, known: Mapping[int, bool]) -> int | None:
     assert b.ok is not None
     if b.width <= 1:
         return None
-    i = 0  # galloping offsets 2**i - 1: low, low+1, low+3, low+7, ...
-    while low + (1 << i) - 1 <= b.fail:
-        i += 1
-    gallop = low + (1 << i) - 1
-    if gallop < b.ok:
-        worst = max(clog2(b.ok - gallop), clog2(gallop - b.fail))
-        if b.used + 1 + worst <= budget(low, high):
-            return gallop
-    return b.fail + b.width // 2
+    fail, ok = b.fail, b.ok
+    left = budget(low, high) - b.used  # evaluations still allowed (>= clog2(width) >= 1)
+    half = 1 << max(left - 1, 0)
+    lo_w, hi_w = max(fail + 1, ok - half), min(ok - 1, fail + half)
+    if lo_w > hi_w:  # only when known holds values off the search path: plain bisection
+        return fail + b.width // 2
+    wide = ok > 2 * max(fail, 1)
+    # wide: gallop down, a quarter of the way up the bracket; narrow: bisect
+    want = fail + (max(1, b.width // 4) if wide else b.width // 2)
+    return min(max(want, lo_w), hi_w)
 
 
 def answer(low: int, high: int, known: Mapping[int, bool]) -> int | None:

@@ -23,8 +23,12 @@ def test_most_accurate_first_and_infeasible_after_one_evaluation():
     assert out.probes == (500,) and out.value is None
 
 
-def test_easy_target_costs_two_evaluations():
-    assert solve(10, 4096, lambda v: True).probes == (4096, 10)
+def test_gallops_down_from_the_most_accurate_setting():
+    out = solve(10, 4096, lambda v: True)  # every value meets: each probe is cheaper
+    assert out.value == 10 and out.probes[0] == 4096
+    assert list(out.probes) == sorted(out.probes, reverse=True)
+    assert out.probes[1] == 9 + (4096 - 9) // 4  # a quarter of the way up, not the middle
+    assert out.evaluations <= budget(10, 4096)
 
 
 def test_known_values_are_reused_not_measured():
