@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections.abc import Callable
@@ -77,6 +78,26 @@ def summary_rows(measurements: list[Measurement], target: float | None) -> list[
     return rows
 
 
+def per_query_rows(measurements: list[Measurement]) -> list[dict[str, Any]]:
+    """Per-query recall@k (by id, and tie-aware) of every config, one row per config x query
+    (query = position in the dataset's query order); from batch mode, else single mode.
+    ``build``/``search`` are JSON strings with sorted keys (one config = one string pair)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for m in sorted(measurements, key=lambda m: m.mode != "batch"):
+        build = json.dumps(m.build, sort_keys=True)
+        search = json.dumps(m.search, sort_keys=True)
+        key = (m.backend, build, search, m.query_set)
+        if key in seen:
+            continue
+        seen.add(key)
+        for q, (r, rt) in enumerate(zip(m.per_query_recall, m.per_query_recall_tie)):
+            rows.append({"backend": m.backend, "build": build, "search": search,
+                         "query_set": m.query_set, "query": q, "recall": float(r),
+                         "recall_tie": float(rt)})
+    return rows
+
+
 def run_eval(
     spec: SweepSpec,
     out: Path | str | None = None,
@@ -116,6 +137,7 @@ def run_eval(
                 ev.release(built)
     shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", [m.summary(spec.target_recall) for m in measurements])
+    run.write_table("per_query.parquet", per_query_rows(measurements))
     summary = {
         "run_id": run.run_id,
         "dataset": ds.name,

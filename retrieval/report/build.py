@@ -1,0 +1,304 @@
+"""``rwb report RUN``: the figures and tables a run deserves, chosen by what the run holds, written
+as PNG files and one self-contained HTML page."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from retrieval.errors import ConfigError, param_error
+from retrieval.report import ann, rag
+from retrieval.report.html import Section, Table, render
+from retrieval.report.load import Run, load_run
+from retrieval.report.perquery import per_query_recall
+from retrieval.report.points import cheapest_meeting, points_frame, series_name, timed
+from retrieval.report.style import Colors, params_text, png_bytes
+
+log = logging.getLogger(__name__)
+
+Figures = list[tuple[str, str, Figure, str]]  # (name, title, figure, caption)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    html: Path
+    pngs: list[Path]
+    kind: str
+
+
+# --------------------------------------------------------------------------- index runs
+
+
+def index_points(run: Run) -> list[dict[str, Any]]:
+    """Measured configs of an eval or sweep run (sweep probe points have no p95)."""
+    return [dict(r) for r in run.summary.get("rows") or []]
+
+
+def chosen_points(run: Run) -> list[dict[str, Any]]:
+    """A sweep's own choice per backend (confidence bound + held-out); for an eval run, the
+    cheapest point whose mean recall meets the target (point estimate)."""
+    s = run.summary
+    if run.kind == "sweep":
+        out = []
+        for label, b in (s.get("backends") or {}).items():
+            c = b.get("chosen")
+            if c:
+                out.append({**c, "backend": b.get("backend"), "label": label})
+        return out
+    return cheapest_meeting(index_points(run), s.get("target_recall"))
+
+
+def surface_axes(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(label, rows, cols) parameter pairs worth a surface: per backend, two varying build
+    params, or one varying build param against a varying search param."""
+    frame = points_frame(list(points))
+    if frame.empty:
+        return []
+    out = []
+    key = "label" if "label" in frame else "backend"
+    for label, g in frame.groupby(key):
+        varying = [c for c in g.columns if c.startswith(("build.", "search."))
+                   and g[c].nunique(dropna=True) > 1]
+        builds = [c for c in varying if c.startswith("build.")]
+        searches = [c for c in varying if c.startswith("search.")]
+        if len(builds) >= 2:
+            out.append((str(label), builds[0], builds[1]))
+        if builds and searches:
+            out.append((str(label), builds[0], searches[0]))
+    return out
+
+
+def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
+    s = run.summary
+    k = int(s.get("k") or 10)
+    target = s.get("target_recall")
+    points = index_points(run)
+    chosen = chosen_points(run)
+    colors = Colors(series_name(p) for p in points)
+    figs: Figures = [
+        ("recall_vs_p95", f"Recall@{k} vs p95 latency",
+         ann.recall_vs_latency(points, k=k, target=target, chosen=chosen, colors=colors),
+         "Log x (ann-benchmarks convention); Pareto front across every backend and build."),
+        ("recall_vs_qps", f"QPS vs recall@{k}",
+         ann.recall_vs_qps(points, k=k, target=target, chosen=chosen, colors=colors),
+         "Log y; batch mode throughput."),
+    ]
+    if chosen:
+        pick = min(chosen, key=lambda c: float(c.get("p95_ms") or float("inf")))
+        values = per_query_recall(run, pick, remeasure=remeasure)
+        where = f"{pick.get('label') or pick.get('backend')} {params_text(pick.get('search'))}"
+        if values is not None:
+            figs.append(("per_query_recall", f"Per-query recall@{k} at {where}",
+                         ann.per_query_recall(values, k=k, target=target, config=where),
+                         "The cheapest chosen config; a mean that meets the target can hide "
+                         "queries far below it."))
+        else:
+            log.info("no per-query recall stored for %s; use --remeasure", where)
+    for label, rows, cols in surface_axes(points):
+        mine = [p for p in points if (p.get("label") or p.get("backend")) == label]
+        name = re.sub(r"[^A-Za-z0-9]+", "_", f"surface_{label}_{rows}_{cols}").strip("_")
+        figs.append((name, f"{label}: {rows} x {cols}",
+                     ann.param_surface(mine, rows, cols, k=k, target=target,
+                                       title=f"{label}: {rows.split('.')[-1]} x "
+                                             f"{cols.split('.')[-1]}"),
+                     "Build time and memory beside the recall and latency surfaces."))
+    figs.append(("build_costs", "Build time and memory", ann.build_costs(points), ""))
+    return figs
+
+
+def index_table(run: Run) -> Table:
+    points = index_points(run)
+    chosen = {(c.get("label") or c.get("backend"), repr(c.get("build")), repr(c.get("search")))
+              for c in chosen_points(run)}
+    front_keys = {(p.get("label") or p.get("backend"), repr(p.get("build")),
+                   repr(p.get("search"))) for p in run.summary.get("pareto") or []}
+    rows, hl = [], []
+    for p in points:
+        key = (p.get("label") or p.get("backend"), repr(p.get("build")), repr(p.get("search")))
+        rows.append([
+            p.get("label") or p.get("backend"), params_text(p.get("build")),
+            params_text(p.get("search")), p.get("recall"), p.get("recall_lb"),
+            p.get("p95_ms"), p.get("qps"), p.get("build_s"),
+            None if p.get("memory_bytes") is None else float(p["memory_bytes"]) / 2**20,
+            "yes" if key in front_keys else "", "yes" if key in chosen else "",
+        ])
+        hl.append(key in chosen)
+    k = run.summary.get("k") or 10
+    return Table(
+        ["backend", "build", "search", f"recall@{k}", "recall lower bound", "p95 ms", "QPS",
+         "build s", "memory MiB", "Pareto", "chosen"],
+        rows, hl,
+        caption="recall@k by id (mean over queries); p95: single-query latency (ms); QPS: batch "
+                "mode; chosen rows highlighted." + (" Sweep probe rows have no latency."
+                                                   if run.kind == "sweep" else ""),
+    )
+
+
+# --------------------------------------------------------------------------- RAG runs
+
+
+def scalar_table(summary: Mapping[str, Any], keys: Sequence[str] | None = None,
+                 caption: str = "") -> Table:
+    """Two columns (key, value) of the summary's scalars (nested dicts one level deep)."""
+    rows: list[list[Any]] = []
+    for key, v in summary.items():
+        if keys is not None and key not in keys:
+            continue
+        if isinstance(v, str | int | float | bool) or v is None:
+            rows.append([key, v])
+        elif isinstance(v, Mapping) and all(
+            isinstance(x, str | int | float | bool) or x is None for x in v.values()
+        ):
+            for sub, x in v.items():
+                rows.append([f"{key}.{sub}", x])
+    return Table(["key", "value"], rows, caption=caption)
+
+
+def rag_figures(run: Run) -> Figures:
+    s = run.summary
+    if run.kind == "bench-embed":
+        return [("embed_batch_sweep", "Embedding batch sweep",
+                 rag.embed_batch_sweep(s.get("rows") or _rows(run, "results.parquet"), s),
+                 "Throughput and per-call latency per batching setting.")]
+    if run.kind == "bench-fanout":
+        return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
+                 "Per-query latency of serial, thread-pool and asyncio fan-out.")]
+    if run.kind == "rerank-sweep":
+        return [("rerank_depth", "Rerank-depth curve", rag.rerank_depth_curve(s),
+                 "Quality from one scoring pass at the largest depth; latency from actual calls.")]
+    if run.kind == "cache-tune":
+        return [("cache_curve", "Semantic-cache hit / false-hit curve", rag.cache_curve(s),
+                 "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
+                 "meets the cap.")]
+    if run.kind == "rag-study":
+        from retrieval.study.plots import study_figures
+
+        return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
+    raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
+
+
+def _rows(run: Run, name: str) -> list[dict[str, Any]]:
+    t = run.table(name)
+    return [] if t is None else t.to_dict("records")
+
+
+def rag_tables(run: Run) -> list[tuple[str, Table]]:
+    s = run.summary
+    if run.kind == "rag-study":
+        from retrieval.study.plots import study_tables
+
+        return study_tables(s)
+    if run.kind == "bench-embed" and s.get("rows"):
+        cols = ["setting", "mode", "batch_size", "token_budget", "texts_per_s", "tokens_per_s",
+                "call_p50_ms", "call_p95_ms", "padding_waste", "speedup_vs_single"]
+        rows = [[r.get(c) for c in cols] for r in s["rows"]]
+        best = [r.get("setting") == s.get("best_setting") for r in s["rows"]]
+        return [("Summary", scalar_table({k: v for k, v in s.items() if k != "rows"})),
+                ("Settings", Table(cols, rows, best, caption="best setting highlighted; "
+                                   "latency per call (ms), throughput per second"))]
+    if run.kind == "bench-fanout":
+        modes = s.get("modes") or {}
+        cols = ["p50_ms", "p95_ms", "p99_ms", "qps", "speedup_p50", "cpu_cores",
+                "child_cpu_cores"]
+        rows = [[m, *[v.get(c) for c in cols]] for m, v in modes.items()]
+        return [("Modes", Table(["mode", *cols], rows, caption="latency per query (ms)")),
+                ("Summary", scalar_table({k: v for k, v in s.items() if k != "modes"}))]
+    if run.kind == "rerank-sweep":
+        metric = s.get("selection_metric") or "ndcg@10"
+        rows, hl = [], []
+        for c in s.get("curve") or []:
+            lat = c.get("latency") or {}
+            rows.append([c["depth"], (c.get("tuning") or {}).get(metric),
+                         (c.get("heldout") or {}).get(metric), lat.get("p50_ms"),
+                         lat.get("p95_ms")])
+            hl.append(c["depth"] == s.get("chosen_depth"))
+        return [("Depths", Table(["depth", f"{metric} tuning", f"{metric} held-out", "p50 ms",
+                                  "p95 ms"], rows, hl, caption="chosen depth highlighted")),
+                ("Summary", scalar_table({k: v for k, v in s.items() if k != "curve"}))]
+    return [("Summary", scalar_table({k: v for k, v in s.items() if k != "curve"}))]
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def figures_for(run: Run, *, remeasure: bool = False) -> Figures:
+    if run.kind in ("eval", "sweep"):
+        return index_figures(run, remeasure=remeasure)
+    return rag_figures(run)
+
+
+def tables_for(run: Run) -> list[tuple[str, Table]]:
+    if run.kind in ("eval", "sweep"):
+        s = run.summary
+        keys = ("run_id", "dataset", "metric", "k", "target_recall", "strategy", "objective",
+                "recall_definition", "latency_unit", "cheapest_rule")
+        head: dict[str, Any] = {k: s.get(k) for k in keys if k in s}
+        return [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
+    return rag_tables(run)
+
+
+def write_report(
+    run_path: str | Path,
+    out: str | Path | None = None,
+    *,
+    remeasure: bool = False,
+    target: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ReportResult:
+    """Render ``run_path`` into ``out`` (default ``RUN/report.html``) and PNGs beside it
+    (``<stem>_<figure>.png``). ``target`` (recall@k in (0, 1]) draws a target and picks the
+    chosen points of an eval run that has none. Returns the paths written."""
+    run = load_run(run_path)
+    if target is not None:
+        if not 0.0 < target <= 1.0:
+            raise param_error("--target-recall", "in (0, 1]", target)
+        if run.kind != "eval":
+            raise ConfigError(f"--target-recall applies to eval runs only (a sweep keeps the "
+                              f"target it was tuned for); '{run.path}' is a {run.kind} run")
+        run = replace(run, summary={**run.summary, "target_recall": target})
+    html_path = Path(out) if out else run.path / "report.html"
+    if html_path.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"--out must name an .html file; received '{html_path}'")
+    try:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot create '{html_path.parent}' ({exc.strerror})") from None
+    sections: list[Section] = []
+    pngs: list[Path] = []
+    for name, title, fig, caption in figures_for(run, remeasure=remeasure):
+        if progress:
+            progress(name)
+        png = png_bytes(fig)
+        path = html_path.parent / f"{html_path.stem}_{name}.png"
+        path.write_bytes(png)
+        pngs.append(path)
+        sections.append(Section(name, title, png, caption))
+    meta = [f"run {run.run_id} ({run.kind}) at {run.path}"]
+    m = run.manifest
+    if m:
+        cpu = (m.get("cpu") or {}).get("model")
+        git = (m.get("git") or {}).get("sha")
+        meta.append(f"rwb {m.get('rwb_version')}, created {m.get('created')}, git {git}, "
+                    f"CPU {cpu}, threads {m.get('threads')}")
+    page = render(title=f"rwb report: {run.run_id}", meta=meta, sections=sections,
+                  tables=tables_for(run), manifest=m)
+    html_path.write_text(page, encoding="utf-8")
+    return ReportResult(html_path, pngs, run.kind)
+
+
+__all__ = [
+    "ReportResult",
+    "chosen_points",
+    "figures_for",
+    "index_points",
+    "surface_axes",
+    "tables_for",
+    "timed",
+    "write_report",
+]

@@ -1,0 +1,107 @@
+"""`rwb report` on real small runs: an `rwb eval` run (with a build grid) and an `rwb sweep` run
+render to PNG files and one self-contained HTML page with the table and every image."""
+
+from __future__ import annotations
+
+import json
+import struct
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from retrieval.cli import main
+
+EVAL = textwrap.dedent("""\
+    name: report-e2e
+    dataset: synthetic-small
+    k: 10
+    warmup: 4
+    batch_repeats: 1
+    indexes:
+      - backend: faiss-flat
+      - backend: hnswlib
+        build: {M: [4, 8], ef_construction: 20}
+        search: {ef_search: [10, 20, 40]}
+      - backend: faiss-ivf
+        build: {nlist: [16, 32]}
+        search: {nprobe: [1, 2, 4, 8]}
+""")
+
+SWEEP = textwrap.dedent("""\
+    name: report-sweep
+    dataset: synthetic-small
+    k: 10
+    warmup: 4
+    batch_repeats: 1
+    target_recall: 0.8
+    tune: {strategy: grid, heldout_fraction: 0.5}
+    indexes:
+      - backend: hnswlib
+        build: {M: 8, ef_construction: 40}
+        search: {ef_search: [10, 40, 80]}
+""")
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def eval_run(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("report")
+    spec = d / "spec.yaml"
+    spec.write_text(EVAL)
+    run = d / "run"
+    assert main(["eval", str(spec), "--out", str(run), "--json"]) == 0
+    return run
+
+
+def test_eval_run_stores_per_query_recall(eval_run):
+    pq = pd.read_parquet(eval_run / "per_query.parquet")
+    summary = json.loads((eval_run / "summary.json").read_text())
+    assert len(pq) == len(summary["rows"]) * 100  # 100 queries in synthetic-small
+    row = summary["rows"][3]
+    mine = pq[(pq.backend == row["backend"]) & (pq.build == json.dumps(row["build"],
+                                                                        sort_keys=True))
+              & (pq.search == json.dumps(row["search"], sort_keys=True))]
+    assert mine.recall.mean() == pytest.approx(row["recall"])
+
+
+def test_report_of_eval_run(eval_run, tmp_path, capsys):
+    out = tmp_path / "r" / "report.html"
+    assert main(["report", str(eval_run), "--out", str(out), "--target-recall", "0.9"]) == 0
+    printed = capsys.readouterr().out
+    pngs = sorted(out.parent.glob("*.png"))
+    names = {p.stem for p in pngs}
+    assert {"report_recall_vs_p95", "report_recall_vs_qps", "report_per_query_recall",
+            "report_build_costs"} <= names
+    assert "report_surface_hnswlib_build_M_search_ef_search" in names
+    assert "report_surface_faiss-ivf_build_nlist_search_nprobe".replace("-", "_") in names
+    for p in pngs:
+        assert str(p) in printed
+        w, h = png_size(p)
+        assert 500 <= w <= 2500 and 250 <= h <= 2000, (p.name, w, h)
+        assert p.stat().st_size > 15_000, p.name
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == len(pngs)
+    assert "<table>" in page and "faiss-ivf" in page and "Measured configs" in page
+    assert "Manifest" in page and "rwb_version" in page
+    assert 'class="hl"' in page  # the chosen rows (target 0.9)
+
+
+def test_report_default_path_of_sweep_run(tmp_path):
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(SWEEP)
+    run = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(run), "--json"]) == 0
+    assert main(["report", str(run), "--remeasure"]) == 0
+    assert (run / "report.html").is_file()
+    names = {p.stem for p in run.glob("report_*.png")}
+    assert {"report_recall_vs_p95", "report_recall_vs_qps", "report_per_query_recall"} <= names
+    page = (run / "report.html").read_text()
+    assert "recall lower bound" in page

@@ -1,0 +1,162 @@
+"""Plot functions: headless figures with labelled axes (units), legends, log scales where the
+ann-benchmarks convention uses them, and the target drawn; empty inputs say why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.figure import Figure
+
+from retrieval.report import ann, rag
+from retrieval.report.points import cheapest_meeting, series_name
+from retrieval.report.style import TARGET_COLOR, png_bytes
+
+
+def _points() -> list[dict]:
+    pts = []
+    for m, scale in ((8, 1.0), (16, 1.4)):
+        for ef, rec in ((10, 0.80), (20, 0.90), (40, 0.96), (80, 0.99)):
+            pts.append({"backend": "hnswlib", "build": {"M": m, "ef_construction": 40},
+                        "search": {"ef_search": ef}, "recall": min(1.0, rec + (m - 8) / 400),
+                        "p95_ms": 0.01 * ef * scale, "qps": 1e5 / (ef * scale),
+                        "build_s": 0.5 * scale, "memory_bytes": int(2e6 * scale)})
+    for nlist in (16, 64):
+        for nprobe, rec in ((1, 0.7), (4, 0.93), (16, 0.99)):
+            pts.append({"backend": "faiss-ivf", "build": {"nlist": nlist},
+                        "search": {"nprobe": nprobe}, "recall": rec - nlist / 10_000,
+                        "p95_ms": 0.02 * nprobe * 64 / nlist, "qps": 5e4 / nprobe,
+                        "build_s": 0.1, "memory_bytes": 1_500_000})
+    return pts
+
+
+def _target_lines(fig: Figure) -> list:
+    return [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_color() == TARGET_COLOR]
+
+
+def _check_axes(ax) -> None:
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+
+
+def test_recall_vs_latency_log_x_front_target_and_chosen():
+    pts = _points()
+    chosen = cheapest_meeting(pts, 0.95)
+    fig = ann.recall_vs_latency(pts, k=10, target=0.95, chosen=chosen)
+    ax = fig.axes[0]
+    _check_axes(ax)
+    assert "ms" in ax.get_xlabel() and ax.get_xscale() == "log"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("Pareto front" in t for t in labels)
+    assert any("target" in t for t in labels)
+    assert len({series_name(p) for p in pts}) + 3 == len(labels)  # series, front, chosen, target
+    (target,) = _target_lines(fig)
+    assert set(target.get_ydata()) == {0.95}
+    assert png_bytes(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_recall_vs_qps_log_y_and_vertical_target():
+    fig = ann.recall_vs_qps(_points(), k=10, target=0.9)
+    ax = fig.axes[0]
+    _check_axes(ax)
+    assert ax.get_yscale() == "log" and "queries per second" in ax.get_ylabel()
+    (target,) = _target_lines(fig)
+    assert set(target.get_xdata()) == {0.9}
+
+
+def test_cheapest_meeting_is_per_backend_lowest_p95():
+    chosen = {c["backend"]: c for c in cheapest_meeting(_points(), 0.95)}
+    assert chosen["hnswlib"]["search"] == {"ef_search": 40}
+    assert chosen["hnswlib"]["build"]["M"] == 8
+    assert chosen["faiss-ivf"]["search"] == {"nprobe": 16}
+    assert cheapest_meeting(_points(), None) == []
+    assert [c["search"] for c in cheapest_meeting(_points(), 0.9999)] == [{"ef_search": 80}]
+
+
+def test_per_query_recall_counts_each_level():
+    values = np.array([1.0] * 90 + [0.9] * 6 + [0.5] * 3 + [0.0])
+    fig = ann.per_query_recall(values, k=10, target=0.95, config="x")
+    ax = fig.axes[0]
+    _check_axes(ax)
+    heights = {round(p.get_x() + p.get_width() / 2, 3): p.get_height() for p in ax.patches
+               if p.get_height() > 0}
+    assert heights == {1.0: 0.9, 0.9: 0.06, 0.5: 0.03, 0.0: 0.01}
+    assert _target_lines(fig)
+
+
+def test_empty_inputs_render_a_message_not_an_error():
+    for fig in (ann.recall_vs_latency([], k=10), ann.recall_vs_qps([], k=10),
+                ann.per_query_recall([], k=10), rag.rerank_depth_curve({}),
+                rag.cache_curve({}), rag.fanout_speedups({}), rag.embed_batch_sweep([])):
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any(t.startswith("no ") for t in texts)
+
+
+def test_param_surface_search_axis_outlines_cells_meeting_target():
+    ivf = [p for p in _points() if p["backend"] == "faiss-ivf"]
+    fig = ann.param_surface(ivf, "build.nlist", "search.nprobe", k=10, target=0.95)
+    recall_ax = fig.axes[0]
+    assert recall_ax.get_xlabel() == "nprobe" and recall_ax.get_ylabel() == "nlist"
+    outlined = [p for p in recall_ax.patches if p.get_edgecolor()[:3] != (0, 0, 0)]
+    assert len(outlined) == 2  # nprobe=16 for both nlist values
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any("build time" in t for t in titles) and any("memory" in t for t in titles)
+
+
+def test_param_surface_two_build_params():
+    hnsw = [p for p in _points() if p["backend"] == "hnswlib"]
+    for p in hnsw:
+        p["build"] = {**p["build"], "ef_construction": 40 if p["build"]["M"] == 8 else 100}
+    fig = ann.param_surface(hnsw, "build.M", "build.ef_construction", k=10, target=0.95)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "0.990" in texts  # most accurate ef for M=8
+    assert fig.axes[0].get_xlabel() == "ef_construction"
+
+
+def test_param_surface_unknown_column_says_so():
+    fig = ann.param_surface(_points(), "build.nope", "search.nprobe")
+    assert any("build.nope" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_rerank_curve_draws_tolerance_band_and_chosen_depth():
+    curve = [{"depth": d, "tuning": {"ndcg@10": q}, "heldout": {"ndcg@10": q - 0.01},
+              "latency": {"p50_ms": 5 + d, "p95_ms": 8 + 2 * d}}
+             for d, q in ((0, 0.60), (10, 0.66), (20, 0.67), (50, 0.671))]
+    fig = rag.rerank_depth_curve({"curve": curve, "chosen_depth": 20, "tolerance": 0.005,
+                                  "selection_metric": "ndcg@10", "sweep_first_stage": "bm25"})
+    (band,) = _target_lines(fig)
+    assert band.get_ydata()[0] == pytest.approx(0.671 - 0.005)
+    assert fig.axes[1].get_yscale() == "log"
+    for ax in fig.axes:
+        _check_axes(ax)
+
+
+def test_cache_curve_cap_and_threshold():
+    rows = [{"threshold": t, "threshold_unit": "cosine_distance", "split": s,
+             "hit_rate": t, "correct_hit_rate": t / 2, "false_hit_rate": t / 4,
+             "false_hit_upper_bound": t / 3, "precision": 0.5}
+            for s in ("tuning", "heldout") for t in np.linspace(0, 0.4, 21)]
+    fig = rag.cache_curve({"curve": rows, "threshold": 0.15, "max_false_hit": 0.05,
+                           "bound": "wilson", "confidence": 0.95})
+    (cap,) = _target_lines(fig)
+    assert set(cap.get_ydata()) == {0.05}
+    assert "cosine distance" in fig.axes[0].get_xlabel()
+
+
+def test_fanout_and_embed_goal_lines():
+    fan = {"modes": {"serial": {"p50_ms": 3.0, "p95_ms": 4.0},
+                     "threads": {"p50_ms": 1.6, "p95_ms": 2.4, "speedup_p50": 1.875}},
+           "collections": [{"backend": "hnswlib"}] * 3, "n_queries": 10, "k": 10}
+    fig = rag.fanout_speedups(fan)
+    assert set(_target_lines(fig)[0].get_ydata()) == {rag.FANOUT_SPEEDUP_GOAL}
+    rows = [{"mode": "single", "batch_size": 1, "texts_per_s": 100.0, "dtype": "fp32"},
+            *[{"mode": m, "batch_size": b, "texts_per_s": 100.0 * b ** 0.5,
+               "call_p95_ms": b * 2.0, "padding_waste": 0.1, "dtype": "fp32"}
+              for m in ("batch", "sorted") for b in (8, 32, 128)],
+            {"mode": "tokens", "token_budget": 4096, "mean_batch": 50, "texts_per_s": 700.0,
+             "dtype": "fp32"},
+            {"mode": "library", "batch_size": 32, "texts_per_s": 500.0, "dtype": "fp32"}]
+    fig = rag.embed_batch_sweep(rows, {"best_setting": "batch-128", "speedup": 11.3})
+    assert set(_target_lines(fig)[0].get_ydata()) == {100.0 * rag.EMBED_SPEEDUP_GOAL}
+    assert fig.axes[0].get_xscale() == "log"
