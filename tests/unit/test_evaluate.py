@@ -48,7 +48,9 @@ def test_k_larger_than_base_is_rejected():
 
 def test_unknown_backend_and_param_suggest_closest(small):
     with Evaluator(small, 5) as ev:
-        with pytest.raises(ConfigError, match="unknown backend 'faiss-flt'.*Did you mean 'faiss-flat'"):
+        with pytest.raises(
+            ConfigError, match=r"unknown backend 'faiss-flt'.*Did you mean 'faiss-flat'"
+        ):
             ev.build("faiss-flt", {})
         with pytest.raises(ConfigError, match="unknown"):
             ev.build("faiss-flat", {"nlist": 3})

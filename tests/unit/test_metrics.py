@@ -90,5 +90,5 @@ def test_dataset_rejects_bad_vectors(base, queries, match):
 
 
 def test_dataset_rejects_unknown_metric():
-    with pytest.raises(ConfigError, match="metric.*one of l2, ip, cosine; received 'euclid'"):
+    with pytest.raises(ConfigError, match=r"metric.*one of l2, ip, cosine; received 'euclid'"):
         VectorDataset("bad", np.ones((2, 2)), np.ones((1, 2)), "euclid")  # type: ignore[arg-type]
