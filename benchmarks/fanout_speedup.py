@@ -4,8 +4,9 @@ asserted.
 For each backend, all three collections of ``sweeps/fanout-3-collections.yaml`` (20k QQP
 questions, 20k Reuters paragraphs, 5,183 SciFact abstracts; MiniLM 384-d, cosine) go on that
 backend and the SciFact claims are answered serially, with a thread pool and with asyncio.
-Printed per backend: per-query p50/p95 (ms) per mode, speedup = serial p50 / mode p50, CPU
-cores busy (and run-queue wait: cores wanted but taken by other processes) and the verdict.
+Printed per backend: per-query p50/p95 (ms) per mode, speedup = serial p50 / mode p50 (the
+median over ``--rounds`` rounds in which the modes are interleaved), CPU cores busy (and
+run-queue wait: cores wanted but taken by other processes) and the verdict.
 Goals (2 cores): hnswlib and faiss >= 1.7x (they release the GIL); Milvus Lite in-process
 ~1x expected (its gRPC server runs in this process's threads); Milvus Lite as a server process
 reached by URI: reported as measured.
@@ -32,6 +33,8 @@ def main() -> None:
     ap.add_argument("--backends", default="hnswlib,faiss-hnsw,milvus,milvus-server")
     ap.add_argument("--queries", type=int, help="number of queries (default: the spec's)")
     ap.add_argument("--ef", type=int, help="ef_search / ef for every HNSW collection")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="modes interleaved N times; speedup = median over rounds")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -47,10 +50,11 @@ def main() -> None:
     from retrieval.store import cpu_info
 
     spec = load_fanout_spec(args.spec)
+    data = spec.model_dump(mode="json")
+    data["rounds"] = args.rounds
     if args.queries:
-        data = spec.model_dump(mode="json")
         data["queries"]["n"] = args.queries
-        spec = parse_fanout_spec(data, source=spec.source)
+    spec = parse_fanout_spec(data, source=spec.source)
     cpu = cpu_info()
     print(f"CPU {cpu['model']} ({cpu['logical_cpus']} logical CPUs); spec {spec.source}")
     prepared = prepare_collections(spec)

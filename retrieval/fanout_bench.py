@@ -87,6 +87,7 @@ class FanoutSpec(Params):
     threads: int = Field(1, ge=1, le=512, description="threads inside each index")
     modes: list[Mode] = Field(default_factory=lambda: list(MODES), min_length=1)  # type: ignore[arg-type]
     warmup: int = Field(20, ge=0, description="untimed queries before each mode")
+    rounds: int = Field(1, ge=1, le=100, description="repeat all modes, interleaved")
     timeout_s: float = Field(5.0, gt=0.0, description="default per-collection deadline, s")
     fusion: Literal["rrf", "score"] = "rrf"
     rrf_k: float = Field(DEFAULT_RRF_K, ge=0.0)
@@ -367,8 +368,8 @@ def classify(modes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
         where = (f"CPU-bound in this process ({cores:.2f} cores busy, {demand:.2f} demanded "
                  f"serially)")
     elif child >= 0.5:
-        where = (f"CPU-bound in the server process ({child:.2f} server cores, {cores:.2f} "
-                 f"client cores): the client waits")
+        where = (f"CPU-bound in the server process ({child:.2f} server cores demanded, "
+                 f"{cores:.2f} client cores busy): the client waits")
     else:
         where = (f"waiting ({demand:.2f} client cores, {child:.2f} server cores demanded): "
                  f"I/O, RPC or sleeps dominate")
@@ -490,8 +491,9 @@ def run_fanout_bench(spec: FanoutSpec, *, progress: Progress | None = None,
                      workdir: Path | None = None,
                      prepared: list[PreparedCollection] | None = None,
                      queries: PreparedQueries | None = None) -> FanoutBenchResult:
-    """Prepare (embed, cached), build, run every mode, analyse. See the module docstring."""
-    steps = 2 + len(spec.modes)
+    """Prepare (embed, cached), build, run every mode (``rounds`` times, modes interleaved),
+    analyse. See the module docstring."""
+    steps = 2 + len(spec.modes) * spec.rounds
     note = progress or (lambda d, t, s: None)
     note(0, steps, "embedding")
     prepared = prepared if prepared is not None else prepare_collections(spec)
@@ -505,18 +507,58 @@ def run_fanout_bench(spec: FanoutSpec, *, progress: Progress | None = None,
                      rrf_k=spec.rrf_k)
         stack.callback(fan.close)
         note(2, steps, "searching")
-        runs: dict[str, FanoutRun] = {}
-        for i, mode in enumerate(spec.modes):
-            runs[mode] = fan.run(queries.vectors, mode, warmup=spec.warmup)
-            note(3 + i, steps, mode)
+        per_round: dict[str, list[FanoutRun]] = {m: [] for m in spec.modes}
+        done = 2
+        for r in range(spec.rounds):
+            for mode in spec.modes:
+                per_round[mode].append(fan.run(queries.vectors, mode, warmup=spec.warmup))
+                done += 1
+                note(done, steps, f"{mode} (round {r + 1}/{spec.rounds})")
+        runs = {m: _pool_runs(v) for m, v in per_round.items()}
         summary = _summarise(spec, facts, runs, queries, members)
+        if spec.rounds > 1:
+            _round_speedups(summary, per_round)
+    first = {m: v[0] for m, v in per_round.items()}
     rows = [
-        {"mode": mode, "query_id": qid, "latency_ms": a.ms,
+        {"mode": mode, "round": r, "query_id": qid, "latency_ms": a.ms,
          "member_ms": {n: x.ms for n, x in a.answers.items()},
          "failed": ",".join(sorted(a.failures)) or None, "fused_top1": (a.fused or [("", 0)])[0][0]}
-        for mode, run in runs.items() for qid, a in zip(queries.ids, run.answers)
+        for mode, rounds in per_round.items() for r, run in enumerate(rounds)
+        for qid, a in zip(queries.ids, run.answers)
     ]
-    return FanoutBenchResult(summary, rows, runs)
+    return FanoutBenchResult(summary, rows, first)
+
+
+def _pool_runs(runs: list[FanoutRun]) -> FanoutRun:
+    """Several rounds of one mode as one run: latencies concatenated, times summed; answers of
+    the first round (every round answers the same queries)."""
+    if len(runs) == 1:
+        return runs[0]
+    names = list(runs[0].member_ms)
+    return FanoutRun(
+        runs[0].mode, runs[0].answers, np.concatenate([r.latency_ms for r in runs]),
+        sum(r.wall_s for r in runs), sum(r.cpu_s for r in runs),
+        sum(r.child_cpu_s for r in runs),
+        {n: np.concatenate([r.member_ms[n] for r in runs]) for n in names},
+        wait_s=sum(r.wait_s for r in runs), child_wait_s=sum(r.child_wait_s for r in runs),
+    )
+
+
+def _round_speedups(summary: dict[str, Any], per_round: Mapping[str, list[FanoutRun]]) -> None:
+    """With several rounds, the speedup is the median over rounds of serial p50 / mode p50
+    within the same round (modes interleaved, so a burst of load elsewhere hits all alike)."""
+    serial = per_round.get("serial")
+    if not serial:
+        return
+    for mode, runs in per_round.items():
+        if mode == "serial":
+            continue
+        ratios = [float(np.percentile(s.latency_ms, 50) / np.percentile(r.latency_ms, 50))
+                  for s, r in zip(serial, runs)]
+        summary["modes"][mode]["speedup_p50_rounds"] = ratios
+        summary["modes"][mode]["speedup_p50"] = float(np.median(ratios))
+        summary["speedup"][mode] = float(np.median(ratios))
+    summary["verdict"] = classify(summary["modes"])
 
 
 def _summarise(spec: FanoutSpec, facts: list[dict[str, Any]], runs: Mapping[str, FanoutRun],

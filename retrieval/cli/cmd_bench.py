@@ -69,6 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--server", action="store_true",
                    help="with --backend milvus: a Milvus Lite server process by URI")
     f.add_argument("--queries", type=int, help="override the number of queries")
+    f.add_argument("--rounds", type=int,
+                   help="repeat all modes N times, interleaved; speedup = median over rounds")
     f.add_argument("--json", action="store_true", help="print summary.json")
     f.add_argument("--out", help="run directory (default runs/<id>)")
     f.set_defaults(func=run_fanout)
@@ -167,10 +169,13 @@ def run_fanout(args: argparse.Namespace) -> int:
         raise ConfigError("bench fanout: --server needs --backend milvus")
     if args.backend:
         spec = with_backend(spec, args.backend, server=args.server)
-    if args.queries is not None:
+    if args.queries is not None or args.rounds is not None:
         data = spec.model_dump(mode="json")
-        data["queries"]["n"] = args.queries
-        spec = parse_fanout_spec(data, source=f"{spec.source} (with --queries)")
+        if args.queries is not None:
+            data["queries"]["n"] = args.queries
+        if args.rounds is not None:
+            data["rounds"] = args.rounds
+        spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
     bar, progress = _bar("bench fanout", not args.json)
     try:
         result = run_fanout_bench(spec, progress=progress)

@@ -81,3 +81,26 @@ def test_different_dims_fail_before_any_index_is_built() -> None:
     with pytest.raises(ConfigError, match=r"x.yaml: .*a=384 \(m1\), b=768 \(m2\)"):
         check_dims(spec, prepared, queries)
     check_dims(spec, prepared[:1], queries)
+
+
+def test_round_speedup_is_the_median_of_same_round_ratios() -> None:
+    import numpy as np
+
+    from retrieval.fanout import FanoutRun
+    from retrieval.fanout_bench import _pool_runs, _round_speedups
+
+    def run(mode: str, p50: float) -> FanoutRun:
+        return FanoutRun(mode, [], np.full(5, p50), 1.0, 0.9, 0.0, {"a": np.full(5, p50)},
+                         wait_s=0.1, child_wait_s=0.0)
+
+    per_round = {"serial": [run("serial", 2.0), run("serial", 9.0), run("serial", 3.0)],
+                 "threads": [run("threads", 1.0), run("threads", 9.0), run("threads", 1.0)]}
+    summary = {"modes": {m: {"cpu_cores": 0.9, "runq_wait_cores": 0.1, "child_cpu_cores": 0.0,
+                             "child_runq_wait_cores": 0.0} for m in per_round},
+               "speedup": {}}
+    _round_speedups(summary, per_round)
+    assert summary["modes"]["threads"]["speedup_p50_rounds"] == [2.0, 1.0, 3.0]
+    assert summary["speedup"]["threads"] == 2.0
+    assert summary["verdict"]["threads"].startswith("parallel")
+    pooled = _pool_runs(per_round["serial"])
+    assert len(pooled.latency_ms) == 15 and pooled.wall_s == 3.0
