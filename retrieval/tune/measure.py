@@ -4,19 +4,18 @@ Three kinds of measurement, all on a built index (never rebuilt for a search par
 
 - **full** (grid points, and the config a target search chose): the spec's modes on the tuning
   queries: single-query latency percentiles (ms) and batch QPS with ``batch_repeats``;
-- **probe** (target search steps): one batch pass over the tuning queries: recall (what the
-  search decides on) and the QPS of that pass; only the first measurement of a built index
-  warms it up (later probes find it warm);
+- **probe** (target search steps): one batch pass over the tuning queries, without warm-up:
+  recall (what the search decides on; warm-up cannot change it) and the QPS of that pass
+  (indicative; the chosen config is then timed in full);
 - **held-out**: the chosen config, one batch pass over the held-out queries (recall only); it
   passes when its mean recall is >= the target.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from retrieval.evaluate import BuiltIndex, Evaluator, Measurement, Mode
@@ -30,12 +29,10 @@ EPS = 1e-9
 
 
 @contextmanager
-def _one_pass(ev: Evaluator, warm: bool) -> Iterator[None]:
-    """One timed batch pass; no warm-up when the index was already exercised (``warm``)."""
+def _one_pass(ev: Evaluator) -> Iterator[None]:
+    """One batch pass without warm-up (for recall; its QPS is indicative only)."""
     saved = ev.batch_repeats, ev.warmup
-    ev.batch_repeats = 1
-    if warm:
-        ev.warmup = 0
+    ev.batch_repeats, ev.warmup = 1, 0
     try:
         yield
     finally:
@@ -50,15 +47,6 @@ class Measurer:
     target: float | None
     conf: ConfidenceSpec
     seed: int
-    #: built indexes already warmed up by a measurement (their probes skip the warm-up)
-    _warm: dict[int, weakref.ref[BuiltIndex]] = field(default_factory=dict)
-
-    def _is_warm(self, built: BuiltIndex) -> bool:
-        ref = self._warm.get(id(built))
-        return ref is not None and ref() is built
-
-    def _mark_warm(self, built: BuiltIndex) -> None:
-        self._warm[id(built)] = weakref.ref(built)
 
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
@@ -91,21 +79,19 @@ class Measurer:
         ms = self.ev.measure(
             built, search, modes=self.modes, query_idx=self.split.tune, query_set="tune"
         )
-        self._mark_warm(built)
         return self._result(ms, search)
 
     def probe(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
-        with _one_pass(self.ev, warm=self._is_warm(built)):
+        with _one_pass(self.ev):
             ms = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
-        self._mark_warm(built)
         return self._result(ms, search)
 
     def heldout(self, built: BuiltIndex, search: Mapping[str, Any]) -> HeldOut | None:
         if self.split.heldout.size == 0:
             return None
-        with _one_pass(self.ev, warm=self._is_warm(built)):
+        with _one_pass(self.ev):
             (m,) = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.heldout,
                 query_set="heldout",
