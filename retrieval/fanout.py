@@ -18,7 +18,8 @@ interrupted, so the deadline is checked when it returns (late results are droppe
 in ``threads``/``asyncio`` the caller stops waiting at the deadline (the call itself may run on
 in its thread).
 
-Doc keys in fused lists are ``"<member name>/<doc id>"``. Scores are ``-distance`` (higher is
+Doc keys in fused lists are ``"<namespace>/<doc id>"`` (the namespace defaults to the member
+name; members sharing one are deduplicated by doc id). Scores are ``-distance`` (higher is
 better; see :func:`retrieval.fusion.from_distances`); fused RRF scores are RRF sums.
 """
 
@@ -58,6 +59,9 @@ class Member:
     ``doc_ids[i]`` is the doc id of index id ``i`` (the index is built with ids ``0..n-1``).
     ``timeout_s`` (seconds) overrides the fan-out's default deadline for this member.
     ``use_async`` lets the asyncio mode await the index's own async search when it has one.
+    ``namespace`` (default: ``name``) prefixes doc keys (``"<namespace>/<doc id>"``): members
+    sharing a namespace share doc ids, so a doc found by several of them (replicas, overlapping
+    shards) is fused once - RRF adds its contributions, score merge keeps its best score.
     """
 
     name: str
@@ -69,6 +73,11 @@ class Member:
     weight: float = 1.0
     timeout_s: float | None = None
     use_async: bool = True
+    namespace: str | None = None
+
+    @property
+    def key_prefix(self) -> str:
+        return f"{self.namespace if self.namespace is not None else self.name}/"
 
 
 @dataclass(frozen=True)
@@ -224,7 +233,7 @@ class FanOut:
         return x
 
     def _ranked(self, m: Member, res: Any) -> list[tuple[str, float]]:
-        return from_distances(res.ids[0], res.distances[0], keys=m.doc_ids, prefix=f"{m.name}/")
+        return from_distances(res.ids[0], res.distances[0], keys=m.doc_ids, prefix=m.key_prefix)
 
     def _search_sync(self, m: Member, x: np.ndarray) -> CollectionAnswer:
         t0 = time.perf_counter_ns()

@@ -60,6 +60,9 @@ class FanoutCollection(Params):
     weight: float = Field(1.0, ge=0.0, description="RRF weight")
     timeout_s: float | None = Field(None, gt=0.0, description="deadline per query, seconds")
     model: str | None = Field(None, description="embedding model (default: the spec's)")
+    namespace: str | None = Field(
+        None, description="doc-id namespace (default: name); collections sharing one are "
+        "deduplicated by doc id when fused")
 
     @field_validator("name")
     @classmethod
@@ -292,7 +295,8 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
             if c.search:
                 index.set_search_params(**c.search)
             members.append(Member(c.name, index, dim, "cosine", p.doc_ids, backend=c.backend,
-                                  weight=c.weight, timeout_s=c.timeout_s))
+                                  weight=c.weight, timeout_s=c.timeout_s,
+                                  namespace=c.namespace))
             facts.append({
                 "name": c.name, "source": c.source, "n": len(p.doc_ids), "dim": dim,
                 "backend": c.backend + (" (server)" if c.server else ""),
@@ -395,13 +399,13 @@ def classify(modes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 def _qrels_for(spec: FanoutSpec, queries: PreparedQueries) -> dict[str, dict[str, int]]:
     """The query collection's qrels, doc ids prefixed with every member that holds that
     collection (judged docs absent from a sample are kept: they count as misses)."""
-    holders = [c.name for c in spec.collections
+    holders = [c.namespace or c.name for c in spec.collections
                if ALIASES.get(c.source, c.source) == ALIASES.get(spec.queries.source,
                                                                 spec.queries.source)]
     out: dict[str, dict[str, int]] = {}
     for qid in queries.ids:
         docs = queries.collection.qrels.get(qid, {})
-        out[qid] = {f"{h}/{d}": g for h in holders for d, g in docs.items()}
+        out[qid] = {f"{h}/{d}": g for h in dict.fromkeys(holders) for d, g in docs.items()}
     return out
 
 
@@ -434,7 +438,8 @@ def quality(spec: FanoutSpec, run: FanoutRun, queries: PreparedQueries,
     rows = []
     for label, ranking in rankings.items():
         scores = evaluate_rankings(qrels, ranking, QUALITY_METRICS)
-        share = _shares(ranking, [m.name for m in members]) if label.startswith("fused") else {}
+        spaces = list(dict.fromkeys(m.key_prefix[:-1] for m in members))
+        share = _shares(ranking, spaces) if label.startswith("fused") else {}
         rows.append({"ranking": label, **scores.means, "n_queries": scores.n_queries,
                      "share": share})
     ranx_check = _ranx_agreement(per_member, fused_rrf, spec, weights)

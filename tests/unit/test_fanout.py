@@ -110,3 +110,39 @@ def test_other_config_errors() -> None:
         FanOut([a], 5, timeout_s=0)
     with FanOut([a], 5) as fan, pytest.raises(ConfigError, match="fan-out mode"):
         fan.run(x[:2], "processes")  # type: ignore[arg-type]
+
+
+def test_shared_namespace_dedupes_by_doc_id() -> None:
+    """Two overlapping shards of one corpus in one namespace: a doc found by both is fused once
+    (RRF adds both contributions), and score merge equals exact search over the corpus."""
+    rng = np.random.default_rng(11)
+    x = normalize_rows(rng.standard_normal((600, 16)).astype(np.float32))
+    q = normalize_rows(rng.standard_normal((10, 16)).astype(np.float32))
+    keys = [f"doc{i}" for i in range(600)]
+    shards = {"s1": np.arange(0, 400), "s2": np.arange(200, 600)}  # 200..399 in both
+    members = []
+    for name, rows in shards.items():
+        idx = create_index("faiss-flat", 16, "cosine")
+        idx.build(x[rows])
+        members.append(Member(name, idx, 16, "cosine", [keys[i] for i in rows],
+                              namespace="corpus"))
+    full = create_index("faiss-flat", 16, "cosine")
+    full.build(x)
+    ref = full.search(q, 10)
+    with FanOut(members, 10, fusion="score") as fan:
+        for i in range(len(q)):
+            got = [d for d, _ in fan.search(q[i]).fused]
+            assert got == [f"corpus/doc{j}" for j in ref.ids[i]]
+            assert len(set(got)) == len(got)
+    seen_shared = 0
+    with FanOut(members, 10) as fan:
+        for i in range(len(q)):
+            ans = fan.search(q[i])
+            both = ({d for d, _ in ans.answers["s1"].ranked}
+                    & {d for d, _ in ans.answers["s2"].ranked})
+            fused = dict(ans.fused)
+            assert len(fused) == len(ans.fused)
+            for d in both:  # in both lists: two RRF contributions, above any single-list doc
+                assert d in fused and fused[d] > 1 / 61
+            seen_shared += len(both)
+    assert seen_shared > 0
