@@ -10,14 +10,14 @@ Every function takes plain points (see :mod:`retrieval.report.points`) and retur
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from retrieval.report.points import config_key, points_frame, series_name, timed
+from retrieval.report.points import config_key, points_frame, series_names, timed
 from retrieval.report.style import (
     FRONT_COLOR,
     Colors,
@@ -40,12 +40,15 @@ def _recall_limits(ax: Axes, recalls: Sequence[float], target: float | None) -> 
     ax.set_ylim(max(0.0, lo - 0.03), 1.005)
 
 
-def _series(points: Sequence[Point], order_key: str) -> dict[str, list[Point]]:
+Namer = Callable[[Point], str]
+
+
+def _series(points: Sequence[Point], order_key: str, name: Namer) -> dict[str, list[Point]]:
     out: dict[str, list[Point]] = {}
     for p in points:
-        out.setdefault(series_name(p), []).append(p)
-    for name in out:
-        out[name].sort(key=lambda p: float(p[order_key]))
+        out.setdefault(name(p), []).append(p)
+    for ser in out.values():
+        ser.sort(key=lambda p: float(p[order_key]))
     return out
 
 
@@ -54,12 +57,13 @@ def _front_points(points: Sequence[Point], cost: str, higher: bool) -> list[Poin
     return [points[i] for i in idx]
 
 
-def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colors) -> None:
+def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colors,
+                 namer: Namer) -> None:
     offsets = ((8, -13), (8, 7), (-70, 7), (-70, -13))
     for i, c in enumerate(chosen):
         if c.get(x) is None or c.get(y) is None:
             continue
-        name = series_name(c)
+        name = namer(c)
         ax.scatter([float(c[x])], [float(c[y])], marker="*", s=260, color=colors.color(name),
                    edgecolor="black", linewidth=0.8, zorder=6,
                    label="chosen (cheapest meeting target)" if i == 0 else None)
@@ -88,7 +92,8 @@ def recall_vs_latency(
     if not pts:
         empty_panel(ax, "no timed points (single-query mode was not measured)", title=head)
         return fig
-    for name, ser in _series(pts, "recall").items():
+    namer = series_names([*points, *chosen])
+    for name, ser in _series(pts, "recall", namer).items():
         xs = [float(p["p95_ms"]) for p in ser]
         ys = [float(p["recall"]) for p in ser]
         ax.plot(xs, ys, marker=colors.marker(name), ms=5, lw=1.4, color=colors.color(name),
@@ -98,7 +103,7 @@ def recall_vs_latency(
         ax.step([float(p["p95_ms"]) for p in fr], [float(p["recall"]) for p in fr],
                 where="post", color=FRONT_COLOR, lw=2.2, alpha=0.55, zorder=2,
                 label=f"Pareto front ({len(fr)} points)")
-    _mark_chosen(ax, chosen, "p95_ms", "recall", colors)
+    _mark_chosen(ax, chosen, "p95_ms", "recall", colors, namer)
     draw_target(ax, target, f"target recall@{k} = {target}")
     if log_ok(p["p95_ms"] for p in pts):
         ax.set_xscale("log")
@@ -127,7 +132,8 @@ def recall_vs_qps(
     if not pts:
         empty_panel(ax, "no points with QPS", title=head)
         return fig
-    for name, ser in _series(pts, "recall").items():
+    namer = series_names([*points, *chosen])
+    for name, ser in _series(pts, "recall", namer).items():
         ax.plot([float(p["recall"]) for p in ser], [float(p["qps"]) for p in ser],
                 marker=colors.marker(name), ms=5, lw=1.4, color=colors.color(name), label=name,
                 zorder=3)
@@ -136,7 +142,7 @@ def recall_vs_qps(
         ax.step([float(p["recall"]) for p in fr], [float(p["qps"]) for p in fr], where="pre",
                 color=FRONT_COLOR, lw=2.2, alpha=0.55, zorder=2,
                 label=f"Pareto front ({len(fr)} points)")
-    _mark_chosen(ax, chosen, "recall", "qps", colors)
+    _mark_chosen(ax, chosen, "recall", "qps", colors, namer)
     draw_target(ax, target, f"target recall@{k} = {target}", axis="x")
     if log_ok(p["qps"] for p in pts):
         ax.set_yscale("log")
@@ -224,7 +230,11 @@ def _heatmap(ax: Axes, grid: np.ndarray, rows: Sequence[Any], cols: Sequence[Any
 def _grid(frame: Any, rows_col: str, cols_col: str, value: str,
           agg: str = "mean") -> tuple[np.ndarray, list[Any], list[Any]]:
     sub = frame.dropna(subset=[rows_col, cols_col])
-    piv = sub.pivot_table(index=rows_col, columns=cols_col, values=value, aggfunc=agg)
+    piv = sub.pivot_table(index=rows_col, columns=cols_col, values=value, aggfunc=agg,
+                          dropna=False)
+    # every measured row/column, also where no cell has a value (e.g. none meets the target)
+    piv = piv.reindex(index=sorted(sub[rows_col].unique()),
+                      columns=sorted(sub[cols_col].unique()))
     rows = [_nice(v) for v in piv.index]
     cols = [_nice(v) for v in piv.columns]
     return piv.to_numpy(dtype=np.float64), rows, cols
@@ -278,9 +288,12 @@ def param_surface(
         _heatmap(axes[0], g, r, c, title=f"recall@{k} at the most accurate search measured",
                  xlabel=xl, ylabel=yl, fmt=".3f", cmap="viridis", cbar_label=f"recall@{k}",
                  fig=fig)
+        if target is not None:
+            _outline_meeting(axes[0], g, target)
         g, r, c = _grid(cell, rows, cols, "p95_ms")
-        what = "cheapest p95 meeting the target" if target is not None else "p95 latency"
-        _heatmap(axes[1], g, r, c, title=f"{what} (ms)", xlabel=xl, ylabel=yl, fmt=".3g",
+        what = (f"cheapest p95 with recall@{k} >= {target} (ms; - = none)"
+                if target is not None else "p95 latency at the most accurate search (ms)")
+        _heatmap(axes[1], g, r, c, title=what, xlabel=xl, ylabel=yl, fmt=".3g",
                  cmap="magma_r", cbar_label="single-query p95 (ms)", fig=fig, log=True)
         g, r, c = _grid(frame, rows, cols, "build_s", "max")
         _heatmap(axes[2], g, r, c, title="build time (s)", xlabel=xl, ylabel=yl, fmt=".3g",
@@ -312,8 +325,8 @@ def param_surface(
             _build_bars(axes[3], frame, build_col, "memory_mib", "index memory (MiB)")
         else:
             empty_panel(axes[3], "no memory measured", title="index memory (MiB)")
-    fig.suptitle(head + (f"  (target recall@{k} = {target}: cells meeting it outlined)"
-                         if target is not None and not both_build else ""), fontsize=12)
+    fig.suptitle(head + (f"  (target recall@{k} = {target}: cells meeting it outlined in red)"
+                         if target is not None else ""), fontsize=12)
     return fig
 
 
@@ -364,7 +377,8 @@ def build_costs(points: Sequence[Point], *, title: str | None = None) -> Figure:
         seen.setdefault(config_key({**p, "search": {}}), p)
     builds = list(seen.values())
     fig, axes = new_figure(1, 2, width=9.0, height=max(2.4, 0.42 * len(builds) + 1.4))
-    labels = [series_name(p) for p in builds]
+    namer = series_names(builds)
+    labels = [namer(p) for p in builds]
     colors = Colors(labels)
     for ax, key, scale, name in ((axes[0], "build_s", 1.0, "build time (s)"),
                                  (axes[1], "memory_bytes", 2**20, "index memory (MiB)")):

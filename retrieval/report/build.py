@@ -17,7 +17,7 @@ from retrieval.report import ann, rag
 from retrieval.report.html import Section, Table, render
 from retrieval.report.load import Run, load_run
 from retrieval.report.perquery import per_query_recall
-from retrieval.report.points import cheapest_meeting, points_frame, series_name, timed
+from retrieval.report.points import cheapest_meeting, points_frame, series_names, timed
 from retrieval.report.style import Colors, params_text, png_bytes
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
     target = s.get("target_recall")
     points = index_points(run)
     chosen = chosen_points(run)
-    colors = Colors(series_name(p) for p in points)
+    namer = series_names([*points, *chosen])
+    colors = Colors(namer(p) for p in points)
     figs: Figures = [
         ("recall_vs_p95", f"Recall@{k} vs p95 latency",
          ann.recall_vs_latency(points, k=k, target=target, chosen=chosen, colors=colors),

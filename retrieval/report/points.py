@@ -9,7 +9,7 @@ latency, ms; None when not timed), ``qps`` (batch queries/s), ``build_s`` (s),
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from retrieval.store import flatten
@@ -22,6 +22,30 @@ def series_name(p: Mapping[str, Any]) -> str:
     name = str(p.get("label") or p.get("backend") or "?")
     build = p.get("build") or {}
     return f"{name} {params_text(build)}" if build else name
+
+
+def series_names(points: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
+    """A namer for the lines of one plot: label/backend plus only the build params that vary
+    among that label's builds (all of them when there is one build), so legends stay short."""
+    import json as _json
+
+    from retrieval.report.style import params_text
+
+    values: dict[str, dict[str, set[str]]] = {}
+    for p in points:
+        label = str(p.get("label") or p.get("backend") or "?")
+        for k, v in (p.get("build") or {}).items():
+            values.setdefault(label, {}).setdefault(k, set()).add(_json.dumps(v, default=str))
+    varying = {label: {k for k, vs in keys.items() if len(vs) > 1}
+               for label, keys in values.items()}
+
+    def name(p: Mapping[str, Any]) -> str:
+        label = str(p.get("label") or p.get("backend") or "?")
+        build = p.get("build") or {}
+        keys = [k for k in build if k in varying.get(label, set())] or list(build)
+        return f"{label} {params_text(build, keys)}" if build else label
+
+    return name
 
 
 def config_key(p: Mapping[str, Any]) -> str:
@@ -66,4 +90,5 @@ def cheapest_meeting(
     return list(best.values())
 
 
-__all__ = ["cheapest_meeting", "config_key", "points_frame", "series_name", "timed"]
+__all__ = ["cheapest_meeting", "config_key", "points_frame", "series_name", "series_names",
+           "timed"]

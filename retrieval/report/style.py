@@ -75,7 +75,10 @@ def finish(ax: Axes, *, title: str, xlabel: str, ylabel: str, legend: bool = Tru
     ax.grid(True, which="minor", alpha=0.12)
     if legend:
         handles, _labels = ax.get_legend_handles_labels()
-        if handles:
+        if handles and legend_loc == "below":  # outside, under the axes: never hides data
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+                      ncols=legend_cols, framealpha=0.85)
+        elif handles:
             ax.legend(fontsize=8, loc=legend_loc, ncols=legend_cols, framealpha=0.85)
 
 

@@ -1,0 +1,249 @@
+"""The cross-layer study spec (``sweeps/rag-end-to-end.yaml``, ``kind: rag-study``).
+
+YAML -> pydantic (``extra="forbid"``). Units: latency in ms, money in USD, thresholds in cosine
+distance (0..2, lower is stricter), quality metrics 0..1. Errors name the file, the field, what
+is allowed and the value received.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from retrieval.cache_spec import CacheTuneSpec
+from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.registry import get_backend
+from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.rerank_spec import EmbedderSpec, RerankerSpec
+
+KIND = "rag-study"
+STAT_TESTS = ("fisher", "student", "wilcoxon")
+
+
+class IndexKnobSpec(Params):
+    """The first-stage index and the one search knob the study tunes (any adapter)."""
+
+    backend: str = "faiss-ivf"
+    metric: Literal["cosine", "ip", "l2"] = "cosine"
+    build: dict[str, Any] = Field(default_factory=dict)
+    knob: str = "nprobe"
+    values: list[int] = Field(min_length=1)
+    #: other search params, fixed
+    search: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("values")
+    @classmethod
+    def _values(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v) or len(set(v)) != len(v):
+            raise ValueError("must be distinct integers >= 1")
+        return sorted(v)
+
+
+class RetrievalSpec(Params):
+    """The retrieval path: SciFact (BEIR test) queries through the embedder and the index."""
+
+    collection: Literal["scifact"] = "scifact"
+    max_queries: int | None = Field(None, ge=4, description="seeded subset (quick runs)")
+    tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
+    k: int = Field(10, ge=1, le=100, description="nDCG@k and recall@k of the final list")
+    embedder: EmbedderSpec = EmbedderSpec()
+    index: IndexKnobSpec
+
+
+class RerankLegSpec(Params):
+    """Rerank depths (0 = no rerank); scored once at the largest depth, prefixes evaluated."""
+
+    reranker: RerankerSpec = RerankerSpec()
+    depths: list[int] = Field(min_length=1)
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, v: list[int]) -> list[int]:
+        if any(d < 0 or d > 1000 for d in v) or len(set(v)) != len(v):
+            raise ValueError("must be distinct integers in [0, 1000]")
+        return sorted(v)
+
+
+class LatencyPlan(Params):
+    """What is timed (single query, ms): the index search for every query at every (knob value,
+    fetch size) after ``search_warmup`` untimed calls; the query embedding and the rerank call at
+    every depth for ``sample_queries`` seeded queries (the model's cost barely depends on the
+    query, and each call costs up to a second on 2 cores), after ``warmup`` untimed calls,
+    median of ``repeats``."""
+
+    sample_queries: int = Field(16, ge=1, le=10_000)
+    warmup: int = Field(1, ge=0, le=100)
+    repeats: int = Field(1, ge=1, le=20)
+    search_warmup: int = Field(10, ge=0, le=10_000)
+    #: torch intra-op threads while the model calls are timed (None: torch's default)
+    torch_threads: int | None = Field(None, ge=1, le=512)
+
+
+class CostModel(Params):
+    """Cost per query = (miss) one LLM call (the cache spec's token prices) + the retrieval
+    host's time: the host is billed ``usd_per_host_hour`` and serves one query at a time, so a
+    query costs its end-to-end wall time at that rate; plus ``cache.cost.usd_per_1k_lookups``."""
+
+    usd_per_host_hour: float = Field(0.10, ge=0.0)
+
+
+class ConstraintsSpec(Params):
+    """``target_recall``: the final top-k must keep this share of the exact dense top-k (recall@k
+    by id against exact search with the same embeddings; a bootstrap lower bound at
+    ``confidence`` over the tuning queries must meet it). The false-hit cap is the cache spec's
+    ``tuning.max_false_hit`` (upper bound at its confidence)."""
+
+    target_recall: float = Field(0.9, gt=0.0, le=1.0)
+    confidence: float = Field(0.95, ge=0.5, lt=1.0)
+    resamples: int = Field(1000, ge=100, le=100_000)
+
+
+class OptunaSpec(Params):
+    sampler: Literal["nsga2", "tpe", "random"] = "nsga2"
+    n_trials: int = Field(80, ge=1, le=100_000)
+    population_size: int = Field(20, ge=2, le=10_000)
+    threshold_step: float = Field(0.01, gt=0.0, le=0.5, description="cosine distance")
+
+
+class DefaultSpec(Params):
+    """The untuned configuration the chosen one is tested against (folklore defaults)."""
+
+    knob: int
+    depth: int
+    threshold: float = Field(ge=0.0, le=2.0, description="cosine distance")
+
+
+class ChoiceSpec(Params):
+    """From the feasible Pareto set: the lowest cost (then p95) among points whose tuning
+    end-to-end nDCG@k is within ``tolerance`` (absolute) of the best one."""
+
+    tolerance: float = Field(0.01, ge=0.0, le=1.0)
+
+
+class SignificanceSpec(Params):
+    test: Literal["fisher", "student", "wilcoxon"] = "fisher"
+    n_permutations: int = Field(2000, ge=100, le=1_000_000)
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)
+
+
+class StudySpec(Params):
+    """One study across layers: index knob x rerank depth x cache threshold."""
+
+    kind: Literal["rag-study"]
+    name: str = Field("rag-end-to-end", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = 0
+    retrieval: RetrievalSpec
+    rerank: RerankLegSpec
+    latency: LatencyPlan = LatencyPlan()
+    cache: CacheTuneSpec = CacheTuneSpec()
+    cost: CostModel = CostModel()
+    constraints: ConstraintsSpec = ConstraintsSpec()
+    optuna: OptunaSpec = OptunaSpec()
+    default: DefaultSpec
+    choice: ChoiceSpec = ChoiceSpec()
+    significance: SignificanceSpec = SignificanceSpec()
+    source: str = Field("<memory>", exclude=True)
+
+    @model_validator(mode="after")
+    def _defaults_in_grid(self) -> StudySpec:
+        idx = self.retrieval.index
+        if self.default.knob not in idx.values:
+            raise ValueError(f"default.knob must be one of retrieval.index.values {idx.values}; "
+                             f"received {self.default.knob}")
+        if self.default.depth not in self.rerank.depths:
+            raise ValueError(f"default.depth must be one of rerank.depths "
+                             f"{self.rerank.depths}; received {self.default.depth}")
+        top = self.cache.tuning.max_threshold
+        if self.default.threshold > top:
+            raise ValueError(f"default.threshold must be <= cache.tuning.max_threshold ({top}); "
+                             f"received {self.default.threshold}")
+        return self
+
+    @property
+    def thresholds(self) -> list[float]:
+        """The threshold grid Optuna picks from (cosine distance), including the default."""
+        step = self.optuna.threshold_step
+        top = self.cache.tuning.max_threshold
+        grid = {round(i * step, 10) for i in range(round(top / step) + 1)}
+        grid.add(round(self.default.threshold, 10))
+        return sorted(grid)
+
+    @property
+    def fetch_sizes(self) -> list[int]:
+        """Candidates fetched per query for each depth: max(depth, k)."""
+        return sorted({max(d, self.retrieval.k) for d in self.rerank.depths})
+
+
+def _check_backend(spec: StudySpec) -> None:
+    idx = spec.retrieval.index
+    where = spec.source
+    cls = get_backend(idx.backend, where=f"{where}: field 'retrieval.index.backend'")
+    build = validate_params(cls.BuildParams, idx.build, where=where,
+                            prefix="retrieval.index.build.")
+    known = set(cls.SearchParams.model_fields)
+    if idx.knob not in known:
+        raise param_error("retrieval.index.knob", f"one of {', '.join(sorted(known))}",
+                          idx.knob, where=where)
+    for v in idx.values:
+        search = validate_params(cls.SearchParams, {**idx.search, idx.knob: v}, where=where,
+                                 prefix="retrieval.index.")
+        try:
+            cls.check_combination(build, search, max(spec.fetch_sizes))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: retrieval.index.values: {exc}") from None
+
+
+def parse_study_spec(data: Any, source: str = "<memory>") -> StudySpec:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a spec must be a YAML mapping; received "
+                          f"{type(data).__name__}")
+    try:
+        spec = StudySpec.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        raise format_validation_error(exc, StudySpec, where=source) from None
+    _check_backend(spec)
+    return spec
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"spec file '{path}' does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"spec file '{path}' cannot be read ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: malformed YAML{loc}") from None
+
+
+def load_study_spec(path: str | Path) -> StudySpec:
+    p = Path(path)
+    return parse_study_spec(_read_yaml(p), source=str(p))
+
+
+def is_study_spec(path: str | Path) -> bool:
+    """True when ``path`` is a YAML mapping with ``kind: rag-study`` (what ``rwb sweep``
+    dispatches on); False for anything else, including unreadable files (the index-sweep
+    loader then reports the problem)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+__all__ = [
+    "KIND",
+    "STAT_TESTS",
+    "StudySpec",
+    "is_study_spec",
+    "load_study_spec",
+    "parse_study_spec",
+]
