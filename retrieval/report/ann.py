@@ -64,9 +64,11 @@ def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colo
         if c.get(x) is None or c.get(y) is None:
             continue
         name = namer(c)
+        if i == 0:  # one neutral legend entry for every star
+            ax.scatter([], [], marker="*", s=200, color="white", edgecolor="black",
+                       label="chosen (cheapest meeting target)")
         ax.scatter([float(c[x])], [float(c[y])], marker="*", s=260, color=colors.color(name),
-                   edgecolor="black", linewidth=0.8, zorder=6,
-                   label="chosen (cheapest meeting target)" if i == 0 else None)
+                   edgecolor="black", linewidth=0.8, zorder=6)
         text = params_text(c.get("search")) if c.get("search") else "exact"
         ax.annotate(text, (float(c[x]), float(c[y])),
                     textcoords="offset points", xytext=offsets[i % len(offsets)], fontsize=7.5,

@@ -98,6 +98,7 @@ class Scorer:
         self._conf = ConfidenceSpec(method="bootstrap", level=c.confidence,
                                     resamples=c.resamples)
         self._path = lru_cache(maxsize=None)(self._path_figures)
+        self._scored: dict[tuple[Config, str], Outcome] = {}
 
     def mask(self, split: str) -> np.ndarray:
         if split == "tuning":
@@ -127,6 +128,12 @@ class Scorer:
         return p50, p95, mean, float(np.percentile(miss, 95))
 
     def score(self, cfg: Config, split: str) -> Outcome:
+        key = (cfg, split)
+        if key not in self._scored:
+            self._scored[key] = self._score(cfg, split)
+        return self._scored[key]
+
+    def _score(self, cfg: Config, split: str) -> Outcome:
         ndcg_path, recall, recall_lb = self._path(cfg.knob, cfg.depth, split)
         cache = self.ct.at(split, cfg.threshold)
         h, f = cache["hit_rate"], cache["false_hit_rate"]

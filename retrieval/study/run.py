@@ -18,6 +18,7 @@ SQLite would cost more than the whole search) unless ``--storage URL`` names a s
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ def _trial_rows(study: Any, knob: str) -> list[dict[str, Any]]:
 
 
 def summarise(spec: StudySpec, rt: RetrievalTables, ct: CacheTables, scorer: Scorer,
-              study: Any, storage: str, timing: dict[str, float]) -> dict[str, Any]:
+              study: Any, storage: str, timing: dict[str, float | None]) -> dict[str, Any]:
     knob = spec.retrieval.index.knob
     k = spec.retrieval.k
     front = optuna_front(study, spec, scorer)
@@ -182,6 +183,7 @@ def run_study(
     """Run ``spec``; write and return the run directory and its summary."""
     note = progress or (lambda s: None)
     run = RunDir.create(out, spec.name)
+    load_start = _load_avg()
     t0 = time.perf_counter()
     rt = measure_retrieval(spec, progress=note)
     t1 = time.perf_counter()
@@ -194,7 +196,8 @@ def run_study(
                        n_trials=n_trials)
     url = storage or "in-memory (every trial in trials.parquet)"
     t3 = time.perf_counter()
-    timing = {"retrieval_s": t1 - t0, "cache_s": t2 - t1, "optuna_s": t3 - t2}
+    timing = {"retrieval_s": t1 - t0, "cache_s": t2 - t1, "optuna_s": t3 - t2,
+              "load_avg_1m_start": load_start, "load_avg_1m_end": _load_avg()}
     summary = summarise(spec, rt, ct, scorer, study, url, timing)
     summary["timing_s"]["total_s"] = time.perf_counter() - t0
     summary["run_id"] = run.run_id
@@ -212,6 +215,14 @@ def run_study(
     run.write_table("trials.parquet", _trial_rows(study, spec.retrieval.index.knob))
     run.write_table("grid.parquet", grid_rows(spec, scorer))
     return StudyResult(run, summary)
+
+
+def _load_avg() -> float | None:
+    """The host's 1-minute load average (latencies here are wall times on a shared host)."""
+    try:
+        return float(os.getloadavg()[0])
+    except OSError:
+        return None
 
 
 def grid_rows(spec: StudySpec, scorer: Scorer) -> list[dict[str, Any]]:

@@ -156,3 +156,15 @@ def test_is_study_spec_false_for_non_mapping(tmp_path: Path):
     p = tmp_path / "x.yaml"
     p.write_text("- 1\n- 2\n")
     assert not is_study_spec(p)
+
+
+def test_cli_sweep_dispatches_study_and_rejects_index_only_flags(capsys):
+    from retrieval.cli import main
+
+    assert main(["sweep", str(SPEC_FILE), "--strategy", "grid"]) == 2
+    err = capsys.readouterr().err
+    assert "rag-study always runs Optuna" in err and "'grid'" in err
+    assert main(["sweep", str(SPEC_FILE), "--target-recall", "1.5"]) == 2
+    assert "--target-recall" in capsys.readouterr().err
+    assert main(["sweep", str(SPEC_FILE), "--threads", "2"]) == 2
+    assert "--threads" in capsys.readouterr().err
