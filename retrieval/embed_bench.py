@@ -201,7 +201,11 @@ class STEngine:
         return self.embedder.effective_max_seq_length
 
     def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
-        return np.minimum(self.embedder.count_tokens(texts), self.max_tokens)
+        """Word-piece tokens per text as the model sees them (special tokens included,
+        truncated to the model's limit)."""
+        ids = self.embedder.tokenizer(list(texts), truncation=True,
+                                      max_length=self.max_tokens)["input_ids"]
+        return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
 
     def forward(self, texts: Sequence[str]) -> tuple[np.ndarray, int, int]:
         torch = _torch()
