@@ -67,7 +67,8 @@ class IvfBuild(Params):
     @classmethod
     def _pq_nbits_needs_pq(cls, v: int, info: ValidationInfo) -> int:
         enc = info.data.get("encoding")
-        if enc is not None and enc != "pq":
+        # the default (8) is accepted for any encoding so that a dumped config validates again
+        if enc is not None and enc != "pq" and v != 8:
             raise ValueError(f"applies only when encoding is 'pq' (encoding is '{enc}')")
         return v
 

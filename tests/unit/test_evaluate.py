@@ -54,3 +54,13 @@ def test_unknown_backend_and_param_suggest_closest(small):
             ev.build("faiss-flt", {})
         with pytest.raises(ConfigError, match="unknown"):
             ev.build("faiss-flat", {"nlist": 3})
+
+
+def test_recorded_build_params_validate_again(small):
+    """What a run records for a build (build_dict) must be accepted again (export, verify)."""
+    from retrieval.indexes import get_backend
+
+    with Evaluator(small, 5, warmup=0) as ev:
+        built = ev.build("faiss-ivf", {"nlist": 16})
+        cls = get_backend("faiss-ivf")
+        assert cls.BuildParams.model_validate(built.build_dict) == built.build
