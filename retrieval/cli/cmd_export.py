@@ -17,14 +17,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Write the cheapest config meeting the target of a sweep run in an engine's own "
             "parameter names (milvus, faiss, hnswlib, qdrant, weaviate; redisvl for "
-            "semantic-cache threshold runs), with the evidence: target, recall and its lower "
+            "semantic-cache threshold runs; rerank for rwb tune rerank depth runs), with the "
+            "evidence: target, recall and its lower "
             "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
             "Exit 1 when the run has no config meeting the target for that engine."
         ),
     )
-    p.add_argument("run", help="run directory of rwb sweep (or rwb tune cache for redisvl)")
+    p.add_argument("run", help="run directory of rwb sweep (rwb tune cache for redisvl, "
+                   "rwb tune rerank for rerank)")
     p.add_argument("--engine", required=True,
-                   help="milvus | faiss | hnswlib | qdrant | weaviate | redisvl")
+                   help="milvus | faiss | hnswlib | qdrant | weaviate | redisvl | rerank")
     p.add_argument("--out", required=True, help="output file (.yaml, or .json)")
     p.add_argument("--backend", help="export this index label/backend's config")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")

@@ -2,7 +2,9 @@
 
 Dispatch is by the run's kind (``summary.json`` ``kind``, else ``manifest.json`` ``kind``):
 ``sweep`` runs (ANN indexes) go to :mod:`retrieval.export.ann` / :mod:`retrieval.export.verify`;
-semantic-cache threshold runs (``cache-tune``) go to the redisvl exporter.
+semantic-cache threshold runs (``cache-tune``) go to the redisvl exporter; rerank-depth runs
+(``rerank-sweep``, from ``rwb tune rerank``) go to :mod:`retrieval.export.rerank`
+(``--engine rerank``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from retrieval.store import RunDir
 #: the module that exports/verifies semantic-cache thresholds for redisvl
 REDISVL_MODULE = "retrieval.export_redisvl"
 CACHE_KINDS = ("cache-tune",)
+RERANK_KINDS = ("rerank-sweep",)
 
 
 def run_kind(run: RunDir) -> str:
@@ -69,6 +72,20 @@ def export_run(
                 f"--engine redisvl; received --engine {engine}"
             )
         return _redisvl().export_run(run.path, out)
+    if kind in RERANK_KINDS or engine == "rerank":
+        from retrieval.export.rerank import export_rerank
+
+        if kind not in RERANK_KINDS:
+            raise ConfigError(
+                f"--engine rerank exports a tuned rerank depth (a run of rwb tune rerank); "
+                f"run '{run.path}' is a '{kind}' run"
+            )
+        if engine != "rerank":
+            raise ConfigError(
+                f"run '{run.path}' tuned a rerank depth: export it with --engine rerank; "
+                f"received --engine {engine}"
+            )
+        return export_rerank(run, out)
     if kind != "sweep":
         raise NothingToExport(
             f"run '{run.path}' is an rwb '{kind}' run: it has no tuned config; tune it with "
@@ -82,6 +99,10 @@ def verify_file(path: Path | str) -> Any:
     doc = read_config(path)
     if doc.get("engine") == "redisvl" or doc.get("kind") in CACHE_KINDS:
         return _redisvl().verify_file(path)
+    if doc.get("engine") == "rerank" or doc.get("kind") == "rerank-depth":
+        from retrieval.export.rerank import verify_rerank
+
+        return verify_rerank(path)
     if doc.get("kind") != "ann-index":
         raise ConfigError(
             f"{path}: not an rwb export (field 'kind' must be 'ann-index'; received "

@@ -27,7 +27,8 @@ from retrieval.errors import ConfigError, param_error
 from retrieval.export.portable import Auto, Flat, Hnsw, Ivf, Portable
 from retrieval.params import Params, validate_params
 
-ENGINES: tuple[str, ...] = ("milvus", "faiss", "hnswlib", "qdrant", "weaviate", "redisvl")
+ENGINES: tuple[str, ...] = ("milvus", "faiss", "hnswlib", "qdrant", "weaviate", "redisvl",
+                            "rerank")
 #: engines with an rwb backend of their own (preferred as the source of an export)
 OWN_BACKENDS: dict[str, tuple[str, ...]] = {
     "milvus": ("milvus",),
