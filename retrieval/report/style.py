@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -85,7 +86,9 @@ def finish(ax: Axes, *, title: str, xlabel: str, ylabel: str, legend: bool = Tru
 def note(fig: Figure, text: str) -> None:
     """A small footnote under the panels (units, definitions, where the numbers come from)."""
     if text:
-        fig.supxlabel(text, fontsize=7.5, color="#444444", x=0.01, ha="left")
+        width = int(fig.get_figwidth() * 17)  # characters of 7.5 pt text per line, about
+        fig.supxlabel(textwrap.fill(text, width), fontsize=7.5, color="#444444", x=0.01,
+                      ha="left")
 
 
 def empty_panel(ax: Axes, message: str, *, title: str = "") -> None:

@@ -1,0 +1,348 @@
+"""Write notebooks/*.ipynb from the cell sources below (outputs stripped: what git stores).
+
+    .venv/bin/python scripts/build_notebooks.py        # regenerate after editing a cell here
+
+The notebooks only call the library (retrieval.report, retrieval.tune, retrieval.runner, the
+RAG-layer modules); every plot is a retrieval.report function. Each notebook reads a run
+directory given by an environment variable, else makes a small run itself:
+
+- 01: RWB_NOTEBOOK_RUN = an `rwb sweep` run directory;
+- 02: RWB_NOTEBOOK_RUN = an `rwb eval` (or sweep) run with several builds;
+- 03: RWB_NOTEBOOK_EMBED_RUN, RWB_NOTEBOOK_FANOUT_RUN, RWB_NOTEBOOK_RERANK_RUN,
+  RWB_NOTEBOOK_CACHE_RUN = `rwb bench embed|fanout`, `rwb tune rerank|cache` run directories.
+
+RWB_NOTEBOOK_DIR sets where the small runs go (default: a temporary folder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1] / "notebooks"
+
+SETUP = """\
+%matplotlib inline
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from IPython.display import display
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+pd.set_option("display.width", 160)
+WORK = Path(os.environ.get("RWB_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="rwb-notebook-"))
+WORK.mkdir(parents=True, exist_ok=True)
+"""
+
+NB01 = [
+    new_markdown_cell("""\
+# 01 - ef_search / nprobe trade-offs
+
+What does each extra unit of the search knob buy? This notebook loads a **sweep run**
+(`rwb sweep SPEC --out RUN`), plots recall@10 against single-query p95 latency (log x, the
+ann-benchmarks convention) and against batch QPS (log y) per backend and build, with the Pareto
+front and the target line, looks at the **per-query** recall behind the mean at the chosen point,
+picks an operating point and exports it in an engine's own parameter names.
+
+Set `RWB_NOTEBOOK_RUN` to a sweep run directory to look at your own run; otherwise a small grid
+sweep (10,000 synthetic vectors, three backends) is made here in under a minute."""),
+    new_code_cell(SETUP + """
+from retrieval.report import ann, load_run
+from retrieval.report.build import chosen_points, index_points
+from retrieval.report.perquery import per_query_recall
+from retrieval.report.points import cheapest_meeting
+
+RUN = os.environ.get("RWB_NOTEBOOK_RUN")"""),
+    new_code_cell("""\
+SPEC = '''
+name: nb01-tradeoffs
+dataset: {name: synthetic-20k, n: 10000, n_queries: 200}
+k: 10
+warmup: 8
+batch_repeats: 2
+target_recall: 0.95
+tune: {strategy: grid, heldout_fraction: 0.5}
+indexes:
+  - backend: hnswlib
+    build: {M: [8, 16], ef_construction: 40}
+    search: {ef_search: [10, 16, 24, 32, 48, 64, 96]}
+  - backend: faiss-hnsw
+    build: {M: 8, ef_construction: 40}
+    search: {ef_search: [10, 16, 24, 32, 48, 64, 96]}
+  - backend: faiss-ivf
+    build: {nlist: 64}
+    search: {nprobe: [1, 2, 3, 4, 6, 8, 12, 16]}
+'''
+if RUN is None:
+    from retrieval.spec import parse_spec
+    from retrieval.tune.sweep import run_sweep
+
+    spec = parse_spec(yaml.safe_load(SPEC), source="notebook 01")
+    RUN = str(run_sweep(spec, WORK / "nb01-sweep").run.path)
+run = load_run(RUN)
+s = run.summary
+K, TARGET = int(s["k"]), s.get("target_recall")
+print(f"{run.kind} run {run.run_id}: {s.get('dataset')}, k={K}, target recall@{K} = {TARGET}")"""),
+    new_markdown_cell("""\
+## The measured points and each backend's choice
+
+A sweep chooses, per backend, the cheapest config whose recall *lower confidence bound* meets
+the target on the tuning queries, then re-measures it on held-out queries."""),
+    new_code_cell("""\
+points = index_points(run)
+chosen = chosen_points(run)
+cols = ["label", "build", "search", "recall", "recall_lb", "p95_ms", "qps"]
+if chosen:
+    display(pd.DataFrame(chosen)[[c for c in cols if c in chosen[0]]])
+else:
+    print("nothing met the target")"""),
+    new_code_cell("""\
+display(ann.recall_vs_latency(points, k=K, target=TARGET, chosen=chosen))
+display(ann.recall_vs_qps(points, k=K, target=TARGET, chosen=chosen))"""),
+    new_markdown_cell("""\
+## Per-query recall at the chosen point
+
+A mean recall of 0.95 can hide queries that get almost nothing right. Sweeps do not store
+per-query recall, so the chosen config is rebuilt from the run's spec and measured once more
+(`remeasure=True`; `rwb eval` runs store it in `per_query.parquet`)."""),
+    new_code_cell("""\
+pick = min(chosen, key=lambda c: c["p95_ms"])
+values = per_query_recall(run, pick, remeasure=True)
+where = f"{pick['label']} {pick['search']}"
+print(f"{where}: mean {values.mean():.4f}, share of queries below the target "
+      f"{(values < TARGET).mean():.1%}, worst query {values.min():.2f}")
+display(ann.per_query_recall(values, k=K, target=TARGET, config=where))"""),
+    new_markdown_cell("""\
+## Pick an operating point, export it
+
+The sweep's choice is for its target. The measured points answer other targets too: here the
+cheapest measured config per backend for a stricter target (point estimate on the tuning
+queries, not a new sweep). Exporting writes the sweep's chosen config in the engine's own names
+with its evidence; `rwb verify FILE` re-measures it."""),
+    new_code_cell("""\
+STRICT = 0.99
+strict = cheapest_meeting(points, STRICT)
+display(pd.DataFrame(strict)[["label", "build", "search", "recall", "p95_ms", "qps"]]
+        if strict else f"no measured config reaches {STRICT}")"""),
+    new_code_cell("""\
+from retrieval.export import export_run
+
+label = next((c["label"] for c in chosen if c["backend"] == "hnswlib"), chosen[0]["label"])
+engine = "hnswlib" if label.startswith("hnswlib") else "faiss"
+exported = export_run(RUN, engine, WORK / f"tuned.{engine}.yaml", backend=label)
+print(exported.path.read_text()[:900])"""),
+]
+
+NB02 = [
+    new_markdown_cell("""\
+# 02 - IVF nprobe and build parameters
+
+Build parameters set what the search knob can reach and what it costs to get there: `nlist`
+against `nprobe` for IVF, `M` against `ef_construction` for HNSW, with build time and memory
+beside them. The surfaces come from an **eval run** (`rwb eval SPEC --out RUN`) that measured a
+grid of builds; set `RWB_NOTEBOOK_RUN` to use your own, otherwise a small grid (8,000
+synthetic vectors) is measured here."""),
+    new_code_cell(SETUP + """
+from retrieval.report import ann, load_run
+from retrieval.report.build import index_points
+from retrieval.report.points import cheapest_meeting
+
+RUN = os.environ.get("RWB_NOTEBOOK_RUN")
+TARGET = float(os.environ.get("RWB_NOTEBOOK_TARGET", "0.95"))"""),
+    new_code_cell("""\
+SPEC = '''
+name: nb02-build-params
+dataset: {name: synthetic-20k, n: 8000, n_queries: 150}
+k: 10
+warmup: 8
+batch_repeats: 2
+indexes:
+  - backend: faiss-ivf
+    build: {nlist: [16, 32, 64, 128]}
+    search: {nprobe: [1, 2, 4, 8, 16]}
+  - backend: hnswlib
+    build: {M: [4, 8, 16], ef_construction: [16, 40, 100]}
+    search: {ef_search: [16, 48]}
+'''
+if RUN is None:
+    from retrieval.runner import run_eval
+    from retrieval.spec import parse_spec
+
+    spec = parse_spec(yaml.safe_load(SPEC), source="notebook 02")
+    RUN = str(run_eval(spec, WORK / "nb02-eval").run.path)
+run = load_run(RUN)
+K = int(run.summary["k"])
+points = index_points(run)
+ivf = [p for p in points if p["backend"] == "faiss-ivf"]
+hnsw = [p for p in points if p["backend"] == "hnswlib"]
+print(f"{run.kind} run {run.run_id}: {len(ivf)} IVF points, {len(hnsw)} HNSW points")"""),
+    new_markdown_cell("""\
+## IVF: nlist x nprobe
+
+More lists make each probe cheaper but each list a coarser neighbourhood: the nprobe that meets
+the target grows with nlist. Cells meeting the target are outlined."""),
+    new_code_cell("""\
+display(ann.param_surface(ivf, "build.nlist", "search.nprobe", k=K, target=TARGET,
+                          title="faiss-ivf: nlist x nprobe"))"""),
+    new_markdown_cell("""\
+## HNSW: M x ef_construction
+
+Left: recall at the most accurate `ef_search` measured and the cheapest p95 whose recall meets
+the target; below: what the build costs (seconds, MiB)."""),
+    new_code_cell("""\
+display(ann.param_surface(hnsw, "build.M", "build.ef_construction", k=K, target=TARGET,
+                          title="hnswlib: M x ef_construction"))
+display(ann.build_costs(points))"""),
+    new_markdown_cell("## The cheapest config meeting the target, per build"),
+    new_code_cell("""\
+frame = pd.DataFrame(points)
+frame["series"] = frame["backend"] + " " + frame["build"].astype(str)
+best = [dict(p, series=s) for s, g in frame.groupby("series")
+        for p in cheapest_meeting(g.to_dict("records"), TARGET)]
+display(pd.DataFrame(best)[["series", "search", "recall", "p95_ms", "qps", "build_s",
+                            "memory_bytes"]].sort_values("p95_ms") if best else "none")"""),
+]
+
+NB03 = [
+    new_markdown_cell("""\
+# 03 - The RAG layer
+
+Four measurements around the index, each from a run directory (set the environment variable to
+use yours) or from a small run made here on the shared data:
+
+| part | command | variable |
+|---|---|---|
+| embedding batch sweep | `rwb bench embed` | `RWB_NOTEBOOK_EMBED_RUN` |
+| fan-out over collections | `rwb bench fanout` | `RWB_NOTEBOOK_FANOUT_RUN` |
+| rerank-depth curve | `rwb tune rerank` | `RWB_NOTEBOOK_RERANK_RUN` |
+| semantic-cache threshold | `rwb tune cache` | `RWB_NOTEBOOK_CACHE_RUN` |
+
+The small runs use a few hundred texts each (embeddings are cached in `~/.cache/rwb`); the cache
+part needs a Redis with the search module (`REDIS_URL`, else one is started from the PyPI
+wheels)."""),
+    new_code_cell(SETUP + """
+from retrieval.report import load_run, rag
+
+def from_env(name):
+    path = os.environ.get(name)
+    return load_run(path).summary if path else None"""),
+    new_markdown_cell("""\
+## Embedding: one text per call vs batches
+
+Throughput against batch size, for fixed-size and length-sorted batches, with the goal line
+(4.5x one text per call) and the library's `encode(batch_size=32)` for reference."""),
+    new_code_cell("""\
+embed = from_env("RWB_NOTEBOOK_EMBED_RUN")
+if embed is None:
+    from retrieval.embed_bench import EmbedBenchConfig, run_embed_bench
+
+    cfg = EmbedBenchConfig(collection="qqp", sample=300, batch_sizes=[1, 8, 32, 64],
+                           token_budgets=[2048], single_limit=60, dtypes=["fp32"], warmup=2)
+    res = run_embed_bench(cfg)
+    embed = {**res.summary, "rows": res.rows}
+print(f"best {embed['best_setting']}: {embed['speedup']:.2f}x one-at-a-time; "
+      f"max abs diff batched vs single {embed['max_abs_diff']:.1e}")
+display(rag.embed_batch_sweep(embed["rows"], embed))"""),
+    new_markdown_cell("""\
+## Fan-out: several collections per query
+
+Serial, thread-pool and asyncio fan-out over three collections (QQP questions, Reuters
+paragraphs, SciFact abstracts), each in its own in-process index; speedup over serial (p50)."""),
+    new_code_cell("""\
+fanout = from_env("RWB_NOTEBOOK_FANOUT_RUN")
+if fanout is None:
+    from retrieval.fanout_bench import parse_fanout_spec, run_fanout_bench
+
+    fspec = parse_fanout_spec({
+        "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],
+        "warmup": 5, "queries": {"source": "scifact", "split": "test", "n": 100},
+        "collections": [
+            {"name": "qqp", "source": "qqp", "sample": 2000, "backend": "hnswlib",
+             "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
+            {"name": "reuters", "source": "reuters", "sample": 1000, "backend": "faiss-hnsw",
+             "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
+            {"name": "scifact", "source": "scifact", "backend": "hnswlib",
+             "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
+        ],
+    }, source="notebook 03")
+    # the asyncio mode runs its own event loop: give it a thread without Jupyter's loop
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        fanout = pool.submit(run_fanout_bench, fspec).result().summary
+print({m: round(v, 2) for m, v in fanout["speedup"].items() if v is not None})
+display(rag.fanout_speedups(fanout))"""),
+    new_markdown_cell("""\
+## Rerank depth
+
+BM25 first stage on SciFact, re-scored by the packaged MiniLM as a bi-encoder: quality per depth
+from one scoring pass, whole-stage latency from actual calls; the chosen depth is the smallest
+within the tolerance of the best tuning quality."""),
+    new_code_cell("""\
+rerank = from_env("RWB_NOTEBOOK_RERANK_RUN")
+if rerank is None:
+    from retrieval.rerank_run import run_rerank_sweep
+    from retrieval.rerank_spec import parse_rerank_spec
+
+    rspec = parse_rerank_spec({
+        "name": "nb03-rerank", "dataset": "scifact", "max_queries": 80, "seed": 0,
+        "depths": [0, 5, 10, 20], "recall_k": 20, "tolerance": 0.005,
+        "latency": {"sample_queries": 3, "warmup": 1, "repeats": 1},
+        "router": {"enabled": False},
+    }, source="notebook 03")
+    rerank = run_rerank_sweep(rspec, WORK / "nb03-rerank").summary
+print(f"chosen depth {rerank['chosen_depth']} (BM25 nDCG@10 {rerank['bm25_ndcg@10']:.4f}, "
+      f"dense {rerank['dense_ndcg@10']:.4f})")
+display(rag.rerank_depth_curve(rerank))"""),
+    new_markdown_cell("""\
+## Semantic cache: hits and false hits against the threshold
+
+Quora question pairs: one side stored in the cache on Redis, the other side probed. A hit on the
+labelled duplicate is correct, any other hit is false. The chosen threshold is the largest whose
+upper confidence bound on the tuning false-hit rate stays under the cap."""),
+    new_code_cell("""\
+cache = from_env("RWB_NOTEBOOK_CACHE_RUN")
+if cache is None:
+    from retrieval.cache_run import run_cache_tuning
+    from retrieval.cache_spec import parse_cache_spec
+
+    cspec = parse_cache_spec({
+        "name": "nb03-cache", "pairs": {"limit": 1500, "seed": 0},
+        "cache": {"name": "rwb-nb03"},
+        "tuning": {"max_false_hit": 0.05, "grid_step": 0.001, "max_threshold": 0.5},
+        "latency": {"sizes": [1000], "queries": 100, "warmup": 10},
+    }, source="notebook 03")
+    cache = run_cache_tuning(cspec, write=False).summary
+print(f"threshold {cache['threshold']} ({cache['threshold_unit']}): held-out hit rate "
+      f"{cache['heldout_hit_rate']:.3f}, false-hit rate {cache['heldout_false_hit_rate']:.4f}")
+display(rag.cache_curve(cache))"""),
+]
+
+
+def build(cells: list, name: str) -> Path:
+    nb = new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    nbformat.validate(nb)
+    path = ROOT / name
+    nbformat.write(nb, path)
+    return path
+
+
+def main() -> None:
+    ROOT.mkdir(exist_ok=True)
+    for cells, name in ((NB01, "01_ef_search_tradeoffs.ipynb"),
+                        (NB02, "02_ivf_nprobe_and_build_params.ipynb"),
+                        (NB03, "03_rag_layer.ipynb")):
+        print(build(cells, name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The notebooks run top to bottom, headless (nbclient + the venv's ipykernel), on small runs
+they make themselves; each must show at least one figure and raise nothing.
+
+01 and 02 use synthetic vectors (no shared data); 03 uses ../shared/data and a Redis with the
+search module (REDIS_URL, else one started from the PyPI wheels), so it is marked slow.
+`make notebooks` runs this file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+from retrieval.paths import REPO_ROOT, data_dir  # noqa: E402
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+
+
+def _kernel_name() -> str:
+    """The kernel of this interpreter: ipykernel's native 'python3' spec runs sys.executable,
+    so a fresh venv made by `make` needs no `ipykernel install`."""
+    pytest.importorskip("ipykernel")
+    return "python3"
+
+
+def execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            timeout: int = 900) -> Any:
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for key in [k for k in os.environ if k.startswith("RWB_NOTEBOOK_")]:
+        monkeypatch.delenv(key)  # the notebooks make their own small runs
+    monkeypatch.setenv("RWB_NOTEBOOK_DIR", str(tmp_path))
+    client = nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name=_kernel_name(),
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    return nb
+
+
+def images(nb: Any) -> int:
+    return sum(
+        1 for c in nb.cells if c.cell_type == "code"
+        for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+    )
+
+
+def test_notebooks_committed_without_outputs():
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, path.name
+
+
+@pytest.mark.slow
+def test_01_ef_search_tradeoffs(tmp_path, monkeypatch):
+    nb = execute("01_ef_search_tradeoffs.ipynb", tmp_path, monkeypatch)
+    assert images(nb) >= 3  # latency, QPS, per-query recall
+    assert list(tmp_path.glob("tuned.*.yaml")), "the notebook exports an operating point"
+
+
+@pytest.mark.slow
+def test_02_ivf_nprobe_and_build_params(tmp_path, monkeypatch):
+    nb = execute("02_ivf_nprobe_and_build_params.ipynb", tmp_path, monkeypatch)
+    assert images(nb) >= 3  # two surfaces, build costs
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+def test_03_rag_layer(tmp_path, monkeypatch, redis_url):
+    if not (data_dir() / "scifact").is_dir():
+        pytest.skip(f"shared data not found at {data_dir()}")
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    nb = execute("03_rag_layer.ipynb", tmp_path, monkeypatch, timeout=1500)
+    assert images(nb) == 4  # embed, fan-out, rerank, cache
