@@ -16,7 +16,7 @@ Ratios compare with the goals and between variants measured in the same run. Pri
 asserted. Usage::
 
     python benchmarks/cache_lookup.py [--redis-url URL] [--sizes 10000 100000] [--queries 1000]
-                                      [--pairs N] [--variants hnsw hnsw-eps0.5 flat]
+                                      [--pairs N] [--indexes hnsw hnsw-eps0.5 flat]
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ GOAL_P99_MS = 3.0
 GOAL_TUNING_S = 60.0
 
 
-def variants(spec_index: IndexParams) -> dict[str, IndexParams]:
+def index_variants(spec_index: IndexParams) -> dict[str, list[tuple[str, IndexParams]]]:
+    """Indexes to fill -> lookup variants measured on each (lookup mode is client-side)."""
     hnsw = spec_index.model_copy(update={"algorithm": "hnsw", "lookup": "range"})
+    eps = hnsw.model_copy(update={"epsilon": 0.5})
     return {
-        "hnsw": hnsw,
-        "hnsw-eps0.5": hnsw.model_copy(update={"epsilon": 0.5}),
-        "hnsw-knn": hnsw.model_copy(update={"lookup": "knn"}),
-        "flat": IndexParams(algorithm="flat"),
+        "hnsw": [("hnsw", hnsw), ("hnsw-knn", hnsw.model_copy(update={"lookup": "knn"}))],
+        "hnsw-eps0.5": [("hnsw-eps0.5", eps)],
+        "flat": [("flat", IndexParams(algorithm="flat"))],
     }
 
 
@@ -64,6 +65,7 @@ def fill(cache: SemanticCache, labels: Any, vecs: Any, qids: np.ndarray, batch: 
 
 
 def agreement(cache: SemanticCache, q: np.ndarray, threshold: Any) -> float:
+    """Share of queries where the lookup equals KNN 1 + threshold in the same index."""
     keys, dists = cache.nearest(q, k=1)
     same = 0
     for i, v in enumerate(q):
@@ -73,49 +75,51 @@ def agreement(cache: SemanticCache, q: np.ndarray, threshold: Any) -> float:
     return same / len(q)
 
 
-def latency_run(url: str, name: str, params: IndexParams, labels: Any, vecs: Any,
-                order: np.ndarray, sizes: list[int], spec: Any, queries: int
-                ) -> list[dict[str, Any]]:
+def index_run(url: str, index: str, lookups: list[tuple[str, IndexParams]], labels: Any,
+              vecs: Any, design: Any, sizes: list[int], spec: Any, queries: int,
+              tune: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Fill one index in stages, time each lookup variant at each size; optionally continue
+    to the full cache and time threshold tuning (KNN fetch + sweep) on it."""
     thr = spec.latency.threshold.threshold()
-    cache = SemanticCache(url, thr, dim=vecs.dim, name=f"bench-{name}", index=params,
-                          overwrite=True)
-    rows, done = [], 0
+    order = design.stored
+    caches = [(name, SemanticCache(url, thr, dim=vecs.dim, name=f"bench-{index}", index=params,
+                                   overwrite=(i == 0)))
+              for i, (name, params) in enumerate(lookups)]
+    first = caches[0][1]
+    rows: list[dict[str, Any]] = []
+    done, fill_s = 0, 0.0
+    tuned = None
     try:
         for size in sizes:
-            fill_s = fill(cache, labels, vecs, order[done:size], spec.cache.load_batch)
+            fill_s += fill(first, labels, vecs, order[done:size], spec.cache.load_batch)
             done = size
             q = vecs[order[size: size + queries]]
-            lat = time_lookups(cache, q, spec.latency.warmup, thr)
-            rows.append({"variant": name, "entries": size, "fill_s": fill_s, **lat,
-                         "agree": agreement(cache, q[:300], thr)})
-            print(f"  {name:12s} {size:>7d} entries: p50 {lat['p50_ms']:.3f} ms  p99 "
-                  f"{lat['p99_ms']:.3f} ms  (fill {fill_s:.1f} s)", flush=True)
+            for name, cache in caches:
+                lat = time_lookups(cache, q, spec.latency.warmup, thr)
+                rows.append({"variant": name, "entries": size, **lat,
+                             "agree": agreement(cache, q[:300], thr)})
+                print(f"  {name:12s} {size:>7d} entries: p50 {lat['p50_ms']:.3f} ms  p99 "
+                      f"{lat['p99_ms']:.3f} ms  (fill so far {fill_s:.1f} s)", flush=True)
+        if tune:
+            fill_s += fill(first, labels, vecs, order[done:], spec.cache.load_batch)
+            t0 = time.perf_counter()
+            keys, dists = first.nearest(vecs[design.probes], k=2,
+                                        batch_size=spec.cache.knn_batch)
+            knn_s = time.perf_counter() - t0
+            upper_bound(0, 1)  # import scipy.stats outside the timed sweep
+            t0 = time.perf_counter()
+            nn, nd = exclude_self(design.probes, keys, dists)
+            correct = design.is_duplicate(design.probes, nn)
+            sweep = choose_threshold(nd, correct, design, spec)
+            sweep_s = time.perf_counter() - t0
+            tuned = {"fill_s": fill_s, "knn_s": knn_s, "sweep_s": sweep_s, "sweep": sweep,
+                     "probes": len(design.probes), "stored": len(order),
+                     "grid": len(sweep.tables["tuning"]["threshold"])}
     finally:
-        cache.drop()
-        cache.close()
-    return rows
-
-
-def tuning_run(url: str, labels: Any, design: Any, vecs: Any, spec: Any) -> dict[str, Any]:
-    cache = SemanticCache(url, spec.latency.threshold.threshold(), dim=vecs.dim,
-                          name="bench-tune", index=spec.cache.index, overwrite=True)
-    try:
-        fill_s = fill(cache, labels, vecs, design.stored, spec.cache.load_batch)
-        t0 = time.perf_counter()
-        keys, dists = cache.nearest(vecs[design.probes], k=2, batch_size=spec.cache.knn_batch)
-        knn_s = time.perf_counter() - t0
-    finally:
-        cache.drop()
-        cache.close()
-    upper_bound(0, 1)  # import scipy.stats outside the timed sweep
-    t0 = time.perf_counter()
-    nn, nd = exclude_self(design.probes, keys, dists)
-    correct = design.is_duplicate(design.probes, nn)
-    sweep = choose_threshold(nd, correct, design, spec)
-    sweep_s = time.perf_counter() - t0
-    return {"fill_s": fill_s, "knn_s": knn_s, "sweep_s": sweep_s, "sweep": sweep,
-            "probes": len(design.probes), "stored": len(design.stored),
-            "grid": len(sweep.tables["tuning"]["threshold"])}
+        first.drop()
+        for _, cache in caches:
+            cache.close()
+    return rows, tuned
 
 
 def main() -> None:
@@ -124,8 +128,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--pairs", type=int, default=None, help="pair subset (default: all)")
-    ap.add_argument("--variants", nargs="+",
-                    default=["hnsw", "hnsw-eps0.5", "hnsw-knn", "flat"])
+    ap.add_argument("--indexes", nargs="+", default=["hnsw", "hnsw-eps0.5", "flat"],
+                    help="indexes to fill (hnsw also measures rwb's knn lookup)")
     ap.add_argument("--skip-tuning", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -141,19 +145,19 @@ def main() -> None:
     print(f"embeddings: {len(design.stored)} questions in {time.perf_counter() - t0:.1f} s "
           f"(cached on disk after the first run)", flush=True)
     sizes = [s for s in args.sizes if s + args.queries <= len(design.stored)]
-    order = design.stored
     table: list[dict[str, Any]] = []
+    tune = None
     with redis_for_run(args.redis_url) as (url, meta):
         print(f"redis: {meta['url']} (started by rwb: {meta['started_by_rwb']})", flush=True)
-        print(f"1. lookup latency ({args.queries} queries, threshold "
-              f"{spec.latency.threshold.threshold()})", flush=True)
-        for name in args.variants:
-            table += latency_run(url, name, variants(spec.cache.index)[name], labels, vecs, order,
-                                 sizes, spec, args.queries)
-        tune = None
-        if not args.skip_tuning:
-            print("2. threshold tuning (fill, KNN fetch, sweep)", flush=True)
-            tune = tuning_run(url, labels, design, vecs, spec)
+        print(f"lookup latency ({args.queries} queries, threshold "
+              f"{spec.latency.threshold.threshold()}); tuning on the first index", flush=True)
+        for index, lookups in index_variants(spec.cache.index).items():
+            if index not in args.indexes:
+                continue
+            rows, tuned = index_run(url, index, lookups, labels, vecs, design, sizes, spec,
+                                    args.queries, tune=(tune is None and not args.skip_tuning))
+            table += rows
+            tune = tune or tuned
 
     print("\n== lookup latency (ms; redisvl SemanticCache.check, single query, loopback)")
     print(f"{'variant':12s} {'entries':>8s} {'p50':>8s} {'p95':>8s} {'p99':>8s} "
