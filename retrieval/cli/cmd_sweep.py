@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Tune SPEC. Every measured config is a trial of an Optuna study (default: SQLite in "
             "the run directory). Re-running with the same --out, or the same --storage and "
             "--study, resumes a killed sweep and keeps every finished trial; several workers "
-            "may share one --storage."
+            "may share one --storage. A spec with 'kind: rag-study' (e.g. "
+            "sweeps/rag-end-to-end.yaml) runs the cross-layer study instead: index knob x "
+            "rerank depth x cache threshold, Optuna NSGA-II (--n-trials, --storage, --study, "
+            "--target-recall apply)."
         ),
     )
     p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")

@@ -201,7 +201,7 @@ def rerank_depth_curve(summary: Mapping[str, Any], *, title: str | None = None) 
             ax.axhline(float(v), color="#777777", ls=ls, lw=1.0,
                        label=f"{name} first stage alone (all queries): {float(v):.4f}")
     finish(ax, title=head + f" (first stage: {first})", xlabel="rerank depth N (top-N re-scored)",
-           ylabel=f"{metric} (mean over queries, 0..1)", legend_loc="lower right")
+           ylabel=f"{metric} (mean over queries, 0..1)", legend_loc="best")
     lat50 = [_f((c.get("latency") or {}).get("p50_ms")) for c in curve]
     lat95 = [_f((c.get("latency") or {}).get("p95_ms")) for c in curve]
     ax2.plot(depths, lat50, marker="o", color="#4c72b0", label="p50")
@@ -265,7 +265,7 @@ def cache_curve(summary: Mapping[str, Any], *, title: str | None = None) -> Figu
     draw_target(ax2, cap, f"false-hit cap = {cap}")
     ax.set_ylim(0, 1.02)
     finish(ax, title=head, xlabel=f"threshold ({unit}; hit iff nearest distance <= threshold)",
-           ylabel="rate per probe (0..1)", legend_loc="center right")
+           ylabel="rate per probe (0..1)", legend_loc="best")
     if cap is not None:
         ax2.set_ylim(0, max(3 * float(cap), 0.02))
     finish(ax2, title="False hits vs threshold (zoomed)", xlabel=f"threshold ({unit})",

@@ -74,9 +74,11 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
     sig = s.get("significance")
     if sig:
         verdict = "significant" if sig["significant"] else "not significant"
+        p_text = sig["p_value_text"]
+        p_text = p_text if p_text.startswith("<") else f"= {p_text}"
         print(f"{sig['test_name']} (ranx) on {sig['n_queries']} held-out queries, retrieval-path "
-              f"{sig['metric']}: {sig['default']:.4f} -> {sig['chosen']:.4f}, "
-              f"p = {sig['p_value']:.4g} ({verdict} at {sig['alpha']})")
+              f"{sig['metric']}: {sig['default']:.4f} -> {sig['chosen']:.4f}, p {p_text} "
+              f"({verdict} at {sig['alpha']})")
     elif s.get("chosen") is None:
         print("no feasible config: nothing meets the recall target and the false-hit cap")
     print(f"run directory: {run_dir}  (rwb report {run_dir})")

@@ -117,6 +117,11 @@ def pareto_figure(summary: Row, trials: Sequence[Row]) -> Figure:
     return fig
 
 
+def _p_text(sig: Row) -> str:
+    text = str(sig.get("p_value_text") or f"{float(sig.get('p_value', 0.0)):.4g}")
+    return text if text.startswith("<") else f"= {text}"
+
+
 def comparison_figure(summary: Row) -> Figure:
     """The chosen config against the untuned default on the held-out split."""
     chosen, default = summary.get("chosen"), summary.get("default")
@@ -150,7 +155,7 @@ def comparison_figure(summary: Row) -> Figure:
     if sig:
         note(fig, f"{sig.get('test_name')} via ranx on {sig.get('n_queries')} held-out queries, "
                   f"retrieval-path {sig.get('metric')}: default {sig.get('default'):.4f}, chosen "
-                  f"{sig.get('chosen'):.4f}, p = {sig.get('p_value'):.4g} "
+                  f"{sig.get('chosen'):.4f}, p {_p_text(sig)} "
                   f"({'significant' if sig.get('significant') else 'not significant'} at "
                   f"alpha {sig.get('alpha')}); W/T/L {sig.get('wins')}/{sig.get('ties')}/"
                   f"{sig.get('losses')}.")

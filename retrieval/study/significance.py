@@ -61,7 +61,11 @@ def compare_configs(
     base, cand = d["default"]["scores"][metric], d["chosen"]["scores"][metric]
     p = float(d["chosen"]["comparisons"]["default"][metric])
     wtl = d["chosen"]["win_tie_loss"]["default"][metric]
+    resolution = 1.0 / n_permutations if test == "fisher" else None
+    shown = (f"< {resolution:.2g}" if resolution is not None and p < resolution
+             else f"{p:.4g}")
     return {
+        "p_value_text": shown,
         "metric": metric, "test": test, "test_name": TEST_NAMES.get(test, test),
         "library": "ranx.compare", "n_queries": len(ids), "n_permutations": n_permutations,
         "alpha": alpha, "default": float(base), "chosen": float(cand),
