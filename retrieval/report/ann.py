@@ -57,9 +57,21 @@ def _front_points(points: Sequence[Point], cost: str, higher: bool) -> list[Poin
     return [points[i] for i in idx]
 
 
+def _chosen_text(chosen: Sequence[Point]) -> str:
+    """'chosen: hnswlib ef_search=20 (recall 0.954, p95 0.041 ms); ...' for the footnote (labels
+    on the plot collide where the fronts crowd together)."""
+    parts = []
+    for c in chosen:
+        search = params_text(c.get("search")) if c.get("search") else "exact"
+        p95 = c.get("p95_ms")
+        parts.append(f"{c.get('label') or c.get('backend')} {search} (recall "
+                     f"{float(c['recall']):.3f}" + (f", p95 {float(p95):.3g} ms" if p95 else "")
+                     + (f", {float(c['qps']):,.0f} QPS" if c.get("qps") else "") + ")")
+    return ("Chosen: " + "; ".join(parts) + ".") if parts else ""
+
+
 def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colors,
                  namer: Namer) -> None:
-    offsets = ((8, -13), (8, 7), (-70, 7), (-70, -13))
     for i, c in enumerate(chosen):
         if c.get(x) is None or c.get(y) is None:
             continue
@@ -69,10 +81,6 @@ def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colo
                        label="chosen (cheapest meeting target)")
         ax.scatter([float(c[x])], [float(c[y])], marker="*", s=260, color=colors.color(name),
                    edgecolor="black", linewidth=0.8, zorder=6)
-        text = params_text(c.get("search")) if c.get("search") else "exact"
-        ax.annotate(text, (float(c[x]), float(c[y])),
-                    textcoords="offset points", xytext=offsets[i % len(offsets)], fontsize=7.5,
-                    zorder=7)
 
 
 def recall_vs_latency(
@@ -112,7 +120,8 @@ def recall_vs_latency(
     _recall_limits(ax, [p["recall"] for p in pts], target)
     finish(ax, title=head, xlabel="single-query p95 latency (ms, log scale) - lower is better",
            ylabel=f"recall@{k} (by id, mean over queries)", legend_loc="lower right")
-    note(fig, "Up and to the left is better. Latency: one query per call, after warm-up.")
+    note(fig, "Up and to the left is better. Latency: one query per call, after warm-up. "
+              + _chosen_text(chosen))
     return fig
 
 
@@ -153,7 +162,8 @@ def recall_vs_qps(
     finish(ax, title=head, xlabel=f"recall@{k} (by id, mean over queries)",
            ylabel="queries per second (batch mode, log scale) - higher is better",
            legend_loc="lower left")
-    note(fig, "Up and to the right is better. QPS: all queries in one call, best of repeats.")
+    note(fig, "Up and to the right is better. QPS: all queries in one call, best of repeats. "
+              + _chosen_text(chosen))
     return fig
 
 
