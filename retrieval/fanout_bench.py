@@ -358,9 +358,11 @@ def classify(modes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 
     - serial mode: this process demands >= 0.75 cores -> CPU-bound in this process; a child
       process (server) >= 0.5 -> CPU-bound in the server; otherwise waiting (I/O, RPC, sleeps);
-    - threads/asyncio: speedup >= 1.3 -> parallel; no gain while the process stayed near one
-      core although serial was CPU-bound here -> serialised (GIL-bound, or one server thread);
-      otherwise overheads (thread hand-offs cost about as much as the work) or contention.
+    - threads/asyncio: speedup >= 1.3 -> parallel; no gain while the mode demanded >= 1.5
+      cores (and 1.4x the serial demand) but was granted far fewer -> parallel-capable but
+      starved by other processes; no gain while the process stayed near one core although
+      serial was CPU-bound here -> serialised (GIL-bound, or one server thread); otherwise
+      overheads (thread hand-offs cost about as much as the work) or contention.
     """
     serial = modes.get("serial")
     if serial is None:
@@ -384,9 +386,14 @@ def classify(modes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
             continue
         sp = m.get("speedup_p50") or 0.0
         used = _nz(m["cpu_cores"]) + _nz(m["child_cpu_cores"])
+        wanted = _nz(m["cpu_cores"]) + _nz(m["runq_wait_cores"])
         if sp >= 1.3:
             why = f"parallel: {sp:.2f}x over serial with {used:.2f} cores busy"
-        elif demand >= 0.75 and _nz(m["cpu_cores"]) + _nz(m["runq_wait_cores"]) < 1.3:
+        elif wanted >= 1.5 and wanted >= 1.4 * demand and _nz(m["cpu_cores"]) < 0.8 * wanted:
+            why = (f"parallel-capable but starved ({sp:.2f}x): {wanted:.2f} cores demanded "
+                   f"(the backend releases the GIL) and only {_nz(m['cpu_cores']):.2f} granted - "
+                   f"other processes hold the cores; measure on a quiet machine")
+        elif demand >= 0.75 and wanted < 1.3:
             why = (f"no gain ({sp:.2f}x): the work stays serialised (~1 core demanded) - "
                    f"GIL-bound, or one server thread")
         else:

@@ -63,6 +63,8 @@ def test_classify() -> None:
     server = classify({"serial": _mode(0.1, child=0.9), "asyncio": _mode(0.2, speedup=1.1)})
     assert server["serial"].startswith("CPU-bound in the server")
     assert classify({"serial": _mode(0.05, wait=math.nan)})["serial"].startswith("waiting")
+    starved = classify({"serial": _mode(0.5, wait=0.5), "threads": _mode(0.5, 1.5, speedup=0.9)})
+    assert starved["threads"].startswith("parallel-capable but starved")
 
 
 def test_different_dims_fail_before_any_index_is_built() -> None:
