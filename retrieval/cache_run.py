@@ -224,6 +224,46 @@ def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
     }
 
 
+def replay_lookups(cache: SemanticCache, labels: QQPLabels, vecs: QidVectors,
+                   probes: np.ndarray, nn: np.ndarray, nd: np.ndarray, threshold: Threshold,
+                   n: int, seed: int) -> dict[str, Any]:
+    """Real lookups (``cache.lookup``: redisvl's range ``check`` or rwb's KNN mode) for a
+    sample of probes at ``threshold``, each probe's own entry removed for its lookup and put
+    back after.
+
+    ``agreement``: the lookup equals a KNN 1 query + threshold in the same state (HNSW range
+    queries can miss close entries that KNN finds; Redis EPSILON widens their search).
+    ``agreement_with_offline``: equals the tuning-time decision (self excluded by skipping it,
+    not by deletion; deleting an HNSW node can move a neighbour). ``missed_hits``: KNN hits
+    the lookup did not return.
+    """
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(probes), min(n, len(probes)), replace=False)
+    agree = agree_offline = missed = knn_hits = 0
+    for i in pick:
+        q = int(probes[i])
+        v = vecs[np.array([q])]
+        cache._client.delete(cache._index.key(str(q)))
+        try:
+            got = cache.lookup("", vector=v[0], threshold=threshold)
+            keys, dists = cache.nearest(v, k=1)
+        finally:
+            cache.store_many([labels.questions[q]], [str(q)], v, ids=[str(q)])
+        got_id = got.key.rsplit(":", 1)[1] if got.hit and got.key else None
+        knn_hit = bool(threshold.accepts(dists[0, 0]))
+        knn_id = str(keys[0, 0]).rsplit(":", 1)[1] if knn_hit else None
+        agree += int(got.hit == knn_hit and got_id == knn_id)
+        knn_hits += int(knn_hit)
+        missed += int(knn_hit and not got.hit)
+        off_hit = bool(threshold.accepts(nd[i]))
+        agree_offline += int(got.hit == off_hit and (not off_hit or got_id == str(nn[i])))
+    m = max(len(pick), 1)
+    return {"sample": len(pick), "agreement": agree / m,
+            "agreement_with_offline": agree_offline / m, "knn_hits": knn_hits,
+            "missed_hits": missed, "lookup": cache.params.lookup,
+            "epsilon": cache.params.epsilon, "threshold": threshold.to_dict()}
+
+
 @dataclass(frozen=True)
 class CacheTuneOutcome:
     summary: dict[str, Any]
@@ -253,17 +293,22 @@ def run_cache_tuning(
             keys, dists = cache.nearest(vecs[design.probes], k=2,
                                         batch_size=spec.cache.knn_batch)
             knn_s = time.perf_counter() - t0
+            upper_bound(0, 1)  # import scipy.stats outside the timed sweep
+            t0 = time.perf_counter()
+            nn, nd = exclude_self(design.probes, keys, dists)
+            correct = design.is_duplicate(design.probes, nn)
+            sweep = choose_threshold(nd, correct, design, spec)
+            sweep_s = time.perf_counter() - t0
+            live = None
+            if sweep.threshold is not None:
+                held = design.heldout
+                live = replay_lookups(cache, labels, vecs, design.probes[held], nn[held],
+                                      nd[held], sweep.threshold, 300, spec.split.seed)
         finally:
             if not keep_index:
                 with contextlib.suppress(BackendError):
                     cache.drop()
             cache.close()
-    upper_bound(0, 1)  # import scipy.stats outside the timed sweep
-    t0 = time.perf_counter()
-    nn, nd = exclude_self(design.probes, keys, dists)
-    correct = design.is_duplicate(design.probes, nn)
-    sweep = choose_threshold(nd, correct, design, spec)
-    sweep_s = time.perf_counter() - t0
     check = knn_check(design, vecs, nn, nd)
     timing = {"embed_s": embed_s, "fill_s": load_s, "knn_fetch_s": knn_s, "sweep_s": sweep_s,
               "tuning_s": knn_s + sweep_s, "tuning_incl_fill_s": load_s + knn_s + sweep_s,
@@ -272,7 +317,7 @@ def run_cache_tuning(
                       "fill_s = loading the cache (HSET + HNSW insertion; excludes latency "
                       "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
-             "index": spec.cache.index.model_dump()}
+             "index": spec.cache.index.model_dump(), "live_lookup_agreement": live}
     summary = summarise(spec, sweep, design, latency, timing, check, extra)
     run_dir = None
     if write:
@@ -320,6 +365,7 @@ __all__ = [
     "embed_questions",
     "fill_cache",
     "redis_for_run",
+    "replay_lookups",
     "run_cache_tuning",
     "server_info",
     "threshold_equivalents",

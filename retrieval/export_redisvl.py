@@ -109,6 +109,7 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
                                               "false_hit_rate", "false_hit_upper_bound",
                                               "precision", "duplicate_recall")},
             "latency_ms": latency,
+            "live_lookup_agreement": summary.get("live_lookup_agreement"),
             "cost_per_1k_queries": {k: v for k, v in (summary.get("cost") or {}).items()
                                     if k.startswith(("usd_", "llm_", "wrong_"))},
             "dataset": {
@@ -186,7 +187,7 @@ def verify_file(
     sample_lookups: int = 200, embedder: Any = None,
 ) -> CacheVerifyReport:
     """Re-measure an exported threshold on the held-out split against a live Redis."""
-    from retrieval.cache_run import embed_questions, fill_cache, redis_for_run
+    from retrieval.cache_run import embed_questions, fill_cache, redis_for_run, replay_lookups
     from retrieval.cache_spec import parse_cache_spec
     from retrieval.cache_tune import design_probes, exclude_self, metrics_table, qqp_labels
     from retrieval.export.files import read_config
@@ -217,8 +218,8 @@ def verify_file(
             fill_cache(cache, labels, design, vecs, spec, time_sizes=False)
             keys, dists = cache.nearest(vecs[held], k=2, batch_size=spec.cache.knn_batch)
             nn, nd = exclude_self(held, keys, dists)
-            live = _replay_lookups(cache, labels, vecs, held, nn, nd, threshold,
-                                   sample_lookups, spec.split.seed)
+            live = replay_lookups(cache, labels, vecs, held, nn, nd, threshold,
+                                  sample_lookups, spec.split.seed)
         finally:
             cache.drop()
             cache.close()
@@ -251,38 +252,6 @@ def verify_file(
 
 def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, Any]:
     return {"check": name, "measured": measured, "expected": expected, "passed": bool(passed)}
-
-
-def _replay_lookups(cache: Any, labels: Any, vecs: Any, probes: np.ndarray, nn: np.ndarray,
-                    nd: np.ndarray, threshold: Any, n: int, seed: int) -> dict[str, Any]:
-    """Real ``SemanticCache.check`` lookups (a VECTOR_RANGE query) for a probe sample.
-
-    Each probe's own entry is removed for its lookup (and put back after). The live lookup is
-    compared with a KNN 1 query in the same state (hit iff its distance <= t, same entry):
-    ``agreement``. ``agreement_with_offline`` compares with the tuning-time decision (self
-    excluded without deletion); deleting an HNSW node can move a neighbour, so it may be lower.
-    """
-    rng = np.random.default_rng(seed)
-    pick = rng.choice(len(probes), min(n, len(probes)), replace=False)
-    agree = agree_offline = 0
-    for i in pick:
-        q = int(probes[i])
-        v = vecs[np.array([q])]
-        cache._client.delete(cache._index.key(str(q)))
-        try:
-            got = cache.lookup("", vector=v[0])
-            keys, dists = cache.nearest(v, k=1)
-        finally:
-            cache.store_many([labels.questions[q]], [str(q)], v, ids=[str(q)])
-        got_id = got.key.rsplit(":", 1)[1] if got.hit and got.key else None
-        knn_hit = bool(threshold.accepts(dists[0, 0]))
-        knn_id = str(keys[0, 0]).rsplit(":", 1)[1] if knn_hit else None
-        agree += int(got.hit == knn_hit and got_id == knn_id)
-        off_hit = bool(threshold.accepts(nd[i]))
-        agree_offline += int(got.hit == off_hit and (not off_hit or got_id == str(nn[i])))
-    m = max(len(pick), 1)
-    return {"sample": len(pick), "agreement": agree / m,
-            "agreement_with_offline": agree_offline / m}
 
 
 __all__ = [

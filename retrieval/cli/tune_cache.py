@@ -80,6 +80,11 @@ def _print(s: dict[str, Any]) -> None:
                 for split, m in (("tuning", s["tuning"]), ("heldout", s["heldout"]))]
         print_table(rows, ["split", "probes", "hit_rate", "correct", "false_hit",
                            "false_ub", "precision", "dup_recall"])
+        live = s.get("live_lookup_agreement")
+        if live:
+            print(f"live {live['lookup']} lookups (EPSILON {live['epsilon']}) agree with KNN + "
+                  f"threshold on {live['agreement']:.3f} of {live['sample']} held-out probes "
+                  f"({live['missed_hits']} of {live['knn_hits']} KNN hits missed)")
     print()
     curve = [r for r in s["curve"] if abs(r["threshold"] * 20 - round(r["threshold"] * 20))
              < 1e-9 and r["threshold"] <= 0.5]
