@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,3 +58,25 @@ def serialized_bytes(index: Any) -> int:
 
 def version() -> str:
     return str(faiss_module().__version__)
+
+
+def hot_call(
+    index: Any, params: Any, k: int, metric: Metric
+) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+    """The bare faiss call for the timed single-query path (rows normalised inside for cosine,
+    as the adapter's own search does) and the conversion of its output to rwb distances."""
+    if metric == "cosine":
+
+        def call(x: np.ndarray) -> Any:
+            return index.search(normalize_rows(x), k, params=params)
+
+    else:
+
+        def call(x: np.ndarray) -> Any:
+            return index.search(x, k, params=params)
+
+    def rows(raw: Any) -> tuple[np.ndarray, np.ndarray]:
+        res = to_result(raw[0], raw[1], metric)
+        return res.distances, res.ids
+
+    return call, rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -181,6 +182,30 @@ class InProcessIndex(IndexBackend):
         if self._ids is not None:
             i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)
         return SearchResult(ids=i, distances=d)
+
+    def hot_search(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], SearchResult]]:
+        """See :class:`retrieval.indexes.base.SupportsHotSearch`: checks once, then the timed
+        call is the backend's :meth:`_hot` (the bare library call where one is defined)."""
+        self._validated_queries(np.zeros((1, self.dim), dtype=np.float32), k)
+        call, raw_to_rows = self._hot(k)
+
+        def finish(raw: Any) -> SearchResult:
+            d, i = raw_to_rows(raw)
+            if self._ids is not None:
+                i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)
+            return SearchResult(ids=i, distances=d)
+
+        return call, finish
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        """(library call on a prepared row, raw output -> (distances, row numbers)); backends
+        override this with their bare library call."""
+        search = self._search
+        return (lambda x: search(x, k)), (lambda raw: raw)
 
     def _validated_queries(self, queries: np.ndarray, k: int) -> np.ndarray:
         where = self._where()

@@ -7,6 +7,7 @@ changing a search param never rebuilds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -60,6 +61,21 @@ class SupportsSaveLoad(Protocol):
     def save(self, path: Path) -> None: ...
 
     def load(self, path: Path) -> None: ...
+
+
+@runtime_checkable
+class SupportsHotSearch(Protocol):
+    """A timed single-query path with nothing but the library call inside the timer.
+
+    ``hot_search(k)`` validates the index state once and returns ``(call, finish)``: ``call(q)``
+    runs the library on one prepared float32 (1, dim) row and returns its raw output; ``finish``
+    turns that raw output into a SearchResult after the timer has stopped. The evaluation loop
+    uses it so that the latency it reports is the library's, not the adapter's.
+    """
+
+    def hot_search(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], SearchResult]]: ...
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ here) and costs tens of seconds per build.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -232,6 +233,12 @@ class FaissIvfIndex(InProcessIndex):
         d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        self._search(np.zeros((1, self.dim), dtype=np.float32), k)  # caches the params object
+        return fc.hot_call(self._index, self._params, k, self.metric)
 
     def memory_bytes(self) -> int:
         """Size in bytes of the serialized index (``faiss.serialize_index``): centroids, codes,

@@ -11,6 +11,7 @@ same graph) with ``threads=1``; with more threads the insertion order, hence the
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -83,6 +84,25 @@ class HnswlibIndex(HnswChecks):
         if self.metric == "ip":
             d = d - np.float32(1.0)  # hnswlib 'ip' distance is 1 - <x, q>; inf stays inf
         return d, ids
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        if k > self._n:
+            return super()._hot(k)
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        lib, threads, ip = self._index, self.threads, self.metric == "ip"
+        lib.set_ef(sp.ef_search)
+
+        def call(x: np.ndarray) -> Any:
+            return lib.knn_query(x, k=k, num_threads=threads)
+
+        def rows(raw: Any) -> tuple[np.ndarray, np.ndarray]:
+            labels, dist = raw
+            return (dist - np.float32(1.0) if ip else dist), labels.astype(np.int64)
+
+        return call, rows
 
     def _query_at_most(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Largest m <= k for which hnswlib answers (bisection), with its answer."""

@@ -64,3 +64,29 @@ def test_recorded_build_params_validate_again(small):
         built = ev.build("faiss-ivf", {"nlist": 16})
         cls = get_backend("faiss-ivf")
         assert cls.BuildParams.model_validate(built.build_dict) == built.build
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+@pytest.mark.parametrize(("backend", "build", "search"), [
+    ("hnswlib", {"M": 8, "ef_construction": 40}, {"ef_search": 20}),
+    ("faiss-hnsw", {"M": 8, "ef_construction": 40}, {"ef_search": 20}),
+    ("faiss-ivf", {"nlist": 16}, {"nprobe": 2}),
+    ("faiss-ivf", {"nlist": 16, "encoding": "sq8", "refine": True}, {"nprobe": 2, "k_factor": 2}),
+])
+def test_timed_hot_path_answers_exactly_like_search(small, metric, backend, build, search):
+    """The evaluation loop times `hot_search` calls; their answers must be search()'s."""
+    from retrieval.indexes import create_index
+    from retrieval.indexes.base import SupportsHotSearch
+
+    index = create_index(backend, small.dim, metric, build)
+    ids = np.arange(small.n_base, dtype=np.int64) * 7 + 3  # custom ids are mapped too
+    index.build(small.base, ids)
+    index.set_search_params(**search)
+    assert isinstance(index, SupportsHotSearch)
+    call, finish = index.hot_search(10)
+    for row in range(5):
+        q = small.queries[row : row + 1]
+        hot, ref = finish(call(q)), index.search(q, 10)
+        np.testing.assert_array_equal(hot.ids, ref.ids)
+        np.testing.assert_allclose(hot.distances, ref.distances, rtol=1e-6)
+    index.close()
