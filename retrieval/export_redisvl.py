@@ -184,9 +184,15 @@ class CacheVerifyReport:
 
 def verify_file(
     path: Path | str, *, redis_url: str | None = None, tolerance: float = 0.02,
-    sample_lookups: int = 200, embedder: Any = None,
+    sample_lookups: int = 300, min_agreement: float = 0.97, embedder: Any = None,
 ) -> CacheVerifyReport:
-    """Re-measure an exported threshold on the held-out split against a live Redis."""
+    """Re-measure an exported threshold on the held-out split against a live Redis.
+
+    Holds when: the held-out false-hit rate is <= the cap; the held-out hit and false-hit rates
+    are within ``tolerance`` (absolute) of the recorded ones; and real lookups agree with the
+    KNN + threshold decision on >= ``min_agreement`` of ``sample_lookups`` held-out probes
+    (HNSW range queries with Redis's default EPSILON miss a few close entries).
+    """
     from retrieval.cache_run import embed_questions, fill_cache, redis_for_run, replay_lookups
     from retrieval.cache_spec import parse_cache_spec
     from retrieval.cache_tune import design_probes, exclude_self, metrics_table, qqp_labels
@@ -242,8 +248,8 @@ def verify_file(
         _check("heldout false-hit rate reproduces", measured["false_hit_rate"],
                rec.get("false_hit_rate"), rec.get("false_hit_rate") is not None
                and abs(measured["false_hit_rate"] - rec["false_hit_rate"]) <= tolerance),
-        _check("live redisvl lookups agree with the KNN decision", live["agreement"], 0.98,
-               live["agreement"] >= 0.98),
+        _check("live redisvl lookups agree with the KNN decision", live["agreement"],
+               min_agreement, live["agreement"] >= min_agreement),
     ]
     return CacheVerifyReport(where, all(c["passed"] for c in checks),
                              threshold.cosine_distance, "cosine_distance", checks, measured,
