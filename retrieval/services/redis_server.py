@@ -213,6 +213,15 @@ def _client(host: str, port: int, *, timeout_s: float = 1.0) -> redis.Redis:
                        socket_connect_timeout=min(timeout_s, 0.5), retry=Retry(NoBackoff(), 0))
 
 
+def _shutdown_port(port: int, host: str = HOST) -> None:
+    import redis
+
+    client = _client(host, port)
+    with contextlib.suppress(redis.RedisError):
+        client.shutdown(nosave=True)
+    client.close()
+
+
 def _log_tail(path: Path, lines: int = 3) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()
@@ -294,6 +303,7 @@ def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
             break
         except (OSError, ValueError):
             if time.monotonic() > deadline:
+                _shutdown_port(port)  # never leave a server we cannot track
                 raise BackendError(
                     f"redis-server on port {port} wrote no pid file ({_log_tail(logfile)})"
                 ) from None
