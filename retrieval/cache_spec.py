@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from retrieval.errors import ConfigError
 from retrieval.params import Params, format_validation_error
 from retrieval.semcache import IndexParams
 from retrieval.thresholds import ThresholdSpec
+from retrieval.yamlfile import read_yaml_file
 
 
 class PairsSpec(Params):
@@ -134,18 +134,7 @@ def parse_cache_spec(data: Any, source: str = "<memory>") -> CacheTuneSpec:
 def load_cache_spec(path: str | Path) -> CacheTuneSpec:
     """Read and validate a cache tuning spec; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"spec file '{p}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"spec file '{p}' cannot be read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{p}: malformed YAML{loc}") from None
+    data = read_yaml_file(p)
     return parse_cache_spec(data, source=str(p))
 
 

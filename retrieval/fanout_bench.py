@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from retrieval.data import TextCollection, normalize_rows
@@ -31,6 +30,7 @@ from retrieval.fanout import MODES, FanOut, FanoutRun, Member, Mode
 from retrieval.fusion import DEFAULT_RRF_K, rrf, rrf_ranx, score_merge
 from retrieval.metrics import latency_summary
 from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.yamlfile import read_yaml_file
 
 log = logging.getLogger(__name__)
 
@@ -146,16 +146,7 @@ def parse_fanout_spec(data: Any, source: str = "<memory>") -> FanoutSpec:
 def load_fanout_spec(path: str | Path) -> FanoutSpec:
     """Read and validate a fan-out spec file; errors name the file and the field."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"spec file '{p}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"spec file '{p}' cannot be read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{p}: malformed YAML{loc}") from None
+    data = read_yaml_file(p)
     return parse_fanout_spec(data, source=str(p))
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from retrieval.bm25 import BM25Params
 from retrieval.errors import ConfigError, RwbError, param_error
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.yamlfile import read_yaml_file
 
 DATASETS = ("scifact", "cranfield")
 QUALITY_METRICS = ("ndcg@10", "mrr@10")
@@ -144,18 +144,7 @@ def parse_rerank_spec(data: Any, source: str = "<memory>") -> RerankSweepSpec:
 def load_rerank_spec(path: str | Path) -> RerankSweepSpec:
     """Read and validate a spec file; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"spec file '{p}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"spec file '{p}' cannot be read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{p}: malformed YAML{loc}") from None
+    data = read_yaml_file(p)
     try:
         return parse_rerank_spec(data, source=str(p))
     except RwbError:

@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.errors import ConfigError, RwbError
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
 from retrieval.tune.config import TuneSpec
+from retrieval.yamlfile import read_yaml_file
 
 Scalar = int | float | str | bool
 GridValue = Scalar | list[Scalar]
@@ -122,19 +122,7 @@ def parse_spec(data: Any, source: str = "<memory>") -> SweepSpec:
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a spec file; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"spec file '{p}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"spec file '{p}' cannot be read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{p}: malformed YAML{loc}: {problem}") from None
+    data = read_yaml_file(p)
     try:
         return parse_spec(data, source=str(p))
     except RwbError:

@@ -18,6 +18,7 @@ from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
 from retrieval.rerank_spec import EmbedderSpec, RerankerSpec
+from retrieval.yamlfile import read_yaml_file
 
 KIND = "rag-study"
 STAT_TESTS = ("fisher", "student", "wilcoxon")
@@ -208,19 +209,7 @@ def parse_study_spec(data: Any, source: str = "<memory>") -> StudySpec:
     return spec
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"spec file '{path}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"spec file '{path}' cannot be read ({exc.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: malformed YAML{loc}") from None
+_read_yaml = read_yaml_file
 
 
 def load_study_spec(path: str | Path) -> StudySpec:

@@ -80,3 +80,23 @@ def test_missing_and_non_mapping_spec(tmp_path):
     p.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="must be a YAML mapping; received list"):
         load_spec(p)
+
+
+@pytest.mark.parametrize("loader", [
+    "retrieval.spec:load_spec",
+    "retrieval.cache_spec:load_cache_spec",
+    "retrieval.rerank_spec:load_rerank_spec",
+    "retrieval.fanout_bench:load_fanout_spec",
+    "retrieval.study.spec:load_study_spec",
+])
+def test_every_spec_loader_names_file_and_line_of_bad_yaml(tmp_path, loader):
+    import importlib
+
+    module, name = loader.split(":")
+    load = getattr(importlib.import_module(module), name)
+    p = tmp_path / "broken.yaml"
+    p.write_text("a: [1, 2\nb: 3\n")
+    with pytest.raises(ConfigError, match=rf"{p}: malformed YAML at line \d+, column \d+"):
+        load(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load(tmp_path / "missing.yaml")
