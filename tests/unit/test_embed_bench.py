@@ -140,3 +140,20 @@ def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) ->
     ref, real_st, padded_st = engine.forward(TEXTS)
     assert flag.dim == 384 and (real, padded) == (real_st, padded_st)
     np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+def test_interleaved_slices_cover_every_text_once() -> None:
+    from retrieval.embed_bench import slice_plans
+
+    cfg = EmbedBenchConfig(sample=12, batch_sizes=[1, 4], token_budgets=[40], single_limit=4,
+                           interleave=2)
+    lengths = np.array([3, 9, 4, 12, 5, 6, 7, 30, 2, 8, 11, 10])
+    seen: dict[str, list[int]] = {}
+    for rows in np.array_split(np.arange(12), 2):
+        for p in slice_plans(cfg, lengths, rows):
+            for b in p.batches:
+                assert set(b) <= set(rows.tolist())  # a batch never spans two slices
+                seen.setdefault(p.setting, []).extend(b)
+    assert len(seen["single"]) == 4  # the limit is shared between the slices
+    for name in ("batch-4", "sorted-4", "tokens-40"):
+        assert sorted(seen[name]) == list(range(12))
