@@ -12,8 +12,12 @@ Every ratio compares settings measured in the same process on the same texts. Wi
 > 1 the whole measurement is repeated and the median ratio is printed (the CPU may be shared:
 absolute texts/s are noisy, ratios less so).
 
+On a shared machine, torch's default 2 intra-op threads make one-text calls stall whenever
+another process holds the second core (measured here: 152 -> 8 texts/s), which inflates ratio 1;
+``--threads 1`` gives a contention-robust figure.
+
 Usage: python benchmarks/embed_batching.py [--short 2000] [--mixed 900] [--rounds 1]
-       [--model PATH] [--threads N]
+       [--model PATH] [--threads N] [--only short|mixed]
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--model", help="local model folder (default: packaged MiniLM)")
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    ap.add_argument("--only", choices=["short", "mixed"], help="run one part only")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from retrieval.embed_bench import bf16_support, torch_info
@@ -65,6 +70,13 @@ def main() -> None:
     print(f"CPU {cpu['model']} ({cpu['logical_cpus']} logical), flags {', '.join(cpu['flags'])}; "
           f"torch {torch_info()}; bf16: {bf16_support()[1]}")
 
+    if args.only != "mixed":
+        short_part(args)
+    if args.only != "short":
+        mixed_part(args)
+
+
+def short_part(args: argparse.Namespace) -> None:
     print(f"\n[1] short texts: {args.short} QQP questions")
     short = bench("qqp", args.short, min(args.short, 1000), [4096, 16384], args.rounds,
                   args.model, args.threads)
@@ -73,6 +85,8 @@ def main() -> None:
           f"(goal >= 4.5x) -> {'MET' if sp >= 4.5 else 'NOT MET'}; batched vs single max abs "
           f"diff {max(s['max_abs_diff'] for s in short):.2e}")
 
+
+def mixed_part(args: argparse.Namespace) -> None:
     print(f"\n[2] mixed-length text: {args.mixed} texts (qqp + reuters + scifact)")
     mixed = bench("mixed", args.mixed, min(args.mixed, 300), [4096, 8192, 16384], args.rounds,
                   args.model, args.threads)
