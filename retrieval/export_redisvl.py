@@ -24,7 +24,6 @@ removed first) to check that the live range query agrees with the offline KNN de
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 from retrieval import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.export.files import write_config
-from retrieval.store import RunDir
+from retrieval.store import RunDir, package_versions
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +44,7 @@ LIBRARIES = ("retrieval-workbench", "redisvl", "redis", "numpy", "scipy",
 
 
 def _versions() -> dict[str, str]:
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    return package_versions(LIBRARIES)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ holds when the held-out nDCG@10 is within the recorded tolerance of the recorded
 from __future__ import annotations
 
 import datetime as _dt
-import importlib.metadata
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from retrieval import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.export.ann import NothingToExport
 from retrieval.export.files import read_config, write_config
-from retrieval.store import RunDir
+from retrieval.store import RunDir, package_versions
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +46,7 @@ LIBRARIES = ("retrieval-workbench", "rank-bm25", "bm25s", "PyStemmer", "faiss-cp
 
 
 def _versions() -> dict[str, str]:
-    out = {}
-    for name in LIBRARIES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    return package_versions(LIBRARIES)
 
 
 @dataclass(frozen=True)
