@@ -153,6 +153,19 @@ class Evaluator:
         self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
         self._built: dict[tuple[str, str], BuiltIndex] = {}
 
+    @classmethod
+    def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
+        """An evaluator with a sweep spec's k, threads, seed, warm-up and batch repeats."""
+        return cls(
+            ds,
+            spec.k,
+            threads=spec.threads,
+            seed=spec.seed,
+            warmup=spec.warmup,
+            batch_repeats=spec.batch_repeats,
+            workdir=workdir,
+        )
+
     # --- building --------------------------------------------------------------------------
     def validate_build(self, backend: str, build: Mapping[str, Any] | Params) -> Params:
         cls = get_backend(backend)

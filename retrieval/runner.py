@@ -117,15 +117,7 @@ def run_eval(
     total = sum(len(build_grid(e)) * len(search_grid(e)) for e in spec.indexes)
     done = 0
     measurements: list[Measurement] = []
-    with Evaluator(
-        ds,
-        spec.k,
-        threads=spec.threads,
-        seed=spec.seed,
-        warmup=spec.warmup,
-        batch_repeats=spec.batch_repeats,
-        workdir=run.path / "work",
-    ) as ev:
+    with Evaluator.for_spec(spec, ds, run.path / "work") as ev:
         for entry in spec.indexes:
             for build in build_grid(entry):
                 built = ev.build(entry.backend, build)

@@ -121,15 +121,7 @@ def run_sweep(
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
-    with Evaluator(
-        ds,
-        spec.k,
-        threads=spec.threads,
-        seed=spec.seed,
-        warmup=spec.warmup,
-        batch_repeats=spec.batch_repeats,
-        workdir=run.path / "work",
-    ) as ev:
+    with Evaluator.for_spec(spec, ds, run.path / "work") as ev:
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
         )
