@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
-from retrieval.cache_run import embed_questions, redis_for_run
-from retrieval.cache_spec import load_cache_spec, parse_cache_spec
-from retrieval.cache_tune import (
+from retrieval.cache.run import embed_questions, redis_for_run
+from retrieval.cache.semcache import IndexParams, SemanticCache
+from retrieval.cache.spec import load_cache_spec, parse_cache_spec
+from retrieval.cache.tune import (
     choose_threshold,
     design_probes,
     exclude_self,
@@ -39,7 +40,6 @@ from retrieval.cache_tune import (
     time_lookups,
 )
 from retrieval.paths import REPO_ROOT
-from retrieval.semcache import IndexParams, SemanticCache
 
 GOAL_P99_MS = 3.0
 GOAL_TUNING_S = 60.0

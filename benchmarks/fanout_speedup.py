@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from retrieval.fanout_bench import (
+    from retrieval.bench.fanout.bench import (
         DEFAULT_PARAMS,
         load_fanout_spec,
         parse_fanout_spec,

@@ -25,8 +25,8 @@ from pathlib import Path
 
 
 def depth_choice(spec_path: str, sample: int | None, out: str | None) -> None:
-    from retrieval.rerank_run import run_rerank_sweep
-    from retrieval.rerank_spec import load_rerank_spec, parse_rerank_spec
+    from retrieval.rerank.run import run_rerank_sweep
+    from retrieval.rerank.spec import load_rerank_spec, parse_rerank_spec
 
     spec = load_rerank_spec(spec_path)
     if sample is not None:
@@ -63,7 +63,7 @@ def depth_choice(spec_path: str, sample: int | None, out: str | None) -> None:
 
 
 def cross_encoder_scaling(rounds: int = 3) -> None:
-    from retrieval.rerank import CrossEncoderReranker, score_passages
+    from retrieval.rerank.rerankers import CrossEncoderReranker, score_passages
     from retrieval.testing.tiny_reranker import make_tiny_cross_encoder
 
     folder = make_tiny_cross_encoder(Path(tempfile.mkdtemp(prefix="rwb-tiny-ce-")))

@@ -30,10 +30,10 @@ import numpy as np
 
 from retrieval.evaluate import Evaluator
 from retrieval.loaders.catalog import resolve_dataset
-from retrieval.spec import parse_spec
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import Measurer
+from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
 from retrieval.tune.target import solve
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/build_notebooks.py        # regenerate after editing a cell here
 
-The notebooks only call the library (retrieval.report, retrieval.tune, retrieval.runner, the
+The notebooks only call the library (retrieval.report, retrieval.tune, retrieval.tune.runner, the
 RAG-layer modules); every plot is a retrieval.report function. Each notebook reads a run
 directory given by an environment variable, else makes a small run itself:
 
@@ -80,7 +80,7 @@ indexes:
     search: {nprobe: [1, 2, 3, 4, 6, 8, 12, 16]}
 '''
 if RUN is None:
-    from retrieval.spec import parse_spec
+    from retrieval.tune.spec import parse_spec
     from retrieval.tune.sweep import run_sweep
 
     spec = parse_spec(yaml.safe_load(SPEC), source="notebook 01")
@@ -171,8 +171,8 @@ indexes:
     search: {ef_search: [16, 48]}
 '''
 if RUN is None:
-    from retrieval.runner import run_eval
-    from retrieval.spec import parse_spec
+    from retrieval.tune.runner import run_eval
+    from retrieval.tune.spec import parse_spec
 
     spec = parse_spec(yaml.safe_load(SPEC), source="notebook 02")
     RUN = str(run_eval(spec, WORK / "nb02-eval").run.path)
@@ -240,7 +240,7 @@ Throughput against batch size, for fixed-size and length-sorted batches, with th
     new_code_cell("""\
 embed = from_env("RWB_NOTEBOOK_EMBED_RUN")
 if embed is None:
-    from retrieval.embed_bench import EmbedBenchConfig, run_embed_bench
+    from retrieval.bench.embed import EmbedBenchConfig, run_embed_bench
 
     cfg = EmbedBenchConfig(collection="qqp", sample=300, batch_sizes=[1, 8, 32, 64],
                            token_budgets=[2048], single_limit=60, dtypes=["fp32"], warmup=2)
@@ -257,7 +257,7 @@ paragraphs, SciFact abstracts), each in its own in-process index; speedup over s
     new_code_cell("""\
 fanout = from_env("RWB_NOTEBOOK_FANOUT_RUN")
 if fanout is None:
-    from retrieval.fanout_bench import parse_fanout_spec, run_fanout_bench
+    from retrieval.bench.fanout.bench import parse_fanout_spec, run_fanout_bench
 
     fspec = parse_fanout_spec({
         "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],
@@ -287,8 +287,8 @@ within the tolerance of the best tuning quality."""),
     new_code_cell("""\
 rerank = from_env("RWB_NOTEBOOK_RERANK_RUN")
 if rerank is None:
-    from retrieval.rerank_run import run_rerank_sweep
-    from retrieval.rerank_spec import parse_rerank_spec
+    from retrieval.rerank.run import run_rerank_sweep
+    from retrieval.rerank.spec import parse_rerank_spec
 
     rspec = parse_rerank_spec({
         "name": "nb03-rerank", "dataset": "scifact", "max_queries": 80, "seed": 0,
@@ -309,8 +309,8 @@ upper confidence bound on the tuning false-hit rate stays under the cap."""),
     new_code_cell("""\
 cache = from_env("RWB_NOTEBOOK_CACHE_RUN")
 if cache is None:
-    from retrieval.cache_run import run_cache_tuning
-    from retrieval.cache_spec import parse_cache_spec
+    from retrieval.cache.run import run_cache_tuning
+    from retrieval.cache.spec import parse_cache_spec
 
     cspec = parse_cache_spec({
         "name": "nb03-cache", "pairs": {"limit": 1500, "seed": 0},

@@ -96,7 +96,7 @@ def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None]
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    from retrieval.embed_bench import load_embed_config, run_embed_bench, write_embed_run
+    from retrieval.bench.embed import load_embed_config, run_embed_bench, write_embed_run
 
     dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
     cfg = load_embed_config(
@@ -156,7 +156,7 @@ def _print_embed(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
 
 
 def run_fanout(args: argparse.Namespace) -> int:
-    from retrieval.fanout_bench import (
+    from retrieval.bench.fanout.bench import (
         load_fanout_spec,
         parse_fanout_spec,
         run_fanout_bench,

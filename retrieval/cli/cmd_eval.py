@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval_cmd(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from retrieval.runner import run_eval
-    from retrieval.spec import load_spec
+    from retrieval.tune.runner import run_eval
+    from retrieval.tune.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.threads:

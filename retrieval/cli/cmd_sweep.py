@@ -41,8 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.spec import load_spec
     from retrieval.study.spec import is_study_spec
+    from retrieval.tune.spec import load_spec
     from retrieval.tune.sweep import apply_overrides, run_sweep
 
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)

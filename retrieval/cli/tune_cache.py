@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 
 
 def _spec(args: argparse.Namespace) -> Any:
-    from retrieval.cache_spec import load_cache_spec, parse_cache_spec
+    from retrieval.cache.spec import load_cache_spec, parse_cache_spec
 
     spec = load_cache_spec(args.spec)
     overrides = {k: v for k, v in (("max_false_hit", args.max_false_hit),
@@ -52,7 +52,7 @@ def _spec(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.cache_run import run_cache_tuning
+    from retrieval.cache.run import run_cache_tuning
 
     spec = _spec(args)
     outcome = run_cache_tuning(spec, redis_url=args.redis_url, out=args.out,

@@ -35,8 +35,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from retrieval.rerank_run import run_rerank_sweep
-    from retrieval.rerank_spec import load_rerank_spec, parse_rerank_spec
+    from retrieval.rerank.run import run_rerank_sweep
+    from retrieval.rerank.spec import load_rerank_spec, parse_rerank_spec
 
     spec = load_rerank_spec(args.spec)
     extra = _overrides(args)

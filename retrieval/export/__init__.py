@@ -21,7 +21,7 @@ from retrieval.export.verify import VerifyReport, verify_ann
 from retrieval.store import RunDir
 
 #: the module that exports/verifies semantic-cache thresholds for redisvl
-REDISVL_MODULE = "retrieval.export_redisvl"
+REDISVL_MODULE = "retrieval.export.redisvl"
 CACHE_KINDS = ("cache-tune",)
 RERANK_KINDS = ("rerank-sweep",)
 

@@ -16,7 +16,7 @@
 No endpoint or credential is written (everything passes through :func:`retrieval.redact.scrub`).
 
 ``verify_rerank(path)`` reloads the recorded collection, rebuilds the first stage, scores the
-held-out queries once at the exported depth (:func:`retrieval.rerank_tune.score_candidates`) and
+held-out queries once at the exported depth (:func:`retrieval.rerank.tune.score_candidates`) and
 holds when the held-out nDCG@10 is within the recorded tolerance of the recorded value.
 """
 
@@ -204,11 +204,11 @@ def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, A
 def verify_rerank(path: Path | str) -> RerankVerifyReport:
     """Re-score the held-out queries at the exported depth; see the module doc."""
     from retrieval.embed import get_embedder
-    from retrieval.firststage import BM25Stage, DenseStage
     from retrieval.irmetrics import evaluate_collection
-    from retrieval.rerank_run import build_rerankers, judged_queries, load_collection
-    from retrieval.rerank_spec import parse_rerank_spec
-    from retrieval.rerank_tune import reranked_rankings, score_candidates, split_queries
+    from retrieval.rerank.firststage import BM25Stage, DenseStage
+    from retrieval.rerank.run import build_rerankers, judged_queries, load_collection
+    from retrieval.rerank.spec import parse_rerank_spec
+    from retrieval.rerank.tune import reranked_rankings, score_candidates, split_queries
 
     where = str(path)
     doc = read_config(path)

@@ -37,8 +37,8 @@ def remeasure_per_query(run: Run, point: Mapping[str, Any]) -> np.ndarray:
     import yaml
 
     from retrieval.evaluate import Evaluator
-    from retrieval.runner import load_vectors
-    from retrieval.spec import parse_spec
+    from retrieval.tune.runner import load_vectors
+    from retrieval.tune.spec import parse_spec
 
     spec_path = run.path / "spec.yaml"
     if not spec_path.is_file():

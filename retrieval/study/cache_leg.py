@@ -1,6 +1,6 @@
 """The cache leg of the study: QQP-style traffic through the semantic cache on a live Redis.
 
-Runs the semantic-cache experiment of :mod:`retrieval.cache_run` (the cache spec embedded in the
+Runs the semantic-cache experiment of :mod:`retrieval.cache.run` (the cache spec embedded in the
 study spec: a seeded subset of the labelled pairs stored, the other sides probed, nearest
 distances fetched once from Redis, a threshold grid swept offline on a tuning and a held-out
 split) and keeps, per split and threshold, the hit / correct-hit / false-hit rates per probe and
@@ -52,7 +52,7 @@ class CacheTables:
 def measure_cache(spec: StudySpec, redis_url: str | None = None) -> CacheTables:
     """Run the cache experiment once against Redis (``redis_url``, ``$REDIS_URL``, else a
     private server started from the PyPI wheels)."""
-    from retrieval.cache_run import run_cache_tuning
+    from retrieval.cache.run import run_cache_tuning
 
     out = run_cache_tuning(spec.cache, redis_url=redis_url, write=False)
     s = out.summary

@@ -4,8 +4,8 @@ value of one knob, and a reranker at each depth. Everything a trial needs is mea
 - **quality**: per query and per (knob value, depth), nDCG@k with the qrels (ranx, through
   :mod:`retrieval.irmetrics`) and recall@k by id against exact dense search with the same
   embeddings. The reranker scores each (query, candidate) pair once (pointwise, see
-  :mod:`retrieval.rerank`); every depth is a prefix re-ordering of those scores
-  (:func:`retrieval.rerank_tune.reranked_rankings`). A depth-d config fetches ``max(d, k)``
+  :mod:`retrieval.rerank.rerankers`); every depth is a prefix re-ordering of those scores
+  (:func:`retrieval.rerank.tune.reranked_rankings`). A depth-d config fetches ``max(d, k)``
   candidates, searched with that k (HNSW adapters widen ef to k, so a wider fetch is a different
   search).
 - **latency** (ms): every query's single-call embedding (the model, not the disk cache) and
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from retrieval.embed import CachedEmbedder, Embedder, get_embedder
-from retrieval.firststage import Candidates, distances_to_similarity
 from retrieval.indexes import create_index
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
-from retrieval.rerank import (
+from retrieval.rerank.firststage import Candidates, distances_to_similarity
+from retrieval.rerank.rerankers import (
     BiEncoderReranker,
     CrossEncoderReranker,
     FlagReranker,
@@ -36,8 +36,8 @@ from retrieval.rerank import (
     Reranker,
     score_passages,
 )
-from retrieval.rerank_spec import RerankerSpec
-from retrieval.rerank_tune import (
+from retrieval.rerank.spec import RerankerSpec
+from retrieval.rerank.tune import (
     RerankScores,
     reranked_rankings,
     split_queries,

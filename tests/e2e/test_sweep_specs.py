@@ -9,8 +9,8 @@ import pytest
 
 from retrieval.cli import main
 from retrieval.paths import REPO_ROOT
-from retrieval.spec import load_spec
 from retrieval.tune.optuna_search import space_size
+from retrieval.tune.spec import load_spec
 from retrieval.tune.sweep import apply_overrides, check_tunable
 from retrieval.tune.units import entry_labels, plan_units
 

@@ -32,8 +32,8 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def tuned(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from retrieval.cache_run import run_cache_tuning
-    from retrieval.cache_spec import parse_cache_spec
+    from retrieval.cache.run import run_cache_tuning
+    from retrieval.cache.spec import parse_cache_spec
 
     out = tmp_path_factory.mktemp("cache-run") / "run"
     outcome = run_cache_tuning(parse_cache_spec(SMALL), redis_url=redis_url, out=str(out))
@@ -66,9 +66,9 @@ def test_cap_holds_on_tuning_split(tuned: dict[str, Any]) -> None:
 
 def test_counts_match_an_exact_offline_search(tuned: dict[str, Any]) -> None:
     """Redis KNN (HNSW) vs exact numpy nearest neighbours, self excluded, at the chosen t."""
-    from retrieval.cache_run import embed_questions
-    from retrieval.cache_spec import parse_cache_spec
-    from retrieval.cache_tune import design_probes, qqp_labels
+    from retrieval.cache.run import embed_questions
+    from retrieval.cache.spec import parse_cache_spec
+    from retrieval.cache.tune import design_probes, qqp_labels
 
     spec = parse_cache_spec(SMALL)
     labels = qqp_labels()
@@ -90,7 +90,7 @@ def test_counts_match_an_exact_offline_search(tuned: dict[str, Any]) -> None:
 
 
 def test_correct_hits_are_labelled_duplicates(tuned: dict[str, Any]) -> None:
-    from retrieval.cache_tune import qqp_labels
+    from retrieval.cache.tune import qqp_labels
     from retrieval.loaders.shared import load_qqp_pairs
 
     labels = qqp_labels()
@@ -126,7 +126,7 @@ def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path
     from redisvl.extensions.cache.llm import SemanticCache as RvlCache
 
     from retrieval.export import export_run, verify_file
-    from retrieval.export_redisvl import semantic_cache_kwargs
+    from retrieval.export.redisvl import semantic_cache_kwargs
 
     cfg = tmp_path / "cache.redisvl.yaml"
     exported = export_run(tuned["out"], "redisvl", cfg)
@@ -144,7 +144,7 @@ def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path
     assert ev["versions"]["redisvl"] and ev["run_id"] == "run"
     assert ev["live_lookup_agreement"]["sample"] == 300
     # redisvl itself accepts the exported arguments
-    from retrieval.semcache import _vectorizer
+    from retrieval.cache.semcache import _vectorizer
 
     kwargs = semantic_cache_kwargs(cfg)
     rvl = RvlCache(**kwargs, vectorizer=_vectorizer(None, 384, "x"), redis_url=redis_url,
@@ -191,8 +191,8 @@ def test_cli_tune_cache_json_and_bad_input(
 def test_real_tuning_on_a_bigger_sample(redis_url: str, tmp_path: Path) -> None:
     """10,000 pairs (~19.5k questions stored, ~9.9k probes): the cap holds on tuning with
     thousands of probes and transfers to the held-out split."""
-    from retrieval.cache_run import run_cache_tuning
-    from retrieval.cache_spec import parse_cache_spec
+    from retrieval.cache.run import run_cache_tuning
+    from retrieval.cache.spec import parse_cache_spec
 
     spec = parse_cache_spec({
         "name": "qqp-cache-10k", "pairs": {"limit": 10_000, "seed": 1},

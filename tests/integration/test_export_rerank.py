@@ -28,8 +28,8 @@ SPEC = {
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     from retrieval.loaders.shared import shared_folder
-    from retrieval.rerank_run import run_rerank_sweep
-    from retrieval.rerank_spec import parse_rerank_spec
+    from retrieval.rerank.run import run_rerank_sweep
+    from retrieval.rerank.spec import parse_rerank_spec
 
     try:
         shared_folder("cranfield")

@@ -11,7 +11,7 @@ import yaml
 
 from retrieval.cli import main
 from retrieval.export.files import read_config
-from retrieval.spec import parse_spec
+from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import apply_overrides, run_sweep
 
 SPEC = {

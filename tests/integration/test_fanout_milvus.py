@@ -11,12 +11,12 @@ import pytest
 pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
 pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
 
+from retrieval.bench.fanout.retriever import MODES, FanOut, Member
 from retrieval.data import normalize_rows
-from retrieval.fanout import MODES, FanOut, Member
 from retrieval.indexes import create_index
 from retrieval.indexes._milvus_params import HnswBuild
 from retrieval.indexes.milvus import MilvusIndex
-from retrieval.milvus_server import milvus_lite_server
+from retrieval.services.milvus_server import milvus_lite_server
 
 pytestmark = [pytest.mark.milvus, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from retrieval.indexes._milvus_params import FlatBuild
 from retrieval.indexes.milvus import MilvusIndex
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.metrics import recall_by_id
-from retrieval.milvus_server import free_port, milvus_lite_server
+from retrieval.services.milvus_server import free_port, milvus_lite_server
 
 pytestmark = pytest.mark.milvus
 

@@ -4,8 +4,8 @@ grades become gains (5 - grade), blank documents are never indexed, nothing is u
 import pytest
 
 from retrieval.errors import DataError
-from retrieval.rerank_run import run_rerank_sweep
-from retrieval.rerank_spec import parse_rerank_spec
+from retrieval.rerank.run import run_rerank_sweep
+from retrieval.rerank.spec import parse_rerank_spec
 
 pytestmark = pytest.mark.slow
 

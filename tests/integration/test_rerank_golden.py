@@ -11,10 +11,10 @@ The corpus embedding takes ~1-2 min on 2 cores once; it is cached in ~/.cache/rw
 
 import pytest
 
-from retrieval.bm25 import BM25Params
 from retrieval.errors import DataError
-from retrieval.firststage import BM25Stage, DenseStage
 from retrieval.irmetrics import evaluate_collection
+from retrieval.rerank.bm25 import BM25Params
+from retrieval.rerank.firststage import BM25Stage, DenseStage
 
 pytestmark = pytest.mark.slow
 

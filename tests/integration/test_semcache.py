@@ -8,8 +8,8 @@ import uuid
 import numpy as np
 import pytest
 
+from retrieval.cache.semcache import IndexParams, SemanticCache, Threshold, redact_url
 from retrieval.errors import BackendError, ConfigError
-from retrieval.semcache import IndexParams, SemanticCache, Threshold, redact_url
 from retrieval.services.redis_server import RedisServer, free_port, start_redis
 
 pytestmark = pytest.mark.redis

@@ -8,8 +8,8 @@ import pytest
 
 import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
 from retrieval.errors import ConfigError
-from retrieval.spec import parse_spec
 from retrieval.testing.fake import fake_recall
+from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import apply_overrides, run_sweep
 
 TARGET = 0.8

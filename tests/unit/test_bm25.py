@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from retrieval.bm25 import BM25Index, BM25Params
 from retrieval.errors import ConfigError, DataError
 from retrieval.params import validate_params
+from retrieval.rerank.bm25 import BM25Index, BM25Params
 
 CORPUS = [
     "The cat sat on the mat while running.",

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from retrieval.binomial import wilson_upper
-from retrieval.cache_spec import parse_cache_spec
-from retrieval.cache_tune import (
+from retrieval.cache.spec import parse_cache_spec
+from retrieval.cache.tune import (
     choose_threshold,
     curve_rows,
     design_probes,
@@ -160,7 +160,7 @@ def test_spec_errors_name_field_and_value(data: dict[str, object], message: str)
 
 
 def test_shipped_spec_loads() -> None:
-    from retrieval.cache_spec import load_cache_spec
+    from retrieval.cache.spec import load_cache_spec
     from retrieval.paths import REPO_ROOT
 
     spec = load_cache_spec(REPO_ROOT / "sweeps" / "qqp-cache.yaml")

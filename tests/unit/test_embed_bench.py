@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.embed_bench import (
+from retrieval.bench.embed import (
     EmbedBenchConfig,
     STEngine,
     check_agreement,
@@ -133,7 +133,7 @@ def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) ->
     """FlagEmbedding's FlagModel on the same local folder, with MiniLM's mean pooling, gives
     the same vectors as sentence-transformers (so either engine can be benchmarked)."""
     pytest.importorskip("FlagEmbedding", reason="needs the [rag] extra")
-    from retrieval.embed_bench import FlagEngine
+    from retrieval.bench.embed import FlagEngine
 
     flag = FlagEngine(str(engine.embedder.path), pooling="mean", max_seq_length=256)
     got, real, padded = flag.forward(TEXTS)
@@ -143,7 +143,7 @@ def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) ->
 
 
 def test_interleaved_slices_cover_every_text_once() -> None:
-    from retrieval.embed_bench import slice_plans
+    from retrieval.bench.embed import slice_plans
 
     cfg = EmbedBenchConfig(sample=12, batch_sizes=[1, 4], token_budgets=[40], single_limit=4,
                            interleave=2)

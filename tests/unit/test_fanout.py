@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from retrieval.bench.fanout.retriever import MODES, FanOut, Member
 from retrieval.data import normalize_rows
 from retrieval.errors import ConfigError
-from retrieval.fanout import MODES, FanOut, Member
 from retrieval.indexes import create_index
 
 DIM = 32

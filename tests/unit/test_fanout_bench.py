@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from retrieval.bench.fanout.bench import classify, parse_fanout_spec, with_backend
 from retrieval.errors import ConfigError
-from retrieval.fanout_bench import classify, parse_fanout_spec, with_backend
 
 BASE = {
     "k": 10,
@@ -70,8 +70,8 @@ def test_classify() -> None:
 def test_different_dims_fail_before_any_index_is_built() -> None:
     import numpy as np
 
+    from retrieval.bench.fanout.bench import PreparedCollection, PreparedQueries, check_dims
     from retrieval.data import TextCollection
-    from retrieval.fanout_bench import PreparedCollection, PreparedQueries, check_dims
 
     spec = parse_fanout_spec(BASE, source="x.yaml")
     prepared = [
@@ -88,8 +88,8 @@ def test_different_dims_fail_before_any_index_is_built() -> None:
 def test_round_speedup_is_the_median_of_same_round_ratios() -> None:
     import numpy as np
 
-    from retrieval.fanout import FanoutRun
-    from retrieval.fanout_bench import _pool_runs, _round_speedups
+    from retrieval.bench.fanout.bench import _pool_runs, _round_speedups
+    from retrieval.bench.fanout.retriever import FanoutRun
 
     def run(mode: str, p50: float) -> FanoutRun:
         return FanoutRun(mode, [], np.full(5, p50), 1.0, 0.9, 0.0, {"a": np.full(5, p50)},

@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import BackendError, DataError
-from retrieval.rerank import (
+from retrieval.rerank.rerankers import (
     BiEncoderReranker,
     CrossEncoderReranker,
     FlagReranker,

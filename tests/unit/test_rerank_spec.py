@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.cli import build_parser, main
 from retrieval.errors import ConfigError
-from retrieval.rerank_spec import load_rerank_spec, parse_rerank_spec
+from retrieval.rerank.spec import load_rerank_spec, parse_rerank_spec
 
 
 @pytest.mark.parametrize("name", ["scifact-rerank.yaml", "cranfield-rerank.yaml"])

@@ -6,10 +6,10 @@ import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError, DataError
-from retrieval.firststage import BM25Stage
 from retrieval.irmetrics import evaluate_rankings
-from retrieval.rerank import BiEncoderReranker
-from retrieval.rerank_tune import (
+from retrieval.rerank.firststage import BM25Stage
+from retrieval.rerank.rerankers import BiEncoderReranker
+from retrieval.rerank.tune import (
     choose_depth,
     rerank_order,
     reranked_rankings,

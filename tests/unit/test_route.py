@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retrieval.errors import ConfigError, DataError
-from retrieval.route import (
+from retrieval.rerank.route import (
     RouteInputs,
     candidate_thresholds,
     choose_threshold,

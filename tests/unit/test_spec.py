@@ -3,7 +3,7 @@ import textwrap
 import pytest
 
 from retrieval.errors import BackendError, ConfigError
-from retrieval.spec import build_grid, load_spec, parse_spec, search_grid
+from retrieval.tune.spec import build_grid, load_spec, parse_spec, search_grid
 
 BASE = {"dataset": "synthetic-small", "k": 10}
 
@@ -83,10 +83,10 @@ def test_missing_and_non_mapping_spec(tmp_path):
 
 
 @pytest.mark.parametrize("loader", [
-    "retrieval.spec:load_spec",
-    "retrieval.cache_spec:load_cache_spec",
-    "retrieval.rerank_spec:load_rerank_spec",
-    "retrieval.fanout_bench:load_fanout_spec",
+    "retrieval.tune.spec:load_spec",
+    "retrieval.cache.spec:load_cache_spec",
+    "retrieval.rerank.spec:load_rerank_spec",
+    "retrieval.bench.fanout.bench:load_fanout_spec",
     "retrieval.study.spec:load_study_spec",
 ])
 def test_every_spec_loader_names_file_and_line_of_bad_yaml(tmp_path, loader):

@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from retrieval.errors import ConfigError
-from retrieval.params import validate_params
-from retrieval.thresholds import (
+from retrieval.cache.thresholds import (
     CONVENTIONS,
     Threshold,
     ThresholdSpec,
     ThresholdUnit,
     convention,
 )
+from retrieval.errors import ConfigError
+from retrieval.params import validate_params
 
 
 def test_units_and_their_relation() -> None:

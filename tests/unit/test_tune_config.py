@@ -4,7 +4,7 @@ import pytest
 
 import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
 from retrieval.errors import ConfigError
-from retrieval.spec import parse_spec
+from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import apply_overrides, check_tunable
 from retrieval.tune.units import plan_units
 

@@ -12,11 +12,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from retrieval.cache.semcache import IndexParams
+from retrieval.cache.thresholds import ThresholdSpec
 from retrieval.errors import ConfigError
 from retrieval.params import Params, format_validation_error
-from retrieval.semcache import IndexParams
-from retrieval.thresholds import ThresholdSpec
-from retrieval.yamlfile import read_yaml_file
+from retrieval.specfile import read_yaml_file
 
 
 class PairsSpec(Params):

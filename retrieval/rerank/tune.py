@@ -5,7 +5,7 @@ Quality. Each query's first-stage top ``max(depths)`` is scored **once** by the 
 their scores (ties keep first-stage order), the tail below N kept in first-stage order, so
 recall@k at k > N stays meaningful (:func:`rerank_order`). Every depth is evaluated offline from
 that one pass; the model is never re-run per depth. This is exact because rerankers are pointwise
-(a passage's score does not depend on the other candidates; see :mod:`retrieval.rerank`).
+(a passage's score does not depend on the other candidates; see :mod:`retrieval.rerank.rerankers`).
 
 Latency. The reranker's cost is measured by actual calls at every depth on a seeded sample of
 queries (:func:`time_rerank_calls`): per query, one call per depth, after warm-up calls. The
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.errors import ConfigError, DataError, param_error
-from retrieval.firststage import Candidates
-from retrieval.rerank import Reranker, score_passages
+from retrieval.rerank.firststage import Candidates
+from retrieval.rerank.rerankers import Reranker, score_passages
 
 log = logging.getLogger(__name__)
 

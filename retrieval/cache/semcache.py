@@ -37,9 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from retrieval.errors import BackendError, ConfigError, param_error
-from retrieval.params import Params
-from retrieval.thresholds import (
+from retrieval.cache.thresholds import (
     CONVENTIONS,
     Convention,
     Threshold,
@@ -47,6 +45,8 @@ from retrieval.thresholds import (
     ThresholdUnit,
     convention,
 )
+from retrieval.errors import BackendError, ConfigError, param_error
+from retrieval.params import Params
 
 if TYPE_CHECKING:
     from retrieval.embed import Embedder

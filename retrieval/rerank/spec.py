@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from retrieval.bm25 import BM25Params
 from retrieval.errors import ConfigError, RwbError, param_error
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
-from retrieval.yamlfile import read_yaml_file
+from retrieval.rerank.bm25 import BM25Params
+from retrieval.specfile import read_yaml_file
 
 DATASETS = ("scifact", "cranfield")
 QUALITY_METRICS = ("ndcg@10", "mrr@10")

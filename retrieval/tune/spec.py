@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retrieval.errors import ConfigError, RwbError
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.specfile import read_yaml_file
 from retrieval.tune.config import TuneSpec
-from retrieval.yamlfile import read_yaml_file
 
 Scalar = int | float | str | bool
 GridValue = Scalar | list[Scalar]

@@ -12,8 +12,8 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.evaluate import Evaluator, Measurement
-from retrieval.spec import SweepSpec, build_grid, resolved, search_grid
 from retrieval.store import RunDir
+from retrieval.tune.spec import SweepSpec, build_grid, resolved, search_grid
 
 log = logging.getLogger(__name__)
 

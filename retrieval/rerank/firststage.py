@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval.bm25 import BM25Index, BM25Params
 from retrieval.data import Metric, check_metric
 from retrieval.embed import CachedEmbedder, Embedder
 from retrieval.errors import DataError, param_error
 from retrieval.indexes import create_index
+from retrieval.rerank.bm25 import BM25Index, BM25Params
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def _stack(rows: list[Candidates]) -> Candidates:
 
 
 class BM25Stage:
-    """BM25 over the corpus (see :mod:`retrieval.bm25` for the pinned convention)."""
+    """BM25 over the corpus (see :mod:`retrieval.rerank.bm25` for the pinned convention)."""
 
     def __init__(self, params: BM25Params | None = None) -> None:
         self.params = params or BM25Params()

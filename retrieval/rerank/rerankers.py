@@ -2,7 +2,7 @@
 
 ``Reranker.score(query, passages) -> float array (len(passages),)``: higher is more relevant. There
 is no k and no depth inside: how many candidates to re-score is the tuner's business
-(:mod:`retrieval.rerank_tune`). Every implementation is *pointwise*: a passage's score does not
+(:mod:`retrieval.rerank.tune`). Every implementation is *pointwise*: a passage's score does not
 depend on the other passages in the call, which is what lets the depth sweep score once at the
 largest depth and evaluate every shorter prefix offline.
 

@@ -2,7 +2,7 @@
 
 ``run_cache_tuning(spec)``: embed the questions (cached on disk), fill a live Redis cache in
 stages (timing lookups at each ``latency.sizes``), fetch every probe's nearest entries once,
-sweep and choose the threshold (:mod:`retrieval.cache_tune`), price it, and write
+sweep and choose the threshold (:mod:`retrieval.cache.tune`), price it, and write
 ``runs/<id>/``: ``spec.yaml``, ``manifest.json``, ``summary.json``, ``curve.parquet`` (full grid,
 both splits, tidy) and ``probes.parquet`` (one row per probe: split, nearest qid, distance,
 correct). Redis: ``redis_url``, else ``$REDIS_URL``, else a private server started from the
@@ -22,8 +22,15 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
-from retrieval.cache_spec import CacheTuneSpec
-from retrieval.cache_tune import (
+from retrieval.cache.semcache import (
+    CONVENTIONS,
+    SemanticCache,
+    Threshold,
+    connect_redis,
+    redact_url,
+)
+from retrieval.cache.spec import CacheTuneSpec
+from retrieval.cache.tune import (
     ProbeDesign,
     QQPLabels,
     SweepResult,
@@ -36,7 +43,6 @@ from retrieval.cache_tune import (
     time_lookups,
 )
 from retrieval.errors import BackendError
-from retrieval.semcache import CONVENTIONS, SemanticCache, Threshold, connect_redis, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +281,7 @@ def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
     embedder: Any = None, keep_index: bool = False, write: bool = True,
 ) -> CacheTuneOutcome:
-    """The whole experiment (see :mod:`retrieval.cache_tune` for what counts as what)."""
+    """The whole experiment (see :mod:`retrieval.cache.tune` for what counts as what)."""
     t_all = time.perf_counter()
     labels = qqp_labels()
     design = design_probes(labels, spec)

@@ -5,12 +5,12 @@
 2. Build both first stages: BM25 (pinned convention) and dense (embedder + index adapter).
    Evaluate each alone on all queries: ``dense_ndcg@10``, ``bm25_ndcg@10``, ...
 3. Score the sweep first stage's top ``max(depths)`` once with the reranker; evaluate every
-   depth offline on the tuning, held-out and all queries (:mod:`retrieval.rerank_tune`).
+   depth offline on the tuning, held-out and all queries (:mod:`retrieval.rerank.tune`).
 4. Latency: single-query first-stage calls for every query; actual rerank calls at every depth on
    a seeded sample; whole stage = first stage + rerank call of the same query (ms).
 5. Choose the depth on the tuning split; report it on the held-out split.
 6. Router: dense top-1 similarity below a threshold -> BM25 without rerank; tuned on the tuning
-   split, reported on the held-out split (:mod:`retrieval.route`).
+   split, reported on the held-out split (:mod:`retrieval.rerank.route`).
 """
 
 from __future__ import annotations
@@ -26,32 +26,32 @@ import numpy as np
 
 from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
-from retrieval.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.metrics import latency_summary
-from retrieval.rerank import (
+from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
+from retrieval.rerank.rerankers import (
     BiEncoderReranker,
     CrossEncoderReranker,
     FlagReranker,
     PrecomputedEmbedder,
     Reranker,
 )
-from retrieval.rerank_spec import RerankSweepSpec
-from retrieval.rerank_tune import (
-    RerankScores,
-    choose_depth,
-    reranked_rankings,
-    score_candidates,
-    split_queries,
-    time_rerank_calls,
-)
-from retrieval.route import (
+from retrieval.rerank.route import (
     RouteInputs,
     candidate_thresholds,
     choose_threshold,
     route_mask,
     routed_rankings,
     sweep_thresholds,
+)
+from retrieval.rerank.spec import RerankSweepSpec
+from retrieval.rerank.tune import (
+    RerankScores,
+    choose_depth,
+    reranked_rankings,
+    score_candidates,
+    split_queries,
+    time_rerank_calls,
 )
 from retrieval.store import RunDir
 

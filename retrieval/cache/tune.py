@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
-from retrieval.cache_spec import CacheTuneSpec
+from retrieval.cache.semcache import SemanticCache, Threshold
+from retrieval.cache.spec import CacheTuneSpec
 from retrieval.errors import ConfigError, DataError
-from retrieval.semcache import SemanticCache, Threshold
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from retrieval.bench.fanout.retriever import MODES, FanOut, FanoutRun, Member, Mode
 from retrieval.data import TextCollection, normalize_rows
 from retrieval.errors import ConfigError, param_error
-from retrieval.fanout import MODES, FanOut, FanoutRun, Member, Mode
 from retrieval.fusion import DEFAULT_RRF_K, rrf, rrf_ranx, score_merge
 from retrieval.metrics import latency_summary
 from retrieval.params import Params, format_validation_error, validate_params
-from retrieval.yamlfile import read_yaml_file
+from retrieval.specfile import read_yaml_file
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
     with contextlib.ExitStack() as stack:
         uri = None
         if any(p.spec.server for p in prepared):
-            from retrieval.milvus_server import milvus_lite_server
+            from retrieval.services.milvus_server import milvus_lite_server
 
             uri = stack.enter_context(milvus_lite_server(workdir / "milvus-server",
                                                          threads=spec.threads))
