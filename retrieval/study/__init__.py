@@ -8,5 +8,5 @@ queries.
 - :mod:`retrieval.study.significance`: chosen vs default on held-out queries;
 - :mod:`retrieval.study.run`: ``run_study``, which writes the run directory.
 
-Its CLI lives in :mod:`retrieval.cli.sweep_study`, its figures in :mod:`retrieval.report.study`.
+Its CLI lives in ``cli/sweep_study.py``, its figures in ``report/study.py``.
 """
