@@ -37,6 +37,7 @@ test-fast: venv
 lint: venv
 	$(BIN)/ruff check retrieval tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 notebooks: venv
 	bash scripts/run_tests.sh tests/e2e/test_notebooks.py
@@ -45,4 +46,4 @@ bench: venv
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf runs .services .pytest_cache .mypy_cache .ruff_cache
+	rm -rf runs .services .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -6,6 +6,7 @@ import datetime as _dt
 import importlib.metadata
 import json
 import logging
+import math
 import os
 import platform
 import secrets
@@ -23,6 +24,22 @@ from retrieval.errors import ConfigError, DataError
 from retrieval.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
+
+
+def json_default(o: Any) -> Any:
+    """The one JSON encoder for values ``json`` cannot write (numpy scalars/arrays, paths);
+    non-finite floats become null. Used for run files and for the CLI's ``--json``."""
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return None if not math.isfinite(float(o)) else float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if hasattr(o, "__fspath__"):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 TRACKED_PACKAGES = (
     "retrieval-workbench",
@@ -198,11 +215,9 @@ class RunDir:
         return self.path / name
 
     def write_json(self, name: str, obj: Any) -> Path:
-        from retrieval.cli._common import _default  # one JSON encoder for numpy values
-
         target = self.file(name)
         tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=_default) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(obj, indent=2, default=json_default) + "\n", encoding="utf-8")
         os.replace(tmp, target)
         return target
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the services the tests use (a private Redis 8 + search module from PyPI wheels, unless
-# REDIS_URL is already set), run ruff + mypy + pytest, stop the services. Exit non-zero on any failure.
+# REDIS_URL is already set), run ruff + mypy + the import contracts
+# (lint-imports, [tool.importlinter] in pyproject.toml) + pytest, stop the services. Exit non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -20,5 +21,6 @@ if [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/services/redis_server.py ]]; the
 fi
 echo "== ruff"; $BIN/ruff check retrieval tests benchmarks
 echo "== mypy"; $BIN/mypy
+echo "== import contracts"; $BIN/lint-imports
 echo "== pytest"
 $BIN/python -m pytest -p no:cacheprovider --timeout=1200 "$@"

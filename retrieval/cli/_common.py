@@ -8,23 +8,11 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-
-def _default(o: Any) -> Any:
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if not math.isfinite(float(o)) else float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if hasattr(o, "__fspath__"):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+from retrieval.store import json_default
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=_default)
+    json.dump(obj, sys.stdout, indent=2, default=json_default)
     sys.stdout.write("\n")
 
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from retrieval.tune.sweep import apply_overrides, run_sweep
 
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)
-        from retrieval.study.cli import run_study_cmd
+        from retrieval.cli.sweep_study import run_study_cmd
 
         return run_study_cmd(args)
     spec = load_spec(args.spec)

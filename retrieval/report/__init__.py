@@ -4,6 +4,7 @@
   per-query recall, parameter surfaces, build costs;
 - :mod:`retrieval.report.rag`: embedding batch sweep, fan-out speedups, rerank-depth curve,
   semantic-cache curve;
+- :mod:`retrieval.report.study`: a cross-layer study's Pareto set, choice and trials;
 - :mod:`retrieval.report.build`: ``write_report`` (``rwb report``) picks the figures a run holds
   and writes PNGs plus one self-contained HTML page.
 

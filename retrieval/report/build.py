@@ -18,6 +18,7 @@ from retrieval.report.html import Section, Table, render
 from retrieval.report.load import Run, load_run
 from retrieval.report.perquery import per_query_recall
 from retrieval.report.points import cheapest_meeting, points_frame, series_names, timed
+from retrieval.report.study import study_figures, study_tables
 from retrieval.report.style import Colors, params_text, png_bytes
 
 log = logging.getLogger(__name__)
@@ -178,8 +179,6 @@ def rag_figures(run: Run) -> Figures:
                  "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
                  "meets the cap.")]
     if run.kind == "rag-study":
-        from retrieval.study.plots import study_figures
-
         return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
     raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
 
@@ -192,8 +191,6 @@ def _rows(run: Run, name: str) -> list[dict[str, Any]]:
 def rag_tables(run: Run) -> list[tuple[str, Table]]:
     s = run.summary
     if run.kind == "rag-study":
-        from retrieval.study.plots import study_tables
-
         return study_tables(s)
     if run.kind == "bench-embed" and s.get("rows"):
         cols = ["setting", "mode", "batch_size", "token_budget", "texts_per_s", "tokens_per_s",

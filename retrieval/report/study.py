@@ -1,4 +1,6 @@
-"""Figures and tables of a cross-layer study run (used by ``rwb report``)."""
+"""Figures and tables of a cross-layer study run (``kind: rag-study``; used by ``rwb report``).
+
+Lives in ``report/`` so the study never imports the report layer."""
 
 from __future__ import annotations
 
