@@ -7,6 +7,8 @@ config (cached by build params), and measures search configs on it:
 - **batch** mode: all queries in one call, best of ``batch_repeats`` runs (throughput, QPS).
 
 Both modes start after a warm-up. Recall is computed after timing, outside the timed region.
+Search configs checked once upstream (:class:`retrieval.indexes.entry.SearchConfig`) are trusted
+here and by the backend; a plain mapping is validated.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from retrieval.errors import ConfigError
 from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
 from retrieval.indexes.base import SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
 
@@ -168,6 +171,7 @@ class Evaluator:
 
     # --- building --------------------------------------------------------------------------
     def validate_build(self, backend: str, build: Mapping[str, Any] | Params) -> Params:
+        """Build params validated (a Params instance is taken as validated already)."""
         cls = get_backend(backend)
         if isinstance(build, Params):
             return build
@@ -221,26 +225,32 @@ class Evaluator:
         self.close()
 
     # --- measuring ---------------------------------------------------------------------------
-    def check_search(self, built: BuiltIndex, search: Mapping[str, Any]) -> Params:
-        cls = get_backend(built.backend)
-        params = validate_params(
-            cls.SearchParams, search, where=f"backend '{built.backend}' search params"
+    def check_search(
+        self, built: BuiltIndex, search: Mapping[str, Any] | SearchConfig
+    ) -> SearchConfig:
+        """``search`` checked for this build and k: a SearchConfig checked for them already is
+        taken as is; anything else is validated (SearchParams, then check_combination)."""
+        if isinstance(search, SearchConfig):
+            if search.fits(built.backend, built.build, self.k):
+                return search
+            search = search.given
+        return check_search(
+            get_backend(built.backend), built.build, search, self.k,
+            where=f"backend '{built.backend}' search params",
         )
-        cls.check_combination(built.build, params, self.k)
-        return params
 
     def measure(
         self,
         built: BuiltIndex,
-        search: Mapping[str, Any],
+        search: Mapping[str, Any] | SearchConfig,
         *,
         modes: Sequence[Mode] = MODES,
         query_idx: np.ndarray | None = None,
         query_set: str = "all",
     ) -> list[Measurement]:
         """Measure one search config in each mode on the queries ``query_idx`` (default all)."""
-        params = self.check_search(built, search)
-        built.index.set_search_params(**params.model_dump())
+        config = self.check_search(built, search)
+        apply_search(built.index, config)
         qidx = np.arange(self.ds.n_queries) if query_idx is None else np.asarray(query_idx)
         if qidx.size == 0:
             raise ConfigError("no queries to measure (query subset is empty)")
@@ -258,7 +268,7 @@ class Evaluator:
             else:
                 raise ConfigError(f"field 'mode' must be one of single, batch; received {mode!r}")
             out.append(
-                self._measurement(built, params, mode, res, lat, qps, gt, queries, query_set)
+                self._measurement(built, config, mode, res, lat, qps, gt, queries, query_set)
             )
         return out
 
@@ -328,7 +338,7 @@ class Evaluator:
     def _measurement(
         self,
         built: BuiltIndex,
-        params: Params,
+        config: SearchConfig,
         mode: Mode,
         res: SearchResult,
         lat_ms: np.ndarray,
@@ -347,7 +357,7 @@ class Evaluator:
         return Measurement(
             backend=built.backend,
             build=built.build_dict,
-            search=params.model_dump(mode="json"),
+            search=config.search.model_dump(mode="json"),
             mode=mode,
             k=k,
             per_query_recall=rec,

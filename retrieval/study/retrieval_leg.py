@@ -26,6 +26,7 @@ import numpy as np
 
 from retrieval.embed import CachedEmbedder, Embedder, get_embedder
 from retrieval.indexes import create_index
+from retrieval.indexes.entry import apply_search
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
 from retrieval.rerank.rerankers import (
@@ -43,7 +44,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.study.spec import StudySpec
+from retrieval.study.spec import StudySpec, study_index
 
 log = logging.getLogger(__name__)
 
@@ -195,14 +196,16 @@ def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> Retr
     exact_ids = exact.search(xq, k).ids
     exact.close()
     note(f"building {idx.backend} {idx.build}")
-    index = create_index(idx.backend, int(xb.shape[1]), idx.metric, idx.build)
+    checked = study_index(spec)  # validated when the spec was loaded
+    (build,) = checked.builds()
+    index = create_index(idx.backend, int(xb.shape[1]), idx.metric, build)
     t0 = time.perf_counter()
     index.build(xb, positions)
     build_s = time.perf_counter() - t0
     cands: dict[tuple[int, int], Candidates] = {}
     search_ms = np.zeros((len(idx.values), len(fetches), len(qids)))
-    for vi, v in enumerate(idx.values):
-        index.set_search_params(**{**idx.search, idx.knob: v})
+    for vi, (v, search) in enumerate(zip(idx.values, checked.search_grid)):
+        apply_search(index, checked.config(build, search))
         for fi, f in enumerate(fetches):
             res = index.search(xq, f)
             cands[(vi, fi)] = Candidates(np.asarray(res.ids, dtype=np.int64),
