@@ -3,10 +3,14 @@
 :class:`Evaluator` holds a dataset with its exact ground truth, builds each index once per build
 config (cached by build params), and measures search configs on it:
 
-- **single** mode: each query is timed alone with ``perf_counter_ns`` (latency percentiles, ms);
+- **single** mode: each query is timed alone (latency percentiles, ms), through the backend's
+  hot path where it has one (only the library call between the clock reads);
 - **batch** mode: all queries in one call, best of ``batch_repeats`` runs (throughput, QPS).
 
-Both modes start after a warm-up. Recall is computed after timing, outside the timed region.
+Both modes start after a warm-up and time with :mod:`retrieval.timing` (gc paused,
+``perf_counter_ns``). Recall is computed after timing, outside the timed region. Search configs
+checked once upstream (:class:`retrieval.indexes.entry.SearchConfig`) are trusted here and by
+the backend; a plain mapping is validated.
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,8 +31,10 @@ from retrieval.errors import ConfigError
 from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
 from retrieval.indexes.base import SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
+from retrieval.timing import time_each, time_repeat, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +173,7 @@ class Evaluator:
 
     # --- building --------------------------------------------------------------------------
     def validate_build(self, backend: str, build: Mapping[str, Any] | Params) -> Params:
+        """Build params validated (a Params instance is taken as validated already)."""
         cls = get_backend(backend)
         if isinstance(build, Params):
             return build
@@ -221,26 +227,32 @@ class Evaluator:
         self.close()
 
     # --- measuring ---------------------------------------------------------------------------
-    def check_search(self, built: BuiltIndex, search: Mapping[str, Any]) -> Params:
-        cls = get_backend(built.backend)
-        params = validate_params(
-            cls.SearchParams, search, where=f"backend '{built.backend}' search params"
+    def check_search(
+        self, built: BuiltIndex, search: Mapping[str, Any] | SearchConfig
+    ) -> SearchConfig:
+        """``search`` checked for this build and k: a SearchConfig checked for them already is
+        taken as is; anything else is validated (SearchParams, then check_combination)."""
+        if isinstance(search, SearchConfig):
+            if search.fits(built.backend, built.build, self.k):
+                return search
+            search = search.given
+        return check_search(
+            get_backend(built.backend), built.build, search, self.k,
+            where=f"backend '{built.backend}' search params",
         )
-        cls.check_combination(built.build, params, self.k)
-        return params
 
     def measure(
         self,
         built: BuiltIndex,
-        search: Mapping[str, Any],
+        search: Mapping[str, Any] | SearchConfig,
         *,
         modes: Sequence[Mode] = MODES,
         query_idx: np.ndarray | None = None,
         query_set: str = "all",
     ) -> list[Measurement]:
         """Measure one search config in each mode on the queries ``query_idx`` (default all)."""
-        params = self.check_search(built, search)
-        built.index.set_search_params(**params.model_dump())
+        config = self.check_search(built, search)
+        apply_search(built.index, config)
         qidx = np.arange(self.ds.n_queries) if query_idx is None else np.asarray(query_idx)
         if qidx.size == 0:
             raise ConfigError("no queries to measure (query subset is empty)")
@@ -258,77 +270,47 @@ class Evaluator:
             else:
                 raise ConfigError(f"field 'mode' must be one of single, batch; received {mode!r}")
             out.append(
-                self._measurement(built, params, mode, res, lat, qps, gt, queries, query_set)
+                self._measurement(built, config, mode, res, lat, qps, gt, queries, query_set)
             )
         return out
 
     def _warm_up(self, index: IndexBackend, queries: np.ndarray) -> None:
+        """Untimed: the first ``warmup`` queries one by one, then as one batch."""
         n = min(self.warmup, len(queries))
-        for i in range(n):
-            index.search(queries[i : i + 1], self.k)
+        warm_up(partial(index.search, k=self.k), [queries[i : i + 1] for i in range(n)], n)
         if n:
             index.search(queries[:n], self.k)
-
-    @contextmanager
-    def _no_gc(self) -> Iterator[None]:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            yield
-        finally:
-            if enabled:
-                gc.enable()
 
     def _time_single(
         self, index: IndexBackend, queries: np.ndarray
     ) -> tuple[SearchResult, np.ndarray]:
+        """Each query timed alone (ms); rows are sliced before and merged after the timing."""
         nq, k = len(queries), self.k
         ids = np.full((nq, k), -1, dtype=np.int64)
         dists = np.full((nq, k), np.inf, dtype=np.float32)
-        lat = np.empty(nq, dtype=np.int64)
-        search = index.search
-        clock = time.perf_counter_ns
         rows = [queries[i : i + 1] for i in range(nq)]
         if isinstance(index, SupportsHotSearch):
-            call, finish = index.hot_search(k)
-            raws: list[Any] = [None] * nq
-            with self._no_gc():
-                for i, q in enumerate(rows):
-                    t0 = clock()
-                    raws[i] = call(q)
-                    lat[i] = clock() - t0
+            call, finish = index.hot_search(k)  # only the library call is timed
+            raws, lat_ms = time_each(call, rows)
             results = [finish(raw) for raw in raws]
         else:
-            results = []
-            with self._no_gc():
-                for q in rows:
-                    t0 = clock()
-                    r = search(q, k)
-                    lat[len(results)] = clock() - t0
-                    results.append(r)
+            results, lat_ms = time_each(partial(index.search, k=k), rows)
         for i, r in enumerate(results):
             m = r.ids.shape[1]
             ids[i, :m] = r.ids[0]
             dists[i, :m] = r.distances[0]
-        return SearchResult(ids, dists), lat / 1e6
+        return SearchResult(ids, dists), lat_ms
 
     def _time_batch(
         self, index: IndexBackend, queries: np.ndarray
     ) -> tuple[SearchResult, np.ndarray]:
-        times = []
-        res: SearchResult | None = None
-        with self._no_gc():
-            for _ in range(self.batch_repeats):
-                t0 = time.perf_counter_ns()
-                res = index.search(queries, self.k)
-                times.append(time.perf_counter_ns() - t0)
-        assert res is not None
-        return res, np.asarray(times, dtype=np.float64) / 1e6
+        """All queries in one call, ``batch_repeats`` times (ms per call)."""
+        return time_repeat(partial(index.search, queries, self.k), self.batch_repeats)
 
     def _measurement(
         self,
         built: BuiltIndex,
-        params: Params,
+        config: SearchConfig,
         mode: Mode,
         res: SearchResult,
         lat_ms: np.ndarray,
@@ -347,7 +329,7 @@ class Evaluator:
         return Measurement(
             backend=built.backend,
             build=built.build_dict,
-            search=params.model_dump(mode="json"),
+            search=config.search.model_dump(mode="json"),
             mode=mode,
             k=k,
             per_query_recall=rec,

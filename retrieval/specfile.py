@@ -44,15 +44,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def parse_yaml(text: str, source: str) -> Any:
-    """Parsed YAML of ``text``; ConfigError naming ``source`` (and line/column for bad YAML)."""
+def parse_yaml(text: str, source: str, *, invalid: str = "malformed YAML") -> Any:
+    """Parsed YAML of ``text``; ConfigError naming ``source`` (and line/column for bad YAML,
+    introduced by ``invalid``)."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{source}: malformed YAML{loc}: {problem}") from None
+        raise ConfigError(f"{source}: {invalid}{loc}: {problem}") from None
 
 
 def read_text(path: str | Path, *, what: str = "spec file") -> str:
@@ -73,9 +74,11 @@ def read_text(path: str | Path, *, what: str = "spec file") -> str:
         raise ConfigError(f"{what} '{p}' cannot be read ({exc.strerror})") from None
 
 
-def read_yaml(path: str | Path, *, what: str = "spec file") -> Any:
+def read_yaml(
+    path: str | Path, *, what: str = "spec file", invalid: str = "malformed YAML"
+) -> Any:
     """Parsed YAML of the file ``path`` (see :func:`parse_yaml`, :func:`read_text`)."""
-    return parse_yaml(read_text(path, what=what), str(path))
+    return parse_yaml(read_text(path, what=what), str(path), invalid=invalid)
 
 
 #: the former name, kept for callers outside rwb

@@ -7,16 +7,16 @@ prices in USD; latency in ms; times in s. Endpoints (REDIS_URL) never come from 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from retrieval.cache.semcache import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
-from retrieval.errors import ConfigError
-from retrieval.params import Params, format_validation_error
-from retrieval.specfile import read_yaml_file
+from retrieval.params import Params
+from retrieval.specfile import load_model
 
 
 class PairsSpec(Params):
@@ -121,21 +121,13 @@ class CacheTuneSpec(Params):
     source: str = Field("<memory>", exclude=True)
 
 
-def parse_cache_spec(data: Any, source: str = "<memory>") -> CacheTuneSpec:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: a spec must be a YAML mapping; received "
-                          f"{type(data).__name__}")
-    try:
-        return CacheTuneSpec.model_validate({**data, "source": source})
-    except ValidationError as exc:
-        raise format_validation_error(exc, CacheTuneSpec, where=source) from None
+def parse_cache_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> CacheTuneSpec:
+    return load_model(data, CacheTuneSpec, source=source, extra={"source": source})
 
 
 def load_cache_spec(path: str | Path) -> CacheTuneSpec:
     """Read and validate a cache tuning spec; errors name the file."""
-    p = Path(path)
-    data = read_yaml_file(p)
-    return parse_cache_spec(data, source=str(p))
+    return load_model(path, CacheTuneSpec, extra={"source": str(path)})
 
 
 __all__ = [

@@ -24,12 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval_cmd(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from retrieval.specfile import with_overrides
     from retrieval.tune.runner import run_eval
-    from retrieval.tune.spec import load_spec
+    from retrieval.tune.spec import load_spec, validate_spec
 
-    spec = load_spec(args.spec)
-    if args.threads:
-        spec = spec.model_copy(update={"threads": args.threads})
+    spec = with_overrides(load_spec(args.spec), threads=args.threads, check=validate_spec)
     bar = tqdm(total=None, desc="eval", unit="config", disable=args.json or not sys.stderr.isatty())
 
     def progress(done: int, total: int, desc: str) -> None:

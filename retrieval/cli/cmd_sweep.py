@@ -49,11 +49,9 @@ def run(args: argparse.Namespace) -> int:
         from retrieval.cli.sweep_study import run_study_cmd
 
         return run_study_cmd(args)
-    spec = load_spec(args.spec)
-    if args.threads:
-        spec = spec.model_copy(update={"threads": args.threads})
     spec = apply_overrides(
-        spec, strategy=args.strategy, target=args.target_recall, n_trials=args.n_trials
+        load_spec(args.spec), strategy=args.strategy, target=args.target_recall,
+        n_trials=args.n_trials, threads=args.threads,
     )
     progress = None
     bar: Any = None

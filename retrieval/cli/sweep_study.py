@@ -9,6 +9,8 @@ from typing import Any
 
 from retrieval.cli._common import print_json, print_table
 from retrieval.errors import ConfigError, param_error
+from retrieval.specfile import with_overrides
+from retrieval.study.spec import check_study_spec
 
 
 def _override(spec: Any, args: argparse.Namespace) -> Any:
@@ -23,8 +25,8 @@ def _override(spec: Any, args: argparse.Namespace) -> Any:
     if args.target_recall is not None:
         if not 0.0 < args.target_recall <= 1.0:
             raise param_error("--target-recall", "in (0, 1]", args.target_recall)
-        spec = spec.model_copy(update={"constraints": spec.constraints.model_copy(
-            update={"target_recall": args.target_recall})})
+        constraints = {**spec.constraints.model_dump(), "target_recall": args.target_recall}
+        spec = with_overrides(spec, constraints=constraints, check=check_study_spec)
     return spec
 
 

@@ -1,9 +1,10 @@
 """Plumbing shared by the in-process backends (not a backend: no ``register`` here).
 
 :class:`InProcessIndex` validates every input once (dimension, metric, ids, k, search-before-
-build, use-after-close) and runs the cross-field checks before each search, so each backend
-module only translates parameters and calls its library. Internally a backend numbers vectors
-``0..n-1`` (their row position); custom ids are mapped on the way out.
+build, use-after-close) and runs the cross-field checks before each search (except for a config
+already checked by :mod:`retrieval.indexes.entry`, see :meth:`InProcessIndex.use_search`), so
+each backend module only translates parameters and calls its library. Internally a backend
+numbers vectors ``0..n-1`` (their row position); custom ids are mapped on the way out.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from retrieval.data import Metric, as_matrix, check_metric
 from retrieval.errors import ConfigError, DataError, param_error, unknown_name_error
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.entry import SearchConfig
 from retrieval.params import Params
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,8 @@ class InProcessIndex(IndexBackend):
         self._n = 0
         self._built = False
         self._checked_k = -1
+        #: k for which check_combination already passed on the current search params
+        self._trusted_k = -1
         self.check_build_params(self.build_params, self.dim)
 
     # --- hooks for subclasses ----------------------------------------------------------------
@@ -154,9 +158,34 @@ class InProcessIndex(IndexBackend):
         log.debug("%s built n=%d in %.3f s (%d bytes)", self.name, self._n, build_s, mem)
         return BuildInfo(n=self._n, build_s=build_s, memory_bytes=mem, extra=extra)
 
-    def set_search_params(self, **params: Any) -> None:
-        self._checked_k = -1  # the cross-field check runs again on the next search
-        super().set_search_params(**params)
+    def set_search_params(self, params: Params | None = None, /, **kw: Any) -> None:
+        """Keyword params (merged with the current ones and validated; unknown keys raise), or
+        one instance of this backend's SearchParams, taken as is (it is validated already).
+        The cross-field check runs on the next search."""
+        if params is None:
+            self._checked_k = self._trusted_k = -1
+            super().set_search_params(**kw)
+            return
+        if kw:
+            raise ConfigError(f"{self._where()}: set_search_params takes a "
+                              f"{self.SearchParams.__name__} or keyword params, not both")
+        self._take(params, trusted_k=-1)
+
+    def use_search(self, config: SearchConfig) -> None:
+        """A config checked by :mod:`retrieval.indexes.entry`: its SearchParams are taken as
+        is and, when it was checked against this index's build, check_combination does not run
+        again for its ``k`` (see :class:`~retrieval.indexes.entry.SupportsCheckedSearch`)."""
+        trusted = config.k if config.fits(self.name, self.build_params, config.k) else -1
+        self._take(config.search, trusted_k=trusted)
+
+    def _take(self, params: Params, *, trusted_k: int) -> None:
+        if not isinstance(params, self.SearchParams):
+            raise param_error("search params", f"a {self.SearchParams.__name__} or keyword "
+                              f"params", params, where=self._where())
+        self._checked_k = -1
+        self._trusted_k = trusted_k
+        self.search_params = params
+        self._apply_search_params()
 
     def search(self, queries: np.ndarray, k: int) -> SearchResult:
         """Top-``k`` per query: ids int64 (-1 = none), distances float32 ascending (rwb
@@ -214,13 +243,14 @@ class InProcessIndex(IndexBackend):
             raise ConfigError(f"{where}: search() called before build()")
         k = check_k(k, f"{where} search")
         x = as_matrix(queries, f"{where} queries", dim=self.dim)
-        self.check_combination(self.build_params, self.search_params, k)
+        if k != self._trusted_k:
+            self.check_combination(self.build_params, self.search_params, k)
         self._checked_k = k
         return x
 
     def close(self) -> None:
         """Free the index; idempotent. Search or build after close raises ConfigError."""
-        self._checked_k = -1
+        self._checked_k = self._trusted_k = -1
         if self._built:
             self._release()
             self._built = False

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.data import Metric, TextCollection, VectorDataset
@@ -33,6 +32,7 @@ from retrieval.loaders.synthetic import make_synthetic
 from retrieval.loaders.vectors import load_hdf5, load_npy, load_texmex
 from retrieval.params import Params, validate_params
 from retrieval.paths import data_dir_candidates, manifests_dir
+from retrieval.specfile import read_yaml, require_mapping
 
 log = logging.getLogger(__name__)
 
@@ -196,18 +196,8 @@ def manifest_paths() -> dict[str, Path]:
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """The raw mapping of a manifest file (ConfigError naming the file if it is not one)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read dataset manifest ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML ({exc})".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: a dataset manifest must be a mapping with a 'kind'; "
-            f"received {type(data).__name__}"
-        )
-    return data
+    data = read_yaml(path, what="dataset manifest", invalid="invalid YAML")
+    return dict(require_mapping(data, str(path), "a dataset manifest"))
 
 
 def parse_spec(data: Mapping[str, Any], *, where: str) -> DatasetSpec:

@@ -8,16 +8,17 @@ and the value received.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from retrieval.errors import ConfigError, RwbError, param_error
-from retrieval.indexes.registry import get_backend
-from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.errors import param_error
+from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
+from retrieval.params import Params
 from retrieval.rerank.bm25 import BM25Params
-from retrieval.specfile import read_yaml_file
+from retrieval.specfile import load_model
 
 DATASETS = ("scifact", "cranfield")
 QUALITY_METRICS = ("ndcg@10", "mrr@10")
@@ -30,13 +31,12 @@ class EmbedderSpec(Params):
     batch_size: int = Field(32, ge=1, le=4096)
 
 
-class DenseSpec(Params):
-    """The dense first stage: any index backend; build/search params are the backend's own."""
+class DenseSpec(IndexEntry):
+    """The dense first stage: any index backend; build/search params are the backend's own
+    (checked together for the ``fetch_k`` candidates it is searched for)."""
 
     backend: str = "faiss-flat"
     metric: Literal["cosine", "ip", "l2"] = "cosine"
-    build: dict[str, Any] = Field(default_factory=dict)
-    search: dict[str, Any] = Field(default_factory=dict)
 
 
 class RerankerSpec(Params):
@@ -121,34 +121,30 @@ class RerankSweepSpec(Params):
         return ("ndcg@10", f"recall@{self.recall_k}", "mrr@10")
 
 
-def parse_rerank_spec(data: Any, source: str = "<memory>") -> RerankSweepSpec:
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{source}: a spec must be a YAML mapping; received {type(data).__name__}"
-        )
-    try:
-        spec = RerankSweepSpec.model_validate(data)
-    except ValidationError as exc:
-        raise format_validation_error(exc, RerankSweepSpec, where=source) from None
+def dense_index(spec: RerankSweepSpec, source: str = "<memory>") -> CheckedEntry:
+    """The dense first stage validated (once; the result is kept on the entry) for the
+    ``fetch_k`` candidates it is searched for."""
+    return check_entry(spec.dense, spec.fetch_k, where=source, field="dense")
+
+
+def _check(spec: RerankSweepSpec, source: str) -> RerankSweepSpec:
     if spec.dataset == "cranfield" and spec.split != "test":
         raise param_error("split", "test (cranfield has one query set)", spec.split, where=source)
     rd = spec.router.rerank_depth
     if spec.router.enabled and rd is not None and rd not in spec.depths:
         raise param_error("router.rerank_depth", f"one of depths {spec.depths}", rd, where=source)
-    cls = get_backend(spec.dense.backend, where=f"{source}: field 'dense.backend'")
-    validate_params(cls.BuildParams, spec.dense.build, where=source, prefix="dense.build.")
-    validate_params(cls.SearchParams, spec.dense.search, where=source, prefix="dense.search.")
+    dense_index(spec, source)
     return spec
+
+
+def parse_rerank_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> RerankSweepSpec:
+    return load_model(data, RerankSweepSpec, source=source,
+                      check=lambda spec: _check(spec, source))
 
 
 def load_rerank_spec(path: str | Path) -> RerankSweepSpec:
     """Read and validate a spec file; errors name the file."""
-    p = Path(path)
-    data = read_yaml_file(p)
-    try:
-        return parse_rerank_spec(data, source=str(p))
-    except RwbError:
-        raise
+    return load_model(path, RerankSweepSpec, check=lambda spec: _check(spec, str(path)))
 
 
 __all__ = [
@@ -159,6 +155,7 @@ __all__ = [
     "RerankSweepSpec",
     "RerankerSpec",
     "RouterSpec",
+    "dense_index",
     "load_rerank_spec",
     "parse_rerank_spec",
 ]

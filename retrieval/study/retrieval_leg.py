@@ -16,16 +16,17 @@ value of one knob, and a reranker at each depth. Everything a trial needs is mea
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from retrieval.embed import CachedEmbedder, Embedder, get_embedder
 from retrieval.indexes import create_index
+from retrieval.indexes.entry import apply_search
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
 from retrieval.rerank.rerankers import (
@@ -43,7 +44,8 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.study.spec import StudySpec
+from retrieval.study.spec import StudySpec, study_index
+from retrieval.timing import time_each, timed
 
 log = logging.getLogger(__name__)
 
@@ -113,24 +115,15 @@ def make_rerankers(
 
 
 def _time_searches(index: Any, q: np.ndarray, k: int, warmup: int) -> np.ndarray:
-    for i in range(min(warmup, len(q))):
-        index.search(q[i : i + 1], k)
-    ms = np.empty(len(q), dtype=np.float64)
-    for i in range(len(q)):
-        t0 = time.perf_counter_ns()
-        index.search(q[i : i + 1], k)
-        ms[i] = (time.perf_counter_ns() - t0) / 1e6
+    """Single-query search latency (ms) of every query, after ``warmup`` untimed ones."""
+    rows = [q[i : i + 1] for i in range(len(q))]
+    _, ms = time_each(partial(index.search, k=k), rows, warmup=warmup)
     return ms
 
 
 def _time_embeds(inner: Embedder, texts: Sequence[str], warmup: int) -> np.ndarray:
-    for t in texts[: min(warmup, len(texts))]:
-        inner.embed([t], batch_size=1)
-    ms = np.empty(len(texts), dtype=np.float64)
-    for i, t in enumerate(texts):
-        t0 = time.perf_counter_ns()
-        inner.embed([t], batch_size=1)
-        ms[i] = (time.perf_counter_ns() - t0) / 1e6
+    """Single-call embedding latency (ms) of every text, after ``warmup`` untimed ones."""
+    _, ms = time_each(partial(inner.embed, batch_size=1), [[t] for t in texts], warmup=warmup)
     return ms
 
 
@@ -195,14 +188,16 @@ def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> Retr
     exact_ids = exact.search(xq, k).ids
     exact.close()
     note(f"building {idx.backend} {idx.build}")
-    index = create_index(idx.backend, int(xb.shape[1]), idx.metric, idx.build)
-    t0 = time.perf_counter()
-    index.build(xb, positions)
-    build_s = time.perf_counter() - t0
+    checked = study_index(spec)  # validated when the spec was loaded
+    (build,) = checked.builds()
+    index = create_index(idx.backend, int(xb.shape[1]), idx.metric, build)
+    with timed(pause_gc=False) as sw:
+        index.build(xb, positions)
+    build_s = sw.s
     cands: dict[tuple[int, int], Candidates] = {}
     search_ms = np.zeros((len(idx.values), len(fetches), len(qids)))
-    for vi, v in enumerate(idx.values):
-        index.set_search_params(**{**idx.search, idx.knob: v})
+    for vi, (v, search) in enumerate(zip(idx.values, checked.search_grid)):
+        apply_search(index, checked.config(build, search))
         for fi, f in enumerate(fetches):
             res = index.search(xq, f)
             cands[(vi, fi)] = Candidates(np.asarray(res.ids, dtype=np.int64),

@@ -7,33 +7,32 @@ is allowed and the value received.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from retrieval.cache.spec import CacheTuneSpec
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.indexes.registry import get_backend
-from retrieval.params import Params, format_validation_error, validate_params
+from retrieval.params import Params
 from retrieval.rerank.spec import EmbedderSpec, RerankerSpec
-from retrieval.specfile import read_yaml_file
+from retrieval.specfile import load_model, read_yaml
 
 KIND = "rag-study"
 STAT_TESTS = ("fisher", "student", "wilcoxon")
 
 
-class IndexKnobSpec(Params):
-    """The first-stage index and the one search knob the study tunes (any adapter)."""
+class IndexKnobSpec(IndexEntry):
+    """The first-stage index and the one search knob the study tunes (any adapter); ``search``:
+    the other search params, fixed."""
 
     backend: str = "faiss-ivf"
     metric: Literal["cosine", "ip", "l2"] = "cosine"
-    build: dict[str, Any] = Field(default_factory=dict)
     knob: str = "nprobe"
     values: list[int] = Field(min_length=1)
-    #: other search params, fixed
-    search: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("values")
     @classmethod
@@ -178,43 +177,37 @@ class StudySpec(Params):
         return sorted({max(d, self.retrieval.k) for d in self.rerank.depths})
 
 
-def _check_backend(spec: StudySpec) -> None:
+def study_index(spec: StudySpec) -> CheckedEntry:
+    """The study's index validated (once; the result is kept on the entry): its build, and one
+    search config per knob value (the fixed ``search`` plus the knob), each checked for the
+    largest fetch size."""
     idx = spec.retrieval.index
-    where = spec.source
-    cls = get_backend(idx.backend, where=f"{where}: field 'retrieval.index.backend'")
-    build = validate_params(cls.BuildParams, idx.build, where=where,
-                            prefix="retrieval.index.build.")
+    return check_entry(
+        idx, max(spec.fetch_sizes), where=spec.source, field="retrieval.index",
+        searches=[{**idx.search, idx.knob: v} for v in idx.values],
+        search_prefix="retrieval.index.", context="retrieval.index.values",
+    )
+
+
+def check_study_spec(spec: StudySpec) -> StudySpec:
+    """Cross-model checks: the knob is a search param of the backend; the index entry."""
+    idx = spec.retrieval.index
+    cls = get_backend(idx.backend, where=f"{spec.source}: field 'retrieval.index.backend'")
     known = set(cls.SearchParams.model_fields)
     if idx.knob not in known:
         raise param_error("retrieval.index.knob", f"one of {', '.join(sorted(known))}",
-                          idx.knob, where=where)
-    for v in idx.values:
-        search = validate_params(cls.SearchParams, {**idx.search, idx.knob: v}, where=where,
-                                 prefix="retrieval.index.")
-        try:
-            cls.check_combination(build, search, max(spec.fetch_sizes))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: retrieval.index.values: {exc}") from None
-
-
-def parse_study_spec(data: Any, source: str = "<memory>") -> StudySpec:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: a spec must be a YAML mapping; received "
-                          f"{type(data).__name__}")
-    try:
-        spec = StudySpec.model_validate({**data, "source": source})
-    except ValidationError as exc:
-        raise format_validation_error(exc, StudySpec, where=source) from None
-    _check_backend(spec)
+                          idx.knob, where=spec.source)
+    study_index(spec)
     return spec
 
 
-_read_yaml = read_yaml_file
+def parse_study_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> StudySpec:
+    return load_model(data, StudySpec, source=source, extra={"source": source},
+                      check=check_study_spec)
 
 
 def load_study_spec(path: str | Path) -> StudySpec:
-    p = Path(path)
-    return parse_study_spec(_read_yaml(p), source=str(p))
+    return load_model(path, StudySpec, extra={"source": str(path)}, check=check_study_spec)
 
 
 def is_study_spec(path: str | Path) -> bool:
@@ -222,8 +215,8 @@ def is_study_spec(path: str | Path) -> bool:
     dispatches on); False for anything else, including unreadable files (the index-sweep
     loader then reports the problem)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        data = read_yaml(path)
+    except ConfigError:
         return False
     return isinstance(data, dict) and data.get("kind") == KIND
 
@@ -232,7 +225,9 @@ __all__ = [
     "KIND",
     "STAT_TESTS",
     "StudySpec",
+    "check_study_spec",
     "is_study_spec",
     "load_study_spec",
     "parse_study_spec",
+    "study_index",
 ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.evaluate import BuiltIndex, Evaluator, Measurement, Mode
+from retrieval.indexes.entry import SearchConfig
 from retrieval.metrics import latency_summary
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import QuerySplit, lower_bound
@@ -26,6 +27,9 @@ from retrieval.tune.results import HeldOut, PointResult
 
 #: slack when comparing a bound with the target (float sums of exact fractions)
 EPS = 1e-9
+
+#: a search config: as written (validated by the evaluator) or already validated
+Search = Mapping[str, Any] | SearchConfig
 
 
 @contextmanager
@@ -51,7 +55,7 @@ class Measurer:
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
 
-    def _result(self, ms: list[Measurement], search: Mapping[str, Any]) -> PointResult:
+    def _result(self, ms: list[Measurement], search: Search) -> PointResult:
         single = next((m for m in ms if m.mode == "single"), None)
         batch = next((m for m in ms if m.mode == "batch"), None)
         ref = batch or single
@@ -60,7 +64,7 @@ class Measurer:
         lat = latency_summary(single.latency_ms) if single is not None else {}
         s = ref.summary()
         return PointResult(
-            search=dict(search),
+            search=dict(search.given if isinstance(search, SearchConfig) else search),
             recall=ref.recall,
             recall_lb=lb,
             recall_tie=float(ref.per_query_recall_tie.mean()),
@@ -75,20 +79,20 @@ class Measurer:
             meets=self.meets(lb),
         )
 
-    def full(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
+    def full(self, built: BuiltIndex, search: Search) -> PointResult:
         ms = self.ev.measure(
             built, search, modes=self.modes, query_idx=self.split.tune, query_set="tune"
         )
         return self._result(ms, search)
 
-    def probe(self, built: BuiltIndex, search: Mapping[str, Any]) -> PointResult:
+    def probe(self, built: BuiltIndex, search: Search) -> PointResult:
         with _one_pass(self.ev):
             ms = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
         return self._result(ms, search)
 
-    def heldout(self, built: BuiltIndex, search: Mapping[str, Any]) -> HeldOut | None:
+    def heldout(self, built: BuiltIndex, search: Search) -> HeldOut | None:
         if self.split.heldout.size == 0:
             return None
         with _one_pass(self.ev):

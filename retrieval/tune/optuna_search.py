@@ -16,11 +16,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from retrieval.indexes.registry import get_backend
-from retrieval.params import validate_params
 from retrieval.tune import trials as tr
 from retrieval.tune.config import TuneSpec
-from retrieval.tune.spec import SweepSpec, build_grid, search_grid
+from retrieval.tune.spec import SweepSpec, checked_entries
 from retrieval.tune.units import Unit, make_unit, monotone_knob, target_fixed_grid
 from retrieval.tune.worker import Claim
 
@@ -49,12 +47,10 @@ def _choices(value: Any) -> list[Any]:
 def space_size(spec: SweepSpec, labels: Sequence[str]) -> int:
     """How many distinct units the sampler can propose."""
     total = 0
-    for i, entry in enumerate(spec.indexes):
-        cls = get_backend(entry.backend)
-        for build in build_grid(entry):
-            bp = validate_params(cls.BuildParams, build, where=spec.source)
-            knob = monotone_knob(cls, bp, spec.k, spec.tune, labels[i])
-            n = len(target_fixed_grid(spec, i, knob)) if knob else len(search_grid(entry))
+    for i, checked in enumerate(checked_entries(spec)):
+        for bp in checked.builds():
+            knob = monotone_knob(checked.cls, bp, spec.k, spec.tune, labels[i])
+            n = len(target_fixed_grid(spec, i, knob)) if knob else len(checked.search_grid)
             total += n
     return total
 
@@ -102,13 +98,13 @@ class Proposer:
         label = trial.suggest_categorical("index", self.labels)
         i = self.labels.index(label)
         entry = spec.indexes[i]
-        cls = get_backend(entry.backend)
+        checked = checked_entries(spec)[i]
         build = {
             name: trial.suggest_categorical(f"{label}.build.{name}", _choices(axis))
             for name, axis in entry.build.items()
         }
-        bp = validate_params(cls.BuildParams, build, where=spec.source, prefix="build.")
-        knob = monotone_knob(cls, bp, spec.k, spec.tune, label)
+        bp = checked.build(build)
+        knob = monotone_knob(checked.cls, bp, spec.k, spec.tune, label)
         fixed = {
             name: trial.suggest_categorical(f"{label}.search.{name}", _choices(axis))
             for name, axis in entry.search.items()

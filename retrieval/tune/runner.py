@@ -13,7 +13,7 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.evaluate import Evaluator, Measurement
 from retrieval.store import RunDir
-from retrieval.tune.spec import SweepSpec, build_grid, resolved, search_grid
+from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,19 @@ def run_eval(
         dataset=dataset_info(ds),
         spec_source=spec.source,
     )
-    total = sum(len(build_grid(e)) * len(search_grid(e)) for e in spec.indexes)
+    entries = checked_entries(spec)  # validated once when the spec was loaded
+    total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
     done = 0
     measurements: list[Measurement] = []
     with Evaluator.for_spec(spec, ds, run.path / "work") as ev:
-        for entry in spec.indexes:
-            for build in build_grid(entry):
-                built = ev.build(entry.backend, build)
-                for search in search_grid(entry):
-                    measurements += ev.measure(built, search, modes=spec.modes)
+        for entry in entries:
+            for build in entry.build_grid:
+                built = ev.build(entry.backend, entry.build(build))
+                for config in entry.configs(build):
+                    measurements += ev.measure(built, config, modes=spec.modes)
                     done += 1
                     if progress:
-                        progress(done, total, f"{entry.backend} {build} {search}")
+                        progress(done, total, f"{entry.backend} {build} {config.given}")
                 ev.release(built)
     shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", [m.summary(spec.target_recall) for m in measurements])

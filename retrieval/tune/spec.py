@@ -1,40 +1,35 @@
 """Sweep specs: YAML -> pydantic (extra="forbid"), validated per backend before anything runs.
 
 A spec names a dataset, k, and for each index backend the build and search params to try. A list
-value is a grid axis; a scalar is fixed. Every build x search combination is validated by the
-backend's own parameter models and cross-field checks (ef_search >= k, nprobe <= nlist), and any
-error names the file, the field, what is allowed and what was received.
+value is a grid axis; a scalar is fixed. Every entry is validated once by
+:func:`retrieval.indexes.entry.check_entry` (the backend's parameter models, and the cross-field
+checks such as ef_search >= k or nprobe <= nlist on every build x search combination); any error
+names the file, the field, what is allowed and what was received. The validated params
+(:func:`checked_entries`) travel with the sweep's units of work, which trust them.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval.errors import ConfigError, RwbError
-from retrieval.indexes.registry import get_backend
-from retrieval.params import Params, format_validation_error, validate_params
-from retrieval.specfile import read_yaml_file
+from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
+from retrieval.indexes.entry import IndexEntry as BaseEntry
+from retrieval.params import Params
+from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
-
-Scalar = int | float | str | bool
-GridValue = Scalar | list[Scalar]
 
 
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class IndexEntry(SpecModel):
-    """One backend with its build grid and search grid."""
+class IndexEntry(BaseEntry):
+    """One backend with its build grid and search grid (and an optional label)."""
 
-    backend: str
-    build: dict[str, GridValue] = Field(default_factory=dict)
-    search: dict[str, GridValue] = Field(default_factory=dict)
     label: str | None = None
 
 
@@ -60,73 +55,37 @@ class SweepSpec(SpecModel):
     source: str = Field("<memory>", exclude=True)
 
 
-def _grid(values: Mapping[str, GridValue]) -> Iterator[dict[str, Any]]:
-    keys = list(values)
-    axes = [v if isinstance(v, list) else [v] for v in values.values()]
-    for combo in itertools.product(*axes):
-        yield dict(zip(keys, combo))
-
-
-def build_grid(entry: IndexEntry) -> list[dict[str, Any]]:
+def build_grid(entry: BaseEntry) -> list[dict[str, Any]]:
     """Every build config of an entry (cartesian product of list-valued fields)."""
-    return list(_grid(entry.build))
+    return expand(entry.build)
 
 
-def search_grid(entry: IndexEntry) -> list[dict[str, Any]]:
-    return list(_grid(entry.search))
+def search_grid(entry: BaseEntry) -> list[dict[str, Any]]:
+    return expand(entry.search)
 
 
-def _check_axes(values: Mapping[str, GridValue], field: str, where: str) -> None:
-    for key, v in values.items():
-        if isinstance(v, list) and not v:
-            raise ConfigError(f"{where}: field '{field}.{key}' must be a non-empty list or a value")
+def checked_entries(spec: SweepSpec) -> list[CheckedEntry]:
+    """Every entry validated (once: the result is kept on the entry) for the spec's ``k``."""
+    return [
+        check_entry(e, spec.k, where=spec.source, field=f"indexes[{i}]", grids=True)
+        for i, e in enumerate(spec.indexes)
+    ]
 
 
 def validate_spec(spec: SweepSpec) -> SweepSpec:
     """Validate every entry's params against its backend's models and cross-field rules."""
-    where = spec.source
-    for i, entry in enumerate(spec.indexes):
-        field = f"indexes[{i}]"
-        cls = get_backend(entry.backend, where=f"{where}: field '{field}.backend'")
-        _check_axes(entry.build, f"{field}.build", where)
-        _check_axes(entry.search, f"{field}.search", where)
-        builds = [
-            validate_params(cls.BuildParams, b, where=where, prefix=f"{field}.build.")
-            for b in build_grid(entry)
-        ]
-        searches = [
-            validate_params(cls.SearchParams, s, where=where, prefix=f"{field}.search.")
-            for s in search_grid(entry)
-        ]
-        for b in builds:
-            for s in searches:
-                try:
-                    cls.check_combination(b, s, spec.k)
-                except ConfigError as exc:
-                    raise ConfigError(f"{where}: {field}: {exc}") from None
+    checked_entries(spec)
     return spec
 
 
-def parse_spec(data: Any, source: str = "<memory>") -> SweepSpec:
-    if not isinstance(data, Mapping):
-        raise ConfigError(
-            f"{source}: a spec must be a YAML mapping; received {type(data).__name__}"
-        )
-    try:
-        spec = SweepSpec.model_validate({**data, "source": source})
-    except ValidationError as exc:
-        raise format_validation_error(exc, SweepSpec, where=source) from None
-    return validate_spec(spec)
+def parse_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> SweepSpec:
+    return load_model(data, SweepSpec, source=source, extra={"source": source},
+                      check=validate_spec)
 
 
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a spec file; errors name the file."""
-    p = Path(path)
-    data = read_yaml_file(p)
-    try:
-        return parse_spec(data, source=str(p))
-    except RwbError:
-        raise
+    return load_model(path, SweepSpec, extra={"source": str(path)}, check=validate_spec)
 
 
 def resolved(spec: SweepSpec) -> dict[str, Any]:
@@ -135,10 +94,13 @@ def resolved(spec: SweepSpec) -> dict[str, Any]:
 
 
 __all__ = [
+    "GridValue",
     "IndexEntry",
     "Params",
+    "Scalar",
     "SweepSpec",
     "build_grid",
+    "checked_entries",
     "load_spec",
     "parse_spec",
     "resolved",

@@ -19,6 +19,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
 from retrieval.redact import redact_uri
+from retrieval.specfile import with_overrides
 from retrieval.store import RunDir
 from retrieval.tune import trials as tr
 from retrieval.tune.config import STRATEGIES
@@ -26,7 +27,7 @@ from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
-from retrieval.tune.spec import SweepSpec, parse_spec, resolved
+from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
 from retrieval.tune.summary import build_summary
 from retrieval.tune.units import entry_labels, plan_units
@@ -49,24 +50,25 @@ def apply_overrides(
     strategy: str | None = None,
     target: float | None = None,
     n_trials: int | None = None,
+    threads: int | None = None,
 ) -> SweepSpec:
-    """The spec with command-line overrides applied and validated again."""
+    """The spec with command-line overrides applied through validation (a value outside a
+    field's range is refused as it would be in the file); the index entries are not validated
+    again (they did not change)."""
     if strategy is not None and strategy not in STRATEGIES:
         raise unknown_name_error("strategy", strategy, STRATEGIES, where="--strategy")
     if target is not None and not (0.0 < target <= 1.0):
         raise param_error("--target-recall", "in (0, 1]", target)
     if n_trials is not None and n_trials < 1:
         raise param_error("--n-trials", "an integer >= 1", n_trials)
-    data = spec.model_dump(mode="json")
-    tune = dict(data.get("tune") or {})
-    if strategy is not None:
-        tune["strategy"] = strategy
-    if n_trials is not None:
-        tune["n_trials"] = n_trials
-    data["tune"] = tune
-    if target is not None:
-        data["target_recall"] = target
-    return parse_spec(data, source=spec.source)
+    tune = {k: v for k, v in (("strategy", strategy), ("n_trials", n_trials)) if v is not None}
+    return with_overrides(
+        spec,
+        check=validate_spec,
+        tune={**spec.tune.model_dump(), **tune} if tune else None,
+        target_recall=target,
+        threads=threads,
+    )
 
 
 def check_tunable(spec: SweepSpec) -> None:

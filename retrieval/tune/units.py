@@ -18,26 +18,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.base import IndexBackend
+from retrieval.indexes.entry import canon
 from retrieval.indexes.registry import get_backend
-from retrieval.params import Params, validate_params
+from retrieval.params import Params
 from retrieval.tune import target as tgt
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.results import PointResult
-from retrieval.tune.spec import SweepSpec, build_grid, search_grid
+from retrieval.tune.spec import SweepSpec, checked_entries, search_grid
 
 Method = Literal["grid", "target"]
-
-
-def canon(d: Mapping[str, Any]) -> str:
-    """Canonical JSON of a params mapping (the key of a point)."""
-    return json.dumps(dict(d), sort_keys=True, separators=(",", ":"), default=str)
 
 
 def entry_labels(spec: SweepSpec) -> list[str]:
@@ -172,24 +167,17 @@ def make_unit(
 ) -> Unit:
     """The unit of entry ``i`` for ``build`` (a grid unit when the backend has no knob)."""
     entry = spec.indexes[i]
-    cls = get_backend(entry.backend)
-    where = f"{spec.source}: indexes[{i}]"
-    bp = validate_params(cls.BuildParams, build, where=where, prefix="build.")
+    checked = checked_entries(spec)[i]
+    cls = checked.cls
+    bp = checked.build(build)
     knob = monotone_knob(cls, bp, spec.k, spec.tune, label)
     build_doc = dict(build)
     if method == "target" and knob is not None:
         low, high = knob_bounds(cls, knob, bp, spec.k, spec.tune)
         fixed_doc = {k: v for k, v in (fixed or {}).items() if k != knob}
-        for v in (low, high):
-            sp = validate_params(
-                cls.SearchParams, {**fixed_doc, knob: v}, where=where, prefix="search."
-            )
-            try:
-                cls.check_combination(bp, sp, spec.k)
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"{where}: search range of '{knob}' [{low}, {high}]: {exc}"
-                ) from None
+        context = f"indexes[{i}]: search range of '{knob}' [{low}, {high}]"
+        for v in (low, high):  # checked once here, trusted when measured
+            checked.config(bp, {**fixed_doc, knob: v}, context=context)
         return Unit(i, entry.backend, label, build_doc, fixed_doc, "target", knob, low, high)
     return Unit(
         i, entry.backend, label, build_doc, {}, "grid", knob, 0, 0, tuple(search_grid(entry))
@@ -209,14 +197,13 @@ def plan_units(spec: SweepSpec, method: Method) -> list[Unit]:
     """Every unit of a grid or target sweep, in spec order."""
     labels = entry_labels(spec)
     units: list[Unit] = []
-    for i, entry in enumerate(spec.indexes):
-        cls = get_backend(entry.backend)
-        for build in build_grid(entry):
+    for i, checked in enumerate(checked_entries(spec)):
+        for build in checked.build_grid:
             if method == "grid":
                 units.append(make_unit(spec, i, labels[i], build, None, "grid"))
                 continue
-            bp = validate_params(cls.BuildParams, build, where=spec.source, prefix="build.")
-            knob = monotone_knob(cls, bp, spec.k, spec.tune, labels[i])
+            bp = checked.build(build)
+            knob = monotone_knob(checked.cls, bp, spec.k, spec.tune, labels[i])
             for fixed in target_fixed_grid(spec, i, knob):
                 units.append(make_unit(spec, i, labels[i], build, fixed, "target"))
     check_ranges_used(spec)

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.indexes.entry import SearchConfig
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy
 from retrieval.tune.decide import choose
 from retrieval.tune.measure import Measurer
 from retrieval.tune.results import PointResult, UnitResult
-from retrieval.tune.spec import SweepSpec
+from retrieval.tune.spec import SweepSpec, checked_entries
 from retrieval.tune.units import Unit, canon, trial_params
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ class Worker:
         self.book, self.s, self.plan = book, settings, list(plan)
         self.proposer = proposer
         self.progress = progress
+        #: the spec's validated entries: units read back from the study (plain data) map onto
+        #: them, so a config is validated once, not at every hop
+        self.checked = checked_entries(spec)
         self._built: dict[str, BuiltIndex] = {}
         self.units_run = 0
         self.points_measured = 0
@@ -150,11 +154,16 @@ class Worker:
         d = t.user_attrs.get(tr.UNIT_DEF) or {}
         return f"{d.get('backend')}|{canon(d.get('build') or {})}"
 
+    def config(self, unit: Unit, search: dict[str, Any]) -> SearchConfig:
+        """The validated config of ``search`` on the unit's build (validated the first time)."""
+        return self.checked[unit.entry].config(unit.build, search)
+
     def built(self, unit: Unit) -> BuiltIndex:
         key = self._build_key(unit)
         if key not in self._built:
             t0 = time.perf_counter()
-            self._built[key] = self.ev.build(unit.backend, unit.build)
+            params = self.checked[unit.entry].build(unit.build)
+            self._built[key] = self.ev.build(unit.backend, params)
             self.timing["build_s"] += time.perf_counter() - t0
         return self._built[key]
 
@@ -172,9 +181,10 @@ class Worker:
     def measure(self, unit: Unit, built: BuiltIndex, search: dict[str, Any]) -> PointResult:
         t0 = time.perf_counter()
         try:
+            config = self.config(unit, search)
             if unit.method == "target":
-                return self.m.probe(built, search)
-            return self.m.full(built, search)
+                return self.m.probe(built, config)
+            return self.m.full(built, config)
         finally:
             self.timing["measure_s"] += time.perf_counter() - t0
 
@@ -237,12 +247,15 @@ class Worker:
         infeasible = unit.infeasible(measured) or (self.s.target is not None and chosen is None)
         extra: dict[str, Any] = {}
         if chosen is not None and unit.method == "target":
-            full = self.m.full(built, chosen.search)  # latency percentiles of the chosen config
+            # latency percentiles of the chosen config
+            full = self.m.full(built, self.config(unit, chosen.search))
             if abs(full.recall - chosen.recall) > 1e-12:
                 extra["probe_recall"] = chosen.recall
                 extra["probe_recall_lb"] = chosen.recall_lb
             chosen = full
-        heldout = self.m.heldout(built, chosen.search) if chosen is not None else None
+        heldout = (
+            self.m.heldout(built, self.config(unit, chosen.search)) if chosen is not None else None
+        )
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     # --- recovery and planning -----------------------------------------------------------------

@@ -158,3 +158,12 @@ def test_backends_and_datasets_commands():
     assert {"faiss-flat", "hnswlib", "faiss-hnsw", "faiss-ivf", "milvus"} <= names
     proc = run_cli("datasets")
     assert proc.returncode == 0 and "synthetic-20k" in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["eval", "sweep"])
+def test_cli_threads_override_is_validated_like_the_spec(tmp_path, command):
+    """--threads goes through the spec's own validation (threads <= 512), as if written there."""
+    spec = write(tmp_path, "dataset: synthetic-small\nindexes:\n  - backend: faiss-flat\n")
+    proc = run_cli(command, str(spec), "--threads", "600", "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, str(spec), "field 'threads'", "<= 512", "600")
+    assert not (tmp_path / "o").exists()
