@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from retrieval.cache.semcache import IndexParams
+from retrieval.cache.redis import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
 from retrieval.errors import ConfigError
 from retrieval.params import Params, format_validation_error
