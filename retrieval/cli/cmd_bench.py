@@ -96,7 +96,8 @@ def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None]
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    from retrieval.bench.embed import load_embed_config, run_embed_bench, write_embed_run
+    from retrieval.bench.embed.run import run_embed_bench, write_embed_run
+    from retrieval.bench.embed.spec import load_embed_config
 
     dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
     cfg = load_embed_config(
