@@ -258,7 +258,8 @@ paragraphs, SciFact abstracts), each in its own in-process index; speedup over s
     new_code_cell("""\
 fanout = from_env("RWB_NOTEBOOK_FANOUT_RUN")
 if fanout is None:
-    from retrieval.bench.fanout.bench import parse_fanout_spec, run_fanout_bench
+    from retrieval.bench.fanout.run import run_fanout_bench
+    from retrieval.bench.fanout.spec import parse_fanout_spec
 
     fspec = parse_fanout_spec({
         "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],

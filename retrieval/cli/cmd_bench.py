@@ -157,13 +157,8 @@ def _print_embed(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
 
 
 def run_fanout(args: argparse.Namespace) -> int:
-    from retrieval.bench.fanout.bench import (
-        load_fanout_spec,
-        parse_fanout_spec,
-        run_fanout_bench,
-        with_backend,
-        write_fanout_run,
-    )
+    from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
+    from retrieval.bench.fanout.spec import load_fanout_spec, parse_fanout_spec, with_backend
 
     spec = load_fanout_spec(args.spec)
     if args.server and args.backend != "milvus":
