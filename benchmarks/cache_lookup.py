@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
+from retrieval.cache.live import SemanticCache, time_lookups
+from retrieval.cache.redis import IndexParams
 from retrieval.cache.run import embed_questions, redis_for_run
-from retrieval.cache.semcache import IndexParams, SemanticCache
 from retrieval.cache.spec import load_cache_spec, parse_cache_spec
 from retrieval.cache.tune import (
     choose_threshold,
     design_probes,
     exclude_self,
     qqp_labels,
-    time_lookups,
 )
 from retrieval.paths import REPO_ROOT
 

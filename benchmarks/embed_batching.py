@@ -33,7 +33,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def bench(collection: str, sample: int, single_limit: int, budgets: list[int], rounds: int,
           model: str | None, threads: int | None) -> list[dict[str, Any]]:
-    from retrieval.bench.embed import EmbedBenchConfig, run_embed_bench
+    from retrieval.bench.embed.run import run_embed_bench
+    from retrieval.bench.embed.spec import EmbedBenchConfig
 
     cfg = EmbedBenchConfig(
         collection=collection, sample=sample, batch_sizes=[1, 8, 32, 128],
@@ -63,7 +64,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["short", "mixed"], help="run one part only")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from retrieval.bench.embed import bf16_support, torch_info
+    from retrieval.bench.embed.engines import bf16_support, torch_info
     from retrieval.store import cpu_info
 
     cpu = cpu_info()

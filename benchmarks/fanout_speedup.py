@@ -38,13 +38,12 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from retrieval.bench.fanout.bench import (
+    from retrieval.bench.fanout.prepare import prepare_collections, prepare_queries
+    from retrieval.bench.fanout.run import run_fanout_bench
+    from retrieval.bench.fanout.spec import (
         DEFAULT_PARAMS,
         load_fanout_spec,
         parse_fanout_spec,
-        prepare_collections,
-        prepare_queries,
-        run_fanout_bench,
         with_backend,
     )
     from retrieval.store import cpu_info

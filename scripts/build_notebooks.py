@@ -240,7 +240,8 @@ Throughput against batch size, for fixed-size and length-sorted batches, with th
     new_code_cell("""\
 embed = from_env("RWB_NOTEBOOK_EMBED_RUN")
 if embed is None:
-    from retrieval.bench.embed import EmbedBenchConfig, run_embed_bench
+    from retrieval.bench.embed.run import run_embed_bench
+    from retrieval.bench.embed.spec import EmbedBenchConfig
 
     cfg = EmbedBenchConfig(collection="qqp", sample=300, batch_sizes=[1, 8, 32, 64],
                            token_budgets=[2048], single_limit=60, dtypes=["fp32"], warmup=2)
@@ -257,7 +258,8 @@ paragraphs, SciFact abstracts), each in its own in-process index; speedup over s
     new_code_cell("""\
 fanout = from_env("RWB_NOTEBOOK_FANOUT_RUN")
 if fanout is None:
-    from retrieval.bench.fanout.bench import parse_fanout_spec, run_fanout_bench
+    from retrieval.bench.fanout.run import run_fanout_bench
+    from retrieval.bench.fanout.spec import parse_fanout_spec
 
     fspec = parse_fanout_spec({
         "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],

@@ -22,14 +22,10 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
-from retrieval.cache.semcache import (
-    CONVENTIONS,
-    SemanticCache,
-    Threshold,
-    connect_redis,
-    redact_url,
-)
+from retrieval.cache.live import SemanticCache, time_lookups
+from retrieval.cache.redis import connect_redis, redact_url
 from retrieval.cache.spec import CacheTuneSpec
+from retrieval.cache.thresholds import CONVENTIONS, Threshold
 from retrieval.cache.tune import (
     ProbeDesign,
     QQPLabels,
@@ -40,7 +36,6 @@ from retrieval.cache.tune import (
     exclude_self,
     knn_check,
     qqp_labels,
-    time_lookups,
 )
 from retrieval.errors import BackendError
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from retrieval.cache.semcache import IndexParams
+from retrieval.cache.redis import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
 from retrieval.params import Params
 from retrieval.specfile import load_model

@@ -28,15 +28,17 @@ The experiment (every choice below is recorded in the run directory):
   rate under that constraint (hits grow with t). It is then reported on the held-out split.
 - **Latency.** While filling the cache, after ``latency.sizes`` entries, single lookups
   (redisvl ``SemanticCache.check`` through :meth:`SemanticCache.lookup`, vector given, one
-  client, loopback) are timed with ``perf_counter_ns`` after a warm-up: p50/p95/p99 in ms.
+  client, loopback) are timed after a warm-up (:func:`retrieval.cache.live.time_lookups`,
+  through :mod:`retrieval.timing`): p50/p95/p99 in ms.
+
+Everything here is numpy on arrays already fetched; the live Redis side is
+:mod:`retrieval.cache.live` and :mod:`retrieval.cache.redis`.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -44,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.binomial import upper_bound
-from retrieval.cache.semcache import SemanticCache, Threshold
 from retrieval.cache.spec import CacheTuneSpec
+from retrieval.cache.thresholds import Threshold
 from retrieval.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -302,7 +304,7 @@ def curve_rows(sweep: SweepResult, curve_step: float) -> list[dict[str, Any]]:
     return rows
 
 
-# --------------------------------------------------------------------------- live Redis
+# --------------------------------------------------------------------------- Redis answers
 
 
 def exclude_self(probes: np.ndarray, keys: np.ndarray, dists: np.ndarray
@@ -316,33 +318,6 @@ def exclude_self(probes: np.ndarray, keys: np.ndarray, dists: np.ndarray
         ok = (qids[:, j] >= 0) & (qids[:, j] != probes)
         nn[ok], nd[ok] = qids[ok, j], dists[ok, j]
     return nn, nd
-
-
-def time_lookups(cache: SemanticCache, vectors: np.ndarray, warmup: int,
-                 threshold: Threshold) -> dict[str, Any]:
-    """Single-query lookup latency (ms) through redisvl ``check`` (vector given)."""
-    for v in vectors[: min(warmup, len(vectors))]:
-        cache.lookup("", vector=v, threshold=threshold)
-    before = cache.stats()
-    times = np.empty(len(vectors))
-    gc.disable()  # a collection inside one timed call would be charged to Redis
-    try:
-        for i, v in enumerate(vectors):
-            t0 = time.perf_counter_ns()
-            cache.lookup("", vector=v, threshold=threshold)
-            times[i] = (time.perf_counter_ns() - t0) / 1e6
-    finally:
-        gc.enable()
-    after = cache.stats()
-    if after.bypassed > before.bypassed:
-        raise DataError(f"latency: Redis at {cache.url} went away while timing lookups")
-    return {
-        "p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95)),
-        "p99_ms": float(np.percentile(times, 99)), "mean_ms": float(times.mean()),
-        "queries": len(vectors), "hit_fraction": (after.hits - before.hits) / len(vectors),
-        "threshold": threshold.to_dict(), "mode": "single query, sequential, 1 client, vector "
-        "given (embedding excluded), redisvl SemanticCache.check",
-    }
 
 
 def knn_check(design: ProbeDesign, vectors: Any, nn: np.ndarray, nd: np.ndarray,
@@ -388,5 +363,4 @@ __all__ = [
     "metrics_table",
     "qqp_labels",
     "sweep_counts",
-    "time_lookups",
 ]

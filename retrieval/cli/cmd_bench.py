@@ -96,7 +96,8 @@ def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None]
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    from retrieval.bench.embed import load_embed_config, run_embed_bench, write_embed_run
+    from retrieval.bench.embed.run import run_embed_bench, write_embed_run
+    from retrieval.bench.embed.spec import load_embed_config
 
     dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
     cfg = load_embed_config(
@@ -156,13 +157,8 @@ def _print_embed(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
 
 
 def run_fanout(args: argparse.Namespace) -> int:
-    from retrieval.bench.fanout.bench import (
-        load_fanout_spec,
-        parse_fanout_spec,
-        run_fanout_bench,
-        with_backend,
-        write_fanout_run,
-    )
+    from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
+    from retrieval.bench.fanout.spec import load_fanout_spec, parse_fanout_spec, with_backend
 
     spec = load_fanout_spec(args.spec)
     if args.server and args.backend != "milvus":

@@ -186,9 +186,11 @@ def verify_file(
     KNN + threshold decision on >= ``min_agreement`` of ``sample_lookups`` held-out probes
     (HNSW range queries with Redis's default EPSILON miss a few close entries).
     """
+    from retrieval.cache.live import SemanticCache
+    from retrieval.cache.redis import connect_redis
     from retrieval.cache.run import embed_questions, fill_cache, redis_for_run, replay_lookups
-    from retrieval.cache.semcache import SemanticCache, Threshold, connect_redis
     from retrieval.cache.spec import parse_cache_spec
+    from retrieval.cache.thresholds import Threshold
     from retrieval.cache.tune import design_probes, exclude_self, metrics_table, qqp_labels
     from retrieval.export.files import read_config
 

@@ -12,6 +12,9 @@ Uses Milvus Lite's servicer class (``milvus_lite.adapter.grpc.servicer.MilvusSer
 two private members (``Collection._wait_for_bg``, ``Collection._bg_executor``); when they move,
 :func:`start` raises ImportError/AttributeError and the caller falls back to pymilvus's own
 in-process server (threads then not pinned; recorded in the build info). Not a backend module.
+
+Also here: where Milvus Lite keeps a collection on disk (data segments, index files), which the
+backend checks after a build (:func:`segment_facts`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import logging
 from concurrent import futures
 from pathlib import Path
 from typing import Any
+
+from retrieval.errors import BackendError
+from retrieval.indexes._milvus_common import WHERE
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +104,55 @@ class InProcessLite:
             self.db.close()
         with contextlib.suppress(Exception):
             self.pool.shutdown(wait=False)
+
+
+# --------------------------------------------------------------------------- on disk
+
+
+def collection_dir(db_path: Path | None, collection: str) -> Path | None:
+    if db_path is None:
+        return None
+    hits = list(db_path.glob(f"**/collections/{collection}"))
+    return hits[0] if hits else None
+
+
+def lite_files(db_path: Path | None, collection: str) -> tuple[list[Path], list[Path]]:
+    """(data segment files, index files) of ``collection`` in the database at ``db_path``."""
+    root = collection_dir(db_path, collection)
+    if root is None:
+        return [], []
+    segments = sorted(root.glob("partitions/*/data/*.parquet"))
+    index_files = sorted(p for p in root.glob("partitions/*/indexes/*") if p.is_file())
+    return segments, index_files
+
+
+def collection_bytes(db_path: Path | None, collection: str) -> int:
+    root = collection_dir(db_path, collection)
+    if root is None:
+        return 0
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def segment_facts(db_path: Path | None, collection: str, n: int, index_type: str, where: str,
+                  drained: bool) -> tuple[int, dict[str, Any]]:
+    """After a build and load: (bytes of the index files, facts for ``BuildInfo.extra``).
+    BackendError when a data segment has no index file (searches would be brute-forced)."""
+    segments, index_files = lite_files(db_path, collection)
+    if len(index_files) < len(segments):
+        raise BackendError(
+            f"{WHERE}: Milvus Lite holds {len(segments)} data segment(s) but only "
+            f"{len(index_files)} index file(s) after load at {where}: searches "
+            f"would be brute-forced"
+        )
+    memory = sum(p.stat().st_size for p in index_files)
+    extra: dict[str, Any] = {"segments": len(segments), "background_drained": drained}
+    if len(segments) > 1:
+        log.warning(
+            "milvus: Milvus Lite split %d rows into %d segments (memtable limit); each "
+            "segment has its own %s index and results are merged, so recall per "
+            "ef/nprobe differs from one index over all rows", n, len(segments),
+            index_type,
+        )
+    extra["disk_bytes"] = collection_bytes(db_path, collection)
+    extra["memory_kind"] = "serialized index files of the loaded collection (bytes)"
+    return memory, extra

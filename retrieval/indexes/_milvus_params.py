@@ -16,10 +16,11 @@ here.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
@@ -29,8 +30,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from retrieval.errors import ConfigError
-from retrieval.params import Params
+from retrieval.errors import ConfigError, param_error
+from retrieval.params import Params, validate_params
 
 #: Largest efConstruction accepted (Milvus documents ef in [top_k, 32768] for HNSW).
 EF_MAX = 32_768
@@ -290,3 +291,39 @@ def default_search(build: MilvusBuild) -> Params:
     if isinstance(build, IvfFlatBuild):
         return IvfSearch(nprobe=min(8, build.nlist))
     return search_model_for(build)()
+
+
+def check_search(build: Params, search: Params, k: int) -> None:
+    """The backend's ``check_combination``: ``k`` within Milvus's top-k limit, the search params
+    of the build's kind, ``ef >= k`` and ``nprobe <= nlist``."""
+    kind = resolve_build(build)
+    where = f"backend 'milvus' search params (index_type {kind.index_type})"
+    if not isinstance(k, int | np.integer) or not 1 <= int(k) <= TOPK_MAX:
+        raise param_error("k", f"an integer in [1, {TOPK_MAX}]", k, where=where)
+    values = {key: v for key, v in search.model_dump().items() if v is not None}
+    sp = validate_params(search_model_for(kind), values, where=where)
+    ef = getattr(sp, "ef", None)
+    if ef is not None and ef < k:
+        note = "" if "ef" in values else " (the default ef; set ef explicitly)"
+        raise param_error("ef", f">= k ({k}){note}", ef, where=where)
+    nprobe = getattr(sp, "nprobe", None)
+    if nprobe is not None and isinstance(kind, IvfFlatBuild) and nprobe > kind.nlist:
+        raise param_error("nprobe", f"<= nlist ({kind.nlist})", nprobe, where=where)
+
+
+def merge_search(kind: MilvusBuild, current: Params, params: Mapping[str, Any]) -> Params:
+    """The backend's ``set_search_params``: ``params`` (``None`` values ignored) over ``current``,
+    validated against the knobs of ``kind`` (``ef`` / ``nprobe`` / none; ``nprobe <= nlist``)."""
+    where = f"backend 'milvus' search params (index_type {kind.index_type})"
+    given = {key: v for key, v in params.items() if v is not None}  # MilvusSearch's Nones
+    if given and not kind.knob:
+        raise ConfigError(
+            f"{where}: index_type {kind.index_type} takes no search params (allowed: none); "
+            f"received {sorted(given)}"
+        )
+    merged = {**current.model_dump(), **given}
+    sp = validate_params(search_model_for(kind), merged, where=where)
+    nprobe = getattr(sp, "nprobe", None)
+    if isinstance(kind, IvfFlatBuild) and nprobe is not None and nprobe > kind.nlist:
+        raise param_error("nprobe", f"<= nlist ({kind.nlist})", nprobe, where=where)
+    return sp

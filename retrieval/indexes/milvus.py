@@ -41,6 +41,12 @@ Distances: Milvus "L2" returns the squared Euclidean distance (as rwb's ``l2``);
 OpenMP threads to ``threads`` in every Milvus Lite thread that runs faiss (see
 :mod:`retrieval.indexes._milvus_lite`: a thread count set in the caller's thread does not
 reach them); with 1 thread builds are reproducible.
+
+This module is the registered backend; its helpers are private modules beside it:
+``_milvus_params`` (params models and their checks), ``_milvus_common`` (names, redaction, log
+silencer, ids, results), ``_milvus_build`` (schema, index params, wait, read-back check),
+``_milvus_lite`` (the in-process server and its files on disk), ``_milvus_checks`` (the
+brute-force check).
 """
 
 from __future__ import annotations
@@ -51,109 +57,52 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from retrieval.data import Metric, as_matrix
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
-from retrieval.indexes._milvus_lite import InProcessLite
+from retrieval.indexes._milvus_build import (
+    check_index_params,
+    collection_schema,
+    vector_index_params,
+    wait_indexed,
+)
+from retrieval.indexes._milvus_checks import BruteForceCheck, brute_force_check
+from retrieval.indexes._milvus_common import (
+    METRIC,
+    PK,
+    TOKEN_ENV,
+    URI_ENV,
+    VEC,
+    WHERE,
+    check_ids,
+    quiet_pymilvus,
+    redact_uri,
+    to_result,
+)
+from retrieval.indexes._milvus_lite import InProcessLite, lite_files, segment_facts
 from retrieval.indexes._milvus_params import (
     BUILD_KINDS,
     TOPK_MAX,
     IvfFlatBuild,
     MilvusBuild,
     MilvusSearch,
+    check_search,
     default_search,
+    merge_search,
     resolve_build,
     search_model_for,
 )
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.registry import package_version, register
-from retrieval.params import Params, validate_params
+from retrieval.params import Params
 
 log = logging.getLogger(__name__)
-
-URI_ENV = "RWB_MILVUS_URI"
-TOKEN_ENV = "RWB_MILVUS_TOKEN"
-_METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
-_PK, _VEC = "id", "vec"
-_WHERE = "backend 'milvus'"
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` without user/password and query string (safe to log or raise)."""
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-_QUIET_LOCK = threading.Lock()
-_QUIET_DEPTH = 0
-_QUIET_SAVED: dict[str, int] = {}
-_NOISY_LOGGERS = ("pymilvus", "milvus_lite", "grpc._server")
-
-
-@contextlib.contextmanager
-def quiet_pymilvus() -> Iterator[None]:
-    """Silence pymilvus/milvus-lite loggers (they log a traceback for every failed RPC, even
-    one the caller catches) while the block runs; the error is raised to the caller instead."""
-    global _QUIET_DEPTH
-    with _QUIET_LOCK:
-        if _QUIET_DEPTH == 0:
-            for name in _NOISY_LOGGERS:
-                logger = logging.getLogger(name)
-                _QUIET_SAVED[name] = logger.level
-                logger.setLevel(logging.CRITICAL + 1)
-        _QUIET_DEPTH += 1
-    try:
-        yield
-    finally:
-        with _QUIET_LOCK:
-            _QUIET_DEPTH -= 1
-            if _QUIET_DEPTH == 0:
-                for name, level in _QUIET_SAVED.items():
-                    logging.getLogger(name).setLevel(level)
-
-
-@dataclass(frozen=True)
-class BruteForceCheck:
-    """Outcome of :meth:`MilvusIndex.verify_not_brute_force`.
-
-    Recall is id-intersection recall@k (mean over queries, 0..1) at the lowest and the highest
-    value of the knob; ``ok`` is False when the index answered exactly at both ends with
-    identical ids, the signature of a silent brute-force fallback.
-    """
-
-    ok: bool
-    knob: str
-    low: int
-    high: int
-    recall_low: float
-    recall_high: float
-    identical: bool
-    reason: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
-    hits = [
-        len(set(f[f >= 0].tolist()) & set(e[:k][e[:k] >= 0].tolist()))
-        for f, e in zip(found, exact)
-    ]
-    return float(np.mean(hits) / k)
-
 
 _VIEWS: dict[type[MilvusBuild], type[MilvusIndex]] = {}
 
@@ -188,12 +137,12 @@ class MilvusIndex(IndexBackend):
     ) -> None:
         kind = resolve_build(build)
         super().__init__(dim, metric, kind, seed=seed, threads=threads, workdir=workdir)
-        if metric not in _METRIC:
-            raise param_error("metric", f"one of {', '.join(_METRIC)}", metric, where=_WHERE)
+        if metric not in METRIC:
+            raise param_error("metric", f"one of {', '.join(METRIC)}", metric, where=WHERE)
         if not 1 <= query_batch <= TOPK_MAX:
-            raise param_error("query_batch", f"in [1, {TOPK_MAX}]", query_batch, where=_WHERE)
+            raise param_error("query_batch", f"in [1, {TOPK_MAX}]", query_batch, where=WHERE)
         if insert_batch is not None and insert_batch < 1:
-            raise param_error("insert_batch", ">= 1 or None", insert_batch, where=_WHERE)
+            raise param_error("insert_batch", ">= 1 or None", insert_batch, where=WHERE)
         self.build_params: MilvusBuild = kind
         self.search_params = default_search(kind)
         target = uri or os.environ.get(URI_ENV) or None
@@ -253,19 +202,7 @@ class MilvusIndex(IndexBackend):
 
     @classmethod
     def check_combination(cls, build: Params, search: Params, k: int) -> None:
-        kind = resolve_build(build)
-        where = f"{_WHERE} search params (index_type {kind.index_type})"
-        if not isinstance(k, int | np.integer) or not 1 <= int(k) <= TOPK_MAX:
-            raise param_error("k", f"an integer in [1, {TOPK_MAX}]", k, where=where)
-        values = {key: v for key, v in search.model_dump().items() if v is not None}
-        sp = validate_params(search_model_for(kind), values, where=where)
-        ef = getattr(sp, "ef", None)
-        if ef is not None and ef < k:
-            note = "" if "ef" in values else " (the default ef; set ef explicitly)"
-            raise param_error("ef", f">= k ({k}){note}", ef, where=where)
-        nprobe = getattr(sp, "nprobe", None)
-        if nprobe is not None and isinstance(kind, IvfFlatBuild) and nprobe > kind.nlist:
-            raise param_error("nprobe", f"<= nlist ({kind.nlist})", nprobe, where=where)
+        check_search(build, search, k)
 
     @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
@@ -277,7 +214,7 @@ class MilvusIndex(IndexBackend):
         if knob != kind.knob:
             allowed = kind.knob or "none"
             raise ConfigError(
-                f"{_WHERE}: knob '{knob}' does not apply to index_type {kind.index_type}; "
+                f"{WHERE}: knob '{knob}' does not apply to index_type {kind.index_type}; "
                 f"allowed: {allowed}"
             )
         return kind.knob_bounds(k)
@@ -304,7 +241,7 @@ class MilvusIndex(IndexBackend):
     def connect(self) -> Any:
         """Open the client (idempotent); raise BackendError naming where, within the timeout."""
         if self._closed:
-            raise BackendError(f"{_WHERE}: index is closed")
+            raise BackendError(f"{WHERE}: index is closed")
         if self._client is not None:
             return self._client
         from pymilvus import MilvusClient
@@ -322,7 +259,7 @@ class MilvusIndex(IndexBackend):
         except Exception as exc:
             waited = time.perf_counter() - t0
             raise BackendError(
-                f"{_WHERE}: cannot connect to Milvus at {self.where} (timeout "
+                f"{WHERE}: cannot connect to Milvus at {self.where} (timeout "
                 f"{self.connect_timeout_s:g} s, gave up after {waited:.1f} s): "
                 f"{self._scrub(str(exc))[:300]}"
             ) from None
@@ -333,7 +270,7 @@ class MilvusIndex(IndexBackend):
             import milvus_lite  # noqa: F401
         except ImportError:
             raise BackendError(
-                f"{_WHERE}: embedded mode needs milvus-lite (pip install "
+                f"{WHERE}: embedded mode needs milvus-lite (pip install "
                 f"'retrieval-workbench[milvus]'), or set {URI_ENV} to a Milvus server"
             ) from None
         if self._uri is not None:
@@ -359,7 +296,7 @@ class MilvusIndex(IndexBackend):
                                   dedicated=True)
         except Exception as exc:
             raise BackendError(
-                f"{_WHERE}: cannot open Milvus Lite at {self._db_path} ({type(exc).__name__}: "
+                f"{WHERE}: cannot open Milvus Lite at {self._db_path} ({type(exc).__name__}: "
                 f"{str(exc)[:300]}); Milvus Lite locks a path per process: use one path per "
                 f"process, or run `milvus-lite server` and connect by URI"
             ) from None
@@ -375,7 +312,7 @@ class MilvusIndex(IndexBackend):
             if isinstance(exc, BackendError | ConfigError | DataError):
                 raise
             raise BackendError(
-                f"{_WHERE}: {what} failed on {self.where}: {type(exc).__name__}: "
+                f"{WHERE}: {what} failed on {self.where}: {type(exc).__name__}: "
                 f"{self._scrub(str(exc))[:300]}"
             ) from None
 
@@ -386,41 +323,33 @@ class MilvusIndex(IndexBackend):
         ``build_s`` (seconds) spans insert to loaded; ``extra`` splits it (``insert_s``,
         ``flush_s``, ``index_s``, ``load_s``). ``memory_bytes``: see :meth:`memory_bytes`.
         """
-        x = as_matrix(vectors, f"{_WHERE} build vectors", dim=self.dim)
+        x = as_matrix(vectors, f"{WHERE} build vectors", dim=self.dim)
         n = int(x.shape[0])
-        pk = self._check_ids(ids, n)
+        pk = check_ids(ids, n)
         kind = self.build_params
         if isinstance(kind, IvfFlatBuild) and kind.nlist > n:
             raise param_error(
                 "nlist", f"<= the number of vectors ({n})", kind.nlist,
-                where=f"{_WHERE} build params",
+                where=f"{WHERE} build params",
             )
         client = self.connect()
         if self._built_n:
             self._call("drop_collection", client.drop_collection, self.collection)
             self._built_n = 0
-        from pymilvus import DataType
-
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field(_PK, DataType.INT64, is_primary=True)
-        schema.add_field(_VEC, DataType.FLOAT_VECTOR, dim=self.dim)
+        schema = collection_schema(client, self.dim)
         self._call("create_collection", client.create_collection, self.collection, schema=schema)
         self._built_n = n
         pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()
         batch = self.insert_batch
         for s in range(0, n, batch):
-            rows = [{_PK: i, _VEC: v} for i, v in zip(pk[s:s + batch].tolist(), x[s:s + batch])]
+            rows = [{PK: i, VEC: v} for i, v in zip(pk[s:s + batch].tolist(), x[s:s + batch])]
             self._call("insert", client.insert, self.collection, rows)
         t1 = time.perf_counter_ns()
         self._call("flush", client.flush, self.collection)
         drained = self._drain_lite_background()
         t2 = time.perf_counter_ns()
-        index_params = client.prepare_index_params()
-        index_params.add_index(
-            field_name=_VEC, index_type=kind.index_type, index_name=_VEC,
-            metric_type=_METRIC[self.metric], params={"params": kind.milvus_params()},
-        )
+        index_params = vector_index_params(client, kind, METRIC[self.metric])
         # sync=False: pymilvus's own wait calls AllocTimestamp (not implemented by Milvus Lite,
         # logged as an error by its server) and sleeps 0.5 s per poll; poll describe_index here
         self._call(
@@ -436,7 +365,7 @@ class MilvusIndex(IndexBackend):
         extra: dict[str, Any] = {
             "index_type": kind.index_type,
             "milvus_params": kind.milvus_params(),
-            "metric_type": _METRIC[self.metric],
+            "metric_type": METRIC[self.metric],
             "mode": "embedded" if self._embedded else "server",
             "where": self.where,
             "library": self.library_version(),
@@ -449,25 +378,9 @@ class MilvusIndex(IndexBackend):
         }
         memory: int | None = None
         if self._embedded:
-            segments, index_files = self._lite_files()
-            if len(index_files) < len(segments):
-                raise BackendError(
-                    f"{_WHERE}: Milvus Lite holds {len(segments)} data segment(s) but only "
-                    f"{len(index_files)} index file(s) after load at {self.where}: searches "
-                    f"would be brute-forced"
-                )
-            memory = sum(p.stat().st_size for p in index_files)
-            extra["segments"] = len(segments)
-            extra["background_drained"] = drained
-            if len(segments) > 1:
-                log.warning(
-                    "milvus: Milvus Lite split %d rows into %d segments (memtable limit); each "
-                    "segment has its own %s index and results are merged, so recall per "
-                    "ef/nprobe differs from one index over all rows", n, len(segments),
-                    kind.index_type,
-                )
-            extra["disk_bytes"] = self._collection_bytes()
-            extra["memory_kind"] = "serialized index files of the loaded collection (bytes)"
+            memory, facts = segment_facts(self._db_path, self.collection, n, kind.index_type,
+                                          self.where, drained)
+            extra.update(facts)
         return BuildInfo(n=n, build_s=(t4 - t0) / 1e9, memory_bytes=memory, extra=extra)
 
     def _drain_lite_background(self) -> bool:
@@ -496,100 +409,26 @@ class MilvusIndex(IndexBackend):
             return False
         return True
 
-    @staticmethod
-    def _check_ids(ids: np.ndarray | None, n: int) -> np.ndarray:
-        if ids is None:
-            return np.arange(n, dtype=np.int64)
-        arr = np.asarray(ids)
-        if arr.ndim != 1 or arr.shape[0] != n:
-            raise DataError(f"{_WHERE} build ids: expected shape ({n},); received {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise DataError(f"{_WHERE} build ids: expected integers; received dtype {arr.dtype}")
-        arr = arr.astype(np.int64)
-        if (arr == -1).any():
-            raise DataError(f"{_WHERE} build ids: -1 is reserved for 'no result'")
-        if np.unique(arr).shape[0] != n:
-            raise DataError(f"{_WHERE} build ids: must be unique (Milvus primary keys)")
-        return arr
-
     def _wait_indexed(self, n: int) -> dict[str, Any]:
-        """Poll describe_index until every row is indexed (a server builds in the background;
-        Milvus Lite answers Finished at once, its build happens at load)."""
-        deadline = time.monotonic() + self.index_timeout_s
-        delay = 0.05
-        while True:
-            info = self._call(
-                "describe_index", self._client.describe_index, self.collection, _VEC
-            ) or {}
-            state = str(info.get("state", ""))
-            if state.endswith("Failed"):
-                raise BackendError(
-                    f"{_WHERE}: index build failed on {self.where}: "
-                    f"{info.get('index_state_fail_reason', '')}"
-                )
-            indexed = int(info.get("indexed_rows", 0) or 0)
-            pending = int(info.get("pending_index_rows", 0) or 0)
-            if state.endswith("Finished") and indexed >= n and pending == 0:
-                return dict(info)
-            if time.monotonic() > deadline:
-                raise BackendError(
-                    f"{_WHERE}: index not built after {self.index_timeout_s:g} s on "
-                    f"{self.where} (state {state}, {indexed}/{n} rows indexed)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        return wait_indexed(
+            lambda: self._call("describe_index", self._client.describe_index, self.collection,
+                               VEC),
+            n, self.index_timeout_s, self.where,
+        )
 
     def verify_index_params(self) -> dict[str, Any]:
         """Read the index back (``describe_index``) and raise BackendError unless its type,
         metric and every build param are the ones sent (flat ``params`` are silently dropped
         by Milvus Lite, which then builds with its defaults). Returns the description."""
         if self._client is None or not self._built_n:
-            raise ConfigError(f"{_WHERE}: verify_index_params() called before build()")
-        info = self._call("describe_index", self._client.describe_index, self.collection, _VEC)
+            raise ConfigError(f"{WHERE}: verify_index_params() called before build()")
+        info = self._call("describe_index", self._client.describe_index, self.collection, VEC)
         info = dict(info or {})
-        kind = self.build_params
-        got_type = str(info.get("index_type", ""))
-        sent = kind.milvus_params()
-        got = info.get("params") or {}
-        if isinstance(got, str):
-            import json
-
-            got = json.loads(got)
-        mismatch = {
-            k: (v, got.get(k)) for k, v in sent.items() if str(got.get(k)) != str(v)
-        }
-        if got_type != kind.index_type or mismatch:
-            raise BackendError(
-                f"{_WHERE}: index params did not take effect on {self.where}: sent "
-                f"index_type {kind.index_type} {sent}; Milvus reports index_type {got_type} "
-                f"{got} (mismatched: {mismatch})"
-            )
-        if str(info.get("metric_type", "")) != _METRIC[self.metric]:
-            raise BackendError(
-                f"{_WHERE}: metric did not take effect on {self.where}: sent "
-                f"{_METRIC[self.metric]}, Milvus reports {info.get('metric_type')}"
-            )
+        check_index_params(info, self.build_params, METRIC[self.metric], self.where)
         return info
 
-    def _collection_dir(self) -> Path | None:
-        if self._db_path is None:
-            return None
-        hits = list(self._db_path.glob(f"**/collections/{self.collection}"))
-        return hits[0] if hits else None
-
     def _lite_files(self) -> tuple[list[Path], list[Path]]:
-        root = self._collection_dir()
-        if root is None:
-            return [], []
-        segments = sorted(root.glob("partitions/*/data/*.parquet"))
-        index_files = sorted(p for p in root.glob("partitions/*/indexes/*") if p.is_file())
-        return segments, index_files
-
-    def _collection_bytes(self) -> int:
-        root = self._collection_dir()
-        if root is None:
-            return 0
-        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        return lite_files(self._db_path, self.collection)
 
     def memory_bytes(self) -> int:
         """Embedded only: bytes of the serialized index files Milvus Lite loads to search
@@ -597,42 +436,29 @@ class MilvusIndex(IndexBackend):
         in parquet are not counted, see ``BuildInfo.extra['disk_bytes']``). A server's memory
         cannot be measured from here: BackendError."""
         if not self._embedded:
-            raise BackendError(f"{_WHERE}: memory of a Milvus server cannot be measured here")
+            raise BackendError(f"{WHERE}: memory of a Milvus server cannot be measured here")
         if not self._built_n:
-            raise ConfigError(f"{_WHERE}: memory_bytes() called before build()")
+            raise ConfigError(f"{WHERE}: memory_bytes() called before build()")
         return sum(p.stat().st_size for p in self._lite_files()[1])
 
     # --- search ----------------------------------------------------------------------
     def set_search_params(self, **params: Any) -> None:
         """Validate against the knobs of this index type (``ef`` / ``nprobe`` / none)."""
-        kind = self.build_params
-        where = f"{_WHERE} search params (index_type {kind.index_type})"
-        given = {key: v for key, v in params.items() if v is not None}  # MilvusSearch's Nones
-        if given and not kind.knob:
-            raise ConfigError(
-                f"{where}: index_type {kind.index_type} takes no search params (allowed: none); "
-                f"received {sorted(given)}"
-            )
-        merged = {**self.search_params.model_dump(), **given}
-        sp = validate_params(search_model_for(kind), merged, where=where)
-        nprobe = getattr(sp, "nprobe", None)
-        if isinstance(kind, IvfFlatBuild) and nprobe is not None and nprobe > kind.nlist:
-            raise param_error("nprobe", f"<= nlist ({kind.nlist})", nprobe, where=where)
-        self.search_params = sp
+        self.search_params = merge_search(self.build_params, self.search_params, params)
 
     def _prepare(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, dict[str, Any]]:
         if self._closed:
-            raise BackendError(f"{_WHERE}: index is closed")
+            raise BackendError(f"{WHERE}: index is closed")
         if not self._built_n:
-            raise ConfigError(f"{_WHERE}: search() called before build()")
-        q = as_matrix(queries, f"{_WHERE} search queries", dim=self.dim)
+            raise ConfigError(f"{WHERE}: search() called before build()")
+        q = as_matrix(queries, f"{WHERE} search queries", dim=self.dim)
         self.check_combination(self.build_params, self.search_params, k)
         return q, {"params": self.search_params.model_dump()}
 
     def _search_kwargs(self, chunk: np.ndarray, k: int, params: dict[str, Any]) -> dict[str, Any]:
         return {
             "collection_name": self.collection, "data": chunk, "limit": int(k),
-            "anns_field": _VEC, "output_fields": [_PK], "search_params": params,
+            "anns_field": VEC, "output_fields": [PK], "search_params": params,
         }
 
     def search(self, queries: np.ndarray, k: int) -> SearchResult:
@@ -643,7 +469,7 @@ class MilvusIndex(IndexBackend):
             chunk = q[s:s + self.query_batch]
             res = self._call("search", self._client.search, **self._search_kwargs(chunk, k, params))
             parts.append(res)
-        return self._to_result(parts, len(q), k)
+        return to_result(parts, len(q), k, self.metric)
 
     async def asearch(self, queries: np.ndarray, k: int) -> SearchResult:
         """Same as :meth:`search` through pymilvus's AsyncMilvusClient (grpc.aio), which works
@@ -658,11 +484,11 @@ class MilvusIndex(IndexBackend):
                 res = await client.search(**self._search_kwargs(chunk, k, params))
             except Exception as exc:
                 raise BackendError(
-                    f"{_WHERE}: async search failed on {self.where}: {type(exc).__name__}: "
+                    f"{WHERE}: async search failed on {self.where}: {type(exc).__name__}: "
                     f"{self._scrub(str(exc))[:300]}"
                 ) from None
             parts.append(res)
-        return self._to_result(parts, len(q), k)
+        return to_result(parts, len(q), k, self.metric)
 
     async def _async_client(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -695,30 +521,6 @@ class MilvusIndex(IndexBackend):
         await self._aclose_client()
         self.close()
 
-    def _to_result(self, parts: list[Any], nq: int, k: int) -> SearchResult:
-        ids = np.full((nq, k), -1, dtype=np.int64)
-        dist = np.full((nq, k), np.inf, dtype=np.float32)
-        row = 0
-        for res in parts:
-            for hits in res:
-                m = min(len(hits.ids), k)
-                if m:
-                    ids[row, :m] = np.asarray(hits.ids[:m], dtype=np.int64)
-                    dist[row, :m] = np.asarray(hits.distances[:m], dtype=np.float32)
-                row += 1
-        if row != nq:
-            raise BackendError(f"{_WHERE}: Milvus answered {row} result lists for {nq} queries")
-        valid = ids >= 0
-        if self.metric == "ip":
-            dist = np.where(valid, -dist, np.inf)
-        elif self.metric == "cosine":
-            dist = np.where(valid, 1.0 - dist, np.inf)
-        dist = dist.astype(np.float32, copy=False)
-        order = np.argsort(dist, axis=1, kind="stable")
-        ids = np.take_along_axis(ids, order, axis=1)
-        dist = np.take_along_axis(dist, order, axis=1)
-        return SearchResult(ids=ids, distances=dist)
-
     # --- brute-force check ----------------------------------------------------------------------
     def verify_not_brute_force(
         self, queries: np.ndarray, k: int, exact_ids: np.ndarray, *, raise_on_failure: bool = True
@@ -733,40 +535,7 @@ class MilvusIndex(IndexBackend):
         knob: both return ``ok=True`` with the reason. The search params are restored after.
         Use queries for which the low end is not trivially exact (a few dozen suffice).
         """
-        kind = self.build_params
-        exact = np.asarray(exact_ids)[:, :k]
-        if not kind.knob:
-            return BruteForceCheck(True, "", 0, 0, float("nan"), float("nan"), False,
-                                   f"index_type {kind.index_type} has no search knob to vary")
-        low, high = self.knob_range(kind.knob, kind, k)
-        high = min(high, int(kind.most_accurate()[kind.knob]))
-        saved = self.search_params
-        try:
-            self.set_search_params(**{kind.knob: low})
-            t0 = time.perf_counter_ns()
-            r_low = self.search(queries, k)
-            t1 = time.perf_counter_ns()
-            self.set_search_params(**{kind.knob: high})
-            r_high = self.search(queries, k)
-            t2 = time.perf_counter_ns()
-        finally:
-            self.search_params = saved
-        rec_low, rec_high = _recall(r_low.ids, exact, k), _recall(r_high.ids, exact, k)
-        identical = bool(np.array_equal(r_low.ids, r_high.ids))
-        ok = not (identical and rec_low >= 1.0)
-        reason = (
-            "recall or results move with the knob" if ok else
-            f"exact results with identical ids at {kind.knob}={low} and {kind.knob}={high}: "
-            f"a silent brute-force fallback (index_type {kind.index_type} on {self.where})"
-        )
-        check = BruteForceCheck(
-            ok, kind.knob, low, high, rec_low, rec_high, identical, reason,
-            extra={"ms_low": (t1 - t0) / 1e6, "ms_high": (t2 - t1) / 1e6, "nq": len(exact)},
-        )
-        log.info("milvus brute-force check: %s", check)
-        if not ok and raise_on_failure:
-            raise BackendError(f"{_WHERE}: {reason}")
-        return check
+        return brute_force_check(self, queries, k, exact_ids, raise_on_failure=raise_on_failure)
 
     # --- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:

@@ -8,7 +8,6 @@ the corpus is held out as queries and removed from the base. Embeddings go throu
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 from retrieval.data import Metric, TextCollection, VectorDataset, check_metric, normalize_rows
 from retrieval.embed import Embedder, get_embedder
 from retrieval.errors import ConfigError, param_error
+from retrieval.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,60 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     return x if np.allclose(norms, 1.0, atol=1e-4) else normalize_rows(x)
 
 
+def _corpus_texts(coll: TextCollection, dedupe: bool) -> tuple[list[str], list[str], int, int]:
+    """(ids, texts, blank texts dropped, duplicates dropped) of the corpus, in collection order:
+    blank texts always dropped, exact duplicate texts too with ``dedupe`` (first kept)."""
+    seen: set[str] = set()
+    ids: list[str] = []
+    texts: list[str] = []
+    n_blank = n_dup = 0
+    for doc_id, text in coll.corpus.items():
+        if not text.strip():
+            n_blank += 1
+            continue
+        if dedupe:
+            if text in seen:
+                n_dup += 1
+                continue
+            seen.add(text)
+        ids.append(doc_id)
+        texts.append(text)
+    return ids, texts, n_blank, n_dup
+
+
+def _split_queries(
+    coll: TextCollection, ids: list[str], texts: list[str], n_queries: int | None,
+    rng: np.random.Generator, where: str,
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(query ids, query texts, pool ids, pool texts): the collection's queries (seeded sample
+    of ``n_queries``) over the whole corpus, or, when it has none, ``n_queries`` corpus texts
+    held out as queries and removed from the pool."""
+    if not coll.queries:
+        if n_queries is None:
+            raise param_error(
+                "n_queries", "an integer >= 1 (collection "
+                f"'{coll.name}' has no queries, so n_queries corpus texts are held out)",
+                n_queries, where=where,
+            )
+        if n_queries >= len(texts):
+            raise param_error(
+                "n_queries", f"< the {len(texts)} corpus texts", n_queries, where=where
+            )
+        perm = rng.permutation(len(texts))
+        q_idx = np.sort(perm[:n_queries])
+        rest = np.sort(perm[n_queries:])
+        return ([ids[i] for i in q_idx], [texts[i] for i in q_idx], [ids[i] for i in rest],
+                [texts[i] for i in rest])
+    all_q = [(q, t) for q, t in coll.queries.items() if t.strip()]
+    if n_queries is not None and n_queries > len(all_q):
+        raise param_error(
+            "n_queries", f"<= the {len(all_q)} queries of '{coll.name}'", n_queries,
+            where=where,
+        )
+    pick = _sample(rng, len(all_q), n_queries)
+    return [all_q[i][0] for i in pick], [all_q[i][1] for i in pick], ids, texts
+
+
 def embed_collection(
     coll: TextCollection,
     *,
@@ -71,52 +125,10 @@ def embed_collection(
     """
     metric = check_metric(metric, where=where)
     rng = np.random.default_rng(seed)
-    seen: set[str] = set()
-    ids: list[str] = []
-    texts: list[str] = []
-    n_blank = n_dup = 0
-    for doc_id, text in coll.corpus.items():
-        if not text.strip():
-            n_blank += 1
-            continue
-        if dedupe:
-            if text in seen:
-                n_dup += 1
-                continue
-            seen.add(text)
-        ids.append(doc_id)
-        texts.append(text)
-
+    ids, texts, n_blank, n_dup = _corpus_texts(coll, dedupe)
     held_out = not coll.queries
-    if held_out:
-        if n_queries is None:
-            raise param_error(
-                "n_queries", "an integer >= 1 (collection "
-                f"'{coll.name}' has no queries, so n_queries corpus texts are held out)",
-                n_queries, where=where,
-            )
-        if n_queries >= len(texts):
-            raise param_error(
-                "n_queries", f"< the {len(texts)} corpus texts", n_queries, where=where
-            )
-        perm = rng.permutation(len(texts))
-        q_idx = np.sort(perm[:n_queries])
-        rest = np.sort(perm[n_queries:])
-        q_ids = [ids[i] for i in q_idx]
-        q_texts = [texts[i] for i in q_idx]
-        pool_ids = [ids[i] for i in rest]
-        pool_texts = [texts[i] for i in rest]
-    else:
-        all_q = [(q, t) for q, t in coll.queries.items() if t.strip()]
-        if n_queries is not None and n_queries > len(all_q):
-            raise param_error(
-                "n_queries", f"<= the {len(all_q)} queries of '{coll.name}'", n_queries,
-                where=where,
-            )
-        pick = _sample(rng, len(all_q), n_queries)
-        q_ids = [all_q[i][0] for i in pick]
-        q_texts = [all_q[i][1] for i in pick]
-        pool_ids, pool_texts = ids, texts
+    q_ids, q_texts, pool_ids, pool_texts = _split_queries(coll, ids, texts, n_queries, rng,
+                                                          where)
     b_idx = _sample(rng, len(pool_texts), n_base)
     base_ids = [pool_ids[i] for i in b_idx]
     base_texts = [pool_texts[i] for i in b_idx]
@@ -124,10 +136,10 @@ def embed_collection(
         raise ConfigError(f"{where}: no base texts left in collection '{coll.name}'")
 
     emb = embedder if embedder is not None else get_embedder(model)
-    t0 = time.perf_counter()
-    base = emb.embed(base_texts, batch_size=batch_size)
-    queries = emb.embed(q_texts, batch_size=batch_size)
-    embed_s = time.perf_counter() - t0
+    with timed(pause_gc=False) as sw:
+        base = emb.embed(base_texts, batch_size=batch_size)
+        queries = emb.embed(q_texts, batch_size=batch_size)
+    embed_s = sw.s
     if metric == "cosine":  # the default MiniLM output is already unit-norm: no copy then
         base, queries = _unit_rows(base), _unit_rows(queries)
     log.info(

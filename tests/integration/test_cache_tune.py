@@ -144,7 +144,7 @@ def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path
     assert ev["versions"]["redisvl"] and ev["run_id"] == "run"
     assert ev["live_lookup_agreement"]["sample"] == 300
     # redisvl itself accepts the exported arguments
-    from retrieval.cache.semcache import _vectorizer
+    from retrieval.cache.redis import embedder_vectorizer as _vectorizer
 
     kwargs = semantic_cache_kwargs(cfg)
     rvl = RvlCache(**kwargs, vectorizer=_vectorizer(None, 384, "x"), redis_url=redis_url,

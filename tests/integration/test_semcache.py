@@ -8,7 +8,9 @@ import uuid
 import numpy as np
 import pytest
 
-from retrieval.cache.semcache import IndexParams, SemanticCache, Threshold, redact_url
+from retrieval.cache.live import SemanticCache
+from retrieval.cache.redis import IndexParams, redact_url
+from retrieval.cache.thresholds import Threshold
 from retrieval.errors import BackendError, ConfigError
 from retrieval.services.redis_server import RedisServer, free_port, start_redis
 

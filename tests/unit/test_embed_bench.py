@@ -8,19 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.bench.embed import (
-    EmbedBenchConfig,
-    STEngine,
+from retrieval.bench.embed.engines import STEngine, run_plan
+from retrieval.bench.embed.plan import (
     check_agreement,
     drift,
     fixed_batches,
-    load_embed_config,
     make_plans,
     padding_waste,
-    run_embed_bench,
-    run_plan,
     token_budget_batches,
 )
+from retrieval.bench.embed.run import run_embed_bench
+from retrieval.bench.embed.spec import EmbedBenchConfig, load_embed_config
 from retrieval.errors import ConfigError, DataError
 
 TEXTS = [
@@ -133,7 +131,7 @@ def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) ->
     """FlagEmbedding's FlagModel on the same local folder, with MiniLM's mean pooling, gives
     the same vectors as sentence-transformers (so either engine can be benchmarked)."""
     pytest.importorskip("FlagEmbedding", reason="needs the [rag] extra")
-    from retrieval.bench.embed import FlagEngine
+    from retrieval.bench.embed.engines import FlagEngine
 
     flag = FlagEngine(str(engine.embedder.path), pooling="mean", max_seq_length=256)
     got, real, padded = flag.forward(TEXTS)
@@ -143,7 +141,7 @@ def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) ->
 
 
 def test_interleaved_slices_cover_every_text_once() -> None:
-    from retrieval.bench.embed import slice_plans
+    from retrieval.bench.embed.plan import slice_plans
 
     cfg = EmbedBenchConfig(sample=12, batch_sizes=[1, 4], token_budgets=[40], single_limit=4,
                            interleave=2)

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from retrieval.bench.fanout.bench import classify, parse_fanout_spec, with_backend
+from retrieval.bench.fanout.analysis import classify
+from retrieval.bench.fanout.spec import parse_fanout_spec, with_backend
 from retrieval.errors import ConfigError
 
 BASE = {
@@ -70,7 +71,7 @@ def test_classify() -> None:
 def test_different_dims_fail_before_any_index_is_built() -> None:
     import numpy as np
 
-    from retrieval.bench.fanout.bench import PreparedCollection, PreparedQueries, check_dims
+    from retrieval.bench.fanout.prepare import PreparedCollection, PreparedQueries, check_dims
     from retrieval.data import TextCollection
 
     spec = parse_fanout_spec(BASE, source="x.yaml")
@@ -88,7 +89,8 @@ def test_different_dims_fail_before_any_index_is_built() -> None:
 def test_round_speedup_is_the_median_of_same_round_ratios() -> None:
     import numpy as np
 
-    from retrieval.bench.fanout.bench import _pool_runs, _round_speedups
+    from retrieval.bench.fanout.analysis import pool_runs as _pool_runs
+    from retrieval.bench.fanout.analysis import round_speedups as _round_speedups
     from retrieval.bench.fanout.retriever import FanoutRun
 
     def run(mode: str, p50: float) -> FanoutRun:

@@ -86,7 +86,7 @@ def test_missing_and_non_mapping_spec(tmp_path):
     "retrieval.tune.spec:load_spec",
     "retrieval.cache.spec:load_cache_spec",
     "retrieval.rerank.spec:load_rerank_spec",
-    "retrieval.bench.fanout.bench:load_fanout_spec",
+    "retrieval.bench.fanout.spec:load_fanout_spec",
     "retrieval.study.spec:load_study_spec",
 ])
 def test_every_spec_loader_names_file_and_line_of_bad_yaml(tmp_path, loader):

@@ -43,6 +43,7 @@ from retrieval.data import Metric
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.fusion import DEFAULT_RRF_K, from_distances, rrf, rrf_weights, score_merge
 from retrieval.indexes.base import SupportsAsyncSearch, VectorIndex
+from retrieval.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -354,20 +355,21 @@ class FanOut:
             return self._event_loop().run_until_complete(self._arun(q, warmup))
         for i in range(warmup):
             self.search(q[i % len(q)], mode)
-        before, t0 = CpuSample.now(), time.perf_counter_ns()
-        answers = [self.search(row, mode) for row in q]
-        return self._finish(mode, answers, t0, before)
+        before = CpuSample.now()
+        with timed() as wall:  # gc paused while the queries are answered
+            answers = [self.search(row, mode) for row in q]
+        return self._finish(mode, answers, wall.s, before)
 
     async def _arun(self, q: np.ndarray, warmup: int) -> FanoutRun:
         for i in range(warmup):
             await self.asearch(q[i % len(q)])
-        before, t0 = CpuSample.now(), time.perf_counter_ns()
-        answers = [await self.asearch(row) for row in q]
-        return self._finish("asyncio", answers, t0, before)
+        before = CpuSample.now()
+        with timed() as wall:
+            answers = [await self.asearch(row) for row in q]
+        return self._finish("asyncio", answers, wall.s, before)
 
-    def _finish(self, mode: str, answers: list[FanoutAnswer], t0: int,
+    def _finish(self, mode: str, answers: list[FanoutAnswer], wall_s: float,
                 before: CpuSample) -> FanoutRun:
-        wall_s = (time.perf_counter_ns() - t0) / 1e9
         d = CpuSample.now().minus(before)
         lat = np.array([a.ms for a in answers], dtype=np.float64)
         member_ms = {

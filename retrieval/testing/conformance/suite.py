@@ -1,39 +1,20 @@
-"""Conformance suite every index backend must pass (shipped in the library, like optuna's
-storage tests), so a new adapter is checked the same way as the built-in ones.
-
-Three ways to use it:
-
-- one call: ``run_conformance("hnswlib", build={"M": 16})`` runs every check and returns a
-  :class:`ConformanceReport` (raises ``AssertionError`` on the first failure);
-- one check at a time: ``suite = Conformance(ConformanceCase("faiss-ivf", build={"nlist": 32}))``
-  then ``suite.run("monotone_knobs")`` (``CHECKS`` lists the names; pytest can parametrize on
-  them), and ``suite.close()`` at the end;
-- a pytest class: ``class TestMine(BackendConformance): case = ConformanceCase("mine")`` gives
-  one test per check (no fixtures needed; ``case.skip`` names checks to skip).
-
-The dataset is :func:`retrieval.loaders.synthetic.make_synthetic` (3000 x 32, 100 queries,
-overlapping clusters (``cluster_spread=3``) so that every knob visibly moves recall); the exact
-neighbours are computed here with Faiss ``IndexFlat`` (rwb distance convention, cosine on
-normalised vectors). Recall is the id-intersection recall@k (not the tie-aware variant), mean
-over queries.
-"""
+"""The checks of the conformance suite: :class:`Conformance` runs them on one
+:class:`~retrieval.testing.conformance.kit.ConformanceCase` (see the package docstring)."""
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import itertools
 import logging
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from retrieval.data import Metric, VectorDataset, normalize_rows
+from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError, RwbError
 from retrieval.indexes.base import (
     BuildInfo,
@@ -45,157 +26,20 @@ from retrieval.indexes.base import (
 from retrieval.indexes.registry import create_index, get_backend
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.params import Params, validate_params
-
-log = logging.getLogger(__name__)
-
-#: every check, in the order ``run_all`` runs them
-CHECKS: tuple[str, ...] = (
-    "declaration",
-    "search_before_build",
-    "shapes_ids_distances",
-    "recall_at_most_accurate",
-    "monotone_knobs",
-    "unknown_params_rejected",
-    "invalid_combinations_rejected",
-    "bad_inputs_rejected",
-    "k_larger_than_n",
-    "custom_ids",
-    "deterministic_build",
-    "memory_report",
-    "close_idempotent",
+from retrieval.testing.conformance.kit import (
+    CHECKS,
+    ConformanceCase,
+    ConformanceReport,
+    Expect,
+    check_rows,
+    exact_neighbours,
+    knob_grid,
+    misspelling,
+    recall,
+    true_distances,
 )
 
-
-@dataclass(frozen=True, eq=False)
-class ConformanceCase:
-    """One backend configuration to check.
-
-    ``build``: build params (dict, validated by the backend); ``index_kwargs``: extra keyword
-    arguments for :func:`retrieval.indexes.create_index` (e.g. ``threads``); ``workdir``: parent
-    folder for the indexes (each index gets a fresh sub-folder; a temporary folder when None).
-    ``min_recall``: recall@k required at ``most_accurate_search``; ``exact_distances``: whether
-    returned distances must equal the true metric distances (False for lossy codes without
-    refine); ``monotone_tolerance``: allowed recall drop between consecutive knob values;
-    ``knobs_with_effect``: knobs whose smallest value must give a lower recall than their largest
-    (catches a silent brute-force fallback; default: the first monotone knob).
-    """
-
-    backend: str
-    metric: Metric = "l2"
-    build: Mapping[str, Any] = field(default_factory=dict)
-    k: int = 10
-    min_recall: float = 0.99
-    exact_distances: bool = True
-    monotone_tolerance: float = 0.01
-    knobs_with_effect: tuple[str, ...] | None = None
-    index_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    workdir: Path | None = None
-    n: int = 3000
-    dim: int = 32
-    n_queries: int = 100
-    cluster_spread: float = 3.0
-    seed: int = 0
-    skip: frozenset[str] = frozenset()
-    label: str = ""
-
-    @property
-    def id(self) -> str:
-        """Short id for test names, e.g. ``hnswlib-l2``."""
-        return self.label or f"{self.backend}-{self.metric}"
-
-
-@dataclass(frozen=True)
-class ConformanceReport:
-    """What each check measured (recalls, knob curves, sizes), by check name."""
-
-    case_id: str
-    results: dict[str, dict[str, Any]]
-
-
-def _recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
-    """Mean id-intersection recall@k (ids -1 never count)."""
-    hits = 0
-    for row, true in zip(found[:, :k], exact[:, :k]):
-        hits += len(set(row[row >= 0].tolist()) & set(true.tolist()))
-    return hits / (k * exact.shape[0])
-
-
-def exact_neighbours(ds: VectorDataset, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k (ids int64, rwb distances float32) by Faiss IndexFlat."""
-    import faiss
-
-    base, queries = ds.base, ds.queries
-    if ds.metric == "cosine":
-        base, queries = normalize_rows(base), normalize_rows(queries)
-    index = faiss.IndexFlatL2(ds.dim) if ds.metric == "l2" else faiss.IndexFlatIP(ds.dim)
-    index.add(base)
-    d, i = index.search(queries, k)
-    if ds.metric == "ip":
-        d = -d
-    elif ds.metric == "cosine":
-        d = 1.0 - d
-    return i.astype(np.int64), d.astype(np.float32)
-
-
-def true_distances(ds: VectorDataset, ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """rwb distances (float64) between each query and the base rows ``ids`` (ids >= 0)."""
-    base = ds.base.astype(np.float64)
-    q = queries.astype(np.float64)
-    if ds.metric == "cosine":
-        base = base / np.linalg.norm(base, axis=1, keepdims=True)
-        q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    x = base[np.maximum(ids, 0)]  # (nq, k, dim)
-    if ds.metric == "l2":
-        return np.asarray(((x - q[:, None, :]) ** 2).sum(-1))
-    ip = np.einsum("qkd,qd->qk", x, q)
-    return np.asarray(-ip if ds.metric == "ip" else 1.0 - ip)
-
-
-def _typo(name: str, known: list[str]) -> str | None:
-    """A misspelling of ``name`` whose closest known name is ``name`` (None if none found)."""
-    for cand in (name + "x", name[:-1], name[1:], name.replace("_", "")):
-        if cand and cand not in known:
-            close = difflib.get_close_matches(cand, known, n=1, cutoff=0.5)
-            if close and close[0] == name:
-                return cand
-    return None
-
-
-def _knob_grid(lo: int, hi: int, max_points: int = 8) -> list[int]:
-    """Roughly geometric integer grid from lo to hi inclusive."""
-    if hi <= lo:
-        return [lo]
-    vals = np.unique(np.round(np.geomspace(lo, hi, num=max_points)).astype(int))
-    return [int(v) for v in vals]
-
-
-class _Expect:
-    """``with _Expect((ConfigError,), "what", must_mention="x") as e: ...`` asserts the block
-    raises one of the kinds (mentioning a word); the message is kept in ``e.message``."""
-
-    def __init__(self, kinds: tuple[type[BaseException], ...], what: str,
-                 must_mention: str | None = None) -> None:
-        self.kinds, self.what, self.must_mention = kinds, what, must_mention
-        self.message = ""
-
-    def __enter__(self) -> _Expect:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None,
-                 tb: object) -> bool:
-        names = "/".join(k.__name__ for k in self.kinds)
-        if exc is None:
-            raise AssertionError(f"{self.what}: expected {names}, no error")
-        if not isinstance(exc, self.kinds):
-            raise AssertionError(
-                f"{self.what}: expected {names}, got {type(exc).__name__}: {exc}"
-            ) from exc
-        self.message = str(exc)
-        if self.must_mention is not None:
-            assert self.must_mention in self.message, (
-                f"{self.what}: error does not name '{self.must_mention}': {self.message}"
-            )
-        return True
+log = logging.getLogger(__name__)
 
 
 class Conformance:
@@ -275,7 +119,7 @@ class Conformance:
                             self.case.k if k is None else k)
 
     def recall(self, result: SearchResult) -> float:
-        return _recall(result.ids, self.exact, self.case.k)
+        return recall(result.ids, self.exact, self.case.k)
 
     # --- running -------------------------------------------------------------------------------
     def run(self, name: str) -> dict[str, Any]:
@@ -325,7 +169,7 @@ class Conformance:
         return {"version": version, "knobs": list(cls.monotone_knobs)}
 
     def check_search_before_build(self) -> dict[str, Any]:
-        with self.fresh_index() as index, _Expect((RwbError,), "search before build") as e:
+        with self.fresh_index() as index, Expect((RwbError,), "search before build") as e:
             index.search(self.dataset.queries[:2], self.case.k)
         return {"message": e.message}
 
@@ -339,7 +183,7 @@ class Conformance:
         assert res.distances.shape == (nq, k), f"distances shape {res.distances.shape}"
         assert res.ids.dtype == np.int64, f"ids dtype {res.ids.dtype} != int64"
         assert res.distances.dtype == np.float32, f"distances dtype {res.distances.dtype}"
-        _check_rows(res, ds.n_base)
+        check_rows(res, ds.n_base)
         err = 0.0
         if self.case.exact_distances:
             true = true_distances(ds, res.ids, ds.queries)
@@ -372,7 +216,7 @@ class Conformance:
         for knob in self.cls.monotone_knobs:
             lo, hi = self.cls.knob_range(knob, self.build_params, self.case.k)
             curve = []
-            for v in _knob_grid(lo, hi):
+            for v in knob_grid(lo, hi):
                 params = {**self.most_accurate(), knob: v}
                 curve.append((v, self.recall(self.search(self.index, params))))
             curves[knob] = curve
@@ -396,26 +240,26 @@ class Conformance:
         messages = []
         search_fields = list(self.cls.SearchParams.model_fields)
         for name in search_fields:
-            typo = _typo(name, search_fields)
+            typo = misspelling(name, search_fields)
             if typo is None:
                 continue
-            with _Expect((ConfigError,), f"unknown search param '{typo}'",
+            with Expect((ConfigError,), f"unknown search param '{typo}'",
                          must_mention=f"Did you mean '{name}'") as e:
                 index.set_search_params(**{typo: 1})
             messages.append(e.message)
         for knob in self.cls.monotone_knobs:
             for bad in (-1, "many"):
-                with _Expect((ConfigError,), f"search param {knob}={bad!r}",
+                with Expect((ConfigError,), f"search param {knob}={bad!r}",
                              must_mention=knob) as e:
                     index.set_search_params(**{knob: bad})
                 messages.append(e.message)
         assert index.search_params == before, "a rejected update changed the search params"
         build_fields = list(self.cls.BuildParams.model_fields)
         for name in build_fields[:3]:
-            typo = _typo(name, build_fields)
+            typo = misspelling(name, build_fields)
             if typo is None:
                 continue
-            with _Expect((ConfigError,), f"unknown build param '{typo}'",
+            with Expect((ConfigError,), f"unknown build param '{typo}'",
                          must_mention=f"Did you mean '{name}'") as e:
                 self.new_index(build={**self.case.build, typo: 1}).close()
             messages.append(e.message)
@@ -432,7 +276,7 @@ class Conformance:
             lo, hi = self.cls.knob_range(knob, self.build_params, k)
             for bad in ([lo - 1] if lo > 1 else []) + [hi + 1]:
                 params = {**self.most_accurate(), knob: bad}
-                with _Expect((ConfigError,), f"{knob}={bad} (allowed [{lo}, {hi}] for k={k})",
+                with Expect((ConfigError,), f"{knob}={bad} (allowed [{lo}, {hi}] for k={k})",
                              must_mention=knob) as e:
                     self.search(index, params, queries=q)
                 messages.append(e.message)
@@ -458,16 +302,16 @@ class Conformance:
         messages = []
         with self.fresh_index() as fresh:
             for what, vectors, ids in cases:
-                with _Expect((DataError,), what) as e:
+                with Expect((DataError,), what) as e:
                     fresh.build(vectors, ids)
                 messages.append(e.message)
         shared = self.index
         shared.set_search_params(**self.most_accurate())
-        with _Expect((DataError,), "queries of the wrong dimension") as e:
+        with Expect((DataError,), "queries of the wrong dimension") as e:
             shared.search(ds.queries[:, :-1], k)
         messages.append(e.message)
         for bad_k in (0, -3):
-            with _Expect((ConfigError,), f"k={bad_k}", must_mention="k") as e:
+            with Expect((ConfigError,), f"k={bad_k}", must_mention="k") as e:
                 shared.search(ds.queries, bad_k)
             messages.append(e.message)
         return {"messages": messages}
@@ -479,7 +323,7 @@ class Conformance:
         res = self.search(self.index, self.cls.most_accurate_search(self.build_params), k=k,
                           queries=self.dataset.queries[:3])
         assert res.ids.shape == (3, k), f"ids shape {res.ids.shape} != {(3, k)}"
-        _check_rows(res, n)
+        check_rows(res, n)
         assert (res.ids[:, n:] == -1).all(), "more than n ids returned"
         return {"valid_per_row": (res.ids >= 0).sum(axis=1).tolist()}
 
@@ -493,7 +337,7 @@ class Conformance:
         found = res.ids[res.ids >= 0]
         unknown = found[~np.isin(found, ids)]
         assert unknown.size == 0, f"ids not given at build returned, e.g. {unknown[:3]}"
-        rec = _recall(res.ids, ids[self.exact], self.case.k)
+        rec = recall(res.ids, ids[self.exact], self.case.k)
         assert rec >= self.case.min_recall, (
             f"recall with custom ids {rec:.4f} < {self.case.min_recall}"
         )
@@ -541,105 +385,10 @@ class Conformance:
         index.build(self.dataset.base)
         index.close()
         index.close()
-        with _Expect((RwbError,), "search after close") as e:
+        with Expect((RwbError,), "search after close") as e:
             index.search(self.dataset.queries[:2], self.case.k)
         return {"message": e.message}
 
 
-def _check_rows(res: SearchResult, n: int) -> None:
-    """ids in [0, n) or -1; -1 exactly where distance is inf and only at the end of a row;
-    no id twice in a row; finite distances ascending."""
-    ids, d = res.ids, res.distances
-    assert ((ids >= 0) & (ids < n) | (ids == -1)).all(), "ids outside [0, n) and not -1"
-    missing = ids == -1
-    assert (np.isinf(d) == missing).all(), "distance must be +inf exactly where the id is -1"
-    assert (np.diff(missing.astype(np.int8), axis=1) >= 0).all(), "-1 ids must come last"
-    for row_ids, row_d in zip(ids, d):
-        valid = row_ids >= 0
-        assert len(np.unique(row_ids[valid])) == int(valid.sum()), "an id appears twice in a row"
-        dv = row_d[valid].astype(np.float64)
-        assert (np.diff(dv) >= -1e-6 * (1.0 + np.abs(dv[1:]))).all(), "distances not ascending"
 
-
-class BackendConformance:
-    """Subclass as ``class TestX(BackendConformance): case = ConformanceCase(...)`` and pytest
-    runs one test per check, sharing one :class:`Conformance` per class."""
-
-    case: ClassVar[ConformanceCase]
-    _suite: ClassVar[Conformance | None] = None
-
-    @classmethod
-    def suite(cls) -> Conformance:
-        if cls.__dict__.get("_suite") is None:
-            cls._suite = Conformance(cls.case)
-        suite = cls._suite
-        assert suite is not None
-        return suite
-
-    @classmethod
-    def teardown_class(cls) -> None:
-        suite = cls.__dict__.get("_suite")
-        if suite is not None:
-            suite.close()
-            cls._suite = None
-
-    def _run(self, name: str) -> None:
-        if name in self.case.skip:
-            import pytest
-
-            pytest.skip(f"check '{name}' skipped by the case")
-        self.suite().run(name)
-
-    def test_declaration(self) -> None:
-        self._run("declaration")
-
-    def test_search_before_build(self) -> None:
-        self._run("search_before_build")
-
-    def test_shapes_ids_distances(self) -> None:
-        self._run("shapes_ids_distances")
-
-    def test_recall_at_most_accurate(self) -> None:
-        self._run("recall_at_most_accurate")
-
-    def test_monotone_knobs(self) -> None:
-        self._run("monotone_knobs")
-
-    def test_unknown_params_rejected(self) -> None:
-        self._run("unknown_params_rejected")
-
-    def test_invalid_combinations_rejected(self) -> None:
-        self._run("invalid_combinations_rejected")
-
-    def test_bad_inputs_rejected(self) -> None:
-        self._run("bad_inputs_rejected")
-
-    def test_k_larger_than_n(self) -> None:
-        self._run("k_larger_than_n")
-
-    def test_custom_ids(self) -> None:
-        self._run("custom_ids")
-
-    def test_deterministic_build(self) -> None:
-        self._run("deterministic_build")
-
-    def test_memory_report(self) -> None:
-        self._run("memory_report")
-
-    def test_close_idempotent(self) -> None:
-        self._run("close_idempotent")
-
-
-def run_conformance(backend: str, *, metric: Metric = "l2",
-                    build: Mapping[str, Any] | None = None, **case_kwargs: Any
-                    ) -> ConformanceReport:
-    """Run every check on ``backend`` and return what was measured (AssertionError on failure).
-
-    ``case_kwargs`` are :class:`ConformanceCase` fields (``workdir``, ``min_recall``, ...).
-    """
-    suite = Conformance(ConformanceCase(backend, metric=metric, build=dict(build or {}),
-                                        **case_kwargs))
-    try:
-        return suite.run_all()
-    finally:
-        suite.close()
+__all__ = ["Conformance"]

@@ -1,0 +1,152 @@
+"""The fan-out benchmark spec (YAML, ``extra="forbid"``): :class:`FanoutSpec`, read and validated
+through :func:`retrieval.specfile.load_model`, each collection's backend params checked against
+the backend's own models; see ``sweeps/fanout-3-collections.yaml``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from retrieval.bench.fanout.retriever import MODES, Mode
+from retrieval.errors import ConfigError, param_error
+from retrieval.fusion import DEFAULT_RRF_K
+from retrieval.params import Params, validate_params
+from retrieval.specfile import load_model
+
+ALIASES = {"qqp": "qqp-questions"}
+#: reasonable defaults when a benchmark swaps the backend of every collection
+DEFAULT_PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "hnswlib": ({"M": 16, "ef_construction": 200}, {"ef_search": 64}),
+    "faiss-hnsw": ({"M": 16, "ef_construction": 200}, {"ef_search": 64}),
+    "faiss-flat": ({}, {}),
+    "faiss-ivf": ({"nlist": 128}, {"nprobe": 16}),
+    "milvus": ({"index_type": "HNSW", "M": 16, "efConstruction": 200}, {"ef": 64}),
+}
+
+
+class FanoutCollection(Params):
+    """One collection: a text corpus (seeded sample) in its own index."""
+
+    name: str
+    source: str = Field(description="text collection: qqp, reuters, scifact, cranfield, ...")
+    sample: int | None = Field(None, ge=1, description="corpus texts (None: all)")
+    backend: str = "hnswlib"
+    build: dict[str, Any] = Field(default_factory=dict)
+    search: dict[str, Any] = Field(default_factory=dict)
+    server: bool = Field(False, description="milvus only: a Milvus Lite server process by URI")
+    weight: float = Field(1.0, ge=0.0, description="RRF weight")
+    timeout_s: float | None = Field(None, gt=0.0, description="deadline per query, seconds")
+    model: str | None = Field(None, description="embedding model (default: the spec's)")
+    namespace: str | None = Field(
+        None, description="doc-id namespace (default: name); collections sharing one are "
+        "deduplicated by doc id when fused")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+            raise ValueError("must use letters, digits, '_', '.', '-' only")
+        return v
+
+
+class FanoutQueries(Params):
+    """Query texts: the queries of a text collection (its qrels are used for quality)."""
+
+    source: str = "scifact"
+    split: str = "test"
+    n: int | None = Field(None, ge=1, description="queries (seeded sample; None: all)")
+
+
+class FanoutSpec(Params):
+    """A fan-out benchmark. ``k`` results per collection and in the fused list."""
+
+    name: str = "fanout"
+    model: str | None = Field(None, description="local embedding model (None: packaged MiniLM)")
+    k: int = Field(10, ge=1, le=1000)
+    seed: int = 0
+    threads: int = Field(1, ge=1, le=512, description="threads inside each index")
+    modes: list[Mode] = Field(default_factory=lambda: list(MODES), min_length=1)  # type: ignore[arg-type]
+    warmup: int = Field(20, ge=0, description="untimed queries before each mode")
+    rounds: int = Field(1, ge=1, le=100, description="repeat all modes, interleaved")
+    timeout_s: float = Field(5.0, gt=0.0, description="default per-collection deadline, s")
+    fusion: Literal["rrf", "score"] = "rrf"
+    rrf_k: float = Field(DEFAULT_RRF_K, ge=0.0)
+    embed_batch_size: int = Field(64, ge=1)
+    queries: FanoutQueries = Field(default_factory=FanoutQueries)
+    collections: list[FanoutCollection] = Field(min_length=1)
+    source: str = Field("<memory>", exclude=True)
+
+    @model_validator(mode="after")
+    def _unique(self) -> FanoutSpec:
+        names = [c.name for c in self.collections]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"collection names must be unique; repeated: {', '.join(dup)}")
+        return self
+
+
+# --------------------------------------------------------------------------- spec I/O
+
+
+def validate_fanout_spec(spec: FanoutSpec) -> FanoutSpec:
+    """Check each collection's backend and its build/search params against the backend's own
+    models and cross-field rules (e.g. ef >= k)."""
+    from retrieval.indexes.registry import get_backend
+
+    where = spec.source
+    for i, c in enumerate(spec.collections):
+        field = f"collections[{i}]"
+        cls = get_backend(c.backend, where=f"{where}: field '{field}.backend'")
+        if c.server and c.backend != "milvus":
+            raise param_error(f"{field}.server", "false unless backend is 'milvus'", c.server,
+                              where=where)
+        b = validate_params(cls.BuildParams, c.build, where=where, prefix=f"{field}.build.")
+        s = validate_params(cls.SearchParams, c.search, where=where, prefix=f"{field}.search.")
+        try:
+            cls.check_combination(b, s, spec.k)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {field}: {exc}") from None
+    return spec
+
+
+
+def parse_fanout_spec(data: Any, source: str = "<memory>") -> FanoutSpec:
+    return load_model(data, FanoutSpec, source=source, what="a fan-out spec",
+                      extra={"source": source}, check=validate_fanout_spec)
+
+
+def load_fanout_spec(path: str | Path) -> FanoutSpec:
+    """Read and validate a fan-out spec file; errors name the file and the field."""
+    p = Path(path)
+    return load_model(p, FanoutSpec, what="a fan-out spec", extra={"source": str(p)},
+                      check=validate_fanout_spec)
+
+
+def with_backend(spec: FanoutSpec, backend: str, *, server: bool = False,
+                 build: dict[str, Any] | None = None,
+                 search: dict[str, Any] | None = None) -> FanoutSpec:
+    """The same spec with every collection on ``backend`` (default params unless given)."""
+    b, s = DEFAULT_PARAMS.get(backend, ({}, {}))
+    cols = [c.model_copy(update={"backend": backend, "server": server,
+                                 "build": dict(build if build is not None else b),
+                                 "search": dict(search if search is not None else s)})
+            for c in spec.collections]
+    new = spec.model_copy(update={"collections": cols, "name": f"{spec.name}-{backend}"
+                                  + ("-server" if server else "")})
+    return validate_fanout_spec(new)
+
+
+__all__ = [
+    "ALIASES",
+    "DEFAULT_PARAMS",
+    "FanoutCollection",
+    "FanoutQueries",
+    "FanoutSpec",
+    "load_fanout_spec",
+    "parse_fanout_spec",
+    "validate_fanout_spec",
+    "with_backend",
+]
