@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from retrieval.errors import BackendError
 from retrieval.indexes._milvus_common import WHERE
 from retrieval.timing import timed
-
-if TYPE_CHECKING:
-    from retrieval.indexes.milvus import MilvusIndex
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +45,10 @@ def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     return float(np.mean(hits) / k)
 
 
-def brute_force_check(index: MilvusIndex, queries: np.ndarray, k: int, exact_ids: np.ndarray,
+def brute_force_check(index: Any, queries: np.ndarray, k: int, exact_ids: np.ndarray,
                       *, raise_on_failure: bool = True) -> BruteForceCheck:
-    """:meth:`MilvusIndex.verify_not_brute_force` (see there); the searches are timed through
+    """:meth:`MilvusIndex.verify_not_brute_force` (see there; ``index`` is that MilvusIndex, typed
+    ``Any`` so this helper does not import the module that imports it); the searches are timed through
     :mod:`retrieval.timing` (``extra['ms_low']``, ``extra['ms_high']``)."""
     kind = index.build_params
     exact = np.asarray(exact_ids)[:, :k]
