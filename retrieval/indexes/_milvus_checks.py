@@ -49,7 +49,8 @@ def brute_force_check(index: Any, queries: np.ndarray, k: int, exact_ids: np.nda
                       *, raise_on_failure: bool = True) -> BruteForceCheck:
     """:meth:`MilvusIndex.verify_not_brute_force` (see there; ``index`` is that
     MilvusIndex, typed ``Any`` so this helper does not import the module that imports it); the
-    searches are timed through :mod:`retrieval.timing` (``extra['ms_low']``, ``extra['ms_high']``)."""
+    searches are timed through :mod:`retrieval.timing` (``extra['ms_low']``, ``extra['ms_high']``).
+    """
     kind = index.build_params
     exact = np.asarray(exact_ids)[:, :k]
     if not kind.knob:
