@@ -16,7 +16,7 @@ here.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from retrieval.errors import ConfigError
+from retrieval.indexes.portable import Auto, Flat, Hnsw, Ivf, Portable
 from retrieval.params import Params
 
 #: Largest efConstruction accepted (Milvus documents ef in [top_k, 32768] for HNSW).
@@ -290,3 +291,21 @@ def default_search(build: MilvusBuild) -> Params:
     if isinstance(build, IvfFlatBuild):
         return IvfSearch(nprobe=min(8, build.nlist))
     return search_model_for(build)()
+
+
+def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable | None:
+    """The neutral form of a Milvus index (HNSW, HNSW_SQ, IVF_FLAT, IVF_SQ8, FLAT, AUTOINDEX);
+    None for an index type without one."""
+    b, s = build, search
+    kind = str(b.get("index_type", "HNSW")).upper()
+    if kind in ("HNSW", "HNSW_SQ"):
+        quant = "SQ8" if kind == "HNSW_SQ" else None
+        return Hnsw(int(b["M"]), int(b["efConstruction"]), int(s["ef"]), quant)
+    if kind in ("IVF_FLAT", "IVF_SQ8"):
+        enc = "sq8" if kind == "IVF_SQ8" else "flat"
+        return Ivf(int(b["nlist"]), int(s["nprobe"]), enc)
+    if kind == "FLAT":
+        return Flat()
+    if kind == "AUTOINDEX":
+        return Auto()
+    return None
