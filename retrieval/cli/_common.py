@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ def _default(o: Any) -> Any:
         return None if not math.isfinite(float(o)) else float(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
-    if hasattr(o, "__fspath__"):
+    if isinstance(o, os.PathLike):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
