@@ -14,10 +14,12 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
 
 from retrieval import __version__
 from retrieval.errors import ConfigError, DataError
@@ -180,6 +182,56 @@ def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+class RunKind(StrEnum):
+    """What a run directory holds (``kind`` in manifest.json / summary.json; the JSON keeps these
+    strings). In this order in messages that list the kinds."""
+
+    EVAL = "eval"  # rwb eval
+    SWEEP = "sweep"  # rwb sweep of an index spec
+    BENCH_EMBED = "bench-embed"  # rwb bench embed
+    BENCH_FANOUT = "bench-fanout"  # rwb bench fanout
+    RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
+    CACHE_TUNE = "cache-tune"  # rwb tune cache
+    RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml
+
+    @classmethod
+    def parse(cls, value: Any) -> RunKind | None:
+        """The kind named by ``value``, or None when it names none."""
+        try:
+            return cls(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+
+class SummaryPart(BaseModel):
+    """A typed part of a run summary. Keys the model does not declare are kept (``extra``), so a
+    summary written by an older or newer rwb reads back and writes out unchanged; every declared
+    field has a default so that partial summaries (a run stopped early, a hand-made one) still
+    load. Dumps leave out what was never set: the JSON has exactly the keys the writer gave."""
+
+    model_config = ConfigDict(
+        extra="allow", frozen=True, populate_by_name=True, protected_namespaces=()
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The plain data written to summary.json (keys as written; unset fields left out)."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+class RunSummary(SummaryPart):
+    """The summary.json of one run kind (each kind's model sits next to the code writing it)."""
+
+    KIND: ClassVar[RunKind]
+
+    @field_serializer("kind", check_fields=False)
+    def _plain_kind(self, kind: Any) -> Any:
+        """A kind is written as its plain string (JSON and YAML alike)."""
+        return str(kind) if isinstance(kind, StrEnum) else kind
+
+
+S = TypeVar("S", bound=RunSummary)
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory ``runs/<id>/`` (created on demand, checked writable)."""
@@ -248,3 +300,19 @@ class RunDir:
 
     def write_manifest(self, **extra: Any) -> Path:
         return self.write_json("manifest.json", build_manifest(run_id=self.run_id, **extra))
+
+    def write_summary(self, summary: RunSummary) -> Path:
+        """Write ``summary`` (a run kind's typed summary) as summary.json."""
+        return self.write_json("summary.json", summary.to_json_dict())
+
+    def read_summary(self, model: type[S]) -> S:
+        """summary.json read back through ``model``; DataError naming the run if it is missing
+        or does not fit the model."""
+        from retrieval.params import format_validation_error
+
+        data = self.read_json("summary.json")
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            where = f"run '{self.path}': summary.json ({model.KIND} summary)"
+            raise DataError(str(format_validation_error(exc, model, where=where))) from None

@@ -17,9 +17,10 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from retrieval.binomial import upper_bound
 from retrieval.cache.live import SemanticCache, time_lookups
@@ -38,8 +39,64 @@ from retrieval.cache.tune import (
     qqp_labels,
 )
 from retrieval.errors import BackendError
+from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
 
 log = logging.getLogger(__name__)
+
+
+class CacheRates(SummaryPart):
+    """Outcome counts and per-probe rates of one split at the chosen threshold."""
+
+    threshold: float | None = None
+    probes: int | None = None
+    positive_probes: int | None = None
+    hits: int | None = None
+    correct_hits: int | None = None
+    false_hits: int | None = None
+    hit_rate: float | None = None
+    correct_hit_rate: float | None = None
+    false_hit_rate: float | None = None
+    precision: float | None = None
+    duplicate_recall: float | None = None
+    false_hit_upper_bound: float | None = None
+
+
+class CacheTuneSummary(RunSummary):
+    """summary.json of ``rwb tune cache`` (cosine distances; rates per probe; ms; USD)."""
+
+    KIND: ClassVar[RunKind] = RunKind.CACHE_TUNE
+
+    kind: RunKind = RunKind.CACHE_TUNE
+    name: str | None = None
+    threshold: float | None = None  # cosine distance; None when no threshold met the cap
+    threshold_unit: str | None = None
+    threshold_equivalents: dict[str, float | None] | None = None
+    feasible: bool | None = None
+    reason: str | None = None
+    max_false_hit: float | None = None
+    confidence: float | None = None
+    bound: str | None = None
+    false_hit_upper_bound: float | None = None
+    tuning_false_hit_rate: float | None = None
+    tuning_hit_rate: float | None = None
+    heldout_hit_rate: float | None = None
+    heldout_false_hit_rate: float | None = None
+    heldout_false_hit_upper_bound: float | None = None
+    heldout_precision: float | None = None
+    heldout_meets_cap: bool | None = None
+    tuning: CacheRates | None = None
+    heldout: CacheRates | None = None
+    latency_ms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    cost: dict[str, Any] = Field(default_factory=dict)
+    timing_s: dict[str, Any] = Field(default_factory=dict)
+    design: dict[str, Any] = Field(default_factory=dict)
+    knn_check: dict[str, Any] = Field(default_factory=dict)
+    embedder: str | None = None
+    dim: int | None = None
+    redis: dict[str, Any] = Field(default_factory=dict)
+    index: dict[str, Any] | None = None
+    live_lookup_agreement: dict[str, Any] | None = None
+    curve: list[dict[str, Any]] = Field(default_factory=list)
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,11 +247,11 @@ def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
 
 def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
               latency: dict[str, Any], timing: dict[str, Any], check: dict[str, Any],
-              extra: dict[str, Any]) -> dict[str, Any]:
+              extra: dict[str, Any]) -> CacheTuneSummary:
     t = sweep.threshold
     tuning, held = sweep.tuning, sweep.heldout
-    return {
-        "kind": "cache-tune",
+    return CacheTuneSummary.model_validate({
+        "kind": RunKind.CACHE_TUNE,
         "name": spec.name,
         "threshold": None if t is None else t.cosine_distance,
         "threshold_unit": "cosine_distance",
@@ -222,7 +279,7 @@ def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
         "knn_check": check,
         **extra,
         "curve": curve_rows(sweep, spec.tuning.curve_step),
-    }
+    })
 
 
 def replay_lookups(cache: SemanticCache, labels: QQPLabels, vecs: QidVectors,
@@ -319,30 +376,29 @@ def run_cache_tuning(
                       "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
              "index": spec.cache.index.model_dump(), "live_lookup_agreement": live}
-    summary = summarise(spec, sweep, design, latency, timing, check, extra)
+    typed = summarise(spec, sweep, design, latency, timing, check, extra)
+    summary = typed.to_json_dict()
     run_dir = None
     if write:
-        run_dir = write_run(spec, summary, sweep, design, nn, nd, correct, out)
+        run_dir = write_run(spec, typed, sweep, design, nn, nd, correct, out)
         summary["run_id"], summary["run_dir"] = run_dir.run_id, str(run_dir.path)
     return CacheTuneOutcome(summary, sweep, run_dir)
 
 
-def write_run(spec: CacheTuneSpec, summary: dict[str, Any], sweep: SweepResult,
+def write_run(spec: CacheTuneSpec, summary: CacheTuneSummary, sweep: SweepResult,
               design: ProbeDesign, nn: np.ndarray, nd: np.ndarray, correct: np.ndarray,
-              out: str | None) -> Any:
-    from retrieval.store import RunDir
-
+              out: str | None) -> RunDir:
     run = RunDir.create(out, spec.name)
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind="cache-tune", spec_source=spec.source, dataset={
+        kind=RunKind.CACHE_TUNE, spec_source=spec.source, dataset={
             "name": spec.dataset, "fingerprint": design.info["fingerprint"],
             "pairs": spec.pairs.model_dump(), "distractors": spec.distractors,
             "split": spec.split.model_dump(), "probe_side": spec.probe_side,
         }, seeds={"pairs": spec.pairs.seed, "split": spec.split.seed},
-        embedder=summary["embedder"], redis=summary["redis"],
+        embedder=summary.embedder, redis=summary.redis,
     )
-    run.write_json("summary.json", summary)
+    run.write_summary(summary)
     rows = []
     for split, table in sweep.tables.items():
         cols = {k: np.asarray(v) for k, v in table.items()}
@@ -360,7 +416,9 @@ def write_run(spec: CacheTuneSpec, summary: dict[str, Any], sweep: SweepResult,
 
 
 __all__ = [
+    "CacheRates",
     "CacheTuneOutcome",
+    "CacheTuneSummary",
     "QidVectors",
     "cost_summary",
     "embed_questions",

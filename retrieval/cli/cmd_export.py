@@ -49,7 +49,7 @@ def run_export(args: argparse.Namespace) -> int:
     except NothingToExport as exc:
         print(f"rwb: nothing to export: {exc}", file=sys.stderr)
         return 1
-    info = _as_dict(result)
+    info = result.to_dict()
     if args.json:
         print_json(info)
     else:
@@ -59,34 +59,22 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _as_dict(result: Any) -> dict[str, Any]:
-    if hasattr(result, "__dataclass_fields__"):
-        import dataclasses
-
-        d = dataclasses.asdict(result)
-        return {k: str(v) if k == "path" else v for k, v in d.items()}
-    if isinstance(result, dict):
-        return result
-    return {"path": str(result)}
-
-
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.export import VerifyReport, verify_file
+    from retrieval.export import ChecksReport, VerifyReport, verify_file
 
     report = verify_file(args.file)
-    if not isinstance(report, VerifyReport):  # another exporter's report (redisvl)
-        data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
-        if args.json:
-            print_json(data)
-        else:
-            print(f"verify {args.file}: {'HOLDS' if data.get('holds') else 'FAILS'}")
-            for c in data.get("checks") or []:
-                mark = "ok  " if c.get("passed") else "FAIL"
-                print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "
-                      f"expected {c.get('expected')}")
-        return 0 if data.get("holds") else 1
     if args.json:
         print_json(report.to_dict())
+        return 0 if report.holds else 1
+    if isinstance(report, ChecksReport):  # a report of named checks (redisvl, rerank)
+        print(f"verify {args.file}: {'HOLDS' if report.holds else 'FAILS'}")
+        for c in report.checks:
+            mark = "ok  " if c.get("passed") else "FAIL"
+            print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "
+                  f"expected {c.get('expected')}")
+        return 0 if report.holds else 1
+    if not isinstance(report, VerifyReport):
+        print(f"verify {args.file}: {'HOLDS' if report.holds else 'FAILS'}")
         return 0 if report.holds else 1
     m, rec = report.measured, report.recorded
     print(f"verify {report.path}: {'HOLDS' if report.holds else 'FAILS'}")

@@ -15,30 +15,28 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from retrieval import __version__
 from retrieval.errors import ConfigError, unknown_name_error
-from retrieval.export.engines import OWN_BACKENDS, translate
+from retrieval.export.engines import ANN_ENGINES, own_backends, translate
 from retrieval.export.files import FORMAT_VERSION, write_config
 from retrieval.export.portable import portable
+from retrieval.export.registry import NothingToExport, register_exporter
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.store import RunDir
+from retrieval.specfile import read_yaml
+from retrieval.store import RunDir, RunKind
 from retrieval.tune.decide import objective_value
-from retrieval.tune.results import PointResult
+from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
 
 LIBRARIES = (
     "retrieval-workbench", "numpy", "faiss-cpu", "hnswlib", "pymilvus", "milvus-lite", "optuna",
 )
-
-
-class NothingToExport(ConfigError):
-    """The run has no config meeting the target that this engine can take (CLI exit 1)."""
+#: the ``kind`` of an exported ANN file
+FILE_KIND = "ann-index"
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,9 @@ class Exported:
     backend: str
     config: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "path": str(self.path)}
+
 
 def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
     cls = get_backend(backend)
@@ -56,29 +57,29 @@ def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _read_spec(run: RunDir) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(run.file("spec.yaml").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"run '{run.path}' has no spec.yaml") from None
+    path = run.file("spec.yaml")
+    if not path.is_file():
+        raise ConfigError(f"run '{run.path}' has no spec.yaml")
+    data = read_yaml(path)
     return data if isinstance(data, dict) else {}
 
 
-def _candidates(summary: Mapping[str, Any], engine: str, backend: str | None) -> list[str]:
-    backends = summary.get("backends") or {}
+def _candidates(summary: SweepSummary, engine: str, backend: str | None) -> list[str]:
+    backends = summary.backends
     labels = list(backends)
     if backend is not None:
-        mine = [lb for lb in labels if lb == backend or backends[lb]["backend"] == backend]
+        mine = [lb for lb in labels if backend in (lb, backends[lb].backend)]
         if not mine:
-            names = set(labels) | {b["backend"] for b in backends.values()}
+            names = set(labels) | {str(b.backend) for b in backends.values()}
             raise unknown_name_error("backend", backend, names, where="--backend")
         labels = mine
-    objective = summary.get("objective", "p95_ms")
-    own = OWN_BACKENDS.get(engine, ())
+    objective = summary.objective or "p95_ms"
+    own = own_backends(engine)
 
     def rank(label: str) -> tuple[int, float]:
-        chosen = backends[label]["chosen"]
-        cost = objective_value(PointResult.from_dict(chosen), objective) if chosen else 0.0
-        return (0 if backends[label]["backend"] in own else 1, cost)
+        chosen = backends[label].chosen
+        cost = objective_value(chosen.point(), objective) if chosen else 0.0
+        return (0 if backends[label].backend in own else 1, cost)
 
     return sorted(labels, key=rank)
 
@@ -94,68 +95,74 @@ def tidy(obj: Any) -> Any:
     return obj
 
 
+def _chosen(summary: SweepSummary, label: str) -> tuple[BackendChoice, ChosenPoint]:
+    b = summary.backends[label]
+    if b.chosen is None:  # pragma: no cover - callers pass labels with a choice
+        raise NothingToExport(f"{label}: no config meets the target")
+    return b, b.chosen
+
+
 def evidence(
-    summary: Mapping[str, Any], manifest: Mapping[str, Any], spec: Mapping[str, Any],
+    summary: SweepSummary, manifest: Mapping[str, Any], spec: Mapping[str, Any],
     label: str, engine: str,
 ) -> dict[str, Any]:
-    b = summary["backends"][label]
-    c = b["chosen"]
+    b, c = _chosen(summary, label)
     ds = manifest.get("dataset") or {}
     packages = manifest.get("packages") or {}
     out: dict[str, Any] = {
-        "target_recall": summary["target_recall"],
-        "k": summary["k"],
-        "recall_definition": summary.get("recall_definition"),
-        "recall": c["recall"],
-        "recall_lower_bound": c["recall_lb"],
-        "confidence": summary.get("confidence"),
-        "tuning_queries": c.get("n_queries"),
-        "heldout_recall": b.get("heldout_recall"),
-        "heldout_recall_lower_bound": b.get("heldout_recall_lb"),
-        "heldout_queries": (summary.get("queries") or {}).get("heldout"),
-        "heldout_meets_target": b.get("heldout_meets"),
-        "latency_ms": {"p50": c.get("p50_ms"), "p95": c.get("p95_ms"), "p99": c.get("p99_ms"),
+        "target_recall": summary.target_recall,
+        "k": summary.k,
+        "recall_definition": summary.recall_definition,
+        "recall": c.recall,
+        "recall_lower_bound": c.recall_lb,
+        "confidence": summary.confidence,
+        "tuning_queries": c.n_queries,
+        "heldout_recall": b.heldout_recall,
+        "heldout_recall_lower_bound": b.heldout_recall_lb,
+        "heldout_queries": (summary.queries or {}).get("heldout"),
+        "heldout_meets_target": b.heldout_meets,
+        "latency_ms": {"p50": c.p50_ms, "p95": c.p95_ms, "p99": c.p99_ms,
                        "mode": "single query"},
-        "qps": c.get("qps"),
+        "qps": c.qps,
         "qps_mode": "batch",
         "threads": spec.get("threads"),
-        "build_s": c.get("build_s"),
-        "memory_bytes": c.get("memory_bytes"),
-        "strategy": summary.get("strategy"),
-        "evaluations": b.get("evaluations"),
-        "cheapest_rule": summary.get("cheapest_rule"),
-        "measured_with": {"backend": b["backend"], "label": label},
+        "build_s": c.build_s,
+        "memory_bytes": c.memory_bytes,
+        "strategy": summary.strategy,
+        "evaluations": b.evaluations,
+        "cheapest_rule": summary.cheapest_rule,
+        "measured_with": {"backend": b.backend, "label": label},
         "dataset": {k: ds.get(k) for k in ("name", "fingerprint", "n_base", "n_queries", "dim",
                                            "metric")},
         "cpu": manifest.get("cpu"),
         "library_versions": {k: packages[k] for k in LIBRARIES if k in packages},
         "rwb_version": manifest.get("rwb_version"),
         "git_sha": (manifest.get("git") or {}).get("sha"),
-        "run_id": summary.get("run_id"),
+        "run_id": summary.run_id,
         "measured_at": manifest.get("created"),
         "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "exported_by": f"rwb {__version__}",
     }
-    if b["backend"] not in OWN_BACKENDS.get(engine, ()):
+    if b.backend not in own_backends(engine):
         out["note"] = (
-            f"measured with rwb backend '{b['backend']}', not with {engine} itself: the "
+            f"measured with rwb backend '{b.backend}', not with {engine} itself: the "
             f"parameters mean the same, the recall may differ slightly; re-measure there"
         )
     return out
 
 
-def source(summary: Mapping[str, Any], spec: Mapping[str, Any], label: str) -> dict[str, Any]:
-    b = summary["backends"][label]
-    c = b["chosen"]
+def source(summary: SweepSummary, spec: Mapping[str, Any], label: str) -> dict[str, Any]:
+    b, c = _chosen(summary, label)
+    backend = str(b.backend)
     tune = spec.get("tune") or {}
     return {
-        "backend": b["backend"],
-        "build": dict(c["build"]),  # as the spec gave it (validated by the backend)
-        "build_params": dict(c["build_params"]),  # with every default filled in
-        "search": full_search(b["backend"], c["search"]),
+        "backend": backend,
+        "build": dict(c.build),  # as the spec gave it (validated by the backend)
+        "build_params": dict(c.build_params),  # with every default filled in
+        "search": full_search(backend, c.search),
         "dataset": spec.get("dataset"),
-        "metric": summary.get("metric"),
-        "k": summary["k"],
+        "metric": summary.metric,
+        "k": summary.k,
         "seed": spec.get("seed", 0),
         "threads": spec.get("threads", 1),
         "warmup": spec.get("warmup", 32),
@@ -166,40 +173,47 @@ def source(summary: Mapping[str, Any], spec: Mapping[str, Any], label: str) -> d
     }
 
 
+@register_exporter(
+    RunKind.SWEEP, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
+    made_by="rwb sweep SPEC --target-recall R", dedicated=False,
+)
 def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None) -> Exported:
     """Write the engine-native config of run ``run``; NothingToExport when nothing qualifies."""
-    summary = run.read_json("summary.json")
+    summary = run.read_summary(SweepSummary)
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
-    if summary.get("target_recall") is None:
+    if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")
     dim = int((manifest.get("dataset") or {}).get("dim") or 0)
-    metric, k = str(summary["metric"]), int(summary["k"])
+    metric, k = str(summary.metric), int(summary.k or 0)
     reasons = []
     for label in _candidates(summary, engine, backend):
-        b = summary["backends"][label]
-        if b["chosen"] is None:
+        b = summary.backends[label]
+        if b.chosen is None:
             reasons.append(f"{label}: no config meets the target")
             continue
+        name = str(b.backend)
         try:
-            p = portable(b["backend"], b["chosen"]["build_params"],
-                         full_search(b["backend"], b["chosen"]["search"]))
+            p = portable(name, b.chosen.build_params, full_search(name, b.chosen.search))
             native = translate(engine, p, metric, dim, k)
         except ConfigError as exc:
             reasons.append(f"{label}: {exc}")
             continue
         doc = {
             "rwb_export": FORMAT_VERSION,
-            "kind": "ann-index",
+            "kind": FILE_KIND,
             "engine": engine,
             "config": native,
             "evidence": tidy(evidence(summary, manifest, spec, label, engine)),
             "source": source(summary, spec, label),
         }
         path = write_config(out, doc)
-        return Exported(path, engine, label, b["backend"], native)
+        return Exported(path, engine, label, name, native)
     raise NothingToExport(
-        f"run '{run.path}' has no config meeting target recall {summary['target_recall']} "
+        f"run '{run.path}' has no config meeting target recall {summary.target_recall} "
         f"that engine '{engine}' can take: " + "; ".join(reasons or ["no backends"])
     )
+
+
+__all__ = ["FILE_KIND", "Exported", "NothingToExport", "evidence", "export_sweep", "source"]

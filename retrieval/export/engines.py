@@ -24,17 +24,18 @@ from typing import Any, Literal
 from pydantic import Field
 
 from retrieval.errors import ConfigError, param_error
-from retrieval.export.portable import Auto, Flat, Hnsw, Ivf, Portable
+from retrieval.indexes.portable import Auto, Flat, Hnsw, Ivf, Portable
 from retrieval.params import Params, validate_params
 
-ENGINES: tuple[str, ...] = ("milvus", "faiss", "hnswlib", "qdrant", "weaviate", "redisvl",
-                            "rerank")
-#: engines with an rwb backend of their own (preferred as the source of an export)
-OWN_BACKENDS: dict[str, tuple[str, ...]] = {
-    "milvus": ("milvus",),
-    "faiss": ("faiss-hnsw", "faiss-ivf", "faiss-flat"),
-    "hnswlib": ("hnswlib",),
-}
+
+def own_backends(engine: str) -> tuple[str, ...]:
+    """The rwb backends that run ``engine``'s own library (preferred as the source of an
+    export): each exportable backend names its engine (``export_engine``)."""
+    from retrieval.indexes.base import SupportsPortable
+    from retrieval.indexes.registry import all_backends
+
+    return tuple(name for name, cls in all_backends().items()
+                 if isinstance(cls, SupportsPortable) and cls.export_engine == engine)
 
 
 def _cannot(engine: str, p: Portable, why: str) -> ConfigError:
@@ -238,6 +239,10 @@ TRANSLATORS: dict[str, Callable[[Portable, str, int, int], dict[str, Any]]] = {
     "qdrant": to_qdrant,
     "weaviate": to_weaviate,
 }
+
+
+#: the ANN engines (the sweep exporter's keys in :mod:`retrieval.export.registry`)
+ANN_ENGINES: tuple[str, ...] = tuple(TRANSLATORS)
 
 
 def translate(engine: str, p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:

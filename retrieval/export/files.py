@@ -12,6 +12,7 @@ import yaml
 
 from retrieval.errors import ConfigError
 from retrieval.redact import scrub
+from retrieval.specfile import parse_yaml, read_text
 
 FORMAT_VERSION = 1
 
@@ -38,19 +39,16 @@ def write_config(path: Path | str, doc: dict[str, Any]) -> Path:
 
 
 def read_config(path: Path | str) -> dict[str, Any]:
-    """Read an exported file; errors name the file."""
+    """Read an exported file (through the shared reader for YAML); errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file '{p}' does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"config file '{p}' cannot be read ({exc.strerror})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'} "
-                          f"({str(exc).splitlines()[0]})") from None
+    text = read_text(p, what="config file")
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{p}: not valid JSON ({str(exc).splitlines()[0]})") from None
+    else:
+        data = parse_yaml(text, str(p))
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: an exported config must be a mapping; received "
                           f"{type(data).__name__}")

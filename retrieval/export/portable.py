@@ -1,82 +1,38 @@
 """A tuned config in library-neutral terms, read from what a backend measured.
 
-Every backend's build/search params map to one of :class:`Hnsw`, :class:`Ivf`, :class:`Flat` or
-:class:`Auto`; engines (:mod:`retrieval.export.engines`) translate these into their own names.
-HNSW ``M`` means the same everywhere rwb exports (hnswlib, Faiss, Milvus/knowhere, Qdrant ``m``,
-Weaviate ``maxConnections``): links per node on the upper layers, ``2 * M`` on layer 0.
+The neutral forms (:class:`Hnsw`, :class:`Ivf`, :class:`Flat`, :class:`Auto`) live in
+:mod:`retrieval.indexes.portable`; each backend maps its own params to them (its ``portable``
+classmethod, :class:`~retrieval.indexes.base.SupportsPortable`), so a new backend becomes
+exportable in its own module. Engines (:mod:`retrieval.export.engines`) translate the neutral
+forms into their own names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from retrieval.errors import ConfigError
+from retrieval.indexes.base import SupportsPortable
+from retrieval.indexes.portable import Auto, Flat, Hnsw, Ivf, Portable
+from retrieval.indexes.registry import all_backends
 
 
-@dataclass(frozen=True)
-class Hnsw:
-    M: int
-    ef_construction: int
-    ef_search: int
-    quantization: str | None = None  # "SQ8" for Milvus HNSW_SQ
-
-
-@dataclass(frozen=True)
-class Ivf:
-    nlist: int
-    nprobe: int
-    encoding: str = "flat"  # flat | sq8 | pq
-    pq_m: int | None = None
-    pq_nbits: int = 8
-    refine: bool = False
-    k_factor: int = 1
-
-
-@dataclass(frozen=True)
-class Flat:
-    pass
-
-
-@dataclass(frozen=True)
-class Auto:
-    """Milvus AUTOINDEX: the engine chooses; only Milvus can take it."""
-
-
-Portable = Hnsw | Ivf | Flat | Auto
+def exportable_backends() -> list[str]:
+    """Names of the registered backends that have an export mapping."""
+    return [name for name, cls in all_backends().items() if isinstance(cls, SupportsPortable)]
 
 
 def portable(backend: str, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable:
     """The neutral form of a backend's full build/search params (defaults filled in)."""
-    b, s = dict(build), dict(search)
-    if backend in ("hnswlib", "faiss-hnsw"):
-        return Hnsw(int(b["M"]), int(b["ef_construction"]), int(s["ef_search"]))
-    if backend == "faiss-ivf":
-        return Ivf(
-            nlist=int(b["nlist"]),
-            nprobe=int(s.get("nprobe", 1)),
-            encoding=str(b.get("encoding", "flat")),
-            pq_m=b.get("pq_m"),
-            pq_nbits=int(b.get("pq_nbits", 8)),
-            refine=bool(b.get("refine", False)),
-            k_factor=int(s.get("k_factor", 1)),
+    cls = all_backends().get(backend)
+    p = cls.portable(dict(build), dict(search)) if isinstance(cls, SupportsPortable) else None
+    if p is None:
+        raise ConfigError(
+            f"backend '{backend}' has no export mapping (exportable: "
+            f"{', '.join(exportable_backends())})"
         )
-    if backend == "faiss-flat":
-        return Flat()
-    if backend == "milvus":
-        kind = str(b.get("index_type", "HNSW")).upper()
-        if kind in ("HNSW", "HNSW_SQ"):
-            quant = "SQ8" if kind == "HNSW_SQ" else None
-            return Hnsw(int(b["M"]), int(b["efConstruction"]), int(s["ef"]), quant)
-        if kind in ("IVF_FLAT", "IVF_SQ8"):
-            enc = "sq8" if kind == "IVF_SQ8" else "flat"
-            return Ivf(int(b["nlist"]), int(s["nprobe"]), enc)
-        if kind == "FLAT":
-            return Flat()
-        if kind == "AUTOINDEX":
-            return Auto()
-    raise ConfigError(
-        f"backend '{backend}' has no export mapping (exportable: hnswlib, faiss-hnsw, faiss-ivf, "
-        f"faiss-flat, milvus)"
-    )
+    return p
+
+
+__all__ = ["Auto", "Flat", "Hnsw", "Ivf", "Portable", "exportable_backends", "portable"]

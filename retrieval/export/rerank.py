@@ -24,20 +24,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from retrieval import __version__
 from retrieval.errors import ConfigError, DataError
-from retrieval.export.ann import NothingToExport
 from retrieval.export.files import read_config, write_config
-from retrieval.store import RunDir, package_versions
+from retrieval.export.registry import NothingToExport, register_exporter, register_verifier
+from retrieval.rerank.run import DepthPoint, RerankSweepSummary
+from retrieval.specfile import read_yaml
+from retrieval.store import RunDir, RunKind, package_versions
 
 log = logging.getLogger(__name__)
 
+#: the ``kind`` of an exported rerank file
 KIND = "rerank-depth"
-RUN_KIND = "rerank-sweep"
+RUN_KIND = RunKind.RERANK_SWEEP
 ENGINE = "rerank"
 METRIC = "ndcg@10"
 LIBRARIES = ("retrieval-workbench", "rank-bm25", "bm25s", "PyStemmer", "faiss-cpu", "hnswlib",
@@ -57,6 +61,9 @@ class ExportedRerank:
     router_threshold: float | None
     router_threshold_unit: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 def _need(doc: dict[str, Any], key: str, where: str) -> Any:
     if not isinstance(doc, dict) or doc.get(key) is None:
@@ -65,52 +72,46 @@ def _need(doc: dict[str, Any], key: str, where: str) -> Any:
     return doc[key]
 
 
-def _curve_at(summary: dict[str, Any], depth: int | None) -> dict[str, Any]:
-    for row in summary.get("curve") or []:
-        if row.get("depth") == depth:
-            return dict(row)
-    return {}
-
-
-def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[str, Any],
-                 run_id: str) -> dict[str, Any]:
+def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
+                 manifest: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The exported document (plain data) from a rerank-sweep run's files."""
-    depth = summary.get("chosen_depth")
-    if depth is None:
+    if summary.chosen_depth is None:
         raise NothingToExport(f"run '{run_id}': summary.json has no chosen_depth (the sweep "
                               f"did not choose a rerank depth); rerun rwb tune rerank")
-    depth = int(depth)
-    metric = summary.get("selection_metric", METRIC)
-    best = summary.get("best_depth")
-    chosen_row, best_row = _curve_at(summary, depth), _curve_at(summary, best)
-    chosen = summary.get("chosen") or {}
+    depth = int(summary.chosen_depth)
+    metric = summary.selection_metric or METRIC
+    best = summary.best_depth
+    chosen_row, best_row = summary.curve_at(depth), summary.curve_at(best)
 
-    def nd(row: dict[str, Any], split: str) -> float | None:
-        v = (row.get(split) or {}).get(METRIC)
+    def nd(row: DepthPoint | None, split: str) -> float | None:
+        if row is None:
+            return None
+        v = (row.tuning if split == "tuning" else row.heldout).get(METRIC)
         return None if v is None else float(v)
 
-    fs = summary.get("sweep_first_stage") or spec.get("first_stage")
+    fs = summary.sweep_first_stage or spec.get("first_stage")
     first_stage: dict[str, Any] = {"kind": fs}
     if fs == "bm25":
-        first_stage["bm25"] = summary.get("bm25")
+        first_stage["bm25"] = summary.bm25
     else:
-        first_stage["dense"] = summary.get("dense")
-    rr = summary.get("reranker") or {}
-    router = summary.get("router")
+        first_stage["dense"] = summary.dense
+    rr = summary.reranker
+    router = summary.router
     router_doc: dict[str, Any] | None = None
-    if router:
+    if router is not None:
         router_doc = {
             "fallback": "bm25 (no rerank)",
-            "rule": router.get("rule"),
-            "threshold": router.get("threshold"),
-            "threshold_unit": router.get("threshold_unit"),
-            "policy": router.get("policy"),
-            "primary_rerank_depth": router.get("primary_rerank_depth"),
-            "dense": summary.get("dense"),
-            "tolerance": router.get("tolerance"),
-            "heldout": (router.get("heldout") or {}).get("chosen"),
+            "rule": router.rule,
+            "threshold": router.threshold,
+            "threshold_unit": router.threshold_unit,
+            "policy": router.policy,
+            "primary_rerank_depth": router.primary_rerank_depth,
+            "dense": summary.dense,
+            "tolerance": router.tolerance,
+            "heldout": router.heldout.get("chosen"),
         }
-    lat = chosen.get("latency") or chosen_row.get("latency") or {}
+    lat = ((summary.chosen.latency if summary.chosen else None)
+           or (chosen_row.latency if chosen_row else None) or {})
     return {
         "format": 1,
         "kind": KIND,
@@ -119,7 +120,7 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
                    "meaning": "re-score each query's first-stage top `depth` with the reranker; "
                               "the rest keeps first-stage order; 0 = no rerank"},
         "first_stage": first_stage,
-        "reranker": {"kind": rr.get("kind"), "model": rr.get("name"),
+        "reranker": {"kind": rr.kind, "model": rr.name,
                      "batch_size": (spec.get("reranker") or {}).get("batch_size")},
         "router": router_doc,
         "evidence": {
@@ -127,7 +128,7 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "selection": {
                 "metric": metric,
-                "tolerance": summary.get("tolerance"),
+                "tolerance": summary.tolerance,
                 "rule": "smallest depth whose tuning-split metric is within tolerance "
                         "(absolute) of the best depth's",
             },
@@ -140,17 +141,17 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
             },
             "latency_ms": {k: lat[k] for k in ("p50_ms", "p95_ms", "rerank_p50_ms",
                                                 "rerank_p95_ms") if k in lat},
-            "latency_sample_queries": summary.get("latency_sample_queries"),
-            "first_stage_alone_ndcg@10": {"bm25": summary.get("bm25_ndcg@10"),
-                                          "dense": summary.get("dense_ndcg@10")},
+            "latency_sample_queries": summary.latency_sample_queries,
+            "first_stage_alone_ndcg@10": {"bm25": summary.bm25_ndcg,
+                                          "dense": summary.dense_ndcg},
             "dataset": {
-                "collection": summary.get("dataset"),
-                "fingerprint": summary.get("dataset_fingerprint"),
-                "docs": summary.get("n_docs"),
-                "queries": summary.get("n_queries"),
-                "tuning_queries": summary.get("n_tuning"),
-                "heldout_queries": summary.get("n_heldout"),
-                "relevance": summary.get("relevance"),
+                "collection": summary.dataset,
+                "fingerprint": summary.dataset_fingerprint,
+                "docs": summary.n_docs,
+                "queries": summary.n_queries,
+                "tuning_queries": summary.n_tuning,
+                "heldout_queries": summary.n_heldout,
+                "relevance": summary.relevance,
             },
             "versions": {**_versions(), "rwb": __version__},
             "git": (manifest.get("git") or {}).get("sha"),
@@ -162,21 +163,25 @@ def build_config(summary: dict[str, Any], spec: dict[str, Any], manifest: dict[s
 
 def export_rerank(run: RunDir, out: Path | str) -> ExportedRerank:
     """Write the rerank config of a ``rwb tune rerank`` run directory to ``out``."""
-    import yaml
-
     if not run.file("summary.json").exists():
         raise DataError(f"run '{run.path}': summary.json is missing (did rwb tune rerank "
                         f"finish?)")
     spec_file = run.file("spec.yaml")
     if not spec_file.exists():
         raise DataError(f"run '{run.path}': spec.yaml is missing")
-    spec = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+    spec = read_yaml(spec_file)
     manifest = run.read_json("manifest.json") if run.file("manifest.json").exists() else {}
-    doc = build_config(run.read_json("summary.json"), spec, manifest, run.run_id)
+    doc = build_config(run.read_summary(RerankSweepSummary), spec, manifest, run.run_id)
     path = write_config(out, doc)
     router = doc.get("router") or {}
     return ExportedRerank(str(path), ENGINE, doc["rerank"]["depth"], router.get("threshold"),
                           router.get("threshold_unit"))
+
+
+@register_exporter(RUN_KIND, (ENGINE,), exports="a tuned rerank depth", tuned="a rerank depth",
+                   made_by="rwb tune rerank")
+def _export(run: RunDir, engine: str, out: Path | str, backend: str | None) -> ExportedRerank:
+    return export_rerank(run, out)
 
 
 # --------------------------------------------------------------------------- verify
@@ -199,6 +204,11 @@ class RerankVerifyReport:
 
 def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, Any]:
     return {"check": name, "measured": measured, "expected": expected, "passed": bool(passed)}
+
+
+@register_verifier(KIND, engines=(ENGINE,))
+def _verify(doc: Mapping[str, Any], path: Path | str) -> RerankVerifyReport:
+    return verify_rerank(path)
 
 
 def verify_rerank(path: Path | str) -> RerankVerifyReport:

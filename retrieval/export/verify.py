@@ -15,6 +15,8 @@ from typing import Any
 
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
+from retrieval.export.ann import FILE_KIND
+from retrieval.export.registry import register_verifier
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import EPS, Measurer
@@ -51,6 +53,17 @@ def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in doc or doc[key] is None:
         raise ConfigError(f"{where}: field '{key}' is missing; is this a file from rwb export?")
     return doc[key]
+
+
+@register_verifier(FILE_KIND, default=True)
+def verify_ann_file(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
+    """The default verifier: an ANN export (any file no other verifier claims)."""
+    if doc.get("kind") != FILE_KIND:
+        raise ConfigError(
+            f"{path}: not an rwb export (field 'kind' must be '{FILE_KIND}'; received "
+            f"{doc.get('kind')!r})"
+        )
+    return verify_ann(doc, path)
 
 
 def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:

@@ -5,12 +5,14 @@ Not a backend: no ``register`` here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
 
 from retrieval.errors import param_error
 from retrieval.indexes._inprocess import InProcessIndex, check_k, unknown_knob
+from retrieval.indexes.portable import Hnsw
 from retrieval.params import Params
 
 #: largest ef_search accepted (the tuner's upper bound; larger values only cost time)
@@ -56,6 +58,11 @@ class HnswChecks(InProcessIndex):
     @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
         return {"ef_search": EF_SEARCH_MAX}
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
+        """Export mapping (hnswlib and faiss-hnsw alike): the HNSW params as themselves."""
+        return Hnsw(int(build["M"]), int(build["ef_construction"]), int(search["ef_search"]))
 
     @classmethod
     def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.portable import Auto, Flat, Hnsw, Ivf, Portable
 from retrieval.params import Params, validate_params
 
 #: Largest efConstruction accepted (Milvus documents ef in [top_k, 32768] for HNSW).
@@ -327,3 +328,21 @@ def merge_search(kind: MilvusBuild, current: Params, params: Mapping[str, Any]) 
     if isinstance(kind, IvfFlatBuild) and nprobe is not None and nprobe > kind.nlist:
         raise param_error("nprobe", f"<= nlist ({kind.nlist})", nprobe, where=where)
     return sp
+
+
+def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable | None:
+    """The neutral form of a Milvus index (HNSW, HNSW_SQ, IVF_FLAT, IVF_SQ8, FLAT, AUTOINDEX);
+    None for an index type without one."""
+    b, s = build, search
+    kind = str(b.get("index_type", "HNSW")).upper()
+    if kind in ("HNSW", "HNSW_SQ"):
+        quant = "SQ8" if kind == "HNSW_SQ" else None
+        return Hnsw(int(b["M"]), int(b["efConstruction"]), int(s["ef"]), quant)
+    if kind in ("IVF_FLAT", "IVF_SQ8"):
+        enc = "sq8" if kind == "IVF_SQ8" else "flat"
+        return Ivf(int(b["nlist"]), int(s["nprobe"]), enc)
+    if kind == "FLAT":
+        return Flat()
+    if kind == "AUTOINDEX":
+        return Auto()
+    return None

@@ -7,7 +7,7 @@ changing a search param never rebuilds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from retrieval.data import Metric
+from retrieval.indexes.portable import Portable
 from retrieval.params import Params
 
 
@@ -89,6 +90,20 @@ class SupportsBruteForceCheck(Protocol):
 @runtime_checkable
 class SupportsAsyncSearch(Protocol):
     async def asearch(self, queries: np.ndarray, k: int) -> SearchResult: ...
+
+
+@runtime_checkable
+class SupportsPortable(Protocol):
+    """A backend whose tuned params can be exported: ``portable(build, search)`` (full params,
+    defaults filled in) says what they mean in library-neutral terms
+    (:mod:`retrieval.indexes.portable`), or None when this build has no neutral form;
+    ``export_engine`` names the export engine that runs this backend's own library (an export
+    measured with another backend carries a note that it was)."""
+
+    export_engine: ClassVar[str]
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable | None: ...
 
 
 class IndexBackend:

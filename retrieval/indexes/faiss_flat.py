@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from retrieval.errors import ConfigError
 from retrieval.indexes import _faiss_common as fc
 from retrieval.indexes._inprocess import check_ids, check_k
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.portable import Flat
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 
@@ -27,6 +29,7 @@ class FlatSearch(Params):
 @register
 class FaissFlatIndex(IndexBackend):
     name = "faiss-flat"
+    export_engine = "faiss"
     family = "flat"
     BuildParams = FlatBuild
     SearchParams = FlatSearch
@@ -38,6 +41,11 @@ class FaissFlatIndex(IndexBackend):
     @classmethod
     def library_version(cls) -> str:
         return fc.version()
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Flat:
+        """Export mapping: exact search."""
+        return Flat()
 
     def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
         faiss = fc.faiss_module()

@@ -23,6 +23,7 @@ from retrieval.params import Params
 @register
 class FaissHnswIndex(HnswChecks):
     name = "faiss-hnsw"
+    export_engine = "faiss"
     requires = ("faiss",)
 
     _index: Any = None

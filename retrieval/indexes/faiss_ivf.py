@@ -13,7 +13,7 @@ here) and costs tens of seconds per build.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -22,6 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes import _faiss_common as fc
 from retrieval.indexes._inprocess import InProcessIndex, check_k, unknown_knob
+from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 
@@ -89,6 +90,7 @@ def _build_where(name: str) -> str:
 @register
 class FaissIvfIndex(InProcessIndex):
     name = "faiss-ivf"
+    export_engine = "faiss"
     _params: Any = None
     _ivf_params: Any = None
     _params_for: Any = None
@@ -103,6 +105,20 @@ class FaissIvfIndex(InProcessIndex):
     @classmethod
     def library_version(cls) -> str:
         return fc.version()
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Ivf:
+        """Export mapping: lists, probes, encoding and refine as Faiss built them."""
+        b, s = build, search
+        return Ivf(
+            nlist=int(b["nlist"]),
+            nprobe=int(s.get("nprobe", 1)),
+            encoding=str(b.get("encoding", "flat")),
+            pq_m=b.get("pq_m"),
+            pq_nbits=int(b.get("pq_nbits", 8)),
+            refine=bool(b.get("refine", False)),
+            k_factor=int(s.get("k_factor", 1)),
+        )
 
     # --- class-level checks ----------------------------------------------------------------
     @classmethod

@@ -27,6 +27,7 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 @register
 class HnswlibIndex(HnswChecks):
     name = "hnswlib"
+    export_engine = "hnswlib"
     requires = ("hnswlib",)
 
     _index: Any = None

@@ -59,6 +59,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -95,10 +96,12 @@ from retrieval.indexes._milvus_params import (
     check_search,
     default_search,
     merge_search,
+    portable_of,
     resolve_build,
     search_model_for,
 )
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
 
@@ -112,6 +115,7 @@ class MilvusIndex(IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
+    export_engine = "milvus"
     family = "hnsw"  # of the default index type; per build: family_for(build)
     BuildParams = MilvusBuild
     SearchParams = MilvusSearch
@@ -169,6 +173,11 @@ class MilvusIndex(IndexBackend):
     def library_version(cls) -> str:
         lite = package_version("milvus-lite")
         return f"pymilvus {package_version('pymilvus')}; milvus-lite {lite or 'not installed'}"
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable | None:
+        """Export mapping of a Milvus index definition (see ``_milvus_params.portable_of``)."""
+        return portable_of(build, search)
 
     @classmethod
     def family_for(cls, build: Params | None) -> str:

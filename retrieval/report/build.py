@@ -8,18 +8,22 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from matplotlib.figure import Figure
 
+from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.report import ann, rag
 from retrieval.report.html import Section, Table, render
-from retrieval.report.load import Run, load_run
+from retrieval.report.load import Run, load_run, typed_summary
 from retrieval.report.perquery import per_query_recall
 from retrieval.report.points import cheapest_meeting, points_frame, series_names, timed
 from retrieval.report.study import study_figures, study_tables
 from retrieval.report.style import Colors, params_text, png_bytes
+from retrieval.rerank.run import RerankSweepSummary
+from retrieval.store import RunKind, RunSummary
+from retrieval.tune.summary import EvalSummary, SweepSummary
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,24 @@ Figures = list[tuple[str, str, Figure, str]]  # (name, title, figure, caption)
 class ReportResult:
     html: Path
     pngs: list[Path]
-    kind: str
+    kind: RunKind
+
+
+T = TypeVar("T", bound=RunSummary)
+
+
+def _typed(run: Run, model: type[T]) -> T:
+    """The run's typed summary, checked to be a ``model``."""
+    if not isinstance(run.model, model):
+        raise ConfigError(f"run '{run.path}' is a {run.kind} run, not a {model.KIND} run")
+    return run.model
+
+
+def _index_summary(run: Run) -> EvalSummary | SweepSummary:
+    """The typed summary of an eval or sweep run."""
+    if isinstance(run.model, EvalSummary | SweepSummary):
+        return run.model
+    raise ConfigError(f"run '{run.path}' is a {run.kind} run, not an eval or sweep run")
 
 
 # --------------------------------------------------------------------------- index runs
@@ -38,21 +59,17 @@ class ReportResult:
 
 def index_points(run: Run) -> list[dict[str, Any]]:
     """Measured configs of an eval or sweep run (sweep probe points have no p95)."""
-    return [dict(r) for r in run.summary.get("rows") or []]
+    return [dict(r) for r in _index_summary(run).rows]
 
 
 def chosen_points(run: Run) -> list[dict[str, Any]]:
     """A sweep's own choice per backend (confidence bound + held-out); for an eval run, the
     cheapest point whose mean recall meets the target (point estimate)."""
-    s = run.summary
-    if run.kind == "sweep":
-        out = []
-        for label, b in (s.get("backends") or {}).items():
-            c = b.get("chosen")
-            if c:
-                out.append({**c, "backend": b.get("backend"), "label": label})
-        return out
-    return cheapest_meeting(index_points(run), s.get("target_recall"))
+    s = _index_summary(run)
+    if isinstance(s, SweepSummary):
+        return [{**b.chosen.to_json_dict(), "backend": b.backend, "label": label}
+                for label, b in s.backends.items() if b.chosen is not None]
+    return cheapest_meeting(index_points(run), s.target_recall)
 
 
 def surface_axes(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
@@ -76,9 +93,9 @@ def surface_axes(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, st
 
 
 def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
-    s = run.summary
-    k = int(s.get("k") or 10)
-    target = s.get("target_recall")
+    s = _index_summary(run)
+    k = int(s.k or 10)
+    target = s.target_recall
     points = index_points(run)
     chosen = chosen_points(run)
     namer = series_names([*points, *chosen])
@@ -115,11 +132,13 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
 
 
 def index_table(run: Run) -> Table:
+    s = _index_summary(run)
     points = index_points(run)
     chosen = {(c.get("label") or c.get("backend"), repr(c.get("build")), repr(c.get("search")))
               for c in chosen_points(run)}
+    pareto = s.pareto if isinstance(s, SweepSummary) else []
     front_keys = {(p.get("label") or p.get("backend"), repr(p.get("build")),
-                   repr(p.get("search"))) for p in run.summary.get("pareto") or []}
+                   repr(p.get("search"))) for p in pareto}
     rows, hl = [], []
     for p in points:
         key = (p.get("label") or p.get("backend"), repr(p.get("build")), repr(p.get("search")))
@@ -131,14 +150,14 @@ def index_table(run: Run) -> Table:
             "yes" if key in front_keys else "", "yes" if key in chosen else "",
         ])
         hl.append(key in chosen)
-    k = run.summary.get("k") or 10
+    k = s.k or 10
     return Table(
         ["backend", "build", "search", f"recall@{k}", "recall lower bound", "p95 ms", "QPS",
          "build s", "memory MiB", "Pareto", "chosen"],
         rows, hl,
         caption="recall@k by id (mean over queries); p95: single-query latency (ms); QPS: batch "
                 "mode; chosen rows highlighted." + (" Sweep probe rows have no latency."
-                                                   if run.kind == "sweep" else ""),
+                                                   if run.kind == RunKind.SWEEP else ""),
     )
 
 
@@ -164,21 +183,21 @@ def scalar_table(summary: Mapping[str, Any], keys: Sequence[str] | None = None,
 
 def rag_figures(run: Run) -> Figures:
     s = run.summary
-    if run.kind == "bench-embed":
-        return [("embed_batch_sweep", "Embedding batch sweep",
-                 rag.embed_batch_sweep(s.get("rows") or _rows(run, "results.parquet"), s),
+    if run.kind == RunKind.BENCH_EMBED:
+        rows = _typed(run, EmbedBenchSummary).rows or _rows(run, "results.parquet")
+        return [("embed_batch_sweep", "Embedding batch sweep", rag.embed_batch_sweep(rows, s),
                  "Throughput and per-call latency per batching setting.")]
-    if run.kind == "bench-fanout":
+    if run.kind == RunKind.BENCH_FANOUT:
         return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
                  "Per-query latency of serial, thread-pool and asyncio fan-out.")]
-    if run.kind == "rerank-sweep":
+    if run.kind == RunKind.RERANK_SWEEP:
         return [("rerank_depth", "Rerank-depth curve", rag.rerank_depth_curve(s),
                  "Quality from one scoring pass at the largest depth; latency from actual calls.")]
-    if run.kind == "cache-tune":
+    if run.kind == RunKind.CACHE_TUNE:
         return [("cache_curve", "Semantic-cache hit / false-hit curve", rag.cache_curve(s),
                  "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
                  "meets the cap.")]
-    if run.kind == "rag-study":
+    if run.kind == RunKind.RAG_STUDY:
         return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
     raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
 
@@ -190,32 +209,32 @@ def _rows(run: Run, name: str) -> list[dict[str, Any]]:
 
 def rag_tables(run: Run) -> list[tuple[str, Table]]:
     s = run.summary
-    if run.kind == "rag-study":
+    if run.kind == RunKind.RAG_STUDY:
         return study_tables(s)
-    if run.kind == "bench-embed" and s.get("rows"):
+    if run.kind == RunKind.BENCH_EMBED and _typed(run, EmbedBenchSummary).rows:
+        e = _typed(run, EmbedBenchSummary)
         cols = ["setting", "mode", "batch_size", "token_budget", "texts_per_s", "tokens_per_s",
                 "call_p50_ms", "call_p95_ms", "padding_waste", "speedup_vs_single"]
-        rows = [[r.get(c) for c in cols] for r in s["rows"]]
-        best = [r.get("setting") == s.get("best_setting") for r in s["rows"]]
+        rows = [[r.get(c) for c in cols] for r in e.rows]
+        best = [r.get("setting") == e.best_setting for r in e.rows]
         return [("Summary", scalar_table({k: v for k, v in s.items() if k != "rows"})),
                 ("Settings", Table(cols, rows, best, caption="best setting highlighted; "
                                    "latency per call (ms), throughput per second"))]
-    if run.kind == "bench-fanout":
-        modes = s.get("modes") or {}
+    if run.kind == RunKind.BENCH_FANOUT:
+        modes = _typed(run, FanoutBenchSummary).modes
         cols = ["p50_ms", "p95_ms", "p99_ms", "qps", "speedup_p50", "cpu_cores",
                 "child_cpu_cores"]
         rows = [[m, *[v.get(c) for c in cols]] for m, v in modes.items()]
         return [("Modes", Table(["mode", *cols], rows, caption="latency per query (ms)")),
                 ("Summary", scalar_table({k: v for k, v in s.items() if k != "modes"}))]
-    if run.kind == "rerank-sweep":
-        metric = s.get("selection_metric") or "ndcg@10"
+    if run.kind == RunKind.RERANK_SWEEP:
+        r = _typed(run, RerankSweepSummary)
+        metric = r.selection_metric or "ndcg@10"
         rows, hl = [], []
-        for c in s.get("curve") or []:
-            lat = c.get("latency") or {}
-            rows.append([c["depth"], (c.get("tuning") or {}).get(metric),
-                         (c.get("heldout") or {}).get(metric), lat.get("p50_ms"),
-                         lat.get("p95_ms")])
-            hl.append(c["depth"] == s.get("chosen_depth"))
+        for c in r.curve:
+            rows.append([c.depth, c.tuning.get(metric), c.heldout.get(metric),
+                         c.latency.get("p50_ms"), c.latency.get("p95_ms")])
+            hl.append(c.depth == r.chosen_depth)
         return [("Depths", Table(["depth", f"{metric} tuning", f"{metric} held-out", "p50 ms",
                                   "p95 ms"], rows, hl, caption="chosen depth highlighted")),
                 ("Summary", scalar_table({k: v for k, v in s.items() if k != "curve"}))]
@@ -225,14 +244,17 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
 # --------------------------------------------------------------------------- the page
 
 
+INDEX_KINDS = (RunKind.EVAL, RunKind.SWEEP)
+
+
 def figures_for(run: Run, *, remeasure: bool = False) -> Figures:
-    if run.kind in ("eval", "sweep"):
+    if run.kind in INDEX_KINDS:
         return index_figures(run, remeasure=remeasure)
     return rag_figures(run)
 
 
 def tables_for(run: Run) -> list[tuple[str, Table]]:
-    if run.kind in ("eval", "sweep"):
+    if run.kind in INDEX_KINDS:
         s = run.summary
         keys = ("run_id", "dataset", "metric", "k", "target_recall", "strategy", "objective",
                 "recall_definition", "latency_unit", "cheapest_rule")
@@ -256,10 +278,11 @@ def write_report(
     if target is not None:
         if not 0.0 < target <= 1.0:
             raise param_error("--target-recall", "in (0, 1]", target)
-        if run.kind != "eval":
+        if run.kind != RunKind.EVAL:
             raise ConfigError(f"--target-recall applies to eval runs only (a sweep keeps the "
                               f"target it was tuned for); '{run.path}' is a {run.kind} run")
-        run = replace(run, summary={**run.summary, "target_recall": target})
+        summary = {**run.summary, "target_recall": target}
+        run = replace(run, summary=summary, model=typed_summary(run.path, run.kind, summary))
     html_path = Path(out) if out else run.path / "report.html"
     if html_path.suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"--out must name an .html file; received '{html_path}'")

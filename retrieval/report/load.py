@@ -1,6 +1,11 @@
 """Open any rwb run directory and say what it holds.
 
-Kinds (from ``manifest.json``/``summary.json`` ``kind``, else recognised by their keys):
+The summary is read back through its kind's typed model (:data:`SUMMARY_MODELS`, each defined
+next to the code that writes it) into :attr:`Run.model`; :attr:`Run.summary` keeps the plain data
+(what the JSON holds) for tables and notebooks.
+
+Kinds (:class:`~retrieval.store.RunKind`, from ``manifest.json``/``summary.json`` ``kind``, else
+recognised by their keys):
 
 - ``eval``: ``rwb eval`` (summary rows, measurements.parquet, per_query.parquet);
 - ``sweep``: ``rwb sweep`` of an index spec (rows, builds, backends with ``chosen``, pareto);
@@ -18,32 +23,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
+from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import DataError
+from retrieval.params import format_validation_error
+from retrieval.rerank.run import RerankSweepSummary
+from retrieval.store import RunKind, RunSummary
+from retrieval.study.run import StudySummary
+from retrieval.tune.summary import EvalSummary, SweepSummary
 
 log = logging.getLogger(__name__)
 
-KINDS: tuple[str, ...] = (
-    "eval", "sweep", "bench-embed", "bench-fanout", "rerank-sweep", "cache-tune", "rag-study",
-)
+KINDS: tuple[RunKind, ...] = tuple(RunKind)
+#: each kind's summary model
+SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
+    m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
+                        RerankSweepSummary, CacheTuneSummary, StudySummary)
+}
 #: summary keys that identify a kind when neither file names it
-_SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("rag-study", ("pareto_set", "objectives")),
-    ("rerank-sweep", ("chosen_depth", "curve")),
-    ("cache-tune", ("threshold", "curve", "max_false_hit")),
-    ("bench-embed", ("best_setting", "max_abs_diff")),
-    ("bench-fanout", ("modes", "speedup")),
-    ("sweep", ("builds", "backends", "pareto")),
-    ("eval", ("rows", "dataset")),
+_SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
+    (RunKind.RAG_STUDY, ("pareto_set", "objectives")),
+    (RunKind.RERANK_SWEEP, ("chosen_depth", "curve")),
+    (RunKind.CACHE_TUNE, ("threshold", "curve", "max_false_hit")),
+    (RunKind.BENCH_EMBED, ("best_setting", "max_abs_diff")),
+    (RunKind.BENCH_FANOUT, ("modes", "speedup")),
+    (RunKind.SWEEP, ("builds", "backends", "pareto")),
+    (RunKind.EVAL, ("rows", "dataset")),
 )
 
 
 @dataclass(frozen=True)
 class Run:
-    """A run directory read once: its summary, manifest and kind."""
+    """A run directory read once: its summary (plain and typed), manifest and kind."""
 
     path: Path
-    kind: str
-    summary: dict[str, Any]
+    kind: RunKind
+    summary: dict[str, Any]  # plain data, as summary.json holds it
+    model: RunSummary  # the same summary through its kind's model (SUMMARY_MODELS)
     manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -74,10 +92,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def detect_kind(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str | None:
+def detect_kind(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> RunKind | None:
     for source in (manifest.get("kind"), summary.get("kind")):
-        if isinstance(source, str) and source in KINDS:
-            return source
+        kind = RunKind.parse(source)
+        if kind is not None:
+            return kind
     for kind, keys in _SIGNATURES:
         if all(k in summary for k in keys):
             return kind
@@ -100,7 +119,17 @@ def load_run(path: str | Path) -> Run:
             f"run '{p}': cannot tell what kind of run it is (manifest kind "
             f"{manifest.get('kind')!r}); known kinds: {', '.join(KINDS)}"
         )
-    return Run(p, kind, summary, manifest)
+    return Run(p, kind, summary, typed_summary(p, kind, summary), manifest)
 
 
-__all__ = ["KINDS", "Run", "detect_kind", "load_run"]
+def typed_summary(path: Path, kind: RunKind, summary: Mapping[str, Any]) -> RunSummary:
+    """``summary`` read through ``kind``'s model; DataError naming the run when it does not fit."""
+    model = SUMMARY_MODELS[kind]
+    try:
+        return model.model_validate(dict(summary))
+    except ValidationError as exc:
+        where = f"run '{path}': summary.json ({kind} summary)"
+        raise DataError(str(format_validation_error(exc, model, where=where))) from None
+
+
+__all__ = ["KINDS", "SUMMARY_MODELS", "Run", "detect_kind", "load_run", "typed_summary"]

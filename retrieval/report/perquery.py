@@ -34,17 +34,15 @@ def stored_per_query(run: Run, point: Mapping[str, Any]) -> np.ndarray | None:
 def remeasure_per_query(run: Run, point: Mapping[str, Any]) -> np.ndarray:
     """Rebuild ``point``'s index from the run's spec and dataset, search every query once in
     batch mode, and return per-query recall@k (by id). Costs one index build."""
-    import yaml
-
     from retrieval.evaluate import Evaluator
+    from retrieval.specfile import read_yaml
     from retrieval.tune.runner import load_vectors
     from retrieval.tune.spec import parse_spec
 
     spec_path = run.path / "spec.yaml"
     if not spec_path.is_file():
         raise DataError(f"run '{run.path}' has no spec.yaml to re-measure from")
-    spec = parse_spec(yaml.safe_load(spec_path.read_text(encoding="utf-8")),
-                      source=str(spec_path))
+    spec = parse_spec(read_yaml(spec_path), source=str(spec_path))
     ds = load_vectors(spec)
     build = point.get("build") or {}
     with Evaluator(ds, spec.k, threads=spec.threads, seed=spec.seed, warmup=0,

@@ -6,13 +6,13 @@ distance turned back into a similarity - cosine similarity ``1 - cosine distance
 ``metric: cosine``, the inner product for ``ip``, minus the squared L2 distance for ``l2``.
 
 ``search`` runs all queries in one batch (for quality); ``time_queries`` runs them one at a time
-and records each call's wall time in milliseconds (single-query latency, ``perf_counter_ns``).
+and records each call's wall time in milliseconds (single-query latency, timed by
+:func:`retrieval.timing.time_each`: ``perf_counter_ns``, garbage collector paused).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from retrieval.embed import CachedEmbedder, Embedder
 from retrieval.errors import DataError, param_error
 from retrieval.indexes import create_index
 from retrieval.rerank.bm25 import BM25Index, BM25Params
+from retrieval.timing import time_each
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +95,7 @@ class BM25Stage:
         return Candidates(doc_idx=hits.doc_idx, scores=hits.scores)
 
     def time_queries(self, queries: Sequence[str], k: int) -> tuple[Candidates, np.ndarray]:
-        rows, ms = [], np.empty(len(queries), dtype=np.float64)
-        for i, q in enumerate(queries):
-            t0 = time.perf_counter_ns()
-            rows.append(self.search([q], k))
-            ms[i] = (time.perf_counter_ns() - t0) / 1e6
+        rows, ms = time_each(lambda q: self.search([q], k), list(queries))
         return _stack(rows), ms
 
 
@@ -177,13 +174,13 @@ class DenseStage:
         return self._search_vectors(q, k)
 
     def time_queries(self, queries: Sequence[str], k: int) -> tuple[Candidates, np.ndarray]:
+        """Each query embedded (by ``query_embedder``) and searched alone, timed together."""
         _check_k(k)
-        rows, ms = [], np.empty(len(queries), dtype=np.float64)
-        for i, q in enumerate(queries):
-            t0 = time.perf_counter_ns()
-            vec = self.query_embedder.embed([q], batch_size=1)
-            rows.append(self._search_vectors(vec, k))
-            ms[i] = (time.perf_counter_ns() - t0) / 1e6
+
+        def one(q: str) -> Candidates:
+            return self._search_vectors(self.query_embedder.embed([q], batch_size=1), k)
+
+        rows, ms = time_each(one, list(queries))
         return _stack(rows), ms
 
     def close(self) -> None:

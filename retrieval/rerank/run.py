@@ -20,9 +20,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
@@ -46,6 +47,7 @@ from retrieval.rerank.route import (
 )
 from retrieval.rerank.spec import RerankSweepSpec
 from retrieval.rerank.tune import (
+    DepthChoice,
     RerankScores,
     choose_depth,
     reranked_rankings,
@@ -53,7 +55,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.store import RunDir
+from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,77 @@ EVAL_POLICY = (
     "ranx; judged queries only (grade >= 1); a judged query without results scores 0; judged doc "
     "ids missing from the corpus stay relevant (unretrievable) and are reported"
 )
+
+
+class DepthPoint(SummaryPart):
+    """One depth: metric means per split (0..1) and whole-stage latency (ms)."""
+
+    depth: int | None = None
+    tuning: dict[str, float] = Field(default_factory=dict)
+    heldout: dict[str, float] = Field(default_factory=dict)
+    all: dict[str, float] = Field(default_factory=dict)  # in the curve only
+    latency: dict[str, Any] = Field(default_factory=dict)
+
+
+class RouterSummary(SummaryPart):
+    """The BM25 fallback router: threshold on the dense top-1 similarity, tuned and held out."""
+
+    rule: str | None = None
+    threshold: float | None = None
+    threshold_unit: str | None = None
+    policy: str | None = None
+    primary_rerank_depth: int | None = None
+    primary_latency_mode: str | None = None
+    fallback_latency_mode: str | None = None
+    tolerance: float | None = None
+    tuning: dict[str, Any] = Field(default_factory=dict)
+    heldout: dict[str, dict[str, Any]] = Field(default_factory=dict)  # chosen / never / always
+    heldout_metrics: dict[str, float] = Field(default_factory=dict)
+
+
+class RerankerInfo(SummaryPart):
+    kind: str | None = None
+    name: str | None = None
+
+
+class RerankSweepSummary(RunSummary):
+    """summary.json of ``rwb tune rerank`` (no ``kind`` key on disk: the manifest names it)."""
+
+    KIND: ClassVar[RunKind] = RunKind.RERANK_SWEEP
+
+    name: str | None = None
+    run_dir: str | None = None
+    dataset: str | None = None
+    dataset_fingerprint: str | None = None
+    relevance: str | None = None
+    n_docs: int | None = None
+    n_queries: int | None = None
+    n_tuning: int | None = None
+    n_heldout: int | None = None
+    dense_ndcg: float | None = Field(None, alias="dense_ndcg@10")
+    bm25_ndcg: float | None = Field(None, alias="bm25_ndcg@10")
+    first_stage: dict[str, Any] = Field(default_factory=dict)
+    bm25: dict[str, Any] | None = None  # the pinned convention
+    dense: dict[str, Any] | None = None  # backend, metric, build, search, embedder
+    sweep_first_stage: str | None = None
+    reranker: RerankerInfo = Field(default_factory=RerankerInfo)
+    selection_metric: str | None = None
+    tolerance: float | None = None
+    chosen_depth: int | None = None
+    no_rerank_wins: bool | None = None
+    best_depth: int | None = None
+    chosen: DepthPoint | None = None
+    curve: list[DepthPoint] = Field(default_factory=list)
+    latency_mode: str | None = None
+    latency_sample_queries: int | None = None
+    evaluation_policy: str | None = None
+    evaluation_counts: dict[str, Any] = Field(default_factory=dict)
+    unknown_judged_doc_ids: dict[str, list[str]] = Field(default_factory=dict)
+    router: RouterSummary | None = None
+
+    def curve_at(self, depth: int | None) -> DepthPoint | None:
+        """The curve's row at ``depth`` (None when the curve has none)."""
+        return next((row for row in self.curve if row.depth == depth), None)
 
 
 @dataclass(frozen=True)
@@ -142,6 +215,136 @@ def _metrics_row(scores: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in scores.items()}
 
 
+@dataclass(frozen=True)
+class _Queries:
+    """The collection, its judged queries and their split, the corpus in id order."""
+
+    coll: TextCollection
+    qids: list[str]
+    qtexts: list[str]
+    corpus_ids: list[str]
+    corpus: list[str]
+    splits: dict[str, list[str]]  # tuning, heldout, all
+
+
+@dataclass(frozen=True)
+class _FirstStages:
+    embedder: CachedEmbedder
+    dense: DenseStage
+    cands: dict[str, Candidates]  # bm25, dense: every judged query's top fetch_k
+    quality: dict[str, dict[str, float]]  # metric means over all judged queries
+    stage_ms: dict[str, np.ndarray]  # single-query ms per judged query
+    unknown: dict[str, list[str]]
+    policy: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Depths:
+    quality: dict[str, dict[int, dict[str, float]]]  # split -> depth -> metric means
+    curve_rows: list[dict[str, Any]]
+    per_query_rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Latency:
+    by_depth: dict[int, dict[str, float]]  # whole stage p50/p95/... + rerank p50/p95 (ms)
+    rows: list[dict[str, Any]]
+    rr_ms: dict[int, np.ndarray]  # rerank call ms per sampled query
+    n_sample: int
+
+
+def _queries(spec: RerankSweepSpec) -> _Queries:
+    coll = load_collection(spec)
+    qids = judged_queries(coll, spec)
+    corpus_ids = list(coll.corpus)
+    tuning, heldout = split_queries(qids, spec.tuning_fraction, spec.seed)
+    q = _Queries(coll, qids, [coll.queries[i] for i in qids], corpus_ids,
+                 [coll.corpus[d] for d in corpus_ids],
+                 {"tuning": tuning, "heldout": heldout, "all": qids})
+    log.info("%s: %d docs, %d judged queries (%d tuning / %d held-out)", coll.name,
+             len(q.corpus), len(qids), len(tuning), len(heldout))
+    return q
+
+
+def _first_stages(spec: RerankSweepSpec, q: _Queries) -> _FirstStages:
+    """Build BM25 and dense; evaluate each alone on every judged query; time single queries."""
+    embedder = get_embedder(spec.embedder.model)
+    bm25 = BM25Stage(spec.bm25)
+    bm25.build(q.corpus)
+    dense = DenseStage(
+        embedder,
+        backend=spec.dense.backend,
+        metric=spec.dense.metric,
+        build_params=spec.dense.build,
+        search_params=spec.dense.search,
+        batch_size=spec.embedder.batch_size,
+    )
+    dense.build(q.corpus)
+    fetch = spec.fetch_k
+    cands: dict[str, Candidates] = {"bm25": bm25.search(q.qtexts, fetch),
+                                    "dense": dense.search(q.qtexts, fetch)}
+    quality: dict[str, dict[str, float]] = {}
+    unknown: dict[str, list[str]] = {}
+    policy: dict[str, Any] = {}
+    for name, c in cands.items():
+        s = evaluate_collection(q.coll, c.rankings(q.qids, q.corpus_ids, spec.recall_k),
+                                spec.metrics, query_ids=q.qids)
+        quality[name] = _metrics_row(s.means)
+        unknown, policy = s.unknown_docs, s.policy()
+    _, bm25_ms = bm25.time_queries(q.qtexts, fetch)
+    _, dense_ms = dense.time_queries(q.qtexts, fetch)
+    return _FirstStages(embedder, dense, cands, quality, {"bm25": bm25_ms, "dense": dense_ms},
+                        unknown, policy)
+
+
+def _depth_quality(spec: RerankSweepSpec, q: _Queries, main: Candidates,
+                   rscores: RerankScores) -> _Depths:
+    """Every depth evaluated offline from the one scoring pass, on each split."""
+    metrics = spec.metrics
+    curve_rows: list[dict[str, Any]] = []
+    per_query_rows: list[dict[str, Any]] = []
+    quality: dict[str, dict[int, dict[str, float]]] = {s: {} for s in q.splits}
+    for d in sorted(spec.depths):
+        rankings = reranked_rankings(main, rscores, d, q.qids, q.corpus_ids, k=spec.recall_k)
+        for split, ids in q.splits.items():
+            s = evaluate_collection(q.coll, rankings, metrics, query_ids=ids)
+            quality[split][d] = _metrics_row(s.means)
+            curve_rows.append({"depth": d, "split": split, "n_queries": s.n_queries,
+                               **quality[split][d]})
+            if split == "all":
+                for qid in ids:
+                    per_query_rows.append({"depth": d, "query_id": qid,
+                                           **{m: s.per_query[m][qid] for m in metrics}})
+    return _Depths(quality, curve_rows, per_query_rows)
+
+
+def _depth_latency(spec: RerankSweepSpec, q: _Queries, main: Candidates, timing_rr: Reranker,
+                   stage_ms: np.ndarray, progress: Progress | None) -> _Latency:
+    """Actual rerank calls at every depth on a seeded sample; whole stage = first stage (the
+    same query's measured single-query ms) + rerank call."""
+    depths = sorted(spec.depths)
+    n_sample = min(spec.latency.sample_queries, len(q.qids))
+    sample = np.sort(np.random.default_rng(spec.seed + 1).choice(len(q.qids), n_sample,
+                                                                  replace=False))
+    passages = [[q.corpus[j] for j in main.row(int(i), spec.max_depth)] for i in sample]
+    rr_ms = time_rerank_calls(timing_rr, [q.qtexts[int(i)] for i in sample], passages, depths,
+                              warmup=spec.latency.warmup, repeats=spec.latency.repeats,
+                              progress=progress)
+    fs_ms = stage_ms[sample]
+    by_depth: dict[int, dict[str, float]] = {}
+    rows: list[dict[str, Any]] = []
+    for d in depths:
+        total = fs_ms + rr_ms[d]
+        rr_summ = latency_summary(rr_ms[d])
+        by_depth[d] = {**latency_summary(total), "rerank_p50_ms": rr_summ["p50_ms"],
+                       "rerank_p95_ms": rr_summ["p95_ms"]}
+        for j, i in enumerate(sample):
+            rows.append({"depth": d, "query_id": q.qids[int(i)],
+                         "first_stage_ms": float(fs_ms[j]),
+                         "rerank_ms": float(rr_ms[d][j]), "stage_ms": float(total[j])})
+    return _Latency(by_depth, rows, rr_ms, int(n_sample))
+
+
 def run_rerank_sweep(
     spec: RerankSweepSpec,
     out: Path | str | None = None,
@@ -151,130 +354,53 @@ def run_rerank_sweep(
 ) -> RerankRunResult:
     """Run the sweep described by ``spec``; write and return the summary."""
     rd = RunDir.create(out, spec.name)
-    coll = load_collection(spec)
-    qids = judged_queries(coll, spec)
-    qtexts = [coll.queries[q] for q in qids]
-    corpus_ids = list(coll.corpus)
-    corpus = [coll.corpus[d] for d in corpus_ids]
-    tuning, heldout = split_queries(qids, spec.tuning_fraction, spec.seed)
-    splits = {"tuning": tuning, "heldout": heldout, "all": qids}
-    metrics = spec.metrics
-    k_eval = spec.recall_k
-    log.info("%s: %d docs, %d judged queries (%d tuning / %d held-out)", coll.name, len(corpus),
-             len(qids), len(tuning), len(heldout))
-
-    # -- first stages -------------------------------------------------------------------------
-    embedder = get_embedder(spec.embedder.model)
-    bm25 = BM25Stage(spec.bm25)
-    bm25.build(corpus)
-    dense = DenseStage(
-        embedder,
-        backend=spec.dense.backend,
-        metric=spec.dense.metric,
-        build_params=spec.dense.build,
-        search_params=spec.dense.search,
-        batch_size=spec.embedder.batch_size,
-    )
-    dense.build(corpus)
-    fetch = spec.fetch_k
-    cands: dict[str, Candidates] = {"bm25": bm25.search(qtexts, fetch),
-                                    "dense": dense.search(qtexts, fetch)}
-    first_stage: dict[str, dict[str, float]] = {}
-    unknown: dict[str, list[str]] = {}
-    policy: dict[str, Any] = {}
-    for name, c in cands.items():
-        s = evaluate_collection(coll, c.rankings(qids, corpus_ids, k_eval), metrics,
-                                query_ids=qids)
-        first_stage[name] = _metrics_row(s.means)
-        unknown, policy = s.unknown_docs, s.policy()
-    _, bm25_ms = bm25.time_queries(qtexts, fetch)
-    _, dense_ms = dense.time_queries(qtexts, fetch)
-    stage_ms = {"bm25": bm25_ms, "dense": dense_ms}
-    first_latency = {name: latency_summary(ms) for name, ms in stage_ms.items()}
-
-    # -- one scoring pass at the largest depth ---------------------------------------------------
-    quality_rr, timing_rr, rr_info = build_rerankers(spec, embedder, corpus, dense)
-    main = cands[spec.first_stage]
-    rscores = score_candidates(quality_rr, qtexts, corpus, main, spec.max_depth,
+    q = _queries(spec)
+    fs = _first_stages(spec, q)
+    # one scoring pass at the largest depth
+    quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense)
+    main = fs.cands[spec.first_stage]
+    rscores = score_candidates(quality_rr, q.qtexts, q.corpus, main, spec.max_depth,
                                progress=progress)
-    depths = sorted(spec.depths)
-    curve_rows: list[dict[str, Any]] = []
-    per_query_rows: list[dict[str, Any]] = []
-    quality: dict[str, dict[int, dict[str, float]]] = {s: {} for s in splits}
-    for d in depths:
-        rankings = reranked_rankings(main, rscores, d, qids, corpus_ids, k=k_eval)
-        for split, ids in splits.items():
-            s = evaluate_collection(coll, rankings, metrics, query_ids=ids)
-            quality[split][d] = _metrics_row(s.means)
-            curve_rows.append({"depth": d, "split": split, "n_queries": s.n_queries,
-                               **quality[split][d]})
-            if split == "all":
-                for q in ids:
-                    per_query_rows.append({"depth": d, "query_id": q,
-                                           **{m: s.per_query[m][q] for m in metrics}})
-
-    # -- latency: actual calls on a seeded sample -------------------------------------------------
-    n_sample = min(spec.latency.sample_queries, len(qids))
-    sample = np.sort(np.random.default_rng(spec.seed + 1).choice(len(qids), n_sample,
-                                                                  replace=False))
-    passages = [[corpus[j] for j in main.row(int(i), spec.max_depth)] for i in sample]
-    rr_ms = time_rerank_calls(timing_rr, [qtexts[int(i)] for i in sample], passages, depths,
-                              warmup=spec.latency.warmup, repeats=spec.latency.repeats,
-                              progress=progress)
-    fs_ms = stage_ms[spec.first_stage][sample]
-    latency: dict[int, dict[str, float]] = {}
-    latency_rows: list[dict[str, Any]] = []
-    for d in depths:
-        total = fs_ms + rr_ms[d]
-        summ = latency_summary(total)
-        rr_summ = latency_summary(rr_ms[d])
-        latency[d] = {**summ, "rerank_p50_ms": rr_summ["p50_ms"],
-                      "rerank_p95_ms": rr_summ["p95_ms"]}
-        for j, i in enumerate(sample):
-            latency_rows.append({"depth": d, "query_id": qids[int(i)],
-                                 "first_stage_ms": float(fs_ms[j]),
-                                 "rerank_ms": float(rr_ms[d][j]), "stage_ms": float(total[j])})
-
-    choice = choose_depth({d: quality["tuning"][d][spec.metric] for d in depths}, spec.tolerance)
-    curve = [
-        {
-            "depth": d,
-            "tuning": quality["tuning"][d],
-            "heldout": quality["heldout"][d],
-            "all": quality["all"][d],
-            "latency": latency[d],
-        }
-        for d in depths
-    ]
-
-    # -- router ---------------------------------------------------------------------------------
+    depths = _depth_quality(spec, q, main, rscores)
+    latency = _depth_latency(spec, q, main, timing_rr, fs.stage_ms[spec.first_stage], progress)
+    choice = choose_depth(
+        {d: depths.quality["tuning"][d][spec.metric] for d in sorted(spec.depths)}, spec.tolerance
+    )
     router_summary: dict[str, Any] | None = None
     router_rows: list[dict[str, Any]] = []
     if spec.router.enabled:
         router_summary, router_rows = _tune_router(
-            spec, coll, qids, qtexts, corpus, corpus_ids, cands, rscores, quality_rr,
-            stage_ms, rr_ms, choice.depth, splits, progress,
+            spec, q, fs, rscores, quality_rr, latency.rr_ms, choice.depth, progress
         )
+    summary = _summarise(spec, rd, q, fs, rr_info, depths, latency, choice, router_summary)
+    _write_run(rd, spec, spec_source, q, fs, rr_info, summary, depths, latency, router_rows)
+    return RerankRunResult(summary=summary.to_json_dict(), run_dir=rd)
 
-    summary: dict[str, Any] = {
+
+def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,
+               rr_info: dict[str, Any], depths: _Depths, latency: _Latency, choice: DepthChoice,
+               router: dict[str, Any] | None) -> RerankSweepSummary:
+    quality, lat = depths.quality, latency.by_depth
+    first_latency = {name: latency_summary(ms) for name, ms in fs.stage_ms.items()}
+    return RerankSweepSummary.model_validate({
         "name": spec.name,
         "run_dir": str(rd.path),
-        "dataset": coll.name,
-        "dataset_fingerprint": coll.fingerprint,
+        "dataset": q.coll.name,
+        "dataset_fingerprint": q.coll.fingerprint,
         "relevance": relevance_note(spec),
-        "n_docs": len(corpus),
-        "n_queries": len(qids),
-        "n_tuning": len(tuning),
-        "n_heldout": len(heldout),
-        "dense_ndcg@10": first_stage["dense"]["ndcg@10"],
-        "bm25_ndcg@10": first_stage["bm25"]["ndcg@10"],
+        "n_docs": len(q.corpus),
+        "n_queries": len(q.qids),
+        "n_tuning": len(q.splits["tuning"]),
+        "n_heldout": len(q.splits["heldout"]),
+        "dense_ndcg@10": fs.quality["dense"]["ndcg@10"],
+        "bm25_ndcg@10": fs.quality["bm25"]["ndcg@10"],
         "first_stage": {
-            name: {"all": first_stage[name], "latency": first_latency[name]} for name in cands
+            name: {"all": fs.quality[name], "latency": first_latency[name]} for name in fs.cands
         },
         "bm25": spec.bm25.convention(),
         "dense": {"backend": spec.dense.backend, "metric": spec.dense.metric,
                   "build": spec.dense.build, "search": spec.dense.search,
-                  "embedder": embedder.model_id},
+                  "embedder": fs.embedder.model_id},
         "sweep_first_stage": spec.first_stage,
         "reranker": rr_info,
         "selection_metric": spec.metric,
@@ -286,81 +412,91 @@ def run_rerank_sweep(
             "depth": choice.depth,
             "tuning": quality["tuning"][choice.depth],
             "heldout": quality["heldout"][choice.depth],
-            "latency": latency[choice.depth],
+            "latency": lat[choice.depth],
         },
-        "curve": curve,
+        "curve": [
+            {"depth": d, "tuning": quality["tuning"][d], "heldout": quality["heldout"][d],
+             "all": quality["all"][d], "latency": lat[d]}
+            for d in sorted(spec.depths)
+        ],
         "latency_mode": LATENCY_MODE,
-        "latency_sample_queries": int(n_sample),
+        "latency_sample_queries": latency.n_sample,
         "evaluation_policy": EVAL_POLICY,
-        "evaluation_counts": policy,
-        "unknown_judged_doc_ids": unknown,
-        "router": router_summary,
-    }
+        "evaluation_counts": fs.policy,
+        "unknown_judged_doc_ids": fs.unknown,
+        "router": router,
+    })
+
+
+def _write_run(rd: RunDir, spec: RerankSweepSpec, spec_source: str, q: _Queries,
+               fs: _FirstStages, rr_info: dict[str, Any], summary: RerankSweepSummary,
+               depths: _Depths, latency: _Latency, router_rows: list[dict[str, Any]]) -> None:
     rd.write_yaml("spec.yaml", {**spec.model_dump(mode="json"), "source": spec_source})
     rd.write_manifest(
         spec_source=spec_source,
-        kind="rerank-sweep",
+        kind=RunKind.RERANK_SWEEP,
         seed=spec.seed,
-        dataset={"name": coll.name, "fingerprint": coll.fingerprint, "source": coll.source},
+        dataset={"name": q.coll.name, "fingerprint": q.coll.fingerprint,
+                 "source": q.coll.source},
         bm25=spec.bm25.convention(),
-        embedder=embedder.model_id,
+        embedder=fs.embedder.model_id,
         reranker=rr_info,
         latency_mode=LATENCY_MODE,
         evaluation_policy=EVAL_POLICY,
     )
-    rd.write_table("curve.parquet", curve_rows)
-    rd.write_table("per_query.parquet", per_query_rows)
-    rd.write_table("latency.parquet", latency_rows)
+    rd.write_table("curve.parquet", depths.curve_rows)
+    rd.write_table("per_query.parquet", depths.per_query_rows)
+    rd.write_table("latency.parquet", latency.rows)
     if router_rows:
         rd.write_table("router.parquet", router_rows)
-    rd.write_json("summary.json", summary)
-    return RerankRunResult(summary=summary, run_dir=rd)
+    rd.write_summary(summary)
 
 
-def _tune_router(
-    spec: RerankSweepSpec,
-    coll: TextCollection,
-    qids: list[str],
-    qtexts: list[str],
-    corpus: list[str],
-    corpus_ids: list[str],
-    cands: dict[str, Candidates],
-    rscores: RerankScores,
-    quality_rr: Reranker,
-    stage_ms: dict[str, np.ndarray],
-    rr_ms: dict[int, np.ndarray],
-    chosen_depth: int,
-    splits: dict[str, list[str]],
-    progress: Progress | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    depth = spec.router.rerank_depth if spec.router.rerank_depth is not None else chosen_depth
-    dense_c = cands["dense"]
+def _router_inputs(
+    spec: RerankSweepSpec, q: _Queries, fs: _FirstStages, rscores: RerankScores,
+    quality_rr: Reranker, rr_ms: dict[int, np.ndarray], depth: int, progress: Progress | None,
+) -> tuple[RouteInputs, dict[str, list[str]], dict[str, list[str]]]:
+    """Per-query quality and latency of the primary path (dense + rerank at ``depth``) and of
+    the fallback (BM25, no rerank), with the primary and fallback rankings."""
+    dense_c = fs.cands["dense"]
     k_eval = spec.recall_k
     if depth > 0:
         scores = (
             rscores if spec.first_stage == "dense"
-            else score_candidates(quality_rr, qtexts, corpus, dense_c, depth, progress=progress)
+            else score_candidates(quality_rr, q.qtexts, q.corpus, dense_c, depth,
+                                  progress=progress)
         )
-        primary = reranked_rankings(dense_c, scores, depth, qids, corpus_ids, k=k_eval)
+        primary = reranked_rankings(dense_c, scores, depth, q.qids, q.corpus_ids, k=k_eval)
     else:
-        primary = dense_c.rankings(qids, corpus_ids, k_eval)
-    fallback = cands["bm25"].rankings(qids, corpus_ids, k_eval)
+        primary = dense_c.rankings(q.qids, q.corpus_ids, k_eval)
+    fallback = fs.cands["bm25"].rankings(q.qids, q.corpus_ids, k_eval)
     m = spec.metric
-    pq = evaluate_collection(coll, primary, [m], query_ids=qids).per_query[m]
-    fq = evaluate_collection(coll, fallback, [m], query_ids=qids).per_query[m]
+    pq = evaluate_collection(q.coll, primary, [m], query_ids=q.qids).per_query[m]
+    fq = evaluate_collection(q.coll, fallback, [m], query_ids=q.qids).per_query[m]
     # rerank cost on the primary path: median of the actual calls at that depth (sample)
     rerank_cost = float(np.median(rr_ms[depth])) if depth > 0 else 0.0
-    dense_ms = stage_ms["dense"]
+    dense_ms = fs.stage_ms["dense"]
     inputs = RouteInputs(
-        query_ids=tuple(qids),
+        query_ids=tuple(q.qids),
         top1=dense_c.top1(),
-        primary_quality=np.array([pq[q] for q in qids]),
-        fallback_quality=np.array([fq[q] for q in qids]),
+        primary_quality=np.array([pq[i] for i in q.qids]),
+        fallback_quality=np.array([fq[i] for i in q.qids]),
         primary_ms=dense_ms + rerank_cost,
-        fallback_ms=dense_ms + stage_ms["bm25"],
+        fallback_ms=dense_ms + fs.stage_ms["bm25"],
     )
-    tune_in = inputs.subset(splits["tuning"])
-    held_in = inputs.subset(splits["heldout"])
+    return inputs, primary, fallback
+
+
+def _tune_router(
+    spec: RerankSweepSpec, q: _Queries, fs: _FirstStages, rscores: RerankScores,
+    quality_rr: Reranker, rr_ms: dict[int, np.ndarray], chosen_depth: int,
+    progress: Progress | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    depth = spec.router.rerank_depth if spec.router.rerank_depth is not None else chosen_depth
+    inputs, primary, fallback = _router_inputs(spec, q, fs, rscores, quality_rr, rr_ms, depth,
+                                               progress)
+    tune_in = inputs.subset(q.splits["tuning"])
+    held_in = inputs.subset(q.splits["heldout"])
     thresholds = spec.router.thresholds or candidate_thresholds(tune_in.top1,
                                                                 spec.router.quantiles)
     points = sweep_thresholds(tune_in, thresholds)
@@ -369,15 +505,15 @@ def _tune_router(
             for name, t in (("chosen", chosen.threshold), ("never", -math.inf),
                             ("always", math.inf))}
     mask = route_mask(inputs.top1, chosen.threshold)
-    routed = routed_rankings(qids, primary, fallback, mask)
-    held_all = evaluate_collection(coll, routed, spec.metrics, query_ids=splits["heldout"])
+    routed = routed_rankings(q.qids, primary, fallback, mask)
+    held_all = evaluate_collection(q.coll, routed, spec.metrics, query_ids=q.splits["heldout"])
     rows = [{"split": "tuning", **p.as_row()} for p in points]
     rows += [{"split": "heldout", "role": name, **p.as_row()} for name, p in held.items()]
     summary = {
         "rule": (
             "route to BM25 (no rerank) when dense top-1 similarity < threshold; chosen on the "
             "tuning split: lowest mean latency among thresholds within tolerance of the best "
-            f"{m}"
+            f"{spec.metric}"
         ),
         "threshold": chosen.as_row()["threshold"],
         "threshold_unit": _sim_unit(spec.dense.metric),
@@ -404,4 +540,11 @@ def _sim_unit(metric: str) -> str:
     }[metric]
 
 
-__all__ = ["RerankRunResult", "load_collection", "run_rerank_sweep"]
+__all__ = [
+    "DepthPoint",
+    "RerankRunResult",
+    "RerankSweepSummary",
+    "RouterSummary",
+    "load_collection",
+    "run_rerank_sweep",
+]

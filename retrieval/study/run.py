@@ -23,10 +23,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from retrieval.redact import redact_uri
-from retrieval.store import RunDir
+from retrieval.store import RunDir, RunKind, RunSummary
 from retrieval.study import combine
 from retrieval.study.cache_leg import CacheTables, measure_cache
 from retrieval.study.combine import Config, Scorer
@@ -46,6 +48,34 @@ from retrieval.study.spec import StudySpec
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
+
+
+class StudySummary(RunSummary):
+    """summary.json of the cross-layer study (``rag-study``): objectives, constraints, the Pareto
+    set found by Optuna and the exhaustive front, the choice and the untuned default on both
+    splits, the paired significance test, what each leg measured, timings (s)."""
+
+    KIND: ClassVar[RunKind] = RunKind.RAG_STUDY
+
+    kind: RunKind = RunKind.RAG_STUDY
+    name: str | None = None
+    objectives: list[dict[str, Any]] = Field(default_factory=list)
+    constraints: dict[str, Any] = Field(default_factory=dict)
+    target_recall: float | None = None
+    models: dict[str, str] = Field(default_factory=dict)
+    knobs: dict[str, Any] = Field(default_factory=dict)
+    optuna: dict[str, Any] = Field(default_factory=dict)
+    pareto_set: list[dict[str, Any]] = Field(default_factory=list)
+    exhaustive: dict[str, Any] = Field(default_factory=dict)
+    choice_rule: str | None = None
+    chosen: dict[str, Any] | None = None
+    default: dict[str, Any] | None = None
+    significance: dict[str, Any] | None = None
+    retrieval: dict[str, Any] = Field(default_factory=dict)
+    cache: dict[str, Any] = Field(default_factory=dict)
+    splits: dict[str, Any] = Field(default_factory=dict)
+    timing_s: dict[str, float | None] = Field(default_factory=dict)
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +146,7 @@ def summarise(spec: StudySpec, rt: RetrievalTables, ct: CacheTables, scorer: Sco
                                  "'default'")
     feasible_trials = sum(1 for r in _trial_rows(study, knob) if r.get("feasible"))
     return {
-        "kind": "rag-study",
+        "kind": RunKind.RAG_STUDY,
         "name": spec.name,
         "objectives": [
             {"name": "ndcg_e2e", "metric": f"end-to-end nDCG@{k}", "direction": DIRECTIONS[0],
@@ -203,7 +233,7 @@ def run_study(
     summary["run_id"] = run.run_id
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind="rag-study", spec_source=spec.source, seeds={"study": spec.seed},
+        kind=RunKind.RAG_STUDY, spec_source=spec.source, seeds={"study": spec.seed},
         dataset={"retrieval": {k: rt.info[k] for k in ("collection", "fingerprint")},
                  "cache": {"name": spec.cache.dataset,
                            "fingerprint": (ct.info.get("design") or {}).get("fingerprint")}},
@@ -211,10 +241,11 @@ def run_study(
         redis=ct.info.get("redis"), optuna={"storage": redact_uri(url),
                                             "study": study.study_name},
     )
-    run.write_json("summary.json", summary)
+    typed = StudySummary.model_validate(summary)
+    run.write_summary(typed)
     run.write_table("trials.parquet", _trial_rows(study, spec.retrieval.index.knob))
     run.write_table("grid.parquet", grid_rows(spec, scorer))
-    return StudyResult(run, summary)
+    return StudyResult(run, typed.to_json_dict())
 
 
 def _load_avg() -> float | None:
@@ -236,4 +267,4 @@ def grid_rows(spec: StudySpec, scorer: Scorer) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["StudyResult", "grid_rows", "run_study", "summarise"]
+__all__ = ["StudyResult", "StudySummary", "grid_rows", "run_study", "summarise"]

@@ -14,6 +14,7 @@ from retrieval.data import VectorDataset
 from retrieval.evaluate import Evaluator, Measurement
 from retrieval.store import RunDir
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
+from retrieval.tune.summary import EvalSummary
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,9 @@ def run_eval(
     }
     if spec.target_recall is not None:
         summary["target_recall"] = spec.target_recall
-    run.write_json("summary.json", summary)
-    return EvalResult(run, summary, measurements)
+    typed = EvalSummary.model_validate(summary)
+    run.write_summary(typed)
+    return EvalResult(run, typed.to_json_dict(), measurements)
 
 
 def dataset_info(ds: VectorDataset) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""summary.json of a sweep, computed from the study alone (any worker writes the same one).
+"""summary.json of ``rwb eval`` and ``rwb sweep`` (a sweep's computed from the study alone: any
+worker writes the same one), and their typed models :class:`EvalSummary` / :class:`SweepSummary`
+(written and read back through :meth:`retrieval.store.RunDir.write_summary` / ``read_summary``).
 
 Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, ``objective``,
 ``confidence``, ``queries`` (the split), ``cheapest_rule``, ``builds`` (one entry per unit with
@@ -10,12 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
+from retrieval.store import RunKind, RunSummary, SummaryPart
 from retrieval.tune import trials as tr
+from retrieval.tune.config import Objective
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
@@ -26,6 +32,87 @@ POINT_KEYS = (
     "recall", "recall_lb", "recall_tie", "recall_p5", "n_queries", "p50_ms", "p95_ms", "p99_ms",
     "qps", "build_s", "memory_bytes", "meets",
 )
+
+
+class EvalSummary(RunSummary):
+    """summary.json of ``rwb eval``: one row per measured config (no ``kind`` key on disk)."""
+
+    KIND: ClassVar[RunKind] = RunKind.EVAL
+
+    run_id: str | None = None
+    dataset: str | None = None
+    dataset_fingerprint: str | None = None
+    metric: str | None = None
+    k: int | None = None
+    recall_definition: str | None = None
+    latency_unit: str | None = None
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    target_recall: float | None = None  # only when the spec has one
+
+
+class ChosenPoint(SummaryPart):
+    """The cheapest config meeting the target of one index entry (tuning queries)."""
+
+    build: dict[str, Any] = Field(default_factory=dict)  # as the spec gave it
+    build_params: dict[str, Any] = Field(default_factory=dict)  # every default filled in
+    search: dict[str, Any] = Field(default_factory=dict)
+    recall: float | None = None
+    recall_lb: float | None = None
+    recall_tie: float | None = None
+    recall_p5: float | None = None
+    n_queries: int | None = None
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    qps: float | None = None
+    build_s: float | None = None
+    memory_bytes: int | None = None
+    meets: bool | None = None
+
+    def point(self) -> PointResult:
+        return PointResult.from_dict(self.to_json_dict())
+
+
+class BackendChoice(SummaryPart):
+    """``backends[label]``: the cheapest build of one index entry, or ``chosen: null``."""
+
+    backend: str | None = None
+    chosen: ChosenPoint | None = None
+    unit: str | None = None
+    evaluations: int | None = None
+    builds: int | None = None
+    heldout_recall: float | None = None
+    heldout_recall_lb: float | None = None
+    heldout_meets: bool | None = None
+
+
+class SweepSummary(RunSummary):
+    """summary.json of ``rwb sweep`` (see the module doc for what each key holds)."""
+
+    KIND: ClassVar[RunKind] = RunKind.SWEEP
+
+    kind: RunKind = RunKind.SWEEP
+    run_id: str | None = None
+    name: str | None = None
+    dataset: str | None = None
+    dataset_fingerprint: str | None = None
+    metric: str | None = None
+    k: int | None = None
+    strategy: str | None = None
+    target_recall: float | None = None
+    objective: Objective | None = None
+    confidence: dict[str, Any] | None = None
+    queries: dict[str, Any] | None = None
+    recall_definition: str | None = None
+    latency_unit: str | None = None
+    cheapest_rule: str | None = None
+    evaluations: int | None = None
+    study: dict[str, Any] | None = None
+    backends: dict[str, BackendChoice] = Field(default_factory=dict)
+    builds: list[dict[str, Any]] = Field(default_factory=list)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    pareto: list[dict[str, Any]] = Field(default_factory=list)
+    this_worker: dict[str, Any] | None = None
 
 
 def build_params(backend: str, build: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,7 +234,7 @@ def build_summary(
     tune = spec.tune
     states = Counter(t.state.name for t in trials)
     return {
-        "kind": "sweep",
+        "kind": RunKind.SWEEP,
         "run_id": run_id,
         "name": spec.name,
         "dataset": ds.name,

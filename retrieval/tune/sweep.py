@@ -29,7 +29,7 @@ from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
-from retrieval.tune.summary import build_summary
+from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker
 
@@ -157,7 +157,9 @@ def run_sweep(
         "other_s": wall - sum(worker.timing.values()),
         "note": "other_s: dataset, storage, planning, waiting for other workers",
     }
-    run.write_json("summary.json", summary)
+    typed = SweepSummary.model_validate(summary)
+    run.write_summary(typed)
+    summary = typed.to_json_dict()
     if summary["rows"]:
         run.write_table("trials.parquet", summary["rows"])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)

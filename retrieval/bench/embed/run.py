@@ -186,12 +186,13 @@ def _bf16(cfg: EmbedBenchConfig, texts: Sequence[str], fp32: EmbedEngine, best: 
 def write_embed_run(result: EmbedBenchResult, out: str | Path | None) -> Any:
     """Run directory: manifest.json (versions, git sha, CPU flags incl. AMX/AVX-512, torch
     threads, seed, config), results.parquet (one tidy row per setting), summary.json."""
-    from retrieval.store import RunDir
+    from retrieval.bench.summary import EmbedBenchSummary
+    from retrieval.store import RunDir, RunKind
 
-    run = RunDir.create(out, "bench-embed")
+    run = RunDir.create(out, RunKind.BENCH_EMBED)
     ok, reason = bf16_support()
     run.write_manifest(
-        kind="bench-embed",
+        kind=RunKind.BENCH_EMBED,
         config=result.info.get("config"),
         data=result.info.get("data"),
         torch=result.info.get("torch"),
@@ -199,7 +200,7 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None) -> Any:
         bf16={"supported": ok, "why": reason},
     )
     run.write_table("results.parquet", result.rows)
-    run.write_json("summary.json", {**result.summary, "rows": result.rows})
+    run.write_summary(EmbedBenchSummary.model_validate({**result.summary, "rows": result.rows}))
     return run
 
 

@@ -88,12 +88,13 @@ def run_fanout_bench(spec: FanoutSpec, *, progress: Progress | None = None,
 def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Path | None) -> Any:
     """Run directory: spec.yaml (resolved), manifest.json (versions, git sha, CPU, threads,
     seeds), results.parquet (one tidy row per mode x query), summary.json."""
-    from retrieval.store import RunDir
+    from retrieval.bench.summary import FanoutBenchSummary
+    from retrieval.store import RunDir, RunKind
 
-    run = RunDir.create(out, f"bench-fanout-{spec.name}")
+    run = RunDir.create(out, f"{RunKind.BENCH_FANOUT}-{spec.name}")
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind="bench-fanout",
+        kind=RunKind.BENCH_FANOUT,
         spec_source=spec.source,
         seeds={"sample": spec.seed, "queries": spec.seed + 1, "index": spec.seed},
         index_threads=spec.threads,
@@ -102,7 +103,7 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
                      for c in result.summary["collections"]],
     )
     run.write_table("results.parquet", result.rows)
-    run.write_json("summary.json", result.summary)
+    run.write_summary(FanoutBenchSummary.model_validate(result.summary))
     return run
 
 

@@ -1,0 +1,60 @@
+"""Typed summary.json of the RAG-layer benchmarks (``rwb bench embed``, ``rwb bench fanout``),
+written and read back through :meth:`retrieval.store.RunDir.write_summary` / ``read_summary``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from retrieval.store import RunKind, RunSummary
+
+
+class EmbedBenchSummary(RunSummary):
+    """Embedding batch sweep: throughput of the best batching setting against one text at a time
+    and the library default, batched-vs-single agreement, bf16, and one row per setting."""
+
+    KIND: ClassVar[RunKind] = RunKind.BENCH_EMBED
+
+    model_id: str | None = None
+    engine: str | None = None
+    dim: int | None = None
+    max_tokens: int | None = None
+    n_texts: int | None = None
+    tokens: dict[str, Any] = Field(default_factory=dict)
+    single_texts_per_s: float | None = None
+    best_setting: str | None = None
+    best_texts_per_s: float | None = None
+    speedup: float | None = None
+    library_setting: str | None = None
+    library_texts_per_s: float | None = None
+    speedup_vs_library: float | None = None
+    max_abs_diff: float | None = None
+    tolerance: float | None = None
+    agree: bool | None = None
+    worst_setting: str | None = None
+    bf16: dict[str, Any] = Field(default_factory=dict)
+    speedup_vs_library_bf16: float | None = None
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FanoutBenchSummary(RunSummary):
+    """Fan-out across collections: per-mode latency (ms) and speedups against serial, the
+    verdict, fused-result agreement across modes and retrieval quality."""
+
+    KIND: ClassVar[RunKind] = RunKind.BENCH_FANOUT
+
+    name: str | None = None
+    k: int | None = None
+    n_queries: int | None = None
+    queries: str | None = None
+    fusion: dict[str, Any] = Field(default_factory=dict)
+    collections: list[dict[str, Any]] = Field(default_factory=list)
+    modes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    speedup: dict[str, float | None] = Field(default_factory=dict)
+    verdict: dict[str, str] = Field(default_factory=dict)
+    fused_identical_across_modes: dict[str, float] = Field(default_factory=dict)
+    quality: dict[str, Any] | None = None
+
+
+__all__ = ["EmbedBenchSummary", "FanoutBenchSummary"]
