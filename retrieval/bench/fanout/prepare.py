@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from retrieval.bench.fanout.retriever import Member
-from retrieval.bench.fanout.spec import ALIASES, FanoutCollection, FanoutSpec
+from retrieval.bench.fanout.spec import ALIASES, FanoutCollection, FanoutSpec, checked
 from retrieval.data import TextCollection, normalize_rows
 from retrieval.errors import ConfigError, param_error
-from retrieval.params import validate_params
+from retrieval.indexes.entry import apply_search
 from retrieval.timing import timed
 
 log = logging.getLogger(__name__)
@@ -127,18 +127,19 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
         for p in prepared:
             c = p.spec
             dim = int(p.vectors.shape[1])
+            ce = checked(spec, spec.collections.index(c))  # validated at load: remembered
+            (bp,) = ce.builds()
             if c.server:
                 cls = get_backend("milvus")
-                params = validate_params(cls.BuildParams, c.build, where=f"collection {c.name}")
-                index: Any = cls(dim, "cosine", params, seed=spec.seed,  # type: ignore[call-arg]
+                index: Any = cls(dim, "cosine", bp, seed=spec.seed,  # type: ignore[call-arg]
                                  threads=spec.threads, workdir=workdir, uri=uri)
             else:
-                index = create_index(c.backend, dim, "cosine", c.build, seed=spec.seed,
+                index = create_index(c.backend, dim, "cosine", bp, seed=spec.seed,
                                      threads=spec.threads, workdir=workdir)
             stack.callback(_close_quietly, index, c.name)
             info = index.build(p.vectors)
             if c.search:
-                index.set_search_params(**c.search)
+                apply_search(index, ce.configs(bp)[0])
             members.append(Member(c.name, index, dim, "cosine", p.doc_ids, backend=c.backend,
                                   weight=c.weight, timeout_s=c.timeout_s,
                                   namespace=c.namespace))

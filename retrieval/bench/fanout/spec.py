@@ -11,10 +11,11 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from retrieval.bench.fanout.retriever import MODES, Mode
-from retrieval.errors import ConfigError, param_error
+from retrieval.errors import param_error
 from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.params import Params, validate_params
-from retrieval.specfile import load_model
+from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
+from retrieval.params import Params
+from retrieval.specfile import load_model, with_overrides
 
 ALIASES = {"qqp": "qqp-questions"}
 #: reasonable defaults when a benchmark swaps the backend of every collection
@@ -27,15 +28,14 @@ DEFAULT_PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
-class FanoutCollection(Params):
-    """One collection: a text corpus (seeded sample) in its own index."""
+class FanoutCollection(IndexEntry):
+    """One collection: a text corpus (seeded sample) in its own index (the shared
+    :class:`~retrieval.indexes.entry.IndexEntry`: backend + build + search, no grids)."""
 
     name: str
     source: str = Field(description="text collection: qqp, reuters, scifact, cranfield, ...")
     sample: int | None = Field(None, ge=1, description="corpus texts (None: all)")
     backend: str = "hnswlib"
-    build: dict[str, Any] = Field(default_factory=dict)
-    search: dict[str, Any] = Field(default_factory=dict)
     server: bool = Field(False, description="milvus only: a Milvus Lite server process by URI")
     weight: float = Field(1.0, ge=0.0, description="RRF weight")
     timeout_s: float | None = Field(None, gt=0.0, description="deadline per query, seconds")
@@ -94,22 +94,19 @@ class FanoutSpec(Params):
 def validate_fanout_spec(spec: FanoutSpec) -> FanoutSpec:
     """Check each collection's backend and its build/search params against the backend's own
     models and cross-field rules (e.g. ef >= k)."""
-    from retrieval.indexes.registry import get_backend
-
     where = spec.source
     for i, c in enumerate(spec.collections):
         field = f"collections[{i}]"
-        cls = get_backend(c.backend, where=f"{where}: field '{field}.backend'")
+        check_entry(c, spec.k, where=where, field=field)
         if c.server and c.backend != "milvus":
             raise param_error(f"{field}.server", "false unless backend is 'milvus'", c.server,
                               where=where)
-        b = validate_params(cls.BuildParams, c.build, where=where, prefix=f"{field}.build.")
-        s = validate_params(cls.SearchParams, c.search, where=where, prefix=f"{field}.search.")
-        try:
-            cls.check_combination(b, s, spec.k)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {field}: {exc}") from None
     return spec
+
+
+def checked(spec: FanoutSpec, i: int) -> CheckedEntry:
+    """Collection ``i`` of ``spec`` as validated at load (remembered on the entry)."""
+    return check_entry(spec.collections[i], spec.k, where=spec.source, field=f"collections[{i}]")
 
 
 
@@ -130,13 +127,13 @@ def with_backend(spec: FanoutSpec, backend: str, *, server: bool = False,
                  search: dict[str, Any] | None = None) -> FanoutSpec:
     """The same spec with every collection on ``backend`` (default params unless given)."""
     b, s = DEFAULT_PARAMS.get(backend, ({}, {}))
-    cols = [c.model_copy(update={"backend": backend, "server": server,
-                                 "build": dict(build if build is not None else b),
-                                 "search": dict(search if search is not None else s)})
+    cols = [with_overrides(c, source=spec.source, backend=backend, server=server,
+                           build=dict(build if build is not None else b),
+                           search=dict(search if search is not None else s))
             for c in spec.collections]
-    new = spec.model_copy(update={"collections": cols, "name": f"{spec.name}-{backend}"
-                                  + ("-server" if server else "")})
-    return validate_fanout_spec(new)
+    return with_overrides(spec, collections=cols,
+                          name=f"{spec.name}-{backend}" + ("-server" if server else ""),
+                          check=validate_fanout_spec)
 
 
 __all__ = [
