@@ -19,15 +19,16 @@ Choice. :func:`choose_depth` takes the smallest depth whose tuning-split quality
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from retrieval.errors import ConfigError, DataError, param_error
 from retrieval.rerank.firststage import Candidates
 from retrieval.rerank.rerankers import Reranker, score_passages
+from retrieval.timing import time_repeat, timed
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,10 @@ def score_candidates(
     ms = np.zeros(len(queries), dtype=np.float64)
     for i, q in enumerate(queries):
         row = candidates.row(i, depth)
-        t0 = time.perf_counter_ns()
-        s = score_passages(reranker, q, [corpus[j] for j in row])
-        ms[i] = (time.perf_counter_ns() - t0) / 1e6
+        texts = [corpus[j] for j in row]
+        with timed() as sw:
+            s = score_passages(reranker, q, texts)
+        ms[i] = sw.ms
         out[i, : len(s)] = s
         if progress is not None:
             progress(i + 1, len(queries), "rerank scoring")
@@ -164,11 +166,7 @@ def time_rerank_calls(
             if d == 0:
                 continue
             chunk = list(passages[i][:d])
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter_ns()
-                score_passages(reranker, q, chunk)
-                times.append((time.perf_counter_ns() - t0) / 1e6)
+            _, times = time_repeat(partial(score_passages, reranker, q, chunk), repeats)
             out[d][i] = float(np.median(times))
             done += 1
             if progress is not None:
