@@ -315,6 +315,8 @@ class RunDir:
     path: Path
     run_id: str
     created: bool = field(default=False, compare=False)  # this process made the folder
+    #: what this process wrote (``manifest``: its manifest.json; a failure marks only that one)
+    _wrote: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
     def create(
@@ -402,7 +404,9 @@ class RunDir:
     def write_manifest(self, **extra: Any) -> Path:
         """manifest.json (see :func:`build_manifest`), with ``status: running`` unless given."""
         extra.setdefault("status", RUNNING)
-        return self.write_json("manifest.json", build_manifest(run_id=self.run_id, **extra))
+        path = self.write_json("manifest.json", build_manifest(run_id=self.run_id, **extra))
+        self._wrote.add("manifest")
+        return path
 
     def set_status(self, status: str, error: str | None = None) -> None:
         """Record ``status`` (and the one-line ``error``) in manifest.json, if there is one."""
@@ -420,15 +424,17 @@ class RunDir:
     @contextlib.contextmanager
     def recording(self) -> Iterator[RunDir]:
         """The body writing this run: at a normal end manifest.json says ``complete``; on any
-        error (or Ctrl-C) it says ``failed`` with the one-line reason, ``work/`` is removed, and
-        a folder this process created that has no manifest yet is removed. The error is
+        error (or Ctrl-C) the manifest this process wrote says ``failed`` with the one-line
+        reason and ``work/`` is removed; a folder this process created that has no manifest
+        yet is removed; a run found there (a refused resume) is left as it was. The error is
         re-raised."""
         try:
             yield self
         except BaseException as exc:
             self._record_failure(exc)
             raise
-        self.set_status(COMPLETE)
+        if "manifest" in self._wrote:
+            self.set_status(COMPLETE)
 
     def _record_failure(self, exc: BaseException) -> None:
         first = (str(exc).splitlines() or [""])[0].strip()
@@ -436,8 +442,8 @@ class RunDir:
             f"{type(exc).__name__}: {first}" if first else type(exc).__name__
         )
         try:
-            self.remove_work()
-            if self.file("manifest.json").is_file():
+            if "manifest" in self._wrote:
+                self.remove_work()
                 self.set_status(FAILED, reason[:500])
             elif self.created:
                 shutil.rmtree(self.path, ignore_errors=True)
