@@ -306,6 +306,33 @@ def check_out_dir(
     )
 
 
+def written_by_rwb(*markers: str) -> Callable[[Path], bool]:
+    """A check that a file's first 8 KiB hold one of ``markers`` (what rwb writes into it)."""
+
+    def check(path: Path) -> bool:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(8192).decode("utf-8", "replace")
+        except OSError:
+            return False
+        return any(m in head for m in markers)
+
+    return check
+
+
+def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]) -> None:
+    """Refuse an ``--out`` file that is a symbolic link, or an existing file rwb did not write
+    (``ours``) unless ``force``. One line, exit 2."""
+    path = Path(out)
+    if path.is_symlink():
+        raise ConfigError(f"--out '{path}' is a symbolic link; rwb never writes through links")
+    if path.is_file() and not force and not ours(path):
+        raise ConfigError(
+            f"--out '{path}' exists and was not written by rwb; rwb does not overwrite it: "
+            f"choose another file, or pass --force to replace it"
+        )
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory ``runs/<id>/`` (created on demand, checked writable). Every file is

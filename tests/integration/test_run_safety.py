@@ -98,6 +98,37 @@ def test_a_password_in_storage_reaches_no_file(redis_url: str, tmp_path: Path) -
     assert opened.trials and SECRET not in json.dumps(opened.user_attrs)
 
 
+@pytest.mark.redis
+def test_a_password_in_redis_url_reaches_no_file(redis_url: str, tmp_path: Path) -> None:
+    from retrieval.paths import data_dir
+
+    if not (data_dir() / "gptcache_qqp").is_dir():
+        pytest.skip(f"shared data folder {data_dir() / 'gptcache_qqp'} is absent")
+    host = redis_url.split("://", 1)[1].split("@")[-1]
+    url = f"redis://default:{SECRET}@{host}"
+    spec = tmp_path / "cache.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "tiny-cache", "pairs": {"limit": 300, "seed": 0},
+        "cache": {"name": f"rwb-safety-{os.getpid()}"},
+        "latency": {"sizes": [200], "queries": 20, "warmup": 2},
+        "tuning": {"max_false_hit": 0.2}}))
+    run = tmp_path / "run"
+    done = rwb("tune", "cache", str(spec), "--redis-url", url, "--out", str(run), "--json")
+    assert done.returncode == 0, done.stderr
+    report = rwb("report", str(run))
+    assert report.returncode == 0, report.stderr
+    exported = rwb("export", str(run), "--engine", "redisvl",
+                   "--out", str(tmp_path / "exported" / "cache.yaml"))
+    assert exported.returncode in (0, 1), exported.stderr  # 1: no threshold meets the cap
+    for proc in (done, report, exported):
+        assert SECRET not in proc.stdout + proc.stderr
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert f"redis://***@{host}" in manifest["command"] and manifest["status"] == "complete"
+    assert (run / "report.html").is_file()
+    for folder in ("run", "exported"):
+        assert files_holding(tmp_path / folder, SECRET) == [], folder
+
+
 def test_recorded_command_lines_are_masked() -> None:
     from retrieval.redact import redact_argv
 
@@ -281,3 +312,32 @@ def test_a_killed_sweep_is_not_exported_as_eval(manifest: dict[str, str], tmp_pa
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "incomplete" in err and "killed" in err
     assert "eval" not in err
+
+
+def test_export_and_report_do_not_replace_foreign_files(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "real.yaml"
+    spec.write_text(yaml.safe_dump(REAL))
+    sweep_run = tmp_path / "run"
+    assert main(["sweep", str(spec), "--out", str(sweep_run), "--json"]) == 0
+    foreign = tmp_path / "config.yaml"
+    foreign.write_text("my: own config\n")
+    export = ["export", str(sweep_run), "--engine", "hnswlib", "--out", str(foreign)]
+    assert main(export) == 2
+    assert "not written by rwb" in capsys.readouterr().err
+    assert foreign.read_text() == "my: own config\n"
+    assert main([*export, "--force"]) == 0  # replaced on request
+    assert "my: own" not in foreign.read_text()
+    assert main(export) == 0  # an rwb export may be rewritten
+    page = tmp_path / "page.html"
+    page.write_text("<html>mine</html>")
+    assert main(["report", str(sweep_run), "--out", str(page)]) == 2
+    assert page.read_text() == "<html>mine</html>"
+    assert main(["report", str(sweep_run), "--out", str(page), "--force"]) == 0
+    assert main(["report", str(sweep_run), "--out", str(page)]) == 0  # rwb's own page
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(outside)
+    assert main(["export", str(sweep_run), "--engine", "hnswlib", "--out", str(link),
+                 "--force"]) == 2
+    assert "symbolic link" in capsys.readouterr().err and outside.read_text() == "precious"
