@@ -137,6 +137,11 @@ def _sweep_into(
 ) -> SweepResult:
     strategy = spec.tune.strategy
     labels = entry_labels(spec)
+    if storage is None:  # the run's own SQLite: never through a link planted in the folder
+        for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
+            if run.file(link).is_symlink():
+                raise ConfigError(f"'{run.file(link)}' is a symbolic link; rwb never writes "
+                                  f"through links (remove it)")
     opened = open_storage(storage or default_url(run.path))
     ds = dataset or load_vectors(spec)
     doc = spec_document(resolved(spec), ds.fingerprint)

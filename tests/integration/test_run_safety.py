@@ -341,3 +341,14 @@ def test_export_and_report_do_not_replace_foreign_files(tmp_path: Path, capsys) 
     assert main(["export", str(sweep_run), "--engine", "hnswlib", "--out", str(link),
                  "--force"]) == 2
     assert "symbolic link" in capsys.readouterr().err and outside.read_text() == "precious"
+
+
+def test_a_sweep_does_not_open_a_planted_study_db(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    outside = tmp_path / "outside.db"
+    outside.write_bytes(b"precious")
+    (run / "study.db").symlink_to(outside)
+    assert main(["sweep", str(spec_file(tmp_path)), "--out", str(run), "--force"]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert outside.read_bytes() == b"precious"
