@@ -352,3 +352,17 @@ def test_a_sweep_does_not_open_a_planted_study_db(tmp_path: Path, capsys) -> Non
     assert main(["sweep", str(spec_file(tmp_path)), "--out", str(run), "--force"]) == 2
     assert "symbolic link" in capsys.readouterr().err
     assert outside.read_bytes() == b"precious"
+
+
+def test_an_interrupted_run_is_marked_failed(tmp_path: Path) -> None:
+    from retrieval.store import RunDir
+
+    run = RunDir.create(tmp_path / "r", "interrupted")
+    with pytest.raises(KeyboardInterrupt), run.recording():
+        run.write_manifest(kind="eval")
+        run.work_dir().mkdir()
+        (run.work_dir() / "milvus-0").write_text("index")
+        raise KeyboardInterrupt
+    manifest = json.loads(run.file("manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["error"] == "interrupted"
+    assert not run.file("work").exists()
