@@ -25,7 +25,7 @@ venv: $(STAMP)
 
 demo: venv
 	$(BIN)/rwb backends
-	$(BIN)/rwb eval sweeps/quickstart.yaml --out runs/demo-eval
+	$(BIN)/rwb eval sweeps/quickstart.yaml --out runs/demo-eval --force
 	$(BIN)/rwb sweep sweeps/quickstart.yaml --strategy target --target-recall 0.95 --out runs/demo-tuned
 
 test: venv

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from retrieval.errors import ConfigError
 
@@ -84,3 +85,26 @@ def validate_params(
         return model.model_validate(dict(data or {}))
     except ValidationError as exc:
         raise format_validation_error(exc, model, where=where, prefix=prefix) from None
+
+
+# --- run names -------------------------------------------------------------------------------
+#: a spec ``name`` becomes a folder name (``runs/<name>-<stamp>``): one path component
+RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+RUN_NAME_MAX = 100
+RUN_NAME_ALLOWED = (
+    f"one path component: a letter or digit, then letters, digits, '_', '.', '-' "
+    f"(at most {RUN_NAME_MAX} characters)"
+)
+
+
+def check_run_name(value: Any) -> str:
+    """``value`` if it is a safe run name (see :data:`RUN_NAME_ALLOWED`), else ValueError."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string: {RUN_NAME_ALLOWED}")
+    if len(value) > RUN_NAME_MAX or not re.fullmatch(RUN_NAME_PATTERN, value):
+        raise ValueError(f"must be {RUN_NAME_ALLOWED}")
+    return value
+
+
+#: the type of every spec field that names a run (sweep/eval, cache, rerank, study, bench)
+RunName = Annotated[str, AfterValidator(check_run_name)]

@@ -1,7 +1,9 @@
 """Keep secrets out of everything rwb writes: URIs lose their credentials, sensitive keys and the
 values of secret-looking environment variables are removed.
 
-Used by the sweep (storage URLs in summary.json) and by export (every exported file).
+The one policy for everything rwb records: :func:`mask` for run files (manifest, summary,
+spec.yaml, study user attrs; keys are kept), :func:`redact_argv` for the command line, and
+:func:`scrub` for exported files (sensitive keys removed).
 """
 
 from __future__ import annotations
@@ -89,3 +91,49 @@ def scrub(obj: Any, secrets: list[str] | None = None) -> Any:
     if isinstance(obj, str):
         return redact_text(obj, secrets)
     return obj
+
+
+def mask(obj: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of ``obj`` (JSON-like data) safe to record in a run: strings lose URI credentials
+    and secret environment values; a string under a sensitive key becomes ``***``. Unlike
+    :func:`scrub`, every key is kept (a count named ``tokens`` stays a count)."""
+    secrets = _secret_values() if secrets is None else secrets
+    if isinstance(obj, Mapping):
+        return {
+            k: REDACTED if isinstance(k, str) and is_sensitive(k) and isinstance(v, str) and v
+            else mask(v, secrets)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [mask(v, secrets) for v in obj]
+    if isinstance(obj, str):
+        return redact_text(obj, secrets)
+    return obj
+
+
+def _secret_option(arg: str) -> bool:
+    """``--password``, ``--api-key``, ``-token``: an option whose name denotes a secret."""
+    return arg.startswith("-") and len(arg) > 1 and is_sensitive(arg.lstrip("-"))
+
+
+def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
+    """A command line safe to record: every argument through :func:`redact_text` (URIs lose
+    credentials), the value of a secret-named option (``--password X``, ``--token=X``)
+    replaced by ``***``."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        name, eq, _value = arg.partition("=")
+        if _secret_option(name):
+            if eq:
+                out.append(f"{name}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_text(arg))
+    return out

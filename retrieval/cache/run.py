@@ -39,7 +39,7 @@ from retrieval.cache.tune import (
     qqp_labels,
 )
 from retrieval.errors import BackendError
-from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
+from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
 
 log = logging.getLogger(__name__)
 
@@ -331,9 +331,12 @@ class CacheTuneOutcome:
 
 def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
-    embedder: Any = None, keep_index: bool = False, write: bool = True,
+    embedder: Any = None, keep_index: bool = False, write: bool = True, force: bool = False,
 ) -> CacheTuneOutcome:
-    """The whole experiment (see :mod:`retrieval.cache.tune` for what counts as what)."""
+    """The whole experiment (see :mod:`retrieval.cache.tune` for what counts as what). A
+    non-empty ``out`` is refused (before any work) unless ``force``."""
+    if write:
+        check_out_dir(out, force=force)
     t_all = time.perf_counter()
     labels = qqp_labels()
     design = design_probes(labels, spec)
@@ -380,15 +383,25 @@ def run_cache_tuning(
     summary = typed.to_json_dict()
     run_dir = None
     if write:
-        run_dir = write_run(spec, typed, sweep, design, nn, nd, correct, out)
+        run_dir = write_run(spec, typed, sweep, design, nn, nd, correct, out, force=force)
         summary["run_id"], summary["run_dir"] = run_dir.run_id, str(run_dir.path)
     return CacheTuneOutcome(summary, sweep, run_dir)
 
 
 def write_run(spec: CacheTuneSpec, summary: CacheTuneSummary, sweep: SweepResult,
               design: ProbeDesign, nn: np.ndarray, nd: np.ndarray, correct: np.ndarray,
-              out: str | None) -> RunDir:
-    run = RunDir.create(out, spec.name)
+              out: str | None, *, force: bool = False) -> RunDir:
+    """The run directory (a non-empty ``out`` is refused unless ``force``); manifest.json
+    records the run's status."""
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        _write_files(run, spec, summary, sweep, design, nn, nd, correct)
+    return run
+
+
+def _write_files(run: RunDir, spec: CacheTuneSpec, summary: CacheTuneSummary,
+                 sweep: SweepResult, design: ProbeDesign, nn: np.ndarray, nd: np.ndarray,
+                 correct: np.ndarray) -> None:
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
         kind=RunKind.CACHE_TUNE, spec_source=spec.source, dataset={
@@ -408,11 +421,10 @@ def write_run(spec: CacheTuneSpec, summary: CacheTuneSummary, sweep: SweepResult
     run.write_table("curve.parquet", rows)
     import pandas as pd
 
-    pd.DataFrame({
+    run.write_frame("probes.parquet", pd.DataFrame({
         "qid": design.probes, "split": np.where(design.heldout, "heldout", "tuning"),
         "positive": design.positive, "nn_qid": nn, "nn_distance": nd, "correct": correct,
-    }).to_parquet(run.file("probes.parquet"), index=False)
-    return run
+    }))
 
 
 __all__ = [

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from retrieval.cache.redis import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
-from retrieval.params import Params
+from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 
 
@@ -106,7 +106,7 @@ class ExportSpec(Params):
 class CacheTuneSpec(Params):
     """A semantic-cache threshold tuning experiment on GPTCache's Quora question pairs."""
 
-    name: str = Field("qqp-cache", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: RunName = "qqp-cache"
     dataset: Literal["gptcache_qqp"] = "gptcache_qqp"
     pairs: PairsSpec = PairsSpec()
     distractors: int = Field(0, ge=0, description="extra stored questions from other pairs")

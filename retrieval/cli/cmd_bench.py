@@ -11,6 +11,7 @@ from typing import Any
 
 from retrieval.cli._common import fmt, print_json, print_table
 from retrieval.errors import ConfigError
+from retrieval.store import check_out_dir
 
 
 def _int_list(flag: str, text: str | None) -> list[int] | None:
@@ -56,7 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--single-limit", type=int, help="one-at-a-time calls on at most N texts")
     e.add_argument("--threads", type=int, help="torch threads")
     e.add_argument("--json", action="store_true", help="print summary.json")
-    e.add_argument("--out", help="run directory (default runs/<id>)")
+    e.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    e.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     e.set_defaults(func=run_embed)
 
     f = bsub.add_parser(
@@ -72,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--rounds", type=int,
                    help="repeat all modes N times, interleaved; speedup = median over rounds")
     f.add_argument("--json", action="store_true", help="print summary.json")
-    f.add_argument("--out", help="run directory (default runs/<id>)")
+    f.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    f.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     f.set_defaults(func=run_fanout)
 
 
@@ -107,13 +112,14 @@ def run_embed(args: argparse.Namespace) -> int:
         length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
         engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
     )
+    check_out_dir(args.out, force=args.force)  # before minutes of measuring
     bar, progress = _bar("bench embed", not args.json)
     try:
         result = run_embed_bench(cfg, progress=progress)
     finally:
         if bar is not None:
             bar.close()
-    run = write_embed_run(result, args.out)
+    run = write_embed_run(result, args.out, force=args.force)
     s = result.summary
     if args.json:
         print_json({**s, "rows": result.rows, "run_dir": str(run.path)})
@@ -172,13 +178,14 @@ def run_fanout(args: argparse.Namespace) -> int:
         if args.rounds is not None:
             data["rounds"] = args.rounds
         spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
+    check_out_dir(args.out, force=args.force)  # before minutes of measuring
     bar, progress = _bar("bench fanout", not args.json)
     try:
         result = run_fanout_bench(spec, progress=progress)
     finally:
         if bar is not None:
             bar.close()
-    run = write_fanout_run(spec, result, args.out)
+    run = write_fanout_run(spec, result, args.out, force=args.force)
     s = result.summary
     if args.json:
         print_json({**s, "run_dir": str(run.path)})

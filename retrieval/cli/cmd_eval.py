@@ -11,7 +11,9 @@ from retrieval.cli._common import print_json, print_table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate the indexes of a sweep spec (recall, latency, QPS)")
     p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")
-    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    p.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--threads", type=int, help="override the spec's thread count")
     p.set_defaults(func=run_eval_cmd)
@@ -37,7 +39,7 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
         bar.set_postfix_str(desc[:60])
         bar.refresh()
 
-    result = run_eval(spec, args.out, progress=progress)
+    result = run_eval(spec, args.out, progress=progress, force=args.force)
     bar.close()
     if args.json:
         print_json(result.summary)

@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "rwb tune rerank for rerank)")
     p.add_argument("--engine", required=True,
                    help="milvus | faiss | hnswlib | qdrant | weaviate | redisvl | rerank")
-    p.add_argument("--out", required=True, help="output file (.yaml, or .json)")
+    p.add_argument("--out", required=True, help="output file (.yaml, or .json); an existing "
+                   "file rwb did not write is refused")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out even if it is a file rwb did not write")
     p.add_argument("--backend", help="export this index label/backend's config")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(func=run_export)
@@ -43,7 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from retrieval.export import NothingToExport, export_run
+    from retrieval.store import check_out_file, written_by_rwb
 
+    ours = written_by_rwb("rwb_export", "rwb_version", "kind: cache-tune", "kind: rerank-depth",
+                          "\"kind\": \"cache-tune\"", "\"kind\": \"rerank-depth\"")
+    check_out_file(args.out, force=args.force, ours=ours)
     try:
         result = export_run(args.run, args.engine, args.out, backend=args.backend)
     except NothingToExport as exc:

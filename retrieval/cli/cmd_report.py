@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", help="run directory")
-    p.add_argument("--out", help="HTML file to write (default RUN/report.html)")
+    p.add_argument("--out", help="HTML file to write (default RUN/report.html); an existing "
+                   "file rwb did not write is refused")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out even if it is a file rwb did not write")
     p.add_argument(
         "--remeasure",
         action="store_true",
@@ -32,7 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrieval.report import write_report
+    from retrieval.store import check_out_file, written_by_rwb
 
+    if args.out:
+        check_out_file(args.out, force=args.force, ours=written_by_rwb("<title>rwb report"))
     result = write_report(args.run, args.out, remeasure=args.remeasure,
                           target=args.target_recall)
     print(f"report ({result.kind}): {result.html}")

@@ -34,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--study", help="study name (default: the spec's name)")
     p.add_argument("--n-trials", type=int, help="optuna: build configs to propose")
-    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--out", help="run directory (default runs/<id>; a non-empty one is "
+                   "refused unless it holds this sweep, which is then resumed)")
+    p.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print summary.json")
     p.add_argument("--threads", type=int, help="override the spec's thread count")
     p.set_defaults(func=run)
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = run_sweep(spec, args.out, storage=args.storage, study=args.study,
-                           progress=progress)
+                           progress=progress, force=args.force)
     finally:
         if bar is not None:
             bar.close()

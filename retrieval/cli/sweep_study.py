@@ -42,7 +42,7 @@ def run_study_cmd(args: argparse.Namespace) -> int:
             print(f"rwb sweep: {msg}", file=sys.stderr)
 
     result = run_study(spec, args.out, storage=args.storage, study_name=args.study,
-                       n_trials=args.n_trials, progress=progress)
+                       n_trials=args.n_trials, progress=progress, force=args.force)
     if args.json:
         print_json(result.summary)
         return 0

@@ -30,7 +30,10 @@ def register(sub: Any) -> None:
     p.add_argument("--confidence", type=float, default=None,
                    help="one-sided level of the upper bound (overrides tuning.confidence)")
     p.add_argument("--bound", choices=("wilson", "clopper_pearson"), default=None)
-    p.add_argument("--out", default=None, help="run directory (default runs/<id>)")
+    p.add_argument("--out", default=None,
+                   help="run directory (default runs/<id>; refused if non-empty)")
+    p.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     p.add_argument("--redis-url", default=None, help="Redis 8 / Redis Stack URL")
     p.add_argument("--keep-index", action="store_true", help="leave the filled index in Redis")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = _spec(args)
     outcome = run_cache_tuning(spec, redis_url=args.redis_url, out=args.out,
-                               keep_index=args.keep_index)
+                               keep_index=args.keep_index, force=args.force)
     s = outcome.summary
     if args.json:
         print_json(s)

@@ -15,7 +15,9 @@ def register(tune_sub: argparse._SubParsersAction) -> None:
         help="sweep rerank depths: nDCG@10/recall vs per-query latency; BM25 fallback router",
     )
     p.add_argument("spec", help="rerank spec YAML (e.g. sweeps/scifact-rerank.yaml)")
-    p.add_argument("--out", help="run directory (default runs/<id>)")
+    p.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    p.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--max-queries", type=int, help="override: seeded subset of the queries")
     p.add_argument("--sample-queries", type=int,
@@ -53,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         bar.set_description_str(desc[:40])
         bar.refresh()
 
-    result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress)
+    result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress,
+                              force=args.force)
     bar.close()
     if args.json:
         print_json(result.summary)

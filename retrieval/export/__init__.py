@@ -6,14 +6,14 @@ Exporters are registered by (run kind, engine) and verifiers by the exported fil
 (``cache-tune``) to :mod:`retrieval.export.redisvl` (``--engine redisvl``); rerank-depth runs
 (``rerank-sweep``, from ``rwb tune rerank``) to :mod:`retrieval.export.rerank`
 (``--engine rerank``). The run's kind is ``summary.json`` ``kind``, else ``manifest.json``
-``kind``, else ``eval``.
+``kind``, else ``eval``; an unfinished or failed run is refused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.errors import unknown_name_error
+from retrieval.errors import DataError, unknown_name_error
 from retrieval.export.ann import Exported
 from retrieval.export.files import read_config
 from retrieval.export.registry import (
@@ -26,12 +26,29 @@ from retrieval.export.registry import (
     verifier_for,
 )
 from retrieval.export.verify import VerifyReport
-from retrieval.store import RunDir, RunKind
+from retrieval.store import FAILED, RUNNING, RunDir, RunKind
 
 
 def run_kind(run: RunDir) -> str:
     """``sweep``, ``cache-tune``, ``eval``, ...: what kind of run a directory holds (a
-    :class:`~retrieval.store.RunKind` value, or whatever other kind the run names)."""
+    :class:`~retrieval.store.RunKind` value, or whatever other kind the run names). A run
+    whose manifest says it is still running (or was killed) or failed, or that names no kind
+    and has no summary.json, is refused (DataError, one line): it is not a finished run."""
+    manifest = run.read_json("manifest.json") if run.file("manifest.json").exists() else {}
+    manifest = manifest if isinstance(manifest, dict) else {}
+    status = manifest.get("status")
+    what = f"rwb {manifest.get('kind') or 'run'}"
+    if status == FAILED:
+        reason = manifest.get("error") or "no reason recorded"
+        raise DataError(f"run '{run.path}' failed ({reason}); nothing to export: the {what} "
+                        f"did not finish")
+    summary = run.file("summary.json").exists()
+    if status == RUNNING or not (summary or manifest.get("kind")):
+        has = "a summary.json" if summary else "no summary.json"
+        raise DataError(
+            f"run '{run.path}' is incomplete (manifest status {status or 'absent'}, {has}): "
+            f"the {what} was killed or is still running; nothing to export (resume or re-run it)"
+        )
     for name in ("summary.json", "manifest.json"):
         if run.file(name).exists():
             kind = run.read_json(name).get("kind")

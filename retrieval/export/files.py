@@ -4,7 +4,6 @@ written passes through :func:`retrieval.redact.scrub` so that no secret reaches 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import yaml
 from retrieval.errors import ConfigError
 from retrieval.redact import scrub
 from retrieval.specfile import parse_yaml, read_text
+from retrieval.store import write_atomic
 
 FORMAT_VERSION = 1
 
@@ -29,10 +29,8 @@ def write_config(path: Path | str, doc: dict[str, Any]) -> Path:
         text = json.dumps(clean, indent=2) + "\n"
     else:
         text = yaml.safe_dump(clean, sort_keys=False, allow_unicode=True)
-    tmp = p.with_name(p.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, p)
+        write_atomic(p, text)  # never through a link
     except OSError as exc:
         raise ConfigError(f"--out '{p}': cannot be written ({exc.strerror})") from None
     return p

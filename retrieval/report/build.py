@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
+from retrieval.redact import redact_text
 from retrieval.report import ann, rag
 from retrieval.report.html import Section, Table, render
 from retrieval.report.load import Run, load_run, typed_summary
@@ -22,7 +23,7 @@ from retrieval.report.points import cheapest_meeting, points_frame, series_names
 from retrieval.report.study import study_figures, study_tables
 from retrieval.report.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
-from retrieval.store import RunKind, RunSummary
+from retrieval.store import RunKind, RunSummary, write_atomic
 from retrieval.tune.summary import EvalSummary, SweepSummary
 
 log = logging.getLogger(__name__)
@@ -297,7 +298,7 @@ def write_report(
             progress(name)
         png = png_bytes(fig)
         path = html_path.parent / f"{html_path.stem}_{name}.png"
-        path.write_bytes(png)
+        write_atomic(path, png)
         pngs.append(path)
         sections.append(Section(name, title, png, caption))
     meta = [f"run {run.run_id} ({run.kind}) at {run.path}"]
@@ -309,7 +310,7 @@ def write_report(
                     f"CPU {cpu}, threads {m.get('threads')}")
     page = render(title=f"rwb report: {run.run_id}", meta=meta, sections=sections,
                   tables=tables_for(run), manifest=m)
-    html_path.write_text(page, encoding="utf-8")
+    write_atomic(html_path, redact_text(page, secrets=[]))  # no URL password (old manifests)
     return ReportResult(html_path, pngs, run.kind)
 
 

@@ -351,9 +351,17 @@ def run_rerank_sweep(
     *,
     spec_source: str = "<memory>",
     progress: Progress | None = None,
+    force: bool = False,
 ) -> RerankRunResult:
-    """Run the sweep described by ``spec``; write and return the summary."""
-    rd = RunDir.create(out, spec.name)
+    """Run the sweep described by ``spec``; write and return the summary. A non-empty ``out``
+    is refused unless ``force``; manifest.json records the run's status."""
+    rd = RunDir.create(out, spec.name, force=force)
+    with rd.recording():
+        return _rerank_into(rd, spec, spec_source, progress)
+
+
+def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
+                 progress: Progress | None) -> RerankRunResult:
     q = _queries(spec)
     fs = _first_stages(spec, q)
     # one scoring pass at the largest depth

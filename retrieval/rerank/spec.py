@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from retrieval.errors import param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
-from retrieval.params import Params
+from retrieval.params import Params, RunName
 from retrieval.rerank.bm25 import BM25Params
 from retrieval.specfile import load_model
 
@@ -80,7 +80,7 @@ class RouterSpec(Params):
 class RerankSweepSpec(Params):
     """One rerank-depth experiment on one collection."""
 
-    name: str = Field("rerank", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: RunName = "rerank"
     dataset: Literal["scifact", "cranfield"]
     split: Literal["test", "train"] = "test"
     max_queries: int | None = Field(None, ge=2, description="seeded subset, for quick runs")

@@ -209,10 +209,19 @@ def run_study(
     n_trials: int | None = None,
     redis_url: str | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> StudyResult:
-    """Run ``spec``; write and return the run directory and its summary."""
+    """Run ``spec``; write and return the run directory and its summary. A non-empty ``out``
+    is refused unless ``force``; manifest.json records the run's status."""
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        return _study_into(run, spec, storage, study_name, n_trials, redis_url, progress)
+
+
+def _study_into(run: RunDir, spec: StudySpec, storage: str | None, study_name: str | None,
+                n_trials: int | None, redis_url: str | None,
+                progress: Progress | None) -> StudyResult:
     note = progress or (lambda s: None)
-    run = RunDir.create(out, spec.name)
     load_start = _load_avg()
     t0 = time.perf_counter()
     rt = measure_retrieval(spec, progress=note)

@@ -17,7 +17,7 @@ from retrieval.cache.spec import CacheTuneSpec
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.indexes.registry import get_backend
-from retrieval.params import Params
+from retrieval.params import Params, RunName
 from retrieval.rerank.spec import EmbedderSpec, RerankerSpec
 from retrieval.specfile import load_model, read_yaml
 
@@ -133,7 +133,7 @@ class StudySpec(Params):
     """One study across layers: index knob x rerank depth x cache threshold."""
 
     kind: Literal["rag-study"]
-    name: str = Field("rag-end-to-end", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: RunName = "rag-end-to-end"
     seed: int = 0
     retrieval: RetrievalSpec
     rerank: RerankLegSpec

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.evaluate import Evaluator, Measurement
-from retrieval.store import RunDir
+from retrieval.store import RunDir, RunKind
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 
@@ -105,12 +104,22 @@ def run_eval(
     *,
     progress: Progress | None = None,
     dataset: VectorDataset | None = None,
+    force: bool = False,
 ) -> EvalResult:
-    """Evaluate every build x search config of ``spec``; write and return the run directory."""
-    run = RunDir.create(out, spec.name)
+    """Evaluate every build x search config of ``spec``; write and return the run directory.
+    A non-empty ``out`` is refused unless ``force``; manifest.json records the run's status."""
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        return _eval_into(run, spec, progress, dataset)
+
+
+def _eval_into(
+    run: RunDir, spec: SweepSpec, progress: Progress | None, dataset: VectorDataset | None
+) -> EvalResult:
     ds = dataset or load_vectors(spec)
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
+        kind=RunKind.EVAL,
         seeds={"index": spec.seed},
         dataset=dataset_info(ds),
         spec_source=spec.source,
@@ -119,7 +128,7 @@ def run_eval(
     total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
     done = 0
     measurements: list[Measurement] = []
-    with Evaluator.for_spec(spec, ds, run.path / "work") as ev:
+    with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         for entry in entries:
             for build in entry.build_grid:
                 built = ev.build(entry.backend, entry.build(build))
@@ -129,7 +138,7 @@ def run_eval(
                     if progress:
                         progress(done, total, f"{entry.backend} {build} {config.given}")
                 ev.release(built)
-    shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
+    run.remove_work()  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", [m.summary(spec.target_recall) for m in measurements])
     run.write_table("per_query.parquet", per_query_rows(measurements))
     summary = {

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
-from retrieval.params import Params
+from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
 
@@ -36,7 +36,7 @@ class IndexEntry(BaseEntry):
 class SweepSpec(SpecModel):
     """A sweep/eval spec. Times are in ms/s as named; recall is recall@k by id."""
 
-    name: str = "sweep"
+    name: RunName = "sweep"
     dataset: str | dict[str, Any]
     k: int = Field(10, ge=1, le=1000)
     seed: int = 0

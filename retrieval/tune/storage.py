@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from retrieval import __version__
 from retrieval.errors import ConfigError
-from retrieval.redact import redact_uri
+from retrieval.redact import mask, redact_uri
 from retrieval.tune.config import RESUMABLE_FIELDS
 
 log = logging.getLogger(__name__)
@@ -168,8 +168,10 @@ def _locked(path: Path | None) -> Iterator[None]:
 
 # --- spec identity ------------------------------------------------------------------------------
 def spec_document(resolved_spec: Mapping[str, Any], fingerprint: str) -> dict[str, Any]:
-    """What a study is bound to: the resolved spec (minus resumable fields) + data fingerprint."""
-    doc = json.loads(json.dumps(dict(resolved_spec), default=str))
+    """What a study is bound to: the resolved spec (minus resumable fields) + data fingerprint.
+    Stored in the study's user attrs, so credentials are masked (:func:`retrieval.redact.mask`,
+    without environment values: the document, and so its hash, must not depend on them)."""
+    doc = mask(json.loads(json.dumps(dict(resolved_spec), default=str)), secrets=[])
     for dotted in RESUMABLE_FIELDS:
         node = doc
         *parents, last = dotted.split(".")

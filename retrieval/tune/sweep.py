@@ -7,10 +7,11 @@ then is the study created (or joined/resumed after checking it was made from the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +21,7 @@ from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
 from retrieval.redact import redact_uri
 from retrieval.specfile import with_overrides
-from retrieval.store import RunDir
+from retrieval.store import RunDir, RunKind
 from retrieval.tune import trials as tr
 from retrieval.tune.config import STRATEGIES
 from retrieval.tune.decide import split_queries
@@ -30,7 +31,7 @@ from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
 from retrieval.tune.summary import SweepSummary, build_summary
-from retrieval.tune.units import entry_labels, plan_units
+from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,25 @@ def check_tunable(spec: SweepSpec) -> None:
         )
 
 
+def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bool]:
+    """Whether a non-empty ``--out`` folder holds the sweep being resumed: its manifest names
+    kind ``sweep``, study ``name`` and the same (redacted) storage (None: the folder's own
+    default SQLite). Whether the spec is the same is checked when the study is opened."""
+
+    def check(path: Path) -> bool:
+        try:
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        study = manifest.get("study") if isinstance(manifest, dict) else None
+        if not isinstance(study, dict) or manifest.get("kind", RunKind.SWEEP) != RunKind.SWEEP:
+            return False
+        display = storage_display or redact_uri(default_url(path))
+        return study.get("name") == name and study.get("storage") == display
+
+    return check
+
+
 def run_sweep(
     spec: SweepSpec,
     out: Path | str | None = None,
@@ -95,17 +115,35 @@ def run_sweep(
     dataset: VectorDataset | None = None,
     progress: Progress | None = None,
     poll_s: float = 0.5,
+    force: bool = False,
 ) -> SweepResult:
-    """Run (or join, or resume) the sweep of ``spec`` and write its run directory."""
+    """Run (or join, or resume) the sweep of ``spec`` and write its run directory. A non-empty
+    ``out`` is refused unless it holds this sweep (same study and storage; resumed) or
+    ``force``; manifest.json records the run's status."""
     started = time.perf_counter()
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
+    name = study or spec.name
+    resumable = resumable_run(name, redact_uri(storage) if storage else None)
+    run = RunDir.create(out, spec.name, force=force, resumable=resumable)
+    with run.recording():
+        return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started)
+
+
+def _sweep_into(
+    run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
+    dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
+) -> SweepResult:
+    strategy = spec.tune.strategy
     labels = entry_labels(spec)
-    run = RunDir.create(out, spec.name)
+    if storage is None:  # the run's own SQLite: never through a link planted in the folder
+        for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
+            if run.file(link).is_symlink():
+                raise ConfigError(f"'{run.file(link)}' is a symbolic link; rwb never writes "
+                                  f"through links (remove it)")
     opened = open_storage(storage or default_url(run.path))
     ds = dataset or load_vectors(spec)
-    name = study or spec.name
     doc = spec_document(resolved(spec), ds.fingerprint)
     direction: Literal["minimize", "maximize"] = (
         "maximize" if spec.tune.objective == "qps" else "minimize"
@@ -116,6 +154,7 @@ def run_sweep(
         optuna_study.sampler = make_sampler(spec.tune, spec.seed + 1 + os.getpid() % 100_000)
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
+        kind=RunKind.SWEEP,
         seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
         dataset=dataset_info(ds),
         spec_source=spec.source,
@@ -123,7 +162,7 @@ def run_sweep(
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
-    with Evaluator.for_spec(spec, ds, run.path / "work") as ev:
+    with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
         )
@@ -142,7 +181,7 @@ def run_sweep(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
-    shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
+    run.remove_work()  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
         study_name=name,

@@ -183,13 +183,23 @@ def _bf16(cfg: EmbedBenchConfig, texts: Sequence[str], fp32: EmbedEngine, best: 
     }
 
 
-def write_embed_run(result: EmbedBenchResult, out: str | Path | None) -> Any:
+def write_embed_run(result: EmbedBenchResult, out: str | Path | None, *,
+                    force: bool = False) -> Any:
     """Run directory: manifest.json (versions, git sha, CPU flags incl. AMX/AVX-512, torch
-    threads, seed, config), results.parquet (one tidy row per setting), summary.json."""
-    from retrieval.bench.summary import EmbedBenchSummary
+    threads, seed, config, status), results.parquet (one tidy row per setting), summary.json.
+    A non-empty ``out`` is refused unless ``force``."""
     from retrieval.store import RunDir, RunKind
 
-    run = RunDir.create(out, RunKind.BENCH_EMBED)
+    run = RunDir.create(out, RunKind.BENCH_EMBED, force=force)
+    with run.recording():
+        _write_embed(run, result)
+    return run
+
+
+def _write_embed(run: Any, result: EmbedBenchResult) -> None:
+    from retrieval.bench.summary import EmbedBenchSummary
+    from retrieval.store import RunKind
+
     ok, reason = bf16_support()
     run.write_manifest(
         kind=RunKind.BENCH_EMBED,
@@ -201,7 +211,6 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None) -> Any:
     )
     run.write_table("results.parquet", result.rows)
     run.write_summary(EmbedBenchSummary.model_validate({**result.summary, "rows": result.rows}))
-    return run
 
 
 __all__ = ["EmbedBenchResult", "Progress", "run_embed_bench", "write_embed_run"]

@@ -85,13 +85,23 @@ def run_fanout_bench(spec: FanoutSpec, *, progress: Progress | None = None,
     return FanoutBenchResult(summary, rows, first)
 
 
-def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Path | None) -> Any:
+def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Path | None,
+                     *, force: bool = False) -> Any:
     """Run directory: spec.yaml (resolved), manifest.json (versions, git sha, CPU, threads,
-    seeds), results.parquet (one tidy row per mode x query), summary.json."""
-    from retrieval.bench.summary import FanoutBenchSummary
+    seeds, status), results.parquet (one tidy row per mode x query), summary.json. A
+    non-empty ``out`` is refused unless ``force``."""
     from retrieval.store import RunDir, RunKind
 
-    run = RunDir.create(out, f"{RunKind.BENCH_FANOUT}-{spec.name}")
+    run = RunDir.create(out, f"{RunKind.BENCH_FANOUT}-{spec.name}", force=force)
+    with run.recording():
+        _write_fanout(run, spec, result)
+    return run
+
+
+def _write_fanout(run: Any, spec: FanoutSpec, result: FanoutBenchResult) -> None:
+    from retrieval.bench.summary import FanoutBenchSummary
+    from retrieval.store import RunKind
+
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
         kind=RunKind.BENCH_FANOUT,
@@ -104,7 +114,6 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
     )
     run.write_table("results.parquet", result.rows)
     run.write_summary(FanoutBenchSummary.model_validate(result.summary))
-    return run
 
 
 __all__ = ["FanoutBenchResult", "Progress", "run_fanout_bench", "write_fanout_run"]

@@ -14,7 +14,7 @@ from retrieval.bench.fanout.retriever import MODES, Mode
 from retrieval.errors import param_error
 from retrieval.fusion import DEFAULT_RRF_K
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
-from retrieval.params import Params
+from retrieval.params import Params, RunName
 from retrieval.specfile import load_model, with_overrides
 
 ALIASES = {"qqp": "qqp-questions"}
@@ -63,7 +63,7 @@ class FanoutQueries(Params):
 class FanoutSpec(Params):
     """A fan-out benchmark. ``k`` results per collection and in the fused list."""
 
-    name: str = "fanout"
+    name: RunName = "fanout"
     model: str | None = Field(None, description="local embedding model (None: packaged MiniLM)")
     k: int = Field(10, ge=1, le=1000)
     seed: int = 0
