@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from retrieval.cli._common import fmt, print_json, print_table
+from retrieval.cli._common import fmt, print_json, print_table, progress_bar
 from retrieval.errors import ConfigError
 
 
@@ -76,20 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=run_fanout)
 
 
-def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None] | None]:
-    if not enabled or not sys.stderr.isatty():
-        return None, None
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, leave=False)
-
-    def progress(done: int, total: int, what: str) -> None:
-        bar.total = total
-        bar.n = done
-        bar.set_postfix_str(what[:40])
-        bar.refresh()
-
-    return bar, progress
+def _bar(desc: str) -> tuple[Any, Callable[[int, int, str], None] | None]:
+    return progress_bar(desc, width=40)
 
 
 # --------------------------------------------------------------------------- embed
@@ -107,7 +95,7 @@ def run_embed(args: argparse.Namespace) -> int:
         length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
         engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
     )
-    bar, progress = _bar("bench embed", not args.json)
+    bar, progress = _bar("bench embed")
     try:
         result = run_embed_bench(cfg, progress=progress)
     finally:
@@ -172,7 +160,7 @@ def run_fanout(args: argparse.Namespace) -> int:
         if args.rounds is not None:
             data["rounds"] = args.rounds
         spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
-    bar, progress = _bar("bench fanout", not args.json)
+    bar, progress = _bar("bench fanout")
     try:
         result = run_fanout_bench(spec, progress=progress)
     finally:
