@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
@@ -31,7 +31,7 @@ from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
 from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import entry_labels, plan_units
-from retrieval.tune.worker import Progress, Settings, Worker
+from retrieval.tune.worker import Progress, Settings, Worker, study_metric
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +107,10 @@ def run_sweep(
     ds = dataset or load_vectors(spec)
     name = study or spec.name
     doc = spec_document(resolved(spec), ds.fingerprint)
-    direction: Literal["minimize", "maximize"] = (
-        "maximize" if spec.tune.objective == "qps" else "minimize"
-    )
+    metric = study_metric(strategy, spec.tune.objective)
     sampler = make_sampler(spec.tune, spec.seed)
-    optuna_study, created = open_study(opened, name, doc, direction=direction, sampler=sampler)
+    optuna_study, created = open_study(opened, name, doc, direction=metric.direction,
+                                       sampler=sampler)
     if not created and strategy == "optuna":  # another worker: do not replay its proposals
         optuna_study.sampler = make_sampler(spec.tune, spec.seed + 1 + os.getpid() % 100_000)
     run.write_yaml("spec.yaml", resolved(spec))
@@ -128,6 +127,8 @@ def run_sweep(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
         )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
+        if created:
+            book.describe(metric.name, metric.description, spec.target_recall)
         proposer = Proposer(spec, labels, book) if strategy == "optuna" else None
         worker = Worker(
             spec,
