@@ -182,6 +182,36 @@ def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def typed_frame(rows: list[dict[str, Any]]) -> Any:
+    """A DataFrame of ``rows`` whose columns keep their Python types where some rows lack a
+    value: integers stay integers (nullable ``Int64``, not floats with NaN), booleans stay
+    booleans (``boolean``); other columns as pandas infers them."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    for col in frame.columns:
+        raw = [_plain(r.get(col)) for r in rows]
+        present = [v for v in raw if v is not None]
+        if not present or len(present) == len(raw):  # nothing missing: pandas keeps the type
+            continue
+        if all(isinstance(v, bool) for v in present):
+            frame[col] = pd.array(raw, dtype="boolean")
+        elif all(_is_int(v) for v in present):
+            frame[col] = pd.array(raw, dtype="Int64")
+    return frame
+
+
+def _is_int(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _plain(v: Any) -> Any:
+    """None for a missing value (None or NaN), else ``v``."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
 class RunKind(StrEnum):
     """What a run directory holds (``kind`` in manifest.json / summary.json; the JSON keeps these
     strings). In this order in messages that list the kinds."""
@@ -285,10 +315,11 @@ class RunDir:
         return target
 
     def write_table(self, name: str, rows: Iterable[Mapping[str, Any]]) -> Path:
-        """One tidy row per mapping, nested dicts flattened to dotted columns (parquet)."""
-        import pandas as pd
-
-        frame = pd.DataFrame([flatten(r) for r in rows])
+        """One tidy row per mapping, nested dicts flattened to dotted columns (parquet), with
+        a ``run_id`` column; see :func:`typed_frame` for the column types."""
+        frame = typed_frame([flatten(r) for r in rows])
+        if "run_id" not in frame.columns:
+            frame.insert(0, "run_id", self.run_id)
         target = self.file(name)
         frame.to_parquet(target, index=False)
         return target

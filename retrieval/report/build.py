@@ -204,7 +204,13 @@ def rag_figures(run: Run) -> Figures:
 
 def _rows(run: Run, name: str) -> list[dict[str, Any]]:
     t = run.table(name)
-    return [] if t is None else t.to_dict("records")
+    if t is None:
+        return []
+    import pandas as pd
+
+    # a missing value of a nullable int/bool column reads as NaN (as a float column's does)
+    return [{k: float("nan") if v is pd.NA else v for k, v in r.items()}
+            for r in t.to_dict("records")]
 
 
 def rag_tables(run: Run) -> list[tuple[str, Table]]:
