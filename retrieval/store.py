@@ -84,6 +84,9 @@ THREAD_ENV = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
     "OPENBLAS_CORETYPE",
     "HNSWLIB_NO_NATIVE",
     "TOKENIZERS_PARALLELISM",
@@ -145,12 +148,32 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def thread_info() -> dict[str, Any]:
+def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
+    """The thread settings in force now: the thread environment variables that are set (BLAS,
+    OpenMP, ...), the spec's ``threads`` (what rwb passes to hnswlib's ``num_threads`` and to
+    ``faiss.omp_set_num_threads``), faiss's OpenMP maximum (faiss is imported for it when
+    installed: cheap, no side effects), torch's intra-op threads when torch is already imported
+    (importing it only to ask would cost seconds), and the CPUs this process may run on."""
+    import importlib.util
+
     out: dict[str, Any] = {k: os.environ.get(k) for k in THREAD_ENV if os.environ.get(k)}
+    if spec_threads is not None:
+        out["spec_threads"] = int(spec_threads)
+        if "hnswlib" in sys.modules:
+            out["hnswlib_num_threads"] = int(spec_threads)
+    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
+        try:
+            import faiss  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a broken install
+            log.debug("faiss not importable: %s", exc)
     if "faiss" in sys.modules:
         out["faiss_omp_max_threads"] = int(sys.modules["faiss"].omp_get_max_threads())
     if "torch" in sys.modules:
-        out["torch_threads"] = int(sys.modules["torch"].get_num_threads())
+        torch = sys.modules["torch"]
+        out["torch_threads"] = int(torch.get_num_threads())
+        out["torch_interop_threads"] = int(torch.get_num_interop_threads())
+    if hasattr(os, "sched_getaffinity"):
+        out["cpus_allowed"] = len(os.sched_getaffinity(0))
     return out
 
 
@@ -331,6 +354,16 @@ class RunDir:
 
     def write_manifest(self, **extra: Any) -> Path:
         return self.write_json("manifest.json", build_manifest(run_id=self.run_id, **extra))
+
+    def record_threads(self, spec_threads: int | None = None) -> Path | None:
+        """Replace manifest.json's ``threads`` by the settings in force now: call it after the
+        work, once the libraries have been imported and told their thread counts."""
+        target = self.file("manifest.json")
+        if not target.is_file():
+            return None
+        manifest = self.read_json("manifest.json")
+        manifest["threads"] = thread_info(spec_threads)
+        return self.write_json("manifest.json", manifest)
 
     def write_summary(self, summary: RunSummary) -> Path:
         """Write ``summary`` (a run kind's typed summary) as summary.json."""

@@ -148,6 +148,7 @@ def run_eval(
                     if progress:
                         progress(done, total, f"{entry.backend} {build} {config.given}")
                 ev.release(built)
+        run.record_threads(spec.threads)  # what the backends were told, now they ran
     shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", measurement_rows(measurements, spec.target_recall))
     run.write_table("per_query.parquet", per_query_rows(measurements))

@@ -143,6 +143,7 @@ def run_sweep(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
+        run.record_threads(spec.threads)  # what the backends were told, now they ran
     shutil.rmtree(run.path / "work", ignore_errors=True)  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),

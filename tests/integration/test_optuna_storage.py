@@ -95,6 +95,8 @@ def test_grid_strategy_objective_is_p95_in_ms_in_a_journal_file(tmp_path):
     infeasible = check_constraints(study)
     assert infeasible
     assert not {t.number for t in infeasible} & {t.number for t in study.best_trials}
+    threads = json.loads((tmp_path / "run" / "manifest.json").read_text())["threads"]
+    assert threads["spec_threads"] == 1 and threads["faiss_omp_max_threads"] >= 1
 
 
 def test_qps_objective_is_maximised_qps(tmp_path):

@@ -72,3 +72,29 @@ def test_measurements_and_per_query_store_configs_alike(eval_run):
     for _, row in batch.iterrows():
         assert means[(row["backend"], row["build"], row["search"])] == pytest.approx(
             row["recall"])
+
+
+def test_manifest_records_the_threads_in_force(tmp_path, monkeypatch):
+    import faiss
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)  # not what the spec asks: the run must record its own
+    spec = parse_spec({
+        "name": "threads", "dataset": "synthetic-small", "k": 10, "warmup": 2,
+        "batch_repeats": 1, "threads": 1,
+        "indexes": [{"backend": "faiss-flat"},
+                    {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 20},
+                     "search": {"ef_search": 10}}],
+    }, source="threads.yaml")
+    try:
+        result = run_eval(spec, tmp_path / "run")
+    finally:
+        faiss.omp_set_num_threads(before)
+    threads = json.loads((tmp_path / "run" / "manifest.json").read_text())["threads"]
+    assert threads["spec_threads"] == 1
+    assert threads["faiss_omp_max_threads"] == 1  # set by the backend during the run
+    assert threads["hnswlib_num_threads"] == 1
+    assert threads["OPENBLAS_NUM_THREADS"] == "1"
+    assert threads["cpus_allowed"] >= 1
+    assert result.summary["rows"][0]["threads"] == 1
