@@ -42,14 +42,14 @@ def print_table(rows: Iterable[Sequence[Any]], headers: Sequence[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
 
 
-def _screen() -> dict[str, int]:
-    """tqdm's width and height where the terminal reports none (a pseudo-terminal of size
-    0 x 0 would make tqdm draw nothing); else empty: tqdm asks the terminal itself."""
+def _screen() -> tuple[int | None, int | None]:
+    """tqdm's (width, height) where the terminal reports none (a pseudo-terminal of size
+    0 x 0 would make tqdm draw nothing); else (None, None): tqdm asks the terminal itself."""
     try:
         size = os.get_terminal_size(sys.stderr.fileno())
     except (OSError, ValueError):
-        return {}
-    return {} if size.columns and size.lines else {"ncols": 80, "nrows": 24}
+        return None, None
+    return (None, None) if size.columns and size.lines else (80, 24)
 
 
 def progress_bar(
@@ -62,7 +62,8 @@ def progress_bar(
         return None, None
     from tqdm import tqdm
 
-    bar = tqdm(desc=desc, unit=unit, leave=False, file=sys.stderr, **_screen())
+    ncols, nrows = _screen()
+    bar = tqdm(desc=desc, unit=unit, leave=False, file=sys.stderr, ncols=ncols, nrows=nrows)
 
     def progress(done: int, total: int, what: str) -> None:
         if total and use_total:
