@@ -213,6 +213,11 @@ def typed_frame(rows: list[dict[str, Any]]) -> Any:
 
     frame = pd.DataFrame(rows)
     for col in frame.columns:
+        if frame[col].dtype.kind not in "fO" or not frame[col].isna().any():
+            continue  # typed already, or nothing missing (pandas kept the type)
+        first = next((v for v in (_plain(r.get(col)) for r in rows) if v is not None), None)
+        if first is None or isinstance(first, float | str):
+            continue  # a float or text column: as inferred
         raw = [_plain(r.get(col)) for r in rows]
         present = [v for v in raw if v is not None]
         if not present or len(present) == len(raw):  # nothing missing: pandas keeps the type
