@@ -89,6 +89,9 @@ THREAD_ENV = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
     "OPENBLAS_CORETYPE",
     "HNSWLIB_NO_NATIVE",
     "TOKENIZERS_PARALLELISM",
@@ -159,12 +162,32 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def thread_info() -> dict[str, Any]:
+def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
+    """The thread settings in force now: the thread environment variables that are set (BLAS,
+    OpenMP, ...), the spec's ``threads`` (what rwb passes to hnswlib's ``num_threads`` and to
+    ``faiss.omp_set_num_threads``), faiss's OpenMP maximum (faiss is imported for it when
+    installed: cheap, no side effects), torch's intra-op threads when torch is already imported
+    (importing it only to ask would cost seconds), and the CPUs this process may run on."""
+    import importlib.util
+
     out: dict[str, Any] = {k: mask(os.environ[k]) for k in THREAD_ENV if os.environ.get(k)}
+    if spec_threads is not None:
+        out["spec_threads"] = int(spec_threads)
+        if "hnswlib" in sys.modules:
+            out["hnswlib_num_threads"] = int(spec_threads)
+    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
+        try:
+            import faiss  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a broken install
+            log.debug("faiss not importable: %s", exc)
     if "faiss" in sys.modules:
         out["faiss_omp_max_threads"] = int(sys.modules["faiss"].omp_get_max_threads())
     if "torch" in sys.modules:
-        out["torch_threads"] = int(sys.modules["torch"].get_num_threads())
+        torch = sys.modules["torch"]
+        out["torch_threads"] = int(torch.get_num_threads())
+        out["torch_interop_threads"] = int(torch.get_num_interop_threads())
+    if hasattr(os, "sched_getaffinity"):
+        out["cpus_allowed"] = len(os.sched_getaffinity(0))
     return out
 
 
@@ -196,6 +219,41 @@ def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def typed_frame(rows: list[dict[str, Any]]) -> Any:
+    """A DataFrame of ``rows`` whose columns keep their Python types where some rows lack a
+    value: integers stay integers (nullable ``Int64``, not floats with NaN), booleans stay
+    booleans (``boolean``); other columns as pandas infers them."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    for col in frame.columns:
+        if frame[col].dtype.kind not in "fO" or not frame[col].isna().any():
+            continue  # typed already, or nothing missing (pandas kept the type)
+        first = next((v for v in (_plain(r.get(col)) for r in rows) if v is not None), None)
+        if first is None or isinstance(first, float | str):
+            continue  # a float or text column: as inferred
+        raw = [_plain(r.get(col)) for r in rows]
+        present = [v for v in raw if v is not None]
+        if not present or len(present) == len(raw):  # nothing missing: pandas keeps the type
+            continue
+        if all(isinstance(v, bool) for v in present):
+            frame[col] = pd.array(raw, dtype="boolean")
+        elif all(_is_int(v) for v in present):
+            frame[col] = pd.array(raw, dtype="Int64")
+    return frame
+
+
+def _is_int(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _plain(v: Any) -> Any:
+    """None for a missing value (None or NaN), else ``v``."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 class RunKind(StrEnum):
@@ -412,10 +470,12 @@ class RunDir:
         return write_atomic(self.file(name), yaml.safe_dump(mask(obj), sort_keys=False))
 
     def write_table(self, name: str, rows: Iterable[Mapping[str, Any]]) -> Path:
-        """One tidy row per mapping, nested dicts flattened to dotted columns (parquet)."""
-        import pandas as pd
-
-        return self.write_frame(name, pd.DataFrame([flatten(r) for r in rows]))
+        """One tidy row per mapping, nested dicts flattened to dotted columns (parquet), with
+        a ``run_id`` column; see :func:`typed_frame` for the column types."""
+        frame = typed_frame([flatten(r) for r in rows])
+        if "run_id" not in frame.columns:
+            frame.insert(0, "run_id", self.run_id)
+        return self.write_frame(name, frame)
 
     def write_frame(self, name: str, frame: Any) -> Path:
         """A pandas DataFrame as parquet (atomically, no links followed)."""
@@ -476,6 +536,16 @@ class RunDir:
                 shutil.rmtree(self.path, ignore_errors=True)
         except Exception as cleanup:  # never hide the original error
             log.warning("run %s: could not record the failure (%s)", self.path, cleanup)
+
+    def record_threads(self, spec_threads: int | None = None) -> Path | None:
+        """Replace manifest.json's ``threads`` by the settings in force now: call it after the
+        work, once the libraries have been imported and told their thread counts."""
+        target = self.file("manifest.json")
+        if not target.is_file():
+            return None
+        manifest = self.read_json("manifest.json")
+        manifest["threads"] = thread_info(spec_threads)
+        return self.write_json("manifest.json", manifest)
 
     def write_summary(self, summary: RunSummary) -> Path:
         """Write ``summary`` (a run kind's typed summary) as summary.json."""

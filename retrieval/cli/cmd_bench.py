@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from retrieval.cli._common import fmt, print_json, print_table
+from retrieval.cli._common import fmt, print_json, print_table, progress_bar
 from retrieval.errors import ConfigError
 from retrieval.store import check_out_dir
 
@@ -81,20 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=run_fanout)
 
 
-def _bar(desc: str, enabled: bool) -> tuple[Any, Callable[[int, int, str], None] | None]:
-    if not enabled or not sys.stderr.isatty():
-        return None, None
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, leave=False)
-
-    def progress(done: int, total: int, what: str) -> None:
-        bar.total = total
-        bar.n = done
-        bar.set_postfix_str(what[:40])
-        bar.refresh()
-
-    return bar, progress
+def _bar(desc: str) -> tuple[Any, Callable[[int, int, str], None] | None]:
+    return progress_bar(desc, width=40)
 
 
 # --------------------------------------------------------------------------- embed
@@ -113,7 +101,7 @@ def run_embed(args: argparse.Namespace) -> int:
         engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
     )
     check_out_dir(args.out, force=args.force)  # before minutes of measuring
-    bar, progress = _bar("bench embed", not args.json)
+    bar, progress = _bar("bench embed")
     try:
         result = run_embed_bench(cfg, progress=progress)
     finally:
@@ -179,7 +167,7 @@ def run_fanout(args: argparse.Namespace) -> int:
             data["rounds"] = args.rounds
         spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
     check_out_dir(args.out, force=args.force)  # before minutes of measuring
-    bar, progress = _bar("bench fanout", not args.json)
+    bar, progress = _bar("bench fanout")
     try:
         result = run_fanout_bench(spec, progress=progress)
     finally:

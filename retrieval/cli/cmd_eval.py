@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from retrieval.cli._common import print_json, print_table
+from retrieval.cli._common import close_bar, print_json, print_table, progress_bar
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,23 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval_cmd(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from retrieval.specfile import with_overrides
     from retrieval.tune.runner import run_eval
     from retrieval.tune.spec import load_spec, validate_spec
 
     spec = with_overrides(load_spec(args.spec), threads=args.threads, check=validate_spec)
-    bar = tqdm(total=None, desc="eval", unit="config", disable=args.json or not sys.stderr.isatty())
-
-    def progress(done: int, total: int, desc: str) -> None:
-        bar.total = total
-        bar.n = done
-        bar.set_postfix_str(desc[:60])
-        bar.refresh()
-
-    result = run_eval(spec, args.out, progress=progress, force=args.force)
-    bar.close()
+    bar, progress = progress_bar("eval", unit="config")
+    try:
+        result = run_eval(spec, args.out, progress=progress, force=args.force)
+    finally:
+        close_bar(bar)
     if args.json:
         print_json(result.summary)
         return 0

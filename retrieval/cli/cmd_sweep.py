@@ -4,10 +4,9 @@ cheapest config meeting the target per backend."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from retrieval.cli._common import fmt, print_json, print_table
+from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,24 +55,13 @@ def run(args: argparse.Namespace) -> int:
         load_spec(args.spec), strategy=args.strategy, target=args.target_recall,
         n_trials=args.n_trials, threads=args.threads,
     )
-    progress = None
-    bar: Any = None
-    if not args.json and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(desc=f"sweep ({spec.tune.strategy})", unit="config", leave=False)
-
-        def progress(done: int, total: int, desc: str) -> None:
-            bar.n = done
-            bar.set_postfix_str(desc[:70])
-            bar.refresh()
-
+    bar, progress = progress_bar(f"sweep ({spec.tune.strategy})", unit="config", width=70,
+                                 use_total=False)
     try:
         result = run_sweep(spec, args.out, storage=args.storage, study=args.study,
                            progress=progress, force=args.force)
     finally:
-        if bar is not None:
-            bar.close()
+        close_bar(bar)
     if args.json:
         print_json(result.summary)
         return 0
@@ -109,10 +97,9 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
         held = _num(b["heldout_recall"])
         if b["heldout_meets"] is False:
             held += " FAIL"
-        qps = "-" if c["qps"] is None else f"{c['qps']:,.0f}"
         rows.append((
             label, _search(c["build"]), _search(c["search"]), _num(c["recall"]),
-            _num(c["recall_lb"]), held, fmt(c["p95_ms"]), qps, b["evaluations"],
+            _num(c["recall_lb"]), held, fmt(c["p95_ms"]), c["qps"], b["evaluations"],
         ))
     print_table(
         rows,

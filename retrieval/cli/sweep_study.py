@@ -35,7 +35,7 @@ def run_study_cmd(args: argparse.Namespace) -> int:
     from retrieval.study.spec import load_study_spec
 
     spec = _override(load_study_spec(args.spec), args)
-    verbose = not args.json and sys.stderr.isatty()
+    verbose = sys.stderr.isatty()  # stderr only: --json keeps stdout clean
 
     def progress(msg: str) -> None:
         if verbose:

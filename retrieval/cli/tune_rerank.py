@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from retrieval.cli._common import fmt, print_json, print_table
+from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
 
 
 def register(tune_sub: argparse._SubParsersAction) -> None:
@@ -35,8 +34,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from retrieval.rerank.run import run_rerank_sweep
     from retrieval.rerank.spec import load_rerank_spec, parse_rerank_spec
 
@@ -47,17 +44,12 @@ def run(args: argparse.Namespace) -> int:
         for key, value in extra.items():
             data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
         spec = parse_rerank_spec(data, source=f"{args.spec} (with command-line overrides)")
-    bar = tqdm(total=None, desc="tune rerank", disable=args.json or not sys.stderr.isatty())
-
-    def progress(done: int, total: int, desc: str) -> None:
-        bar.total = total
-        bar.n = done
-        bar.set_description_str(desc[:40])
-        bar.refresh()
-
-    result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress,
-                              force=args.force)
-    bar.close()
+    bar, progress = progress_bar("tune rerank", width=40)
+    try:
+        result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress,
+                                  force=args.force)
+    finally:
+        close_bar(bar)
     if args.json:
         print_json(result.summary)
         return 0

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from retrieval.report.points import config_key, points_frame, series_names, timed
 from retrieval.report.style import (
+    DPI,
     FRONT_COLOR,
     Colors,
     draw_target,
@@ -83,6 +84,35 @@ def _mark_chosen(ax: Axes, chosen: Sequence[Point], x: str, y: str, colors: Colo
                    edgecolor="black", linewidth=0.8, zorder=6)
 
 
+def _latency_figure(with_steps: bool) -> tuple[Figure, Axes, Axes | None]:
+    """The p95 figure: one panel, plus a narrow one sharing the recall axis for the points
+    that have no single-query timing (a sweep's search steps)."""
+    if not with_steps:
+        fig, (ax,) = new_figure(width=8.0, height=5.2)
+        return fig, ax, None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = Figure(figsize=(10.6, 5.2), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, side = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [4.0, 1.5]})
+    return fig, ax, side
+
+
+def _draw_steps(side: Axes, steps: Sequence[Point], namer: Namer, colors: Colors,
+                target: float | None, k: int) -> None:
+    """Points measured without single-query timing, by series: recall only (hollow)."""
+    names = list(dict.fromkeys(namer(p) for p in steps))
+    for i, name in enumerate(names):
+        ys = [float(p["recall"]) for p in steps if namer(p) == name]
+        side.scatter([i] * len(ys), ys, marker=colors.marker(name), s=30, facecolors="none",
+                     edgecolors=colors.color(name), linewidths=1.2, zorder=3)
+    draw_target(side, target, f"target recall@{k} = {target}")
+    side.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7.5)
+    side.set_xlim(-0.6, len(names) - 0.4)
+    finish(side, title=f"search steps ({len(steps)}): recall only", xlabel="series",
+           ylabel="", legend=False)
+
+
 def recall_vs_latency(
     points: Sequence[Point],
     *,
@@ -94,15 +124,20 @@ def recall_vs_latency(
 ) -> Figure:
     """Recall@k (y, linear) against single-query p95 latency (x, ms, log) for every timed point;
     one line per backend/build ordered by recall, the recall/p95 Pareto front as a black step
-    line, chosen points as stars and the target as a dashed red line."""
+    line, chosen points as stars and the target as a dashed red line. Points without a p95
+    (a sweep's search steps: one batch pass, no single-query timing) are drawn in a narrow
+    panel beside it, by recall only."""
     pts = timed(points, "p95_ms")
-    fig, (ax,) = new_figure(width=8.0, height=5.2)
+    steps = [dict(p) for p in points if p.get("p95_ms") is None and p.get("recall") is not None]
+    fig, ax, side = _latency_figure(bool(steps))
     colors = colors or Colors()
     head = title or f"Recall@{k} vs p95 latency"
+    namer = series_names([*points, *chosen])
+    if side is not None:
+        _draw_steps(side, steps, namer, colors, target, k)
     if not pts:
         empty_panel(ax, "no timed points (single-query mode was not measured)", title=head)
         return fig
-    namer = series_names([*points, *chosen])
     for name, ser in _series(pts, "recall", namer).items():
         xs = [float(p["p95_ms"]) for p in ser]
         ys = [float(p["recall"]) for p in ser]
@@ -117,7 +152,7 @@ def recall_vs_latency(
     draw_target(ax, target, f"target recall@{k} = {target}")
     if log_ok(p["p95_ms"] for p in pts):
         ax.set_xscale("log")
-    _recall_limits(ax, [p["recall"] for p in pts], target)
+    _recall_limits(ax, [p["recall"] for p in [*pts, *steps]], target)
     finish(ax, title=head, xlabel="single-query p95 latency (ms, log scale) - lower is better",
            ylabel=f"recall@{k} (by id, mean over queries)", legend_loc="lower right")
     note(fig, "Up and to the left is better. Latency: one query per call, after warm-up. "

@@ -24,6 +24,7 @@ from retrieval.report.study import study_figures, study_tables
 from retrieval.report.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
 from retrieval.store import RunKind, RunSummary, write_atomic
+from retrieval.tune.pareto import front
 from retrieval.tune.summary import EvalSummary, SweepSummary
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,31 @@ def surface_axes(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, st
     return out
 
 
+#: captions of a sweep's plots and table: what the points are and why a star may sit off its curve
+STEPS_NOTE = ("Search steps of a sweep are one batch pass without single-query timing: they "
+              "have no p95 and are shown by recall in the panel on the right.")
+RETIMED_NOTE = ("A sweep's curve points are search steps, each one batch pass without warm-up; "
+                "a chosen config (star) is timed again in full (warm-up, best of the spec's "
+                "batch_repeats passes), so its QPS can differ from its own curve point.")
+
+
+def pareto_keys(run: Run, points: Sequence[Mapping[str, Any]]) -> set[tuple[Any, str, str]]:
+    """The configs on the recall/p95 Pareto front: a sweep's own front (both fronts it
+    recorded), else the front of the measured points (recall vs single-query p95)."""
+    s = _index_summary(run)
+    front_points: list[Mapping[str, Any]]
+    if isinstance(s, SweepSummary):
+        front_points = list(s.pareto)
+    else:
+        timed_points = timed(points, "p95_ms")
+        front_points = [timed_points[i] for i in front(timed_points, "p95_ms", False)]
+    return {_key(p) for p in front_points}
+
+
+def _key(p: Mapping[str, Any]) -> tuple[Any, str, str]:
+    return (p.get("label") or p.get("backend"), repr(p.get("build")), repr(p.get("search")))
+
+
 def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
     s = _index_summary(run)
     k = int(s.k or 10)
@@ -101,13 +127,17 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
     chosen = chosen_points(run)
     namer = series_names([*points, *chosen])
     colors = Colors(namer(p) for p in points)
+    sweep = isinstance(s, SweepSummary)
     figs: Figures = [
         ("recall_vs_p95", f"Recall@{k} vs p95 latency",
          ann.recall_vs_latency(points, k=k, target=target, chosen=chosen, colors=colors),
-         "Log x (ann-benchmarks convention); Pareto front across every backend and build."),
+         "Single-query p95 latency (ms) on a log x axis, recall@k on y; the black step line is "
+         "the recall/p95 Pareto front across every backend and build."
+         + (f" {STEPS_NOTE}" if sweep else "")),
         ("recall_vs_qps", f"QPS vs recall@{k}",
          ann.recall_vs_qps(points, k=k, target=target, chosen=chosen, colors=colors),
-         "Log y; batch mode throughput."),
+         "The ann-benchmarks plot: recall@k on x, batch-mode QPS on a log y axis."
+         + (f" {RETIMED_NOTE}" if sweep else "")),
     ]
     if chosen:
         pick = min(chosen, key=lambda c: float(c.get("p95_ms") or float("inf")))
@@ -135,14 +165,11 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
 def index_table(run: Run) -> Table:
     s = _index_summary(run)
     points = index_points(run)
-    chosen = {(c.get("label") or c.get("backend"), repr(c.get("build")), repr(c.get("search")))
-              for c in chosen_points(run)}
-    pareto = s.pareto if isinstance(s, SweepSummary) else []
-    front_keys = {(p.get("label") or p.get("backend"), repr(p.get("build")),
-                   repr(p.get("search"))) for p in pareto}
+    chosen = {_key(c) for c in chosen_points(run)}
+    front_keys = pareto_keys(run, points)
     rows, hl = [], []
     for p in points:
-        key = (p.get("label") or p.get("backend"), repr(p.get("build")), repr(p.get("search")))
+        key = _key(p)
         rows.append([
             p.get("label") or p.get("backend"), params_text(p.get("build")),
             params_text(p.get("search")), p.get("recall"), p.get("recall_lb"),
@@ -157,8 +184,9 @@ def index_table(run: Run) -> Table:
          "build s", "memory MiB", "Pareto", "chosen"],
         rows, hl,
         caption="recall@k by id (mean over queries); p95: single-query latency (ms); QPS: batch "
-                "mode; chosen rows highlighted." + (" Sweep probe rows have no latency."
-                                                   if run.kind == RunKind.SWEEP else ""),
+                "mode; Pareto: on the recall/p95 front (a sweep: on either of its fronts); "
+                "chosen rows highlighted." + (f" Sweep probe rows have no latency. {RETIMED_NOTE}"
+                                             if run.kind == RunKind.SWEEP else ""),
     )
 
 
@@ -205,7 +233,13 @@ def rag_figures(run: Run) -> Figures:
 
 def _rows(run: Run, name: str) -> list[dict[str, Any]]:
     t = run.table(name)
-    return [] if t is None else t.to_dict("records")
+    if t is None:
+        return []
+    import pandas as pd
+
+    # a missing value of a nullable int/bool column reads as NaN (as a float column's does)
+    return [{k: float("nan") if v is pd.NA else v for k, v in r.items()}
+            for r in t.to_dict("records")]
 
 
 def rag_tables(run: Run) -> list[tuple[str, Table]]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from retrieval.numfmt import format_number
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -51,9 +52,7 @@ def fmt_cell(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        if not math.isfinite(v):
-            return "-"
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.3e}"
+        return format_number(v)
     if isinstance(v, Mapping):
         return ", ".join(f"{k}={fmt_cell(x)}" for k, x in v.items()) or "-"
     if isinstance(v, list | tuple):

@@ -62,6 +62,11 @@ def run_optuna(
         storage=storage, study_name=study_name, directions=list(DIRECTIONS),
         sampler=make_sampler(spec), load_if_exists=True,
     )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # set_metric_names is "experimental" in Optuna 5
+        study.set_metric_names(list(OBJECTIVE_NAMES))  # columns named with their units
     knob = spec.retrieval.index.knob
     values, depths, thresholds = (spec.retrieval.index.values, spec.rerank.depths,
                                   spec.thresholds)
@@ -76,6 +81,11 @@ def run_optuna(
         o = scorer.score(cfg, "tuning")
         trial.set_constraint("recall", o.recall_violation)
         trial.set_constraint("false_hit", o.false_hit_violation)
+        # the list optuna-dashboard reads (it does not read Optuna 5's named constraints)
+        trial.storage.set_trial_system_attr(
+            trial._trial_id, "constraints",
+            [float(o.recall_violation), float(o.false_hit_violation)],
+        )
         for key, value in o.as_dict().items():
             trial.set_user_attr(key, value)
         if progress is not None:

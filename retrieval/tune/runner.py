@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,23 +78,42 @@ def summary_rows(measurements: list[Measurement], target: float | None) -> list[
     return rows
 
 
+def config_columns(backend: str, build: Mapping[str, Any], search: Mapping[str, Any]
+                   ) -> dict[str, Any]:
+    """How a config is stored in every table of a run (measurements.parquet, per_query.parquet):
+    ``build``/``search`` as JSON strings with sorted keys (one config = one string pair, to
+    join on) and each param in its own typed column (``build.M``, ``search.ef_search``)."""
+    return {
+        "backend": backend,
+        "build": json.dumps(dict(build), sort_keys=True),
+        "search": json.dumps(dict(search), sort_keys=True),
+        **{f"build.{k}": v for k, v in build.items()},
+        **{f"search.{k}": v for k, v in search.items()},
+    }
+
+
+def measurement_rows(measurements: list[Measurement], target: float | None
+                     ) -> list[dict[str, Any]]:
+    """One row per config x mode (``measurements.parquet``)."""
+    return [{**m.summary(target), **config_columns(m.backend, m.build, m.search)}
+            for m in measurements]
+
+
 def per_query_rows(measurements: list[Measurement]) -> list[dict[str, Any]]:
     """Per-query recall@k (by id, and tie-aware) of every config, one row per config x query
     (query = position in the dataset's query order); from batch mode, else single mode.
-    ``build``/``search`` are JSON strings with sorted keys (one config = one string pair)."""
+    The config as in :func:`config_columns`."""
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str, str]] = set()
     for m in sorted(measurements, key=lambda m: m.mode != "batch"):
-        build = json.dumps(m.build, sort_keys=True)
-        search = json.dumps(m.search, sort_keys=True)
-        key = (m.backend, build, search, m.query_set)
+        config = config_columns(m.backend, m.build, m.search)
+        key = (m.backend, config["build"], config["search"], m.query_set)
         if key in seen:
             continue
         seen.add(key)
         for q, (r, rt) in enumerate(zip(m.per_query_recall, m.per_query_recall_tie)):
-            rows.append({"backend": m.backend, "build": build, "search": search,
-                         "query_set": m.query_set, "query": q, "recall": float(r),
-                         "recall_tie": float(rt)})
+            rows.append({**config, "mode": m.mode, "query_set": m.query_set, "query": q,
+                         "recall": float(r), "recall_tie": float(rt)})
     return rows
 
 
@@ -138,8 +157,9 @@ def _eval_into(
                     if progress:
                         progress(done, total, f"{entry.backend} {build} {config.given}")
                 ev.release(built)
+        run.record_threads(spec.threads)  # what the backends were told, now they ran
     run.remove_work()  # index files (e.g. Milvus Lite db)
-    run.write_table("measurements.parquet", [m.summary(spec.target_recall) for m in measurements])
+    run.write_table("measurements.parquet", measurement_rows(measurements, spec.target_recall))
     run.write_table("per_query.parquet", per_query_rows(measurements))
     summary = {
         "run_id": run.run_id,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
@@ -32,7 +32,7 @@ from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
 from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_units
-from retrieval.tune.worker import Progress, Settings, Worker
+from retrieval.tune.worker import Progress, Settings, Worker, study_metric
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +145,10 @@ def _sweep_into(
     opened = open_storage(storage or default_url(run.path))
     ds = dataset or load_vectors(spec)
     doc = spec_document(resolved(spec), ds.fingerprint)
-    direction: Literal["minimize", "maximize"] = (
-        "maximize" if spec.tune.objective == "qps" else "minimize"
-    )
+    metric = study_metric(strategy, spec.tune.objective)
     sampler = make_sampler(spec.tune, spec.seed)
-    optuna_study, created = open_study(opened, name, doc, direction=direction, sampler=sampler)
+    optuna_study, created = open_study(opened, name, doc, direction=metric.direction,
+                                       sampler=sampler)
     if not created and strategy == "optuna":  # another worker: do not replay its proposals
         optuna_study.sampler = make_sampler(spec.tune, spec.seed + 1 + os.getpid() % 100_000)
     run.write_yaml("spec.yaml", resolved(spec))
@@ -167,6 +166,8 @@ def _sweep_into(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
         )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
+        if created:
+            book.describe(metric.name, metric.description, spec.target_recall)
         proposer = Proposer(spec, labels, book) if strategy == "optuna" else None
         worker = Worker(
             spec,
@@ -181,6 +182,7 @@ def _sweep_into(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
+        run.record_threads(spec.threads)  # what the backends were told, now they ran
     run.remove_work()  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),

@@ -42,6 +42,12 @@ DONE = "rwb:done:"
 HEARTBEAT = "rwb:hb:"
 PLAN_DONE = "rwb:plan_done"
 CONSTRAINT = "recall_lb"
+#: the system attr optuna-dashboard reads a trial's constraints from (a list, feasible when
+#: every value is <= 0); Optuna itself reads it too, beside its own named ``constraints:<key>``
+DASHBOARD_CONSTRAINTS = "constraints"
+#: study user attrs that say what the objective and the constraint are (shown by the dashboard)
+OBJECTIVE_ATTR = "rwb:objective"
+CONSTRAINT_ATTR = "rwb:constraint"
 
 
 # --- workers ------------------------------------------------------------------------------------
@@ -224,8 +230,26 @@ class Book:
         self.storage.set_trial_user_attr(trial_id, RESULT, result.to_dict())
         self.storage.set_trial_user_attr(trial_id, VALUE, value_name)
         if target is not None:
-            trial.set_constraint(CONSTRAINT, float(target - result.recall_lb))
+            slack = float(target - result.recall_lb)
+            trial.set_constraint(CONSTRAINT, slack)
+            self.storage.set_trial_system_attr(trial_id, DASHBOARD_CONSTRAINTS, [slack])
         self.study.tell(trial, value)
+
+    def describe(self, metric_name: str, description: str, target: float | None) -> None:
+        """Name the study's objective (``study.metric_names``, with its unit) and say what the
+        constraint is, for optuna-dashboard and anyone opening the storage."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is "experimental" in Optuna 5
+            self.study.set_metric_names([metric_name])
+        self.study.set_user_attr(OBJECTIVE_ATTR, f"{metric_name}: {description}")
+        if target is not None:
+            self.study.set_user_attr(
+                CONSTRAINT_ATTR,
+                f"{CONSTRAINT} = target recall {target} - lower confidence bound of recall; "
+                f"feasible when <= 0 (trial constraints)",
+            )
 
     def fail(self, trial_id: int, note: str) -> None:
         """Close a trial that was not (fully) measured, saying why."""

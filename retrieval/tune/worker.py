@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from retrieval.evaluate import BuiltIndex, Evaluator
 from retrieval.indexes.entry import SearchConfig
@@ -46,15 +46,51 @@ class Settings:
     grace_s: float = 300.0
     plan_wait_s: float = 120.0
 
+    @property
+    def metric(self) -> Metric:
+        return study_metric(self.strategy, self.objective)
 
-def objective_of(res: PointResult, objective: Objective) -> tuple[float, str]:
-    """The Optuna value of a point and its name: single-query p95 (ms) when it was timed that
-    way, else batch ms per query (1000 / QPS); or batch QPS for objective ``qps``."""
+
+@dataclass(frozen=True)
+class Metric:
+    """The one value every trial of a study records (its Optuna objective), with its unit: the
+    name is what ``study.metric_names`` and optuna-dashboard show."""
+
+    name: str
+    direction: Literal["minimize", "maximize"]
+    description: str
+
+
+def study_metric(strategy: Strategy, objective: Objective) -> Metric:
+    """The study's objective column: one quantity in one unit for every trial.
+
+    - objective ``qps``: ``qps`` (queries per second, batch mode; maximize);
+    - objective ``p95_ms``, strategy ``grid``: ``p95_ms`` (single-query p95 latency, ms): every
+      grid point is timed in full;
+    - objective ``p95_ms``, strategies ``target``/``optuna``: ``batch_ms_per_query`` (ms per
+      query of a batch pass, 1000 / QPS): search steps are one batch pass (no single-query
+      timing); the chosen config's p95 is measured afterwards, outside the trials.
+    """
     if objective == "qps":
-        return float(res.qps or 0.0), "qps"
-    if res.p95_ms is not None:
-        return float(res.p95_ms), "p95_ms"
-    return 1000.0 / float(res.qps or 1e-9), "batch_ms_per_query"
+        return Metric("qps", "maximize", "queries per second, batch mode (higher is better)")
+    if strategy == "grid":
+        return Metric("p95_ms", "minimize", "single-query p95 latency in ms (lower is better)")
+    return Metric(
+        "batch_ms_per_query", "minimize",
+        "ms per query of a batch pass = 1000 / batch QPS (lower is better); target-search "
+        "steps are timed as one batch pass, the chosen config's p95 is in the run summary",
+    )
+
+
+def objective_of(res: PointResult, metric: Metric) -> float:
+    """The value of ``res`` in the study's one unit (see :func:`study_metric`)."""
+    if metric.name == "qps":
+        return float(res.qps or 0.0)
+    if metric.name == "p95_ms" and res.p95_ms is not None:
+        return float(res.p95_ms)
+    if metric.name == "p95_ms":  # cannot happen: grid points are timed in full
+        raise ValueError(f"point {res.search} has no single-query p95")
+    return 1000.0 / float(res.qps or 1e-9)
 
 
 class Worker:
@@ -215,8 +251,9 @@ class Worker:
                     params = trial_params(self.spec, unit, nxt, self.labels)
                     nid = self.book.create_running(unit, nxt, params)
                 if res is not None:
-                    value, name = objective_of(res, self.s.objective)
-                    self.book.finish(tid, res, value, name, self.s.target)
+                    metric = self.s.metric
+                    value = objective_of(res, metric)
+                    self.book.finish(tid, res, value, metric.name, self.s.target)
                 self._report(unit, search, res)
                 if nxt is None or nid is None:
                     break

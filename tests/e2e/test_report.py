@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from retrieval.cli import main
+from retrieval.report import load_run
 
 EVAL = textwrap.dedent("""\
     name: report-e2e
@@ -105,3 +106,31 @@ def test_report_default_path_of_sweep_run(tmp_path):
     assert {"report_recall_vs_p95", "report_recall_vs_qps", "report_per_query_recall"} <= names
     page = (run / "report.html").read_text()
     assert "recall lower bound" in page
+
+
+def test_eval_report_marks_the_pareto_front(eval_run):
+    from retrieval.report.build import index_table
+
+    t = index_table(load_run(eval_run))
+    marks = [r[t.headers.index("Pareto")] for r in t.rows]
+    assert "yes" in marks and "" in marks  # a front, and configs it dominates
+
+
+def test_target_sweep_p95_plot_shows_its_search_steps(tmp_path):
+    from retrieval.report.build import figures_for, tables_for
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(SWEEP.replace("strategy: grid", "strategy: target"))
+    run = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(run), "--json"]) == 0
+    loaded = load_run(run)
+    steps = [r for r in loaded.summary["rows"] if r.get("p95_ms") is None]
+    assert steps  # a target search measures its steps without single-query timing
+    figs = {name: (fig, caption) for name, _t, fig, caption in figures_for(loaded)}
+    fig, caption = figs["recall_vs_p95"]
+    side = fig.axes[1]
+    assert sum(len(c.get_offsets()) for c in side.collections) == len(steps)
+    assert "ann-benchmarks" not in caption and "p95" in caption
+    assert "timed again in full" in figs["recall_vs_qps"][1]
+    (_, table), = [t for t in tables_for(loaded) if t[0] == "Measured configs"]
+    assert "timed again in full" in table.caption

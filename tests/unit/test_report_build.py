@@ -104,3 +104,43 @@ def test_cli_report_errors_exit_2(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rwb: error:") and "does not exist" in err
+
+
+EVAL_ROWS = [
+    {"backend": "hnswlib", "build": {"M": 8}, "search": {"ef_search": ef}, "recall": rec,
+     "recall_p5": rec - 0.1, "p95_ms": p95, "qps": 1000.0 / p95, "build_s": 0.1,
+     "memory_bytes": 1_000_000}
+    for ef, rec, p95 in ((10, 0.80, 0.10), (20, 0.90, 0.20), (40, 0.95, 0.40))
+] + [
+    # dominated: slower and less accurate than ef_search=20
+    {"backend": "faiss-ivf", "build": {"nlist": 8}, "search": {"nprobe": 1}, "recall": 0.85,
+     "recall_p5": 0.7, "p95_ms": 0.30, "qps": 98830.4, "build_s": 0.1,
+     "memory_bytes": 1_000_000},
+]
+
+
+def test_eval_report_pareto_column_marks_the_front(tmp_path):
+    from retrieval.report.build import index_table
+
+    run = _run(tmp_path, {"kind": "eval", "dataset": "x", "k": 10, "rows": EVAL_ROWS},
+               {"kind": "eval"})
+    t = index_table(load_run(run))
+    col = t.headers.index("Pareto")
+    marks = [r[col] for r in t.rows]
+    assert marks == ["yes", "yes", "yes", ""]  # the ivf row is dominated
+
+
+def test_one_number_format_in_cli_and_report_tables(tmp_path):
+    from retrieval.cli._common import fmt
+    from retrieval.report.html import fmt_cell, table_html
+
+    for v, text in ((98830.4, "98,830"), (72712.0, "72,712"), (1234567.0, "1,234,567"),
+                    (0.95312, "0.9531"), (4.2171, "4.217"), (2345.6, "2346"),
+                    (float("nan"), "-")):
+        assert fmt(v) == fmt_cell(v) == text, v
+    run = _run(tmp_path, {"kind": "eval", "dataset": "x", "k": 10, "rows": EVAL_ROWS},
+               {"kind": "eval"})
+    from retrieval.report.build import index_table
+
+    page = table_html(index_table(load_run(run)))
+    assert "98,830" in page and "e+0" not in page

@@ -160,3 +160,40 @@ def test_fanout_and_embed_goal_lines():
     fig = rag.embed_batch_sweep(rows, {"best_setting": "batch-128", "speedup": 11.3})
     assert set(_target_lines(fig)[0].get_ydata()) == {100.0 * rag.EMBED_SPEEDUP_GOAL}
     assert fig.axes[0].get_xscale() == "log"
+
+
+def _n_plotted(ax) -> int:
+    """Points drawn on ``ax``: scatter offsets plus line vertices."""
+    n = sum(len(c.get_offsets()) for c in ax.collections)
+    return n + sum(len(ln.get_xdata()) for ln in ax.get_lines()
+                   if ln.get_marker() not in (None, "", "None"))
+
+
+def test_recall_vs_latency_draws_points_without_p95_beside_the_timed_ones():
+    pts = _points()
+    steps = [{**p, "p95_ms": None} for p in pts[:5]]  # a sweep's search steps
+    timed_pts = pts[5:]
+    fig = ann.recall_vs_latency([*steps, *timed_pts], k=10, target=0.95)
+    main_ax, side = fig.axes[0], fig.axes[1]
+    assert _n_plotted(main_ax) == len(timed_pts)
+    assert _n_plotted(side) == len(steps)
+    assert sorted(float(y) for c in side.collections for _, y in c.get_offsets()) == sorted(
+        p["recall"] for p in steps)
+    assert "search steps" in side.get_title()
+    # a run of steps only still shows them
+    fig = ann.recall_vs_latency(steps, k=10)
+    assert _n_plotted(fig.axes[1]) == len(steps)
+    # all timed: one panel, as before
+    assert len(ann.recall_vs_latency(pts, k=10).axes) == 1
+
+
+def test_embed_batch_axis_ticks_read_as_numbers():
+    rows = [{"mode": m, "batch_size": b, "texts_per_s": 100.0 * b ** 0.5,
+             "call_p95_ms": b * 2.0, "padding_waste": 0.1, "dtype": "fp32"}
+            for m in ("batch", "sorted") for b in (1, 8, 32, 128)]
+    fig = rag.embed_batch_sweep(rows)
+    fig.canvas.draw()
+    for ax in fig.axes[:2]:
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert {"8", "32", "128"} <= set(labels), labels
+        assert not any("^" in t or "$" in t for t in labels), labels

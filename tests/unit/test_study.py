@@ -168,3 +168,22 @@ def test_cli_sweep_dispatches_study_and_rejects_index_only_flags(capsys):
     assert "--target-recall" in capsys.readouterr().err
     assert main(["sweep", str(SPEC_FILE), "--threads", "2"]) == 2
     assert "--threads" in capsys.readouterr().err
+
+
+def test_study_names_objectives_and_constraints():
+    spec, rt, ct = _tables(load_study_spec(SPEC_FILE))
+    spec = spec.model_copy(update={"constraints": spec.constraints.model_copy(
+        update={"target_recall": 0.9}), "optuna": spec.optuna.model_copy(
+        update={"n_trials": 20})})
+    from retrieval.study.optimize import OBJECTIVE_NAMES
+
+    study = run_optuna(spec, Scorer(spec, rt, ct), storage=None, study_name="dash")
+    assert study.metric_names == list(OBJECTIVE_NAMES)
+    infeasible = set()
+    for t in study.trials:
+        listed = t.system_attrs["constraints"]
+        assert listed == [t.constraints["recall"], t.constraints["false_hit"]]
+        if max(listed) > 0:
+            infeasible.add(t.number)
+    assert infeasible
+    assert not infeasible & {t.number for t in study.best_trials}

@@ -1,0 +1,114 @@
+"""An rwb study opens meaningfully in Optuna (and so in optuna-dashboard): the objective is named
+with its unit, one unit per study, every measured trial carries its recall constraint, and an
+infeasible trial is never among the best."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import optuna
+import pytest
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
+from retrieval.cli import main
+from retrieval.tune import trials as tr
+
+TARGET = 0.8
+
+SPEC = textwrap.dedent(f"""\
+    name: optuna-storage
+    dataset: synthetic-small
+    k: 10
+    warmup: 2
+    batch_repeats: 1
+    target_recall: {TARGET}
+    tune: {{search_range: {{ef_search: [1, 24]}}}}
+    indexes:
+      - backend: fake
+        build: {{quality: [1.0, 0.5], half_ef: 4, us_per_ef: 0.0}}
+        search: {{ef_search: [1, 2, 4, 8, 16, 24]}}
+""")
+
+
+def sweep(tmp_path, *args: str) -> tuple[dict, optuna.Study]:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    assert main(["sweep", str(spec), "--out", str(out), "--json", *args]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    storage = summary["study"]["storage"]
+    if storage.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        opened = JournalStorage(JournalFileBackend(storage.split(":", 1)[1]))
+        study = optuna.load_study(study_name=summary["study"]["name"], storage=opened)
+    else:
+        study = optuna.load_study(study_name=summary["study"]["name"], storage=storage)
+    return summary, study
+
+
+def check_constraints(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Every measured trial has its constraint (Optuna's named one and the list the dashboard
+    reads) equal to target - recall lower bound; returns the infeasible ones."""
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    assert done
+    infeasible = []
+    for t in done:
+        lb = t.user_attrs[tr.RESULT]["recall_lb"]
+        assert t.constraints[tr.CONSTRAINT] == pytest.approx(TARGET - lb)
+        assert t.system_attrs[tr.DASHBOARD_CONSTRAINTS] == [pytest.approx(TARGET - lb)]
+        if TARGET - lb > 0:
+            infeasible.append(t)
+    return infeasible
+
+
+def test_optuna_strategy_names_its_objective_and_constraint(tmp_path):
+    _summary, study = sweep(tmp_path, "--strategy", "optuna", "--n-trials", "2")
+    assert study.metric_names == ["batch_ms_per_query"]
+    assert study.directions == [StudyDirection.MINIMIZE]
+    assert "batch_ms_per_query" in study.user_attrs[tr.OBJECTIVE_ATTR]
+    assert tr.CONSTRAINT in study.user_attrs[tr.CONSTRAINT_ATTR]
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    # one unit for the whole column: every value is 1000 / QPS of that trial's batch pass
+    for t in done:
+        assert t.value == pytest.approx(1000.0 / t.user_attrs[tr.RESULT]["qps"])
+        assert t.user_attrs[tr.VALUE] == "batch_ms_per_query"
+    infeasible = check_constraints(study)
+    assert infeasible  # quality 0.5 never reaches the target; low ef misses it too
+    best = study.best_trials
+    assert best and all(max(t.constraints.values()) <= 0 for t in best)
+    assert not {t.number for t in infeasible} & {t.number for t in best}
+    assert study.best_trial.number in {t.number for t in best}
+
+
+def test_grid_strategy_objective_is_p95_in_ms_in_a_journal_file(tmp_path):
+    log = tmp_path / "study.log"
+    _summary, study = sweep(tmp_path, "--strategy", "grid", "--storage", f"journal:{log}")
+    assert study.metric_names == ["p95_ms"]
+    assert study.directions == [StudyDirection.MINIMIZE]
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        assert t.value == pytest.approx(t.user_attrs[tr.RESULT]["p95_ms"])
+    infeasible = check_constraints(study)
+    assert infeasible
+    assert not {t.number for t in infeasible} & {t.number for t in study.best_trials}
+    threads = json.loads((tmp_path / "run" / "manifest.json").read_text())["threads"]
+    assert threads["spec_threads"] == 1 and threads["faiss_omp_max_threads"] >= 1
+
+
+def test_qps_objective_is_maximised_qps(tmp_path):
+    spec = SPEC.replace("tune: {", "tune: {objective: qps, ")
+    (tmp_path / "spec.yaml").write_text(spec)
+    out = tmp_path / "run"
+    assert main(["sweep", str(tmp_path / "spec.yaml"), "--strategy", "target", "--out",
+                 str(out), "--json"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    study = optuna.load_study(study_name=summary["study"]["name"],
+                              storage=summary["study"]["storage"])
+    assert study.metric_names == ["qps"]
+    assert study.directions == [StudyDirection.MAXIMIZE]
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        assert t.value == pytest.approx(t.user_attrs[tr.RESULT]["qps"])
