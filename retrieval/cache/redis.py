@@ -177,14 +177,28 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
             f"cannot reach Redis at {shown} ({exc}); start one with `python -m "
             f"retrieval.services.redis_server start --dir .services/redis` or set REDIS_URL"
         ) from None
+    except redis.ResponseError as exc:
+        raise BackendError(f"Redis at {shown} refused PING ({_short_reply(exc)})") from None
+    except Exception as exc:  # InvalidResponse, or redis-py failing on a reply it cannot parse
+        raise BackendError(
+            f"the server at {shown} does not speak the Redis protocol (PING failed: "
+            f"{type(exc).__name__}: {_short_reply(exc)}); is that port a Redis server's?"
+        ) from None
     try:
         client.execute_command("FT._LIST")
+    except (redis.ConnectionError, redis.TimeoutError, redis.InvalidResponse) as exc:
+        raise BackendError(f"Redis at {shown} failed on FT._LIST ({_short_reply(exc)})") from None
     except redis.ResponseError as exc:
         raise BackendError(
             f"Redis at {shown} has no search module (FT._LIST: {exc}); "
             f"the semantic cache needs Redis 8 or Redis Stack"
         ) from None
     return client
+
+
+def _short_reply(exc: BaseException, limit: int = 80) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------- the index
