@@ -267,7 +267,9 @@ def list_datasets() -> list[DatasetEntry]:
     """Every manifest: name, kind, description, the files it needs and whether they exist.
 
     An invalid manifest (not UTF-8, bad YAML, a field out of range, a path that cannot be
-    resolved) is listed with ``error`` set, never stopping the listing of the others."""
+    resolved) is listed with ``error`` set, never stopping the listing of the others. A bad
+    $RWB_DATA_DIR concerns them all: its ConfigError is raised."""
+    data_dir_candidates()
     out = []
     for name, path in manifest_paths().items():
         try:
