@@ -247,3 +247,12 @@ def _export(tmp_path: Path, **changes: object) -> Path:
 def test_cli_verify_wrong_types_in_an_exported_file(tmp_path, change, needles):
     path = _export(tmp_path, **change)
     assert_one_line_error(run_cli("verify", str(path)), str(path), *needles)
+
+
+@pytest.mark.parametrize("threads", ["0", "4"])
+def test_cli_threads_on_a_rag_study_is_refused_not_ignored(tmp_path, threads):
+    proc = run_cli("sweep", "sweeps/rag-end-to-end.yaml", "--threads", threads,
+                   "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, "sweeps/rag-end-to-end.yaml", "--threads applies to index "
+                          "sweeps, not to a rag-study", f"received {threads}")
+    assert not (tmp_path / "o").exists()
