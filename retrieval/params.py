@@ -49,10 +49,58 @@ def _describe_expected(err: Mapping[str, Any]) -> str:
     return str(err.get("msg", "valid"))
 
 
+def _public_fields(model: type[BaseModel]) -> list[str]:
+    """The names a user may write for ``model`` (aliases where set; excluded/internal fields,
+    like a spec's ``source``, left out)."""
+    return sorted((f.alias or name) for name, f in model.model_fields.items()
+                  if not f.exclude and not name.startswith("_"))
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (itself, or inside Optional/list/dict/Union)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model that validates the mapping at ``path`` (field names; list indexes and dict
+    keys skipped) inside ``model``; None when the path reaches a field that is no model."""
+    current: type[BaseModel] | None = model
+    for part in path:
+        if current is None:
+            return None
+        fields = {(f.alias or n): f for n, f in current.model_fields.items()}
+        field = fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            continue  # a list index or a dict key: the same model
+        current = _model_in(field.annotation)
+    return current
+
+
+def _strip_internal(value: Any, model: type[BaseModel] | None) -> Any:
+    """``value`` without the keys of excluded/internal fields (never shown in messages)."""
+    if not isinstance(value, dict) or model is None:
+        return value
+    hidden = {n for n, f in model.model_fields.items() if f.exclude}
+    return {k: v for k, v in value.items() if k not in hidden}
+
+
 def format_validation_error(
     exc: ValidationError, model: type[BaseModel], *, where: str | None, prefix: str = ""
 ) -> ConfigError:
-    """Turn the first pydantic error into one rwb ConfigError line naming field/allowed/received."""
+    """Turn the first pydantic error into one rwb ConfigError line naming field/allowed/received.
+
+    An unknown key lists the fields of the block it is in (nested blocks too); a missing field
+    shows no "received" (pydantic's input there is the whole enclosing mapping); excluded
+    internal fields (a spec's ``source``) are never shown.
+    """
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ()))
     field = f"{prefix}{loc}" if prefix and loc else (prefix.rstrip(".") or loc)
@@ -60,7 +108,8 @@ def format_validation_error(
         import difflib
 
         name = str(err["loc"][-1])
-        known = sorted(model.model_fields) if len(err["loc"]) == 1 else []
+        block = _model_at(model, tuple(err["loc"][:-1]))
+        known = _public_fields(block) if block is not None else []
         allowed = ", ".join(known) if known else "none"
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         if not close:
@@ -68,7 +117,10 @@ def format_validation_error(
         hint = f" Did you mean '{close[0]}'?" if close else ""
         text = f"unknown parameter '{name}' (field '{field}'); allowed: {allowed}.{hint}"
         return ConfigError(f"{where}: {text}" if where else text)
-    received = err.get("input")
+    received = _strip_internal(err.get("input"), _model_at(model, tuple(err["loc"][:-1])))
+    if err.get("type") == "missing":
+        text = f"field '{field}' must be {_describe_expected(err)}"
+        return ConfigError(f"{where}: {text}" if where else text)
     text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
     if err.get("type") == "value_error":
         text = f"field '{field}': {str(err.get('msg', '')).removeprefix('Value error, ')}"

@@ -5,23 +5,39 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from retrieval.errors import ConfigError
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env_data_dir() -> Path | None:
+    """$RWB_DATA_DIR as a folder; None when unset. Set to something that is not an existing
+    folder is a ConfigError naming the variable (never a silent fall-back)."""
+    env = os.environ.get("RWB_DATA_DIR")
+    if not env:
+        return None
+    path = Path(env).expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise ConfigError(f"environment variable RWB_DATA_DIR: '{env}' {what}; set it to the "
+                          f"folder holding the shared datasets, or unset it")
+    return path
 
 
 def data_dir() -> Path:
     """Folder with the shared public datasets: $RWB_DATA_DIR, else ``<repo>/../shared/data``."""
-    env = os.environ.get("RWB_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
+    env = _env_data_dir()
+    if env is not None:
+        return env
     return (REPO_ROOT.parent / "shared" / "data").resolve()
 
 
 def data_dir_candidates() -> list[Path]:
     """Every place data is looked for, in order (for error messages and ``rwb datasets``)."""
     out = []
-    env = os.environ.get("RWB_DATA_DIR")
-    if env:
-        out.append(Path(env).expanduser())
+    env = _env_data_dir()
+    if env is not None:
+        out.append(env)
     out.append((REPO_ROOT.parent / "shared" / "data").resolve())
     return out
 

@@ -17,7 +17,10 @@ rwb adds four things around it:
   (password hidden) within ``connect_timeout_s``; when Redis goes away mid-run, lookups are
   bypassed to a miss and counted (``bypassed``), stores are retried ``store_retries`` times and
   then counted as lost; nothing raises. After a failure Redis is not tried again for
-  ``outage_cooldown_s`` seconds (those lookups are bypassed too), then it is retried.
+  ``outage_cooldown_s`` seconds (those lookups are bypassed too), then it is retried. A run that
+  needs every answer (threshold tuning) opens the cache with ``on_outage="raise"``: every call
+  is retried ``store_retries`` times with exponential backoff, then raises
+  :class:`retrieval.cache.redis.RedisLost` (also when the server came back without the index).
 
 Why redisvl and not raw redis-py search commands: redisvl's ``SemanticCache`` is what users
 deploy (LangChain's ``langchain_redis.RedisSemanticCache`` wraps it too), so tuning through it
@@ -34,24 +37,28 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from retrieval.cache.redis import (
     VECTOR_FIELD,
     IndexParams,
+    RedisLost,
     bulk_knn,
     connect_redis,
+    drop_cache,
     embedder_vectorizer,
     index_missing,
     is_outage,
+    lost_or_none,
     open_cache,
     redact_url,
+    retry_transient,
     write_entries,
 )
 from retrieval.cache.thresholds import Threshold
-from retrieval.errors import BackendError, ConfigError, DataError, param_error
+from retrieval.errors import BackendError, ConfigError, param_error
 from retrieval.timing import time_each, warm_up
 
 if TYPE_CHECKING:
@@ -92,7 +99,8 @@ class SemanticCache:
     ``threshold``: a hit needs cosine distance <= ``threshold.cosine_distance``. ``embedder``
     turns prompts into vectors (it may be None when every call passes ``vector=``; then ``dim``
     is required). ``overwrite`` drops an existing index of the same name (and its entries).
-    Timeouts are in seconds.
+    ``on_outage``: ``"bypass"`` (serving: lookups miss, stores are counted lost) or ``"raise"``
+    (a run that needs every answer: retried, then :class:`RedisLost`). Timeouts are in seconds.
     """
 
     def __init__(
@@ -110,6 +118,7 @@ class SemanticCache:
         store_retries: int = 2,
         retry_backoff_s: float = 0.05,
         outage_cooldown_s: float = 0.5,
+        on_outage: Literal["bypass", "raise"] = "bypass",
     ) -> None:
         if not isinstance(threshold, Threshold):
             raise param_error("threshold", "a Threshold (value + unit)", threshold,
@@ -128,6 +137,10 @@ class SemanticCache:
         self.store_retries = int(store_retries)
         self.retry_backoff_s = float(retry_backoff_s)
         self.outage_cooldown_s = float(outage_cooldown_s)
+        if on_outage not in ("bypass", "raise"):
+            raise param_error("on_outage", "'bypass' or 'raise'", on_outage,
+                              where="semantic cache")
+        self.strict = on_outage == "raise"
         self._down_until = 0.0
         self._counts = dict.fromkeys(CacheStats.__dataclass_fields__, 0)
         if dim is None:
@@ -173,9 +186,23 @@ class SemanticCache:
     def size(self) -> int:
         """Number of entries in the index (BackendError if Redis is unreachable)."""
         try:
-            return int(self._index.info()["num_docs"])
+            return int(self.call("reading the index size",
+                                 lambda: self._index.info()["num_docs"]))
+        except RedisLost:
+            raise
         except Exception as exc:
             raise BackendError(f"Redis at {self.url}: cannot read index size ({exc})") from None
+
+    def call(self, phase: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` retried on an outage like a store; in ``raise`` mode an outage or a vanished
+        index that survives the retries is a :class:`RedisLost` naming ``phase``."""
+        try:
+            return retry_transient(fn, retries=self.store_retries, backoff_s=self.retry_backoff_s)
+        except Exception as exc:
+            lost = lost_or_none(exc, self.url, phase) if self.strict else None
+            if lost is not None:
+                raise lost from None
+            raise
 
     # -- vectors --------------------------------------------------------------------------
 
@@ -196,7 +223,7 @@ class SemanticCache:
         return time.monotonic() >= self._down_until
 
     def _mark_down(self, what: str, exc: BaseException) -> None:
-        first = self._down_until == 0.0 or self._counts["bypassed"] == 0
+        first = (self._down_until == 0.0 or self._counts["bypassed"] == 0) and not self.strict
         self._down_until = time.monotonic() + self.outage_cooldown_s
         (log.warning if first else log.debug)(
             "Redis at %s unavailable during %s (%s); bypassing for %.2f s",
@@ -210,14 +237,19 @@ class SemanticCache:
         vec = self._vector(prompt, vector)
         self._counts["lookups"] += 1
         thr = (threshold or self._threshold).cosine_distance
-        if not self._available():
+        if not self._available() and not self.strict:
             return self._bypass()
-        try:
+
+        def check() -> list[dict[str, Any]]:
             if self.params.lookup == "knn":
-                hits = self._knn_check(vec, thr)
-            else:
-                hits = self._cache.check(vector=vec.tolist(), num_results=1,
-                                         distance_threshold=thr)
+                return self._knn_check(vec, thr)
+            return list(self._cache.check(vector=vec.tolist(), num_results=1,
+                                          distance_threshold=thr))
+
+        try:
+            hits = self.call("a lookup", check) if self.strict else check()
+        except RedisLost:
+            raise
         except Exception as exc:
             if is_outage(exc):
                 self._mark_down("lookup", exc)
@@ -279,9 +311,10 @@ class SemanticCache:
         While Redis is known to be down (the cool-down after a failure) nothing is tried: the
         entries are counted lost at once, so a long outage does not stall the caller.
         """
-        if not self._available():
+        if not self._available() and not self.strict:
             self._counts["stores_lost"] += n
             return None
+        last: BaseException | None = None
         for attempt in range(self.store_retries + 1):
             if attempt:
                 self._counts["store_retries"] += 1
@@ -293,9 +326,12 @@ class SemanticCache:
                     raise BackendError(f"semantic cache '{self.name}' at {self.url}: {what} "
                                        f"failed: {exc}") from exc
                 self._mark_down(what, exc)
+                last = exc
                 continue
             self._down_until = 0.0
             return result
+        if self.strict:
+            raise RedisLost(self.url, what, "went away") from last
         self._counts["stores_lost"] += n
         log.warning("Redis at %s: %s lost after %d attempts (%d entries)", self.url, what,
                     self.store_retries + 1, n)
@@ -328,8 +364,9 @@ class SemanticCache:
     ) -> int:
         """Bulk load (pipelined HSETs of redisvl's cache-entry fields); returns entries stored.
 
-        Each batch is retried on outage and counted lost if it still fails. ``ids`` become the
-        entry ids (keys ``<name>:<id>``); default: redisvl's hash of the prompt.
+        Each batch is retried on outage and counted lost if it still fails (``raise`` mode:
+        :class:`RedisLost` with ``written`` = the entries of the batches before). ``ids`` become
+        the entry ids (keys ``<name>:<id>``); default: redisvl's hash of the prompt.
         """
         n = len(prompts)
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -351,7 +388,11 @@ class SemanticCache:
                 return write_entries(self._client, self._index, prompts, responses, vecs, ids,
                                      start, stop, ttl=ttl, now=now)
 
-            done = self._retrying("store_many batch", stop - start, write)
+            try:
+                done = self._retrying("store_many batch", stop - start, write)
+            except RedisLost as exc:
+                exc.written = stored
+                raise
             stored += done or 0
         self._counts["stores"] += stored
         return stored
@@ -366,7 +407,8 @@ class SemanticCache:
         None for "no result", cosine distances (n, k) float64 with +inf for "no result").
 
         Unlike :meth:`lookup` this raises BackendError on an outage (a tuning run needs every
-        distance).
+        distance; each batch is retried ``store_retries`` times first; ``raise`` mode: a
+        :class:`RedisLost`).
         """
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[1] != self.dim:
@@ -377,10 +419,14 @@ class SemanticCache:
         ef = ef_runtime or self.params.ef_runtime
         try:
             return bulk_knn(self._client, self.name, vecs, k, batch_size=batch_size,
-                            ef=ef if self.params.algorithm == "hnsw" else None)
+                            ef=ef if self.params.algorithm == "hnsw" else None,
+                            retries=self.store_retries, backoff_s=self.retry_backoff_s)
         except BackendError:
             raise
         except Exception as exc:
+            lost = lost_or_none(exc, self.url, "the KNN fetch") if self.strict else None
+            if lost is not None:
+                raise lost from None
             raise BackendError(f"semantic cache '{self.name}' at {self.url}: KNN failed: "
                                f"{exc}") from None
 
@@ -391,12 +437,19 @@ class SemanticCache:
         self._cache.clear()
 
     def drop(self) -> None:
-        """Drop the index and its entries."""
+        """Drop the index, its entries and any other key under its prefix (keys written while
+        the index was gone); a missing index is fine. BackendError when Redis is unreachable."""
         try:
-            self._index.delete(drop=True)
+            drop_cache(self._client, self.name, self.key_pattern,
+                       retries=min(self.store_retries, 2), backoff_s=self.retry_backoff_s)
         except Exception as exc:
             raise BackendError(f"semantic cache '{self.name}' at {self.url}: drop failed: "
                                f"{exc}") from None
+
+    @property
+    def key_pattern(self) -> str:
+        """The pattern of this cache's keys (``<name>:*``), for SCAN / a manual clean-up."""
+        return str(self._index.key("*"))
 
     def close(self) -> None:
         try:
@@ -433,7 +486,7 @@ def time_lookups(cache: SemanticCache, vectors: np.ndarray, warmup: int,
     _, times = time_each(one, rows)
     after = cache.stats()
     if after.bypassed > before.bypassed:
-        raise DataError(f"latency: Redis at {cache.url} went away while timing lookups")
+        raise RedisLost(cache.url, "the lookup timing", "went away")
     return {
         "p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95)),
         "p99_ms": float(np.percentile(times, 99)), "mean_ms": float(times.mean()),

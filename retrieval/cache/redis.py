@@ -14,13 +14,20 @@ counters, the threshold and the outage policy and calls these.
   redisvl's default model, which would be downloaded from the hub);
 - :func:`write_entries`: pipelined HSETs of redisvl's cache-entry fields (bulk fill);
 - :func:`bulk_knn`: pipelined raw ``FT.SEARCH`` KNN for threshold tuning, where one round trip
-  per query would dominate.
+  per query would dominate;
+- :func:`retry_transient`: a call retried with bounded exponential backoff on a lost/refused
+  connection or a timeout; :class:`RedisLost`: what a run that needs every answer raises when
+  the retries are spent (or the server came back without the index);
+- :func:`drop_cache`: drop the index and every key under its prefix (also keys written after the
+  index vanished).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -32,6 +39,8 @@ if TYPE_CHECKING:
     from retrieval.embed import Embedder
 
 VECTOR_FIELD = "prompt_vector"  # redisvl's CACHE_VECTOR_FIELD_NAME
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- URL helpers
@@ -73,6 +82,70 @@ def index_missing(exc: BaseException) -> bool:
     return False
 
 
+class RedisLost(BackendError):
+    """Redis went away (retries spent) or came back without the index, during ``phase`` of a
+    run that needs every answer. ``written``: entries written before it happened (None: not a
+    writing phase)."""
+
+    def __init__(self, url: str, phase: str, cause: str, *, written: int | None = None) -> None:
+        self.url, self.phase, self.cause, self.written = url, phase, cause, written
+        super().__init__(url, phase, cause)
+
+    def __str__(self) -> str:
+        return f"Redis at {self.url} {self.cause} during {self.phase}"
+
+
+def lost_or_none(exc: BaseException, url: str, phase: str) -> RedisLost | None:
+    """A RedisLost when ``exc`` is an outage or a vanished index, else None."""
+    if isinstance(exc, RedisLost):
+        return exc
+    if is_outage(exc):
+        return RedisLost(url, phase, "went away")
+    if index_missing(exc):
+        return RedisLost(url, phase, "restarted (the index vanished)")
+    return None
+
+
+def retry_transient(
+    fn: Callable[[], T], *, retries: int, backoff_s: float,
+    on_retry: Callable[[int, BaseException], None] | None = None,
+) -> T:
+    """``fn()``, called again up to ``retries`` times on an outage (:func:`is_outage`), sleeping
+    ``backoff_s * 2**attempt`` before each (bounded: 4 retries at 0.2 s wait 3 s in all); the
+    last error is raised. Other errors pass at once."""
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt >= retries or not is_outage(exc):
+                raise
+            if on_retry is not None:
+                on_retry(attempt, exc)
+            log.info("Redis call failed (%s); retry %d of %d", exc, attempt + 1, retries)
+            time.sleep(backoff_s * (2 ** attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def drop_cache(client: Any, name: str, keys: str, *, retries: int = 2,
+               backoff_s: float = 0.1) -> None:
+    """Drop index ``name`` with its documents and delete every key matching the pattern ``keys``
+    (e.g. ``name:*``; keys written while the index was gone are not its documents). A missing
+    index is fine; an outage (after ``retries``) raises the Redis error."""
+    import redis
+
+    def run() -> None:
+        try:
+            client.execute_command("FT.DROPINDEX", name, "DD")
+        except redis.ResponseError as exc:
+            if not index_missing(exc):
+                raise
+        batch = [k for k in client.scan_iter(match=keys, count=1000)]
+        for i in range(0, len(batch), 1000):
+            client.delete(*batch[i: i + 1000])
+
+    retry_transient(run, retries=retries, backoff_s=backoff_s)
+
+
 def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
                   socket_timeout_s: float = 5.0) -> Any:
     """A redis-py client for ``url`` that has answered PING and has the search module.
@@ -104,14 +177,28 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
             f"cannot reach Redis at {shown} ({exc}); start one with `python -m "
             f"retrieval.services.redis_server start --dir .services/redis` or set REDIS_URL"
         ) from None
+    except redis.ResponseError as exc:
+        raise BackendError(f"Redis at {shown} refused PING ({_short_reply(exc)})") from None
+    except Exception as exc:  # InvalidResponse, or redis-py failing on a reply it cannot parse
+        raise BackendError(
+            f"the server at {shown} does not speak the Redis protocol (PING failed: "
+            f"{type(exc).__name__}: {_short_reply(exc)}); is that port a Redis server's?"
+        ) from None
     try:
         client.execute_command("FT._LIST")
+    except (redis.ConnectionError, redis.TimeoutError, redis.InvalidResponse) as exc:
+        raise BackendError(f"Redis at {shown} failed on FT._LIST ({_short_reply(exc)})") from None
     except redis.ResponseError as exc:
         raise BackendError(
             f"Redis at {shown} has no search module (FT._LIST: {exc}); "
             f"the semantic cache needs Redis 8 or Redis Stack"
         ) from None
     return client
+
+
+def _short_reply(exc: BaseException, limit: int = 80) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------- the index
@@ -271,10 +358,12 @@ def write_entries(
 
 def bulk_knn(
     client: Any, name: str, vecs: np.ndarray, k: int, *, ef: int | None, batch_size: int,
+    retries: int = 0, backoff_s: float = 0.1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """KNN ``k`` for each row of ``vecs`` via pipelined ``FT.SEARCH`` on index ``name`` (``ef``:
     HNSW EF_RUNTIME, None for FLAT): (keys (n, k) object array with None for "no result",
-    cosine distances (n, k) float64 with +inf for "no result"). Redis errors pass through."""
+    cosine distances (n, k) float64 with +inf for "no result"). Each batch is retried
+    ``retries`` times on an outage (:func:`retry_transient`); Redis errors pass through."""
     knn = f"*=>[KNN {k} @{VECTOR_FIELD} $vec" + (
         f" EF_RUNTIME {max(ef, k)}" if ef is not None else ""
     ) + " AS __d]"
@@ -283,14 +372,19 @@ def bulk_knn(
     dists = np.full((n, k), np.inf, dtype=np.float64)
     for start in range(0, n, batch_size):
         stop = min(start + batch_size, n)
-        pipe = client.pipeline(transaction=False)
-        for i in range(start, stop):
-            pipe.execute_command(
-                "FT.SEARCH", name, knn, "PARAMS", 2, "vec", vecs[i].tobytes(),
-                "SORTBY", "__d", "ASC", "RETURN", 1, "__d", "LIMIT", 0, k,
-                "DIALECT", 2,
-            )
-        for row, reply in enumerate(pipe.execute(), start=start):
+
+        def batch(start: int = start, stop: int = stop) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for i in range(start, stop):
+                pipe.execute_command(
+                    "FT.SEARCH", name, knn, "PARAMS", 2, "vec", vecs[i].tobytes(),
+                    "SORTBY", "__d", "ASC", "RETURN", 1, "__d", "LIMIT", 0, k,
+                    "DIALECT", 2,
+                )
+            return list(pipe.execute())
+
+        replies = retry_transient(batch, retries=retries, backoff_s=backoff_s)
+        for row, reply in enumerate(replies, start=start):
             _parse_knn(reply, keys[row], dists[row])
     return keys, dists
 
@@ -324,13 +418,17 @@ def _parse_knn(reply: Any, keys_row: np.ndarray, dists_row: np.ndarray) -> None:
 __all__ = [
     "VECTOR_FIELD",
     "IndexParams",
+    "RedisLost",
     "bulk_knn",
     "cache_schema",
     "connect_redis",
+    "drop_cache",
     "embedder_vectorizer",
     "index_missing",
     "is_outage",
+    "lost_or_none",
     "open_cache",
     "redact_url",
+    "retry_transient",
     "write_entries",
 ]

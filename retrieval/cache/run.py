@@ -7,11 +7,18 @@ sweep and choose the threshold (:mod:`retrieval.cache.tune`), price it, and writ
 both splits, tidy) and ``probes.parquet`` (one row per probe: split, nearest qid, distance,
 correct). Redis: ``redis_url``, else ``$REDIS_URL``, else a private server started from the
 PyPI wheels for the run. Times in s, latency in ms, money in USD.
+
+Redis going away (or restarting) mid-run: every call is retried with bounded backoff
+(:data:`RETRIES` at :data:`BACKOFF_S`, about 3 s in all), then the run ends with one
+:class:`BackendError` saying in which phase, how many entries had been written, and that the index
+and its keys were dropped (or, when Redis is still gone, how to drop them). The index and every
+key under its prefix are dropped after every run, failed or not, unless ``keep_index``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -24,7 +31,7 @@ from pydantic import Field
 
 from retrieval.binomial import upper_bound
 from retrieval.cache.live import SemanticCache, time_lookups
-from retrieval.cache.redis import connect_redis, redact_url
+from retrieval.cache.redis import RedisLost, connect_redis, redact_url
 from retrieval.cache.spec import CacheTuneSpec
 from retrieval.cache.thresholds import CONVENTIONS, Threshold
 from retrieval.cache.tune import (
@@ -42,6 +49,8 @@ from retrieval.errors import BackendError
 from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
 
 log = logging.getLogger(__name__)
+RETRIES = 4  # retries of a Redis call that failed on a lost/refused connection or a timeout
+BACKOFF_S = 0.2  # first wait; doubled each retry (0.2 + 0.4 + 0.8 + 1.6 = 3 s)
 
 
 class CacheRates(SummaryPart):
@@ -166,15 +175,16 @@ def redis_for_run(redis_url: str | None) -> Iterator[tuple[str, dict[str, Any]]]
 
 
 def server_info(cache: SemanticCache) -> dict[str, Any]:
-    info = cache._client.info("server")
-    modules = {m[b"name"].decode(): m[b"ver"] for m in cache._client.module_list()}
+    info = cache.call("set-up", lambda: cache._client.info("server"))
+    modules = {m[b"name"].decode(): m[b"ver"]
+               for m in cache.call("set-up", cache._client.module_list)}
     return {"redis_version": info.get("redis_version"), "search_module": modules.get("search")}
 
 
 def _wait_indexed(cache: SemanticCache, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        info = cache._index.info()
+        info = cache.call("the fill", cache._index.info)
         if int(info.get("indexing", 0)) == 0 and float(info.get("percent_indexed", 1)) >= 1:
             return
         time.sleep(0.05)
@@ -184,36 +194,60 @@ def _wait_indexed(cache: SemanticCache, timeout_s: float = 120.0) -> None:
 def fill_cache(cache: SemanticCache, labels: QQPLabels, design: ProbeDesign, vecs: QidVectors,
                spec: CacheTuneSpec, *, time_sizes: bool = True) -> tuple[float, dict[str, Any]]:
     """Store every design question (in load order); time lookups at each latency size.
-    Returns (load seconds, latency per size)."""
+    Returns (load seconds, latency per size). An outage (retries spent) or a restart is a
+    :class:`RedisLost` of phase "the fill" with the entries written before it."""
     stored = design.stored
     lat = spec.latency
     stages = [s for s in lat.sizes if s <= len(stored)] if time_sizes else []
     latency: dict[str, Any] = {str(s): {"skipped": f"only {len(stored)} entries stored"}
                                for s in lat.sizes if s > len(stored) and time_sizes}
     load_s, done = 0.0, 0
-    for stop in [*stages, len(stored)]:
-        if stop > done:
-            chunk = stored[done:stop]
-            t0 = time.perf_counter()
-            n = cache.store_many([labels.questions[i] for i in chunk], [str(i) for i in chunk],
-                                 vecs[chunk], ids=[str(i) for i in chunk],
-                                 batch_size=spec.cache.load_batch)
-            _wait_indexed(cache)
-            load_s += time.perf_counter() - t0
-            if n != len(chunk):
-                raise BackendError(f"Redis at {cache.url}: stored {n} of {len(chunk)} entries")
-            done = stop
-        if stop in stages:
-            pool = stored[stop: stop + lat.queries]
-            source = "questions not yet stored"
-            if len(pool) < min(lat.queries, 10):
-                pool, source = design.probes[: lat.queries], "probes (stored)"
-            res = time_lookups(cache, vecs[pool], lat.warmup, lat.threshold.threshold())
-            latency[str(stop)] = {**res, "entries": stop, "query_source": source,
-                                  "index": cache.params.algorithm}
-            log.info("lookup latency at %d entries: p50 %.3f ms, p99 %.3f ms", stop,
-                     res["p50_ms"], res["p99_ms"])
+    try:
+        for stop in [*stages, len(stored)]:
+            if stop > done:
+                chunk = stored[done:stop]
+                t0 = time.perf_counter()
+                try:
+                    n = cache.store_many([labels.questions[i] for i in chunk],
+                                         [str(i) for i in chunk], vecs[chunk],
+                                         ids=[str(i) for i in chunk],
+                                         batch_size=spec.cache.load_batch)
+                except RedisLost as exc:
+                    exc.written = done + (exc.written or 0)
+                    raise
+                if n != len(chunk):
+                    raise BackendError(f"Redis at {cache.url}: stored {n} of {len(chunk)} "
+                                       f"entries")
+                done = stop
+                _wait_indexed(cache)
+                load_s += time.perf_counter() - t0
+            if stop in stages:
+                pool = stored[stop: stop + lat.queries]
+                source = "questions not yet stored"
+                if len(pool) < min(lat.queries, 10):
+                    pool, source = design.probes[: lat.queries], "probes (stored)"
+                res = time_lookups(cache, vecs[pool], lat.warmup, lat.threshold.threshold())
+                latency[str(stop)] = {**res, "entries": stop, "query_source": source,
+                                      "index": cache.params.algorithm}
+                log.info("lookup latency at %d entries: p50 %.3f ms, p99 %.3f ms", stop,
+                         res["p50_ms"], res["p99_ms"])
+        _check_kept(cache, done)
+    except RedisLost as exc:
+        exc.phase = "the fill"
+        exc.written = done if exc.written is None else exc.written
+        raise
     return load_s, latency
+
+
+def _check_kept(cache: SemanticCache, written: int) -> None:
+    """The index holds every entry written (a server that restarted from a snapshot in the
+    middle could have kept the index but lost entries). Skipped with a TTL (entries expire)."""
+    if cache.params.ttl_s is not None:
+        return
+    held = cache.size()
+    if held != written:
+        raise RedisLost(cache.url, "the fill", f"lost entries (the index holds {held:,} of "
+                        f"the {written:,} written; restarted?)", written=written)
 
 
 def threshold_equivalents(t: Threshold) -> dict[str, float | None]:
@@ -301,7 +335,8 @@ def replay_lookups(cache: SemanticCache, labels: QQPLabels, vecs: QidVectors,
     for i in pick:
         q = int(probes[i])
         v = vecs[np.array([q])]
-        cache._client.delete(cache._index.key(str(q)))
+        key = cache._index.key(str(q))
+        cache.call("the live lookup replay", functools.partial(cache._client.delete, key))
         try:
             got = cache.lookup("", vector=v[0], threshold=threshold)
             keys, dists = cache.nearest(v, k=1)
@@ -320,6 +355,30 @@ def replay_lookups(cache: SemanticCache, labels: QQPLabels, vecs: QidVectors,
             "agreement_with_offline": agree_offline / m, "knn_hits": knn_hits,
             "missed_hits": missed, "lookup": cache.params.lookup,
             "epsilon": cache.params.epsilon, "threshold": threshold.to_dict()}
+
+
+def _drop(cache: SemanticCache) -> bool:
+    """Drop the run's index and keys; False when Redis could not be reached."""
+    try:
+        cache.drop()
+    except BackendError as exc:
+        log.info("%s", exc)
+        return False
+    return True
+
+
+def lost_message(exc: RedisLost, total: int, cache: SemanticCache, dropped: bool) -> str:
+    """One line: where Redis went away, what had been written, what was cleaned up."""
+    if exc.phase in ("set-up", "the fill"):
+        done = f"{exc.written or 0:,} of {total:,} entries written"
+    else:
+        done = f"after the fill: all {total:,} entries written"
+    head = f"Redis at {exc.url} {exc.cause} during {exc.phase} ({done}); nothing was kept"
+    if dropped:
+        return f"{head}: the index and its keys were dropped"
+    return (f"{head}; the index '{cache.name}' and its keys could not be dropped (Redis "
+            f"unreachable): if that server comes back with them, run `FT.DROPINDEX "
+            f"{cache.name} DD` and delete the keys matching '{cache.key_pattern}'")
 
 
 @dataclass(frozen=True)
@@ -346,10 +405,15 @@ def run_cache_tuning(
         vecs = embed_questions(labels, design.stored, spec, embedder)
         embed_s = time.perf_counter() - t0
         cache = SemanticCache(url, spec.latency.threshold.threshold(), dim=vecs.dim,
-                              name=spec.cache.name, index=spec.cache.index, overwrite=True)
+                              name=spec.cache.name, index=spec.cache.index, overwrite=True,
+                              on_outage="raise", store_retries=RETRIES,
+                              retry_backoff_s=BACKOFF_S)
+        phase, dropped = "set-up", None
         try:
             redis_meta.update(server_info(cache))
+            phase = "the fill"
             load_s, latency = fill_cache(cache, labels, design, vecs, spec)
+            phase = "the KNN fetch"
             t0 = time.perf_counter()
             keys, dists = cache.nearest(vecs[design.probes], k=2,
                                         batch_size=spec.cache.knn_batch)
@@ -361,14 +425,18 @@ def run_cache_tuning(
             sweep = choose_threshold(nd, correct, design, spec)
             sweep_s = time.perf_counter() - t0
             live = None
+            phase = "the live lookup replay"
             if sweep.threshold is not None:
                 held = design.heldout
                 live = replay_lookups(cache, labels, vecs, design.probes[held], nn[held],
                                       nd[held], sweep.threshold, 300, spec.split.seed)
+        except RedisLost as exc:
+            exc.phase = exc.phase if phase == "the fill" else phase
+            dropped = _drop(cache)
+            raise BackendError(lost_message(exc, len(design.stored), cache, dropped)) from None
         finally:
-            if not keep_index:
-                with contextlib.suppress(BackendError):
-                    cache.drop()
+            if not keep_index and dropped is None:
+                _drop(cache)
             cache.close()
     check = knn_check(design, vecs, nn, nd)
     timing = {"embed_s": embed_s, "fill_s": load_s, "knn_fetch_s": knn_s, "sweep_s": sweep_s,
@@ -435,6 +503,7 @@ __all__ = [
     "cost_summary",
     "embed_questions",
     "fill_cache",
+    "lost_message",
     "redis_for_run",
     "replay_lookups",
     "run_cache_tuning",

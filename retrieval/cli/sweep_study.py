@@ -17,7 +17,7 @@ def _override(spec: Any, args: argparse.Namespace) -> Any:
     if args.strategy not in (None, "optuna"):
         raise ConfigError(f"{spec.source}: a rag-study always runs Optuna (multi-objective); "
                           f"--strategy must be omitted or 'optuna'; received {args.strategy!r}")
-    if getattr(args, "threads", None):
+    if getattr(args, "threads", None) is not None:
         raise ConfigError(f"{spec.source}: --threads applies to index sweeps, not to a "
                           f"rag-study; received {args.threads}")
     if args.n_trials is not None and args.n_trials < 1:

@@ -4,12 +4,13 @@ written passes through :func:`retrieval.redact.scrub` so that no secret reaches 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, param_error
 from retrieval.redact import scrub
 from retrieval.specfile import parse_yaml, read_text
 from retrieval.store import write_atomic
@@ -51,3 +52,44 @@ def read_config(path: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{p}: an exported config must be a mapping; received "
                           f"{type(data).__name__}")
     return data
+
+
+_MISSING: Any = object()
+_ALLOWED = {"number": "a number", "integer": "an integer", "mapping": "a mapping",
+            "string": "a string", "list": "a list"}
+
+
+def field_of(
+    doc: Mapping[str, Any], dotted: str, where: str, kind: Literal[
+        "number", "integer", "mapping", "string", "list"], *, default: Any = _MISSING,
+    ge: float | None = None, le: float | None = None, gt: float | None = None,
+) -> Any:
+    """The value at ``dotted`` (``evidence.confidence.level``) of an exported file, checked to be
+    of ``kind`` (and in range); a missing value is ``default`` or a ConfigError, a wrong one a
+    ConfigError naming the file, the field, what is allowed and what was received."""
+    value: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            raise param_error(dotted.rsplit(".", 1)[0], "a mapping", value, where=where)
+        value = value.get(part)
+        if value is None:
+            if default is _MISSING:
+                raise ConfigError(f"{where}: field '{dotted}' is missing; is this a file from "
+                                  f"rwb export?")
+            return default
+    ok = {
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "mapping": isinstance(value, Mapping),
+        "string": isinstance(value, str),
+        "list": isinstance(value, list),
+    }[kind]
+    if not ok:
+        raise param_error(dotted, _ALLOWED[kind], value, where=where)
+    if kind in ("number", "integer"):
+        for bound, test, text in ((ge, lambda b: value >= b, ">="), (gt, lambda b: value > b, ">"),
+                                  (le, lambda b: value <= b, "<=")):
+            if bound is not None and not test(bound):
+                raise param_error(dotted, f"{_ALLOWED[kind]} {text} {bound:g}", value,
+                                  where=where)
+    return value

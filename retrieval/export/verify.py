@@ -16,7 +16,9 @@ from typing import Any
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
 from retrieval.export.ann import FILE_KIND
+from retrieval.export.files import field_of
 from retrieval.export.registry import register_verifier
+from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import EPS, Measurer
@@ -71,25 +73,32 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
     from retrieval.loaders.catalog import resolve_dataset
 
     where = str(path)
-    src = _need(doc, "source", where)
-    ev = _need(doc, "evidence", where)
-    target = float(_need(ev, "target_recall", f"{where}: evidence"))
+    src = field_of(doc, "source", where, "mapping")
+    ev = field_of(doc, "evidence", where, "mapping")
+    target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
     backend = str(_need(src, "backend", f"{where}: source"))
+    k = field_of(doc, "source.k", where, "integer", ge=1)
+    seed = field_of(doc, "source.seed", where, "integer", default=0)
+    heldout_fraction = float(field_of(doc, "source.query_split.heldout_fraction", where,
+                                      "number", default=0.5, gt=0.0, le=1.0))
+    split_seed = field_of(doc, "source.query_split.seed", where, "integer", default=seed)
+    threads = field_of(doc, "source.threads", where, "integer", default=1, ge=1)
+    warmup = field_of(doc, "source.warmup", where, "integer", default=32, ge=0)
+    repeats = field_of(doc, "source.batch_repeats", where, "integer", default=3, ge=1)
+    conf_doc = field_of(doc, "evidence.confidence", where, "mapping", default={})
+    conf = validate_params(ConfidenceSpec, conf_doc, where=where, prefix="evidence.confidence.")
+    recorded_fp = field_of(doc, "evidence.dataset", where, "mapping", default={}).get(
+        "fingerprint")
     ds = resolve_dataset(_need(src, "dataset", f"{where}: source"),
                          where=f"{where}: field 'source.dataset'")
-    recorded_fp = (ev.get("dataset") or {}).get("fingerprint")
-    split_doc = src.get("query_split") or {}
-    seed = int(src.get("seed", 0))
-    split = split_queries(ds.n_queries, float(split_doc.get("heldout_fraction", 0.5)),
-                          int(split_doc.get("seed", seed)))
-    conf = ConfidenceSpec.model_validate(ev.get("confidence") or {})
+    split = split_queries(ds.n_queries, heldout_fraction, split_seed)
     with Evaluator(
         ds,
-        int(_need(src, "k", f"{where}: source")),
-        threads=int(src.get("threads", 1)),
+        k,
+        threads=threads,
         seed=seed,
-        warmup=int(src.get("warmup", 32)),
-        batch_repeats=int(src.get("batch_repeats", 3)),
+        warmup=warmup,
+        batch_repeats=repeats,
     ) as e:
         built = e.build(backend, _need(src, "build", f"{where}: source"))
         m = Measurer(e, split, src.get("modes") or ["single", "batch"], target, conf, seed)

@@ -19,18 +19,30 @@ from retrieval.errors import DataError
 log = logging.getLogger(__name__)
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file; DataError naming file, line and byte otherwise."""
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict) or "_id" not in rec:
-                raise DataError(f"{path}:{lineno}: expected an object with an '_id' field")
-            yield lineno, rec
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1}); BEIR files are UTF-8"
+                ) from None
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, line in _utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict) or "_id" not in rec:
+            raise DataError(f"{path}:{lineno}: expected an object with an '_id' field")
+        yield lineno, rec
 
 
 def _need(folder: Path, rel: str) -> Path:
@@ -67,25 +79,25 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     all_queries = {str(rec["_id"]): str(rec.get("text") or "") for _, rec in _jsonl(queries_path)}
 
     qrels: dict[str, dict[str, int]] = {}
-    with qrels_path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        for lineno, row in enumerate(reader, 1):
-            if not row or not "".join(row).strip():
-                continue
-            if lineno == 1 and not row[-1].strip().lstrip("-").isdigit():
-                continue  # header: query-id corpus-id score
-            if len(row) != 3:
-                raise DataError(
-                    f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
-                    f"(query-id, corpus-id, score); received {len(row)}"
-                )
-            try:
-                score = int(row[2])
-            except ValueError:
-                raise DataError(
-                    f"{qrels_path}:{lineno}: score must be an integer; received {row[2]!r}"
-                ) from None
-            qrels.setdefault(row[0].strip(), {})[row[1].strip()] = score
+    lines = [text for _, text in _utf8_lines(qrels_path)]
+    reader = csv.reader(lines, delimiter="\t")
+    for lineno, row in enumerate(reader, 1):
+        if not row or not "".join(row).strip():
+            continue
+        if lineno == 1 and not row[-1].strip().lstrip("-").isdigit():
+            continue  # header: query-id corpus-id score
+        if len(row) != 3:
+            raise DataError(
+                f"{qrels_path}:{lineno}: expected 3 tab-separated columns "
+                f"(query-id, corpus-id, score); received {len(row)}"
+            )
+        try:
+            score = int(row[2])
+        except ValueError:
+            raise DataError(
+                f"{qrels_path}:{lineno}: score must be an integer; received {row[2]!r}"
+            ) from None
+        qrels.setdefault(row[0].strip(), {})[row[1].strip()] = score
 
     missing_q = [q for q in qrels if q not in all_queries]
     if missing_q:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.data import Metric, TextCollection, VectorDataset
-from retrieval.errors import ConfigError, param_error, unknown_name_error
+from retrieval.errors import ConfigError, DataError, param_error, unknown_name_error
 from retrieval.loaders.beir import load_beir
 from retrieval.loaders.embedded import TextDataset, embed_collection
 from retrieval.loaders.shared import (
@@ -223,7 +223,14 @@ def load_manifest(path: Path) -> DatasetSpec:
 
 
 def _resolve(path: str, base_dir: Path) -> Path:
-    p = Path(path).expanduser()
+    """``path`` (``~`` expanded) relative to ``base_dir``; ConfigError for a path that cannot be
+    one (a NUL byte, ``~user`` of an unknown user)."""
+    if "\x00" in path:
+        raise param_error("path", "a file path without NUL bytes", path)
+    try:
+        p = Path(path).expanduser()
+    except RuntimeError as exc:  # ~user of no such user / no home directory
+        raise param_error("path", f"a path whose '~' can be expanded ({exc})", path) from None
     return p if p.is_absolute() else (base_dir / p)
 
 
@@ -259,7 +266,10 @@ def spec_files(spec: DatasetSpec, base_dir: Path) -> tuple[FileStatus, ...]:
 def list_datasets() -> list[DatasetEntry]:
     """Every manifest: name, kind, description, the files it needs and whether they exist.
 
-    An invalid manifest is listed with ``error`` set (resolving it raises that error)."""
+    An invalid manifest (not UTF-8, bad YAML, a field out of range, a path that cannot be
+    resolved) is listed with ``error`` set, never stopping the listing of the others. A bad
+    $RWB_DATA_DIR concerns them all: its ConfigError is raised."""
+    data_dir_candidates()
     out = []
     for name, path in manifest_paths().items():
         try:
@@ -267,13 +277,18 @@ def list_datasets() -> list[DatasetEntry]:
         except ConfigError as exc:
             out.append(DatasetEntry(name, "invalid", "", str(path), error=str(exc)))
             continue
+        try:
+            files = spec_files(spec, path.parent)
+        except (ConfigError, DataError, OSError, ValueError) as exc:  # a path the OS refuses
+            out.append(DatasetEntry(name, "invalid", "", str(path), error=f"{path}: {exc}"))
+            continue
         out.append(
             DatasetEntry(
                 name=name,
                 kind=spec.kind,
                 description=spec.description,
                 manifest=str(path),
-                files=spec_files(spec, path.parent),
+                files=files,
             )
         )
     return out

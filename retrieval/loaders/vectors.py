@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,39 @@ def _check_gt(gt: np.ndarray, n_queries: int, n_base: int, what: str) -> np.ndar
 # --------------------------------------------------------------------------- HDF5
 
 
+def _read_hdf5(fh: Any, what: str, metric: Metric | None) -> tuple[
+    list[str], Metric, np.ndarray, np.ndarray, np.ndarray | None, bool
+]:
+    """(keys, metric, base, queries, raw neighbors or None, has distances) of an open file."""
+    keys = sorted(fh.keys())
+    missing = [k for k in ("train", "test") if k not in keys]
+    if missing:
+        raise DataError(
+            f"{what}: missing dataset(s) {', '.join(missing)}; keys found: "
+            f"{', '.join(keys) or '(none)'}; expected train, test[, neighbors, distances]"
+        )
+    if metric is None:
+        raw = fh.attrs.get("distance")
+        if raw is None:
+            raise DataError(
+                f"{what}: no 'distance' attribute; pass metric= (one of l2, ip, cosine)"
+            )
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", errors="replace")
+        key = str(raw).lower()
+        if key not in HDF5_METRICS:
+            raise DataError(
+                f"{what}: attribute 'distance' must be one of "
+                f"{', '.join(sorted(HDF5_METRICS))}; received {raw!r}"
+            )
+        metric = HDF5_METRICS[key]
+    metric = check_metric(metric, where=what)
+    base = as_matrix(fh["train"][()], f"{what}: train")
+    queries = as_matrix(fh["test"][()], f"{what}: test", dim=base.shape[1])
+    gt_raw = fh["neighbors"][()] if "neighbors" in keys else None
+    return keys, metric, base, queries, gt_raw, "distances" in keys
+
+
 def load_hdf5(
     path: str | Path, *, name: str | None = None, metric: Metric | None = None
 ) -> VectorDataset:
@@ -113,36 +147,13 @@ def load_hdf5(
     except OSError as exc:
         raise DataError(f"{what}: not a readable HDF5 file ({exc})") from None
     with fh:
-        keys = sorted(fh.keys())
-        missing = [k for k in ("train", "test") if k not in keys]
-        if missing:
-            raise DataError(
-                f"{what}: missing dataset(s) {', '.join(missing)}; keys found: "
-                f"{', '.join(keys) or '(none)'}; expected train, test[, neighbors, distances]"
-            )
-        if metric is None:
-            raw = fh.attrs.get("distance")
-            if raw is None:
-                raise DataError(
-                    f"{what}: no 'distance' attribute; pass metric= (one of l2, ip, cosine)"
-                )
-            if isinstance(raw, bytes):
-                raw = raw.decode()
-            key = str(raw).lower()
-            if key not in HDF5_METRICS:
-                raise DataError(
-                    f"{what}: attribute 'distance' must be one of "
-                    f"{', '.join(sorted(HDF5_METRICS))}; received {raw!r}"
-                )
-            metric = HDF5_METRICS[key]
-        metric = check_metric(metric, where=what)
         try:
-            base = as_matrix(fh["train"][()], f"{what}: train")
-            queries = as_matrix(fh["test"][()], f"{what}: test", dim=base.shape[1])
-            gt_raw = fh["neighbors"][()] if "neighbors" in keys else None
-            has_distances = "distances" in keys
-        except OSError as exc:  # truncated/corrupt data blocks
-            raise DataError(f"{what}: unreadable data ({exc})") from None
+            keys, metric, base, queries, gt_raw, has_distances = _read_hdf5(fh, what, metric)
+        except (OSError, RuntimeError, KeyError, TypeError) as exc:
+            # damage met anywhere in the file: the group index, an attribute (e.g. a bad
+            # global heap holding the 'distance' string), a data block
+            raise DataError(f"{what}: damaged HDF5 content ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'})") from None
     gt_ids = gt_dist = None
     if gt_raw is not None:
         gt_ids = _check_gt(gt_raw, queries.shape[0], base.shape[0], what)

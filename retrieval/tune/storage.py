@@ -93,15 +93,37 @@ def open_storage(url: str) -> OpenedStorage:
             return OpenedStorage(rdb, display, "rdb")
     except ConfigError:
         raise
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"--storage '{display}': cannot be opened: its database driver is not installed "
-            f"({exc}); install it (e.g. psycopg2-binary for postgresql, pymysql for mysql)"
-        ) from None
+    except ImportError as exc:  # optuna re-raises the driver's ModuleNotFoundError as this
+        raise ConfigError(_driver_hint(display, scheme, url, exc)) from None
     except Exception as exc:  # any driver/IO failure: name the storage, hide credentials
         reason = redact_uri(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise ConfigError(f"--storage '{display}': cannot be opened ({reason})") from None
     raise ConfigError(f"--storage: unknown storage '{display}'; allowed: {ALLOWED}")
+
+
+STORAGE_EXTRA = "pip install 'retrieval-workbench[storage]'"
+
+
+def _driver_hint(display: str, scheme: str, url: str, exc: ImportError) -> str:
+    """One line for a missing database driver: which module, and rwb's install hint (the
+    ``storage`` extra: psycopg2-binary for ``postgresql+psycopg2://``, pymysql for
+    ``mysql+pymysql://``; plain ``mysql://`` needs mysqlclient and plain ``postgresql://``
+    psycopg 3 under SQLAlchemy 2.1, which the extra does not hold)."""
+    cause: BaseException | None = exc
+    missing = None
+    while cause is not None and missing is None:
+        missing = getattr(cause, "name", None)
+        cause = cause.__cause__ or cause.__context__
+    what = f"module '{missing}' is missing" if missing else "it is not installed"
+    hint = f"install rwb's storage drivers: {STORAGE_EXTRA}"
+    dialect = url.split("://", 1)[0].lower()
+    if "+" not in dialect and scheme in ("mysql", "mariadb"):
+        hint += (f", and write the URL as {scheme}+pymysql://... (plain {scheme}:// needs "
+                 f"mysqlclient)")
+    elif "+" not in dialect and scheme in ("postgresql", "postgres"):
+        hint += (f", and write the URL as postgresql+psycopg2://... (plain {scheme}:// needs "
+                 f"psycopg 3 with SQLAlchemy 2.1)")
+    return f"--storage '{display}': its database driver is not installed ({what}); {hint}"
 
 
 def _rdb(url: str, kwargs: dict[str, Any], attempts: int = 5) -> Any:

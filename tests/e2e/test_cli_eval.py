@@ -167,3 +167,92 @@ def test_cli_threads_override_is_validated_like_the_spec(tmp_path, command):
     proc = run_cli(command, str(spec), "--threads", "600", "--out", str(tmp_path / "o"))
     assert_one_line_error(proc, str(spec), "field 'threads'", "<= 512", "600")
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_threads_zero_is_refused_like_the_spec(tmp_path):
+    spec = write(tmp_path, "dataset: synthetic-small\nindexes:\n  - backend: faiss-flat\n")
+    proc = run_cli("eval", str(spec), "--threads", "0", "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, str(spec), "field 'threads'", ">= 1", "received 0")
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_non_utf8_spec_and_nested_and_missing_fields(tmp_path):
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes(b"name: caf\xe9\ndataset: synthetic-small\nindexes:\n"
+                      b"  - backend: faiss-flat\n")
+    assert_one_line_error(run_cli("eval", str(latin)), str(latin), "not UTF-8", "0xe9")
+    nested = write(tmp_path, "dataset: synthetic-small\nindexes:\n  - backend: faiss-flat\n"
+                             "tune:\n  strategi: grid\n", "nested.yaml")
+    proc = run_cli("eval", str(nested))
+    assert_one_line_error(proc, "unknown parameter 'strategi' (field 'tune.strategi')",
+                          "strategy", "Did you mean 'strategy'?")
+    assert "allowed: none" not in proc.stderr
+    missing = write(tmp_path, "k: 10\nindexes:\n  - backend: faiss-flat\n", "missing.yaml")
+    proc = run_cli("eval", str(missing))
+    assert_one_line_error(proc, str(missing), "field 'dataset' must be given")
+    assert "source" not in proc.stderr and "received" not in proc.stderr
+
+
+def test_cli_bad_rwb_data_dir_names_the_variable(tmp_path):
+    proc = run_cli("datasets", env={"RWB_DATA_DIR": str(tmp_path / "absent")})
+    assert_one_line_error(proc, "RWB_DATA_DIR", str(tmp_path / "absent"), "does not exist")
+    a_file = write(tmp_path, "not a folder", "file.txt")
+    proc = run_cli("datasets", env={"RWB_DATA_DIR": str(a_file)})
+    assert_one_line_error(proc, "RWB_DATA_DIR", "is not a folder")
+    proc = run_cli("datasets", env={"RWB_DATA_DIR": str(tmp_path)})  # an existing folder is fine
+    assert proc.returncode == 0 and "synthetic-small" in proc.stdout, proc.stderr
+
+
+def test_cli_closed_stdout_exits_quietly():
+    """`rwb backends --json | head -1`: the reader is gone before rwb writes; no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "retrieval", "backends", "--json"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141, proc.stderr  # 128 + SIGPIPE, as a shell reports it
+    assert proc.stderr == ""
+
+
+def _export(tmp_path: Path, **changes: object) -> Path:
+    doc: dict = {
+        "kind": "ann-index", "engine": "hnswlib",
+        "source": {"backend": "hnswlib", "dataset": "synthetic-small", "k": 10,
+                   "build": {"M": 8}, "search": {"ef_search": 10}},
+        "evidence": {"target_recall": 0.9, "confidence": {"level": 0.95}},
+    }
+    for dotted, value in changes.items():
+        block, key = dotted.split("__")
+        doc[block][key] = value
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(("change", "needles"), [
+    ({"evidence__target_recall": "high"},
+     ["field 'evidence.target_recall' must be a number", "received 'high'"]),
+    ({"evidence__target_recall": [0.9]}, ["field 'evidence.target_recall' must be a number"]),
+    ({"evidence__target_recall": 1.5}, ["field 'evidence.target_recall' must be a number <= 1",
+                                        "received 1.5"]),
+    ({"source__k": "10"}, ["field 'source.k' must be an integer", "received '10'"]),
+    ({"source__k": 2.5}, ["field 'source.k' must be an integer", "received 2.5"]),
+    ({"evidence__confidence": {"level": "high"}},
+     ["field 'evidence.confidence.level' must be a number", "received 'high'"]),
+    ({"evidence__confidence": {"level": 0.2}}, ["evidence.confidence.level", ">= 0.5"]),
+    ({"evidence__confidence": 0.95}, ["field 'evidence.confidence' must be a mapping"]),
+])
+def test_cli_verify_wrong_types_in_an_exported_file(tmp_path, change, needles):
+    path = _export(tmp_path, **change)
+    assert_one_line_error(run_cli("verify", str(path)), str(path), *needles)
+
+
+@pytest.mark.parametrize("threads", ["0", "4"])
+def test_cli_threads_on_a_rag_study_is_refused_not_ignored(tmp_path, threads):
+    proc = run_cli("sweep", "sweeps/rag-end-to-end.yaml", "--threads", threads,
+                   "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, "sweeps/rag-end-to-end.yaml", "--threads applies to index "
+                          "sweeps, not to a rag-study", f"received {threads}")
+    assert not (tmp_path / "o").exists()

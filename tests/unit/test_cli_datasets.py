@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,25 @@ def test_datasets_unknown_name_is_one_line_error(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err.strip()
     assert err.startswith("rwb: error: --load: unknown dataset 'qqp-minilm-2k'")
     assert "Did you mean 'qqp-minilm" in err and "\n" not in err
+
+
+def test_one_bad_manifest_does_not_break_the_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "good.yaml").write_text("kind: synthetic\nn: 10\ndim: 4\nn_queries: 2\n")
+    (tmp_path / "latin.yaml").write_bytes(b"kind: synthetic\ndescription: caf\xe9\n")
+    (tmp_path / "home.yaml").write_text("kind: hdf5\npath: ~no-such-user-rwb/x.hdf5\n")
+    monkeypatch.setenv("RWB_DATASETS_DIR", str(tmp_path))
+    assert main(["datasets"]) == 0
+    rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[2:]}
+    assert set(rows) == {"good", "latin", "home"}
+    assert rows["good"].split()[1:3] == ["synthetic", "ok"]
+    assert rows["latin"].split()[1:3] == ["invalid", "invalid"]
+    assert f"{tmp_path / 'latin.yaml'}: not UTF-8 text (byte 0xe9" in rows["latin"]
+    assert f"{tmp_path / 'home.yaml'}: field 'path'" in rows["home"]
+    assert main(["datasets", "--json"]) == 0
+    listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed["good"]["status"] == "ok" and listed["home"]["status"] == "invalid"
+    assert main(["datasets", "--load", "latin"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rwb: error: ") and "not UTF-8" in err and "\n" not in err

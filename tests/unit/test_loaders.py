@@ -80,6 +80,26 @@ def test_hdf5_corrupt_file_is_named(tmp_path: Path) -> None:
         load_hdf5(bad)
 
 
+def test_hdf5_damage_met_while_reading_the_distance_attribute(tmp_path: Path) -> None:
+    """The file opens and lists its datasets, but the 'distance' string lives in a global heap
+    whose signature is damaged: reading the attribute fails inside HDF5."""
+    import h5py
+
+    path = tmp_path / "heap.hdf5"
+    write_hdf5(path, BASE, QUERIES, distance="euclidean")
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"GCOL")
+    assert at > 0
+    raw[at: at + 4] = b"XXXX"
+    path.write_bytes(bytes(raw))
+    with h5py.File(path, "r") as fh:  # the damage is in the attribute, not the structure
+        assert sorted(fh.keys()) == ["test", "train"]
+    with pytest.raises(DataError, match=r"heap\.hdf5: damaged HDF5 content \(OSError: .*global "
+                                        r"heap"):
+        load_hdf5(path)
+    assert load_hdf5(path, metric="l2").n_base == 50  # with metric= the attribute is not read
+
+
 def test_hdf5_missing_keys_lists_keys_found(tmp_path: Path) -> None:
     import h5py
 
@@ -226,6 +246,19 @@ def test_beir_errors(tmp_path: Path) -> None:
         load_beir(folder)
 
 
+def test_beir_non_utf8_files_name_file_and_line(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "toy")
+    (folder / "corpus.jsonl").write_bytes(b'{"_id": "d1", "text": "x"}\n'
+                                          b'{"_id": "d2", "text": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"corpus\.jsonl:2: not UTF-8 text \(byte 0xe9 at "
+                                        r"column 27\)"):
+        load_beir(folder)
+    folder = write_beir(tmp_path / "toy2")
+    (folder / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td\xff1\t1\n")
+    with pytest.raises(DataError, match=r"test\.tsv:2: not UTF-8 text \(byte 0xff"):
+        load_beir(folder)
+
+
 # --------------------------------------------------------------------------- catalog
 
 
@@ -291,6 +324,29 @@ def test_bad_manifest_field_names_file_and_field(manifests: Path) -> None:
         catalog.resolve_dataset("yaml")
     listed = {e.name: e for e in catalog.list_datasets()}
     assert listed["bad"].kind == "invalid" and "n_querys" in (listed["bad"].error or "")
+
+
+def test_bad_manifests_are_listed_beside_the_good_ones(manifests: Path) -> None:
+    """Non-UTF-8, duplicate keys, a path no OS accepts, a '~user' of no user: each is one
+    'invalid' row naming its file; the good manifest is still listed."""
+    (manifests / "good.yaml").write_text("kind: synthetic\nn: 10\ndim: 4\nn_queries: 2\n")
+    (manifests / "latin.yaml").write_bytes(b"kind: synthetic\ndescription: caf\xe9\n")
+    (manifests / "dup.yaml").write_text("kind: synthetic\nn: 10\nn: 20\n")
+    (manifests / "nul.yaml").write_text('kind: hdf5\npath: "a\\0b.hdf5"\n')
+    (manifests / "tilde.yaml").write_text("kind: hdf5\npath: ~no-such-user-rwb/x.hdf5\n")
+    listed = {e.name: e for e in catalog.list_datasets()}
+    assert listed["good"].error is None and listed["good"].kind == "synthetic"
+    errors = {n: listed[n].error or "" for n in ("latin", "dup", "nul", "tilde")}
+    assert errors["latin"].startswith(f"{manifests / 'latin.yaml'}: not UTF-8 text (byte 0xe9")
+    assert errors["dup"] == (f"{manifests / 'dup.yaml'}: invalid YAML at line 3, column 1: "
+                             f"duplicate key 'n'")
+    assert errors["nul"].startswith(f"{manifests / 'nul.yaml'}: field 'path' must be a file path "
+                                    f"without NUL bytes")
+    assert errors["tilde"].startswith(f"{manifests / 'tilde.yaml'}: field 'path' must be a path "
+                                      f"whose '~' can be expanded")
+    assert all("\n" not in e for e in errors.values())
+    with pytest.raises(ConfigError, match=r"dup\.yaml: invalid YAML.*duplicate key 'n'"):
+        catalog.resolve_dataset("dup")
 
 
 def test_manifest_relative_paths_and_presence(manifests: Path) -> None:

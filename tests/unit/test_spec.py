@@ -100,3 +100,70 @@ def test_every_spec_loader_names_file_and_line_of_bad_yaml(tmp_path, loader):
         load(p)
     with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "missing.yaml")
+
+
+def test_duplicate_keys_in_a_sweep_spec_are_an_error(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("dataset: synthetic-small\nk: 10\nindexes:\n  - backend: hnswlib\n"
+                 "    search: {ef_search: 10, ef_search: 20}\n")
+    with pytest.raises(ConfigError, match=rf"{p}: malformed YAML at line 5, column \d+: "
+                                          r"duplicate key 'ef_search'"):
+        load_spec(p)
+    p.write_text("dataset: synthetic-small\nk: 10\nk: 5\nindexes:\n  - backend: faiss-flat\n")
+    with pytest.raises(ConfigError, match=rf"{p}: malformed YAML at line 3, column 1: "
+                                          r"duplicate key 'k'"):
+        load_spec(p)
+
+
+def test_non_utf8_spec_names_the_byte(tmp_path):
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b"dataset: synthetic-small\nname: caf\xe9\nindexes:\n  - backend: faiss-flat\n")
+    with pytest.raises(ConfigError, match=rf"{p}: not UTF-8 text \(byte 0xe9 at offset 34\)"):
+        load_spec(p)
+
+
+def test_unknown_field_in_a_nested_block_lists_that_blocks_fields():
+    from retrieval.tune.spec import TuneSpec
+
+    allowed = ", ".join(sorted(TuneSpec.model_fields))
+    with pytest.raises(ConfigError) as info:
+        parse_spec({**BASE, "indexes": [{"backend": "faiss-flat"}], "tune": {"n_trial": 5}},
+                   source="x.yaml")
+    assert str(info.value) == (f"x.yaml: unknown parameter 'n_trial' (field 'tune.n_trial'); "
+                               f"allowed: {allowed}. Did you mean 'n_trials'?")
+    with pytest.raises(ConfigError, match=r"field 'tune\.confidence\.lvl'\); allowed: level, "
+                                          r"method, resamples\. Did you mean 'level'\?"):
+        parse_spec({**BASE, "indexes": [{"backend": "faiss-flat"}],
+                    "tune": {"confidence": {"lvl": 0.9}}}, source="x.yaml")
+
+
+def test_top_level_unknown_and_missing_fields_hide_internal_ones():
+    with pytest.raises(ConfigError) as info:
+        parse_spec({**BASE, "bogus": 1, "indexes": [{"backend": "faiss-flat"}]},
+                   source="x.yaml")
+    assert "allowed: batch_repeats, dataset," in str(info.value)
+    assert "source" not in str(info.value)  # internal (excluded) field, never offered
+    with pytest.raises(ConfigError) as info:
+        parse_spec({"k": 10, "indexes": [{"backend": "faiss-flat"}]}, source="x.yaml")
+    assert str(info.value) == "x.yaml: field 'dataset' must be given (it is required)"
+
+
+@pytest.mark.parametrize(("url", "module", "extra"), [
+    ("postgresql://u:hunter2@127.0.0.1:1/db", "psycopg", "postgresql+psycopg2://"),
+    ("mysql://u:hunter2@127.0.0.1:1/db", "MySQLdb", "mysql+pymysql://"),
+    ("mysql+pymysql://u:hunter2@127.0.0.1:1/db", "pymysql", None),
+])
+def test_missing_rdb_driver_gives_rwbs_install_hint(url, module, extra):
+    import importlib.util
+
+    from retrieval.tune.storage import open_storage
+
+    if importlib.util.find_spec(module) is not None:
+        pytest.skip(f"{module} is installed here")
+    with pytest.raises(ConfigError) as info:
+        open_storage(url)
+    text = str(info.value)
+    assert text.startswith(f"--storage '{url.split('://')[0]}://***@127.0.0.1:1/db': its "
+                           f"database driver is not installed (module '{module}' is missing)")
+    assert "pip install 'retrieval-workbench[storage]'" in text and "hunter2" not in text
+    assert (extra in text) if extra else ("write the URL" not in text)
