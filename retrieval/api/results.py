@@ -85,11 +85,21 @@ class IndexRun(RunResult):
 
         return chosen_points(self._run())
 
-    def cheapest_meeting(self, target: float, cost: str = "p95_ms") -> list[dict[str, Any]]:
-        """Per label, the lowest-``cost`` measured point whose mean recall >= ``target``."""
+    def cheapest_meeting(self, target: float, cost: str = "p95_ms", *,
+                         per_build: bool = False) -> list[dict[str, Any]]:
+        """Per label (``per_build``: per label and build config, with a ``series`` key), the
+        lowest-``cost`` measured point whose mean recall >= ``target`` (point estimate)."""
         from retrieval.report.points import cheapest_meeting
 
-        return cheapest_meeting(self.points(), target, cost)
+        points = self.points()
+        if not per_build:
+            return cheapest_meeting(points, target, cost)
+        series: dict[str, list[dict[str, Any]]] = {}
+        for p in points:
+            name = f"{p.get('label') or p.get('backend')} {p.get('build')}"
+            series.setdefault(name, []).append(p)
+        return [{**best, "series": name} for name, group in series.items()
+                for best in cheapest_meeting(group, target, cost)]
 
     def per_query_recall(self, point: Mapping[str, Any], *, remeasure: bool = False
                          ) -> np.ndarray | None:
