@@ -124,3 +124,23 @@ def test_rwb_eval_runs_a_tiny_spec(installed):
     manifest = json.loads((work / "run" / "manifest.json").read_text())
     assert manifest["git"] == {"sha": None, "dirty": None}  # not a checkout
     assert (work / "run" / "summary.json").is_file()
+
+
+def test_the_python_api_works_installed(installed):
+    code = (
+        "import numpy as np, retrieval\n"
+        "rng = np.random.default_rng(0)\n"
+        "ds = retrieval.VectorDataset.from_arrays(rng.standard_normal((300, 8)),\n"
+        "                                         rng.standard_normal((20, 8)), 'l2')\n"
+        "run = retrieval.evaluate({'k': 3, 'warmup': 1, 'batch_repeats': 1,\n"
+        "                          'indexes': [{'backend': 'faiss-flat'}]}, dataset=ds,\n"
+        "                         out='api-run')\n"
+        "print(retrieval.__file__, run.to_frame().recall.iloc[0], run.path.resolve())\n"
+    )
+    out = _run([str(installed["venv"] / "bin" / "python"), "-c", code],
+               cwd=installed["work"], env=_env(installed))
+    module, recall, path = out.split()
+    assert Path(module).is_relative_to(installed["purelib"])
+    assert float(recall) == pytest.approx(1.0)
+    assert Path(path) == (installed["work"] / "api-run").resolve()
+    assert (installed["purelib"] / "retrieval" / "__init__.pyi").is_file()  # the API's types
