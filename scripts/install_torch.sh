@@ -20,6 +20,10 @@ if [[ "${1:-}" == "--dry-run" ]]; then
   shift
 fi
 PY=${1:-python3}
+if ! "$PY" -m pip --version >/dev/null 2>&1; then
+  echo "install_torch: PYTHON must be an interpreter with pip (e.g. .venv/bin/python); received '$PY'" >&2
+  exit 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 spec=$(grep -E '^torch==' "$here/constraints.txt" | head -n 1 || true)
 spec=${spec:-torch}

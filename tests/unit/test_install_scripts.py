@@ -92,6 +92,15 @@ def test_the_index_url_can_be_a_mirror(tmp_path):
     assert "--index-url https://mirror.example/whl/cpu " in line
 
 
+def test_an_interpreter_without_pip_is_refused_in_one_line(tmp_path):
+    proc = subprocess.run(["bash", str(SCRIPT), "--dry-run", str(tmp_path / "no-python")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"install_torch: PYTHON must be an interpreter with pip (e.g. .venv/bin/python); "
+        f"received '{tmp_path / 'no-python'}'"]
+
+
 def test_the_makefile_installs_torch_through_the_script_and_with_constraints():
     make = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "bash scripts/install_torch.sh $(BIN)/python" in make
