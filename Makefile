@@ -13,12 +13,16 @@ PYTEST_ARGS ?=
 
 .PHONY: venv demo test test-fast lint notebooks bench clean services-start services-stop
 
-$(STAMP): pyproject.toml
+# exact versions (pyproject.toml has ranges); rewrite with scripts/write_constraints.py
+CONSTRAINTS := scripts/constraints.txt
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) scripts/install_torch.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	# torch first, from the local CPU wheel (plain `torch` would pull a multi-GB CUDA build)
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev]'
+	# torch first, CPU build: a local CPU wheel pip finds offline, else PyTorch's CPU index
+	# (a plain `pip install torch` would pull the multi-GB CUDA build)
+	bash scripts/install_torch.sh $(BIN)/python
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[dev]'
 	touch $@
 
 venv: $(STAMP)

@@ -86,6 +86,44 @@ class VectorDataset:
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "queries", queries)
 
+    @classmethod
+    def from_arrays(
+        cls,
+        base: object,
+        queries: object,
+        metric: str,
+        *,
+        name: str = "arrays",
+        gt_ids: object | None = None,
+    ) -> VectorDataset:
+        """A dataset from in-memory vectors (numpy arrays or anything ``np.asarray`` takes):
+        ``base`` (n, dim), ``queries`` (m, dim), ``metric`` l2 | ip | cosine (rwb's distances:
+        lower is closer). Checked like files are (shape, dimension, NaN/inf: DataError).
+
+        Ground truth is computed exactly when the dataset is first evaluated
+        (:func:`retrieval.groundtruth.ground_truth`: Faiss flat search, cached by the data's
+        fingerprint); pass ``gt_ids`` (m, >= k neighbour ids) to use known neighbours instead.
+        """
+        checked = check_metric(metric, where=f"dataset '{name}'")
+        ids = None
+        if gt_ids is not None:
+            ids = np.asarray(gt_ids)
+            if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+                raise DataError(f"dataset '{name}' gt_ids: expected a 2-d integer matrix "
+                                f"(n_queries, depth); received shape {ids.shape}, dtype "
+                                f"{ids.dtype}")
+            ids = ids.astype(np.int64)
+        ds = cls(name=name, base=base, queries=queries, metric=checked, gt_ids=ids,  # type: ignore[arg-type]
+                 source="in-memory arrays", info={"origin": "from_arrays"})
+        if ids is not None:
+            if ids.shape[0] != ds.n_queries:
+                raise DataError(f"dataset '{name}' gt_ids: {ids.shape[0]} rows for "
+                                f"{ds.n_queries} queries")
+            if ids.size and (ids.min() < 0 or ids.max() >= ds.n_base):
+                raise DataError(f"dataset '{name}' gt_ids: ids must lie in [0, {ds.n_base}); "
+                                f"received {int(ids.min())}..{int(ids.max())}")
+        return ds
+
     @property
     def dim(self) -> int:
         return int(self.base.shape[1])

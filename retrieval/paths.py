@@ -1,4 +1,9 @@
-"""Where rwb looks for data, dataset manifests and its cache (env vars override)."""
+"""Where rwb looks for data, dataset manifests and its cache (env vars override).
+
+Nothing here assumes a source checkout: installed from a wheel, the manifests are the package
+data ``retrieval/_manifests`` (built from the top-level ``datasets/`` folder, see
+pyproject.toml) and the data folder defaults to ``$XDG_DATA_HOME/rwb/data``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,30 @@ from pathlib import Path
 
 from retrieval.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+#: the installed (or checked-out) ``retrieval`` package folder
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: the folder above the package: the checkout root when rwb runs from one (tests and benchmarks
+#: use it for sweeps/ and notebooks/); library code asks :func:`checkout_root` instead
+REPO_ROOT = PACKAGE_DIR.parent
+#: the manifests shipped inside the wheel (``retrieval._manifests``)
+PACKAGED_MANIFESTS = PACKAGE_DIR / "_manifests"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout rwb runs from (editable install, PYTHONPATH), or None when it runs
+    installed (the package folder's parent is then site-packages, not a checkout)."""
+    root = PACKAGE_DIR.parent
+    if (root / "pyproject.toml").is_file() and (root / "datasets").is_dir():
+        return root
+    return None
+
+
+def _default_data_dir() -> Path:
+    root = checkout_root()
+    if root is not None:
+        return (root.parent / "shared" / "data").resolve()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share") / "rwb" / "data"
 
 
 def _env_data_dir() -> Path | None:
@@ -25,11 +53,12 @@ def _env_data_dir() -> Path | None:
 
 
 def data_dir() -> Path:
-    """Folder with the shared public datasets: $RWB_DATA_DIR, else ``<repo>/../shared/data``."""
+    """Folder with the shared public datasets: $RWB_DATA_DIR, else ``<checkout>/../shared/data``
+    (installed: ``$XDG_DATA_HOME/rwb/data``, default ``~/.local/share/rwb/data``)."""
     env = _env_data_dir()
     if env is not None:
         return env
-    return (REPO_ROOT.parent / "shared" / "data").resolve()
+    return _default_data_dir()
 
 
 def data_dir_candidates() -> list[Path]:
@@ -38,14 +67,18 @@ def data_dir_candidates() -> list[Path]:
     env = _env_data_dir()
     if env is not None:
         out.append(env)
-    out.append((REPO_ROOT.parent / "shared" / "data").resolve())
+    out.append(_default_data_dir())
     return out
 
 
 def manifests_dir() -> Path:
-    """Dataset manifests: $RWB_DATASETS_DIR, else ``<repo>/datasets``."""
+    """Dataset manifests: $RWB_DATASETS_DIR, else the checkout's ``datasets/`` folder, else (rwb
+    installed from a wheel) the same files shipped as package data."""
     env = os.environ.get("RWB_DATASETS_DIR")
-    return Path(env).expanduser() if env else REPO_ROOT / "datasets"
+    if env:
+        return Path(env).expanduser()
+    root = checkout_root()
+    return root / "datasets" if root is not None else PACKAGED_MANIFESTS
 
 
 def cache_dir() -> Path:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
 
 from retrieval import __version__
 from retrieval.errors import ConfigError, DataError
-from retrieval.paths import REPO_ROOT
+from retrieval.paths import checkout_root
 from retrieval.redact import mask, redact_argv
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,15 @@ def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
 
 
 def git_info() -> dict[str, Any]:
+    """The checkout's commit and dirty flag; nulls when rwb runs installed (not from a checkout:
+    never the git state of whatever folder site-packages lies in) or git is unavailable."""
+    root = checkout_root()
+    if root is None:
+        return {"sha": None, "dirty": None}
+
     def run(*args: str) -> str:
         return subprocess.run(
-            ["git", "-C", str(REPO_ROOT), *args],
+            ["git", "-C", str(root), *args],
             capture_output=True,
             text=True,
             timeout=5,

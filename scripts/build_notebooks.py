@@ -2,9 +2,10 @@
 
     .venv/bin/python scripts/build_notebooks.py        # regenerate after editing a cell here
 
-The notebooks only call the library (retrieval.report, retrieval.tune, retrieval.tune.runner, the
-RAG-layer modules); every plot is a retrieval.report function. Each notebook reads a run
-directory given by an environment variable, else makes a small run itself:
+The notebooks use only the public API (`import retrieval`: the verbs, their typed results and
+`retrieval.plots`; tests/e2e/test_notebooks.py checks that no other rwb module is imported);
+every plot is a `retrieval.plots` function, the same ones `rwb report` draws. Each notebook
+reads a run directory given by an environment variable, else makes a small run itself:
 
 - 01: RWB_NOTEBOOK_RUN = an `rwb sweep` run directory;
 - 02: RWB_NOTEBOOK_RUN = an `rwb eval` (or sweep) run with several builds;
@@ -33,6 +34,8 @@ import pandas as pd
 import yaml
 from IPython.display import display
 
+import retrieval
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 pd.set_option("display.width", 160)
@@ -53,11 +56,6 @@ picks an operating point and exports it in an engine's own parameter names.
 Set `RWB_NOTEBOOK_RUN` to a sweep run directory to look at your own run; otherwise a small grid
 sweep (10,000 synthetic vectors, three backends) is made here in under a minute."""),
     new_code_cell(SETUP + """
-from retrieval.report import ann, load_run
-from retrieval.report.build import chosen_points, index_points
-from retrieval.report.perquery import per_query_recall
-from retrieval.report.points import cheapest_meeting
-
 RUN = os.environ.get("RWB_NOTEBOOK_RUN")"""),
     new_code_cell("""\
 SPEC = '''
@@ -80,13 +78,10 @@ indexes:
     search: {nprobe: [1, 2, 3, 4, 6, 8, 12, 16]}
 '''
 if RUN is None:
-    from retrieval.tune.spec import parse_spec
-    from retrieval.tune.sweep import run_sweep
-
-    spec = parse_spec(yaml.safe_load(SPEC), source="notebook 01")
-    RUN = str(run_sweep(spec, WORK / "nb01-sweep").run.path)
-run = load_run(RUN)
-s = run.summary
+    run = retrieval.sweep(yaml.safe_load(SPEC), out=WORK / "nb01-sweep")
+else:
+    run = retrieval.open_run(RUN)
+s = run.to_dict()
 K, TARGET = int(s["k"]), s.get("target_recall")
 print(f"{run.kind} run {run.run_id}: {s.get('dataset')}, k={K}, target recall@{K} = {TARGET}")"""),
     new_markdown_cell("""\
@@ -95,16 +90,16 @@ print(f"{run.kind} run {run.run_id}: {s.get('dataset')}, k={K}, target recall@{K
 A sweep chooses, per backend, the cheapest config whose recall *lower confidence bound* meets
 the target on the tuning queries, then re-measures it on held-out queries."""),
     new_code_cell("""\
-points = index_points(run)
-chosen = chosen_points(run)
+points = run.points()
+chosen = run.chosen()
 cols = ["label", "build", "search", "recall", "recall_lb", "p95_ms", "qps"]
 if chosen:
     display(pd.DataFrame(chosen)[[c for c in cols if c in chosen[0]]])
 else:
     print("nothing met the target")"""),
     new_code_cell("""\
-display(ann.recall_vs_latency(points, k=K, target=TARGET, chosen=chosen))
-display(ann.recall_vs_qps(points, k=K, target=TARGET, chosen=chosen))"""),
+display(retrieval.plots.recall_vs_latency(points, k=K, target=TARGET, chosen=chosen))
+display(retrieval.plots.recall_vs_qps(points, k=K, target=TARGET, chosen=chosen))"""),
     new_markdown_cell("""\
 ## Per-query recall at the chosen point
 
@@ -113,11 +108,11 @@ per-query recall, so the chosen config is rebuilt from the run's spec and measur
 (`remeasure=True`; `rwb eval` runs store it in `per_query.parquet`)."""),
     new_code_cell("""\
 pick = min(chosen, key=lambda c: c["p95_ms"])
-values = per_query_recall(run, pick, remeasure=True)
+values = run.per_query_recall(pick, remeasure=True)
 where = f"{pick['label']} {pick['search']}"
 print(f"{where}: mean {values.mean():.4f}, share of queries below the target "
       f"{(values < TARGET).mean():.1%}, worst query {values.min():.2f}")
-display(ann.per_query_recall(values, k=K, target=TARGET, config=where))"""),
+display(retrieval.plots.per_query_recall(values, k=K, target=TARGET, config=where))"""),
     new_markdown_cell("""\
 ## Pick an operating point, export it
 
@@ -127,15 +122,13 @@ queries, not a new sweep). Exporting writes the sweep's chosen config in the eng
 with its evidence; `rwb verify FILE` re-measures it."""),
     new_code_cell("""\
 STRICT = 0.99
-strict = cheapest_meeting(points, STRICT)
+strict = run.cheapest_meeting(STRICT)
 display(pd.DataFrame(strict)[["label", "build", "search", "recall", "p95_ms", "qps"]]
         if strict else f"no measured config reaches {STRICT}")"""),
     new_code_cell("""\
-from retrieval.export import export_run
-
 label = next((c["label"] for c in chosen if c["backend"] == "hnswlib"), chosen[0]["label"])
 engine = "hnswlib" if label.startswith("hnswlib") else "faiss"
-exported = export_run(RUN, engine, WORK / f"tuned.{engine}.yaml", backend=label)
+exported = retrieval.export(run, engine, WORK / f"tuned.{engine}.yaml", backend=label)
 print(exported.path.read_text()[:900])"""),
 ]
 
@@ -149,10 +142,6 @@ beside them. The surfaces come from an **eval run** (`rwb eval SPEC --out RUN`) 
 grid of builds; set `RWB_NOTEBOOK_RUN` to use your own, otherwise a small grid (8,000
 synthetic vectors) is measured here."""),
     new_code_cell(SETUP + """
-from retrieval.report import ann, load_run
-from retrieval.report.build import index_points
-from retrieval.report.points import cheapest_meeting
-
 RUN = os.environ.get("RWB_NOTEBOOK_RUN")
 TARGET = float(os.environ.get("RWB_NOTEBOOK_TARGET", "0.95"))"""),
     new_code_cell("""\
@@ -171,14 +160,11 @@ indexes:
     search: {ef_search: [16, 48]}
 '''
 if RUN is None:
-    from retrieval.tune.runner import run_eval
-    from retrieval.tune.spec import parse_spec
-
-    spec = parse_spec(yaml.safe_load(SPEC), source="notebook 02")
-    RUN = str(run_eval(spec, WORK / "nb02-eval").run.path)
-run = load_run(RUN)
-K = int(run.summary["k"])
-points = index_points(run)
+    run = retrieval.evaluate(yaml.safe_load(SPEC), out=WORK / "nb02-eval")
+else:
+    run = retrieval.open_run(RUN)
+K = int(run.to_dict()["k"])
+points = run.points()
 ivf = [p for p in points if p["backend"] == "faiss-ivf"]
 hnsw = [p for p in points if p["backend"] == "hnswlib"]
 print(f"{run.kind} run {run.run_id}: {len(ivf)} IVF points, {len(hnsw)} HNSW points")"""),
@@ -188,7 +174,7 @@ print(f"{run.kind} run {run.run_id}: {len(ivf)} IVF points, {len(hnsw)} HNSW poi
 More lists make each probe cheaper but each list a coarser neighbourhood: the nprobe that meets
 the target grows with nlist. Cells meeting the target are outlined."""),
     new_code_cell("""\
-display(ann.param_surface(ivf, "build.nlist", "search.nprobe", k=K, target=TARGET,
+display(retrieval.plots.param_surface(ivf, "build.nlist", "search.nprobe", k=K, target=TARGET,
                           title="faiss-ivf: nlist x nprobe"))"""),
     new_markdown_cell("""\
 ## HNSW: M x ef_construction
@@ -196,15 +182,12 @@ display(ann.param_surface(ivf, "build.nlist", "search.nprobe", k=K, target=TARGE
 Left: recall at the most accurate `ef_search` measured and the cheapest p95 whose recall meets
 the target; below: what the build costs (seconds, MiB)."""),
     new_code_cell("""\
-display(ann.param_surface(hnsw, "build.M", "build.ef_construction", k=K, target=TARGET,
+display(retrieval.plots.param_surface(hnsw, "build.M", "build.ef_construction", k=K, target=TARGET,
                           title="hnswlib: M x ef_construction"))
-display(ann.build_costs(points))"""),
+display(retrieval.plots.build_costs(points))"""),
     new_markdown_cell("## The cheapest config meeting the target, per build"),
     new_code_cell("""\
-frame = pd.DataFrame(points)
-frame["series"] = frame["backend"] + " " + frame["build"].astype(str)
-best = [dict(p, series=s) for s, g in frame.groupby("series")
-        for p in cheapest_meeting(g.to_dict("records"), TARGET)]
+best = run.cheapest_meeting(TARGET, per_build=True)
 display(pd.DataFrame(best)[["series", "search", "recall", "p95_ms", "qps", "build_s",
                             "memory_bytes"]].sort_values("p95_ms") if best else "none")"""),
 ]
@@ -227,11 +210,9 @@ The small runs use a few hundred texts each (embeddings are cached in `~/.cache/
 part needs a Redis with the search module (`REDIS_URL`, else one is started from the PyPI
 wheels)."""),
     new_code_cell(SETUP + """
-from retrieval.report import load_run, rag
-
 def from_env(name):
     path = os.environ.get(name)
-    return load_run(path).summary if path else None"""),
+    return retrieval.open_run(path).to_dict() if path else None"""),
     new_markdown_cell("""\
 ## Embedding: one text per call vs batches
 
@@ -240,16 +221,14 @@ Throughput against batch size, for fixed-size and length-sorted batches, with th
     new_code_cell("""\
 embed = from_env("RWB_NOTEBOOK_EMBED_RUN")
 if embed is None:
-    from retrieval.bench.embed.run import run_embed_bench
-    from retrieval.bench.embed.spec import EmbedBenchConfig
-
-    cfg = EmbedBenchConfig(collection="qqp", sample=300, batch_sizes=[1, 8, 32, 64],
-                           token_budgets=[2048], single_limit=60, dtypes=["fp32"], warmup=2)
-    res = run_embed_bench(cfg)
-    embed = {**res.summary, "rows": res.rows}
+    res = retrieval.bench_embed({"collection": "qqp", "sample": 300,
+                                 "batch_sizes": [1, 8, 32, 64], "token_budgets": [2048],
+                                 "single_limit": 60, "dtypes": ["fp32"], "warmup": 2},
+                                out=WORK / "nb03-embed")
+    embed = {**res.to_dict(), "rows": list(res.rows)}
 print(f"best {embed['best_setting']}: {embed['speedup']:.2f}x one-at-a-time; "
       f"max abs diff batched vs single {embed['max_abs_diff']:.1e}")
-display(rag.embed_batch_sweep(embed["rows"], embed))"""),
+display(retrieval.plots.embed_batch_sweep(embed["rows"], embed))"""),
     new_markdown_cell("""\
 ## Fan-out: several collections per query
 
@@ -258,10 +237,7 @@ paragraphs, SciFact abstracts), each in its own in-process index; speedup over s
     new_code_cell("""\
 fanout = from_env("RWB_NOTEBOOK_FANOUT_RUN")
 if fanout is None:
-    from retrieval.bench.fanout.run import run_fanout_bench
-    from retrieval.bench.fanout.spec import parse_fanout_spec
-
-    fspec = parse_fanout_spec({
+    fspec = {
         "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],
         "warmup": 5, "queries": {"source": "scifact", "split": "test", "n": 100},
         "collections": [
@@ -272,14 +248,15 @@ if fanout is None:
             {"name": "scifact", "source": "scifact", "backend": "hnswlib",
              "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
         ],
-    }, source="notebook 03")
+    }
     # the asyncio mode runs its own event loop: give it a thread without Jupyter's loop
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        fanout = pool.submit(run_fanout_bench, fspec).result().summary
+        fanout = pool.submit(retrieval.bench_fanout, fspec, out=WORK / "nb03-fanout"
+                             ).result().to_dict()
 print({m: round(v, 2) for m, v in fanout["speedup"].items() if v is not None})
-display(rag.fanout_speedups(fanout))"""),
+display(retrieval.plots.fanout_speedups(fanout))"""),
     new_markdown_cell("""\
 ## Rerank depth
 
@@ -289,19 +266,16 @@ within the tolerance of the best tuning quality."""),
     new_code_cell("""\
 rerank = from_env("RWB_NOTEBOOK_RERANK_RUN")
 if rerank is None:
-    from retrieval.rerank.run import run_rerank_sweep
-    from retrieval.rerank.spec import parse_rerank_spec
-
-    rspec = parse_rerank_spec({
+    rspec = {
         "name": "nb03-rerank", "dataset": "scifact", "max_queries": 80, "seed": 0,
         "depths": [0, 5, 10, 20], "recall_k": 20, "tolerance": 0.005,
         "latency": {"sample_queries": 3, "warmup": 1, "repeats": 1},
         "router": {"enabled": False},
-    }, source="notebook 03")
-    rerank = run_rerank_sweep(rspec, WORK / "nb03-rerank").summary
+    }
+    rerank = retrieval.tune_rerank(rspec, out=WORK / "nb03-rerank").to_dict()
 print(f"chosen depth {rerank['chosen_depth']} (BM25 nDCG@10 {rerank['bm25_ndcg@10']:.4f}, "
       f"dense {rerank['dense_ndcg@10']:.4f})")
-display(rag.rerank_depth_curve(rerank))"""),
+display(retrieval.plots.rerank_depth_curve(rerank))"""),
     new_markdown_cell("""\
 ## Semantic cache: hits and false hits against the threshold
 
@@ -311,19 +285,16 @@ upper confidence bound on the tuning false-hit rate stays under the cap."""),
     new_code_cell("""\
 cache = from_env("RWB_NOTEBOOK_CACHE_RUN")
 if cache is None:
-    from retrieval.cache.run import run_cache_tuning
-    from retrieval.cache.spec import parse_cache_spec
-
-    cspec = parse_cache_spec({
+    cspec = {
         "name": "nb03-cache", "pairs": {"limit": 1500, "seed": 0},
         "cache": {"name": "rwb-nb03"},
         "tuning": {"max_false_hit": 0.05, "grid_step": 0.001, "max_threshold": 0.5},
         "latency": {"sizes": [1000], "queries": 100, "warmup": 10},
-    }, source="notebook 03")
-    cache = run_cache_tuning(cspec, write=False).summary
+    }
+    cache = retrieval.tune_cache(cspec, write=False).to_dict()
 print(f"threshold {cache['threshold']} ({cache['threshold_unit']}): held-out hit rate "
       f"{cache['heldout_hit_rate']:.3f}, false-hit rate {cache['heldout_false_hit_rate']:.4f}")
-display(rag.cache_curve(cache))"""),
+display(retrieval.plots.cache_curve(cache))"""),
 ]
 
 

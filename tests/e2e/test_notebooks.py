@@ -59,6 +59,28 @@ def test_notebooks_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, path.name
 
 
+def test_notebooks_import_only_the_public_api():
+    """Every rwb name a notebook uses comes through `import retrieval` (the verbs, their results,
+    retrieval.plots): no `from retrieval...` and no `import retrieval.<module>`."""
+    import ast
+
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert len(paths) == 3
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(
+            "\n".join(ln for ln in c.source.splitlines() if not ln.startswith("%"))
+            for c in nb.cells if c.cell_type == "code"
+        )
+        rwb = []
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, ast.Import):
+                rwb += [a.name for a in node.names if a.name.split(".")[0] == "retrieval"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("retrieval"):
+                rwb.append(f"from {node.module}")
+        assert rwb == ["retrieval"], f"{path.name}: {rwb}"
+
+
 @pytest.mark.slow
 def test_01_ef_search_tradeoffs(tmp_path, monkeypatch):
     nb = execute("01_ef_search_tradeoffs.ipynb", tmp_path, monkeypatch)

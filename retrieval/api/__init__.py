@@ -1,0 +1,60 @@
+"""The public Python API, re-exported by ``import retrieval`` (see :mod:`retrieval`).
+
+- verbs (:mod:`retrieval.api.verbs`): ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
+  ``bench_embed``, ``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run``;
+- typed results (:mod:`retrieval.api.results`), each with ``to_frame()``;
+- figures: :mod:`retrieval.api.plots` (``retrieval.plots``).
+
+This package sits below the CLI and above every other layer (pyproject ``[tool.importlinter]``);
+the CLI does not go through it, so the command line keeps its own behaviour.
+"""
+
+from retrieval.api.results import (
+    BenchRun,
+    CacheRun,
+    EvalRun,
+    ExportedConfig,
+    IndexRun,
+    Report,
+    RerankRun,
+    RunResult,
+    StudyRun,
+    SweepRun,
+    Verification,
+)
+from retrieval.api.verbs import (
+    bench_embed,
+    bench_fanout,
+    evaluate,
+    export,
+    open_run,
+    report,
+    sweep,
+    tune_cache,
+    tune_rerank,
+    verify,
+)
+
+__all__ = [
+    "BenchRun",
+    "CacheRun",
+    "EvalRun",
+    "ExportedConfig",
+    "IndexRun",
+    "Report",
+    "RerankRun",
+    "RunResult",
+    "StudyRun",
+    "SweepRun",
+    "Verification",
+    "bench_embed",
+    "bench_fanout",
+    "evaluate",
+    "export",
+    "open_run",
+    "report",
+    "sweep",
+    "tune_cache",
+    "tune_rerank",
+    "verify",
+]

@@ -1,0 +1,29 @@
+"""The figures of the public API (``retrieval.plots``): every plot ``rwb report`` draws, each a
+function returning a :class:`matplotlib.figure.Figure` (headless; display it in a notebook).
+
+Index runs (points from :meth:`retrieval.api.results.IndexRun.points` / ``chosen()``):
+``recall_vs_latency``, ``recall_vs_qps``, ``per_query_recall``, ``param_surface``,
+``build_costs``. RAG-layer runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
+``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``.
+"""
+
+from retrieval.report.ann import (
+    build_costs,
+    param_surface,
+    per_query_recall,
+    recall_vs_latency,
+    recall_vs_qps,
+)
+from retrieval.report.rag import cache_curve, embed_batch_sweep, fanout_speedups, rerank_depth_curve
+
+__all__ = [
+    "build_costs",
+    "cache_curve",
+    "embed_batch_sweep",
+    "fanout_speedups",
+    "param_surface",
+    "per_query_recall",
+    "recall_vs_latency",
+    "recall_vs_qps",
+    "rerank_depth_curve",
+]

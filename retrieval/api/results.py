@@ -1,0 +1,245 @@
+"""Typed results of the public verbs (:mod:`retrieval.api.verbs`): frozen dataclasses holding the
+run directory and the run's typed summary (the same models ``summary.json`` is written and read
+through), each with ``to_frame()`` (a pandas DataFrame of the run's main table) and
+``to_dict()`` (the plain data). pandas and the report layer are imported when used."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
+    from retrieval.cache.run import CacheTuneSummary
+    from retrieval.report.load import Run
+    from retrieval.rerank.run import RerankSweepSummary
+    from retrieval.store import RunKind, RunSummary
+    from retrieval.study.run import StudySummary
+    from retrieval.tune.summary import EvalSummary, SweepSummary
+
+
+def _frame(rows: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame([dict(r) for r in rows or []])
+
+
+def _flat(rows: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
+    """Nested dicts as dotted columns (``tuning.ndcg@10``)."""
+    import pandas as pd
+
+    return pd.json_normalize([dict(r) for r in rows or []])
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run rwb wrote: its directory (None for a run not written) and its typed summary."""
+
+    path: Path | None
+    summary: RunSummary
+
+    @property
+    def kind(self) -> RunKind:
+        return self.summary.KIND
+
+    @property
+    def run_id(self) -> str | None:
+        rid = getattr(self.summary, "run_id", None)
+        return str(rid) if rid else (self.path.name if self.path else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as plain data (what ``summary.json`` holds)."""
+        return self.summary.to_json_dict()
+
+    def to_frame(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def _run(self) -> Run:
+        from retrieval.errors import ConfigError
+        from retrieval.report.load import load_run
+
+        if self.path is None:
+            raise ConfigError(f"this {self.kind} run was not written to a directory")
+        return load_run(self.path)
+
+
+@dataclass(frozen=True)
+class IndexRun(RunResult):
+    """An ``rwb eval`` or ``rwb sweep`` run of index configs."""
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every measured config (plot input of :mod:`retrieval.api.plots`)."""
+        from retrieval.report.build import index_points
+
+        return index_points(self._run())
+
+    def chosen(self) -> list[dict[str, Any]]:
+        """Per backend: a sweep's choice, or for an eval run the cheapest point meeting its
+        target (point estimate)."""
+        from retrieval.report.build import chosen_points
+
+        return chosen_points(self._run())
+
+    def cheapest_meeting(self, target: float, cost: str = "p95_ms", *,
+                         per_build: bool = False) -> list[dict[str, Any]]:
+        """Per label (``per_build``: per label and build config, with a ``series`` key), the
+        lowest-``cost`` measured point whose mean recall >= ``target`` (point estimate)."""
+        from retrieval.report.points import cheapest_meeting
+
+        points = self.points()
+        if not per_build:
+            return cheapest_meeting(points, target, cost)
+        series: dict[str, list[dict[str, Any]]] = {}
+        for p in points:
+            name = f"{p.get('label') or p.get('backend')} {p.get('build')}"
+            series.setdefault(name, []).append(p)
+        return [{**best, "series": name} for name, group in series.items()
+                for best in cheapest_meeting(group, target, cost)]
+
+    def per_query_recall(self, point: Mapping[str, Any], *, remeasure: bool = False
+                         ) -> np.ndarray | None:
+        """Per-query recall@k of ``point`` (stored by eval runs; ``remeasure`` rebuilds it from
+        the run's spec and dataset otherwise)."""
+        from retrieval.report.perquery import per_query_recall
+
+        return per_query_recall(self._run(), point, remeasure=remeasure)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """A parquet table of the run (``measurements.parquet``, ``per_query.parquet``, ...)."""
+        return self._run().table(name)
+
+
+@dataclass(frozen=True)
+class EvalRun(IndexRun):
+    summary: EvalSummary
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per measured config (recall, latency percentiles in ms, QPS, build)."""
+        return _frame(self.summary.rows)
+
+
+@dataclass(frozen=True)
+class SweepRun(IndexRun):
+    summary: SweepSummary
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per measured trial of the study."""
+        return _frame(self.summary.rows)
+
+    def choices(self) -> pd.DataFrame:
+        """One row per index entry: its chosen config (or none) and the held-out check."""
+        rows = []
+        for label, b in self.summary.backends.items():
+            chosen = b.chosen.to_json_dict() if b.chosen is not None else {}
+            rows.append({"label": label, "backend": b.backend, **chosen,
+                         "heldout_recall": b.heldout_recall, "heldout_meets": b.heldout_meets,
+                         "evaluations": b.evaluations})
+        return _frame(rows)
+
+
+@dataclass(frozen=True)
+class StudyRun(RunResult):
+    summary: StudySummary
+
+    def to_frame(self) -> pd.DataFrame:
+        """The Pareto set (tuning split), nested metrics as dotted columns."""
+        return _flat(self.to_dict().get("pareto_set"))
+
+
+@dataclass(frozen=True)
+class RerankRun(RunResult):
+    summary: RerankSweepSummary
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per rerank depth (tuning / held-out / all metrics, latency) as dotted
+        columns."""
+        return _flat(self.to_dict().get("curve"))
+
+
+@dataclass(frozen=True)
+class CacheRun(RunResult):
+    summary: CacheTuneSummary
+
+    def to_frame(self) -> pd.DataFrame:
+        """The threshold curve: one row per threshold x split."""
+        return _frame(self.to_dict().get("curve"))
+
+
+@dataclass(frozen=True)
+class BenchRun(RunResult):
+    summary: EmbedBenchSummary | FanoutBenchSummary
+    rows: tuple[dict[str, Any], ...] = ()
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per measured setting (embed) or per mode x query (fan-out)."""
+        return _frame(self.rows or self.to_dict().get("rows"))
+
+
+@dataclass(frozen=True)
+class ExportedConfig:
+    """A config file written by :func:`retrieval.export`."""
+
+    path: Path
+    engine: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: what was exported (engine, backend, label, file), nested as dotted keys."""
+        return _flat([{"engine": self.engine, **self.info, "path": str(self.path)}])
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of :func:`retrieval.verify`: ``holds`` and what was compared."""
+
+    path: Path
+    holds: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per named check (cache, rerank exports), else one row of the re-measured
+        and recorded values (ANN exports), nested as dotted columns."""
+        checks = self.info.get("checks")
+        if isinstance(checks, list):
+            return _flat(checks)
+        return _flat([self.info])
+
+
+@dataclass(frozen=True)
+class Report:
+    """The files :func:`retrieval.report` wrote."""
+
+    html: Path
+    pngs: tuple[Path, ...]
+    kind: str
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per file written (the HTML page, then each PNG)."""
+        files = [("html", self.html), *(("png", p) for p in self.pngs)]
+        return _frame([{"kind": self.kind, "type": t, "path": str(p)} for t, p in files])
+
+
+__all__ = [
+    "BenchRun",
+    "CacheRun",
+    "EvalRun",
+    "ExportedConfig",
+    "IndexRun",
+    "Report",
+    "RerankRun",
+    "RunResult",
+    "StudyRun",
+    "SweepRun",
+    "Verification",
+]

@@ -1,0 +1,316 @@
+"""The verbs of the public API: what ``rwb eval``, ``rwb sweep``, ``rwb tune rerank|cache``,
+``rwb bench embed|fanout``, ``rwb export``, ``rwb verify`` and ``rwb report`` do, callable from
+Python through the same library functions the CLI calls (nothing is printed; errors raise
+:class:`retrieval.errors.RwbError` subclasses with the CLI's one-line messages).
+
+A spec is a YAML path, a mapping (the YAML's content) or a spec object. Keyword options are the
+command-line overrides, validated like the spec's own fields. Heavy modules are imported when a
+verb runs, so ``import retrieval`` stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from retrieval.api.results import (
+    BenchRun,
+    CacheRun,
+    EvalRun,
+    ExportedConfig,
+    Report,
+    RerankRun,
+    RunResult,
+    StudyRun,
+    SweepRun,
+    Verification,
+)
+from retrieval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from retrieval.data import VectorDataset
+
+PathLike = str | Path
+M = TypeVar("M")
+#: progress callback of eval / sweep / tune rerank / bench: (done, total, description)
+Progress = Callable[[int, int, str], None]
+
+
+def _spec(spec: Any, model: type[M], parse: Callable[..., M], load: Callable[[Any], M],
+          what: str) -> M:
+    """``spec`` as a ``model``: a path is read, a mapping validated, a model taken as is."""
+    if isinstance(spec, model):
+        return spec
+    if isinstance(spec, str | Path):
+        return load(spec)
+    if isinstance(spec, Mapping):
+        return parse(dict(spec), source=f"<{what} mapping>")
+    raise ConfigError(f"{what}: expected a YAML path, a mapping or a {model.__name__}; "
+                      f"received {type(spec).__name__}")
+
+
+def _index_spec(spec: Any, dataset: VectorDataset | None) -> Any:
+    from retrieval.specfile import with_overrides
+    from retrieval.tune.spec import SweepSpec, load_spec, parse_spec, validate_spec
+
+    if dataset is not None and isinstance(spec, Mapping) and "dataset" not in spec:
+        spec = {**spec, "dataset": dataset.name}
+    out = validate_spec(_spec(spec, SweepSpec, parse_spec, load_spec, "sweep spec"))
+    if dataset is not None and out.dataset != dataset.name:  # the run records what it measured
+        out = with_overrides(out, dataset=dataset.name)
+    return out
+
+
+def evaluate(
+    spec: Any,
+    *,
+    out: PathLike | None = None,
+    dataset: VectorDataset | None = None,
+    threads: int | None = None,
+    progress: Progress | None = None,
+) -> EvalRun:
+    """``rwb eval``: measure every build x search config of ``spec``; write the run.
+
+    ``dataset`` (e.g. :meth:`VectorDataset.from_arrays`) replaces the spec's dataset; a mapping
+    spec may then leave ``dataset`` out. Ground truth is computed exactly (Faiss flat search,
+    cached by the data's fingerprint)."""
+    from retrieval.specfile import with_overrides
+    from retrieval.tune.runner import run_eval
+    from retrieval.tune.spec import validate_spec
+    from retrieval.tune.summary import EvalSummary
+
+    checked = with_overrides(_index_spec(spec, dataset), threads=threads, check=validate_spec)
+    result = run_eval(checked, out, progress=progress, dataset=dataset)
+    return EvalRun(result.run.path, EvalSummary.model_validate(result.summary))
+
+
+def _is_study(spec: Any) -> bool:
+    from retrieval.study.spec import KIND, StudySpec, is_study_spec
+
+    if isinstance(spec, StudySpec):
+        return True
+    if isinstance(spec, Mapping):
+        return spec.get("kind") == KIND
+    return isinstance(spec, str | Path) and is_study_spec(spec)
+
+
+def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str | None,
+           strategy: str | None, target_recall: float | None, n_trials: int | None,
+           threads: int | None) -> StudyRun:
+    from retrieval.errors import param_error
+    from retrieval.specfile import with_overrides
+    from retrieval.study.run import StudySummary, run_study
+    from retrieval.study.spec import StudySpec, check_study_spec, load_study_spec, parse_study_spec
+
+    s = _spec(spec, StudySpec, parse_study_spec, load_study_spec, "rag-study spec")
+    if strategy not in (None, "optuna"):
+        raise ConfigError(f"{s.source}: a rag-study always runs Optuna (multi-objective); "
+                          f"strategy must be omitted or 'optuna'; received {strategy!r}")
+    if threads:
+        raise ConfigError(f"{s.source}: threads applies to index sweeps, not to a rag-study; "
+                          f"received {threads}")
+    if n_trials is not None and n_trials < 1:
+        raise param_error("n_trials", "an integer >= 1", n_trials)
+    if target_recall is not None:
+        if not 0.0 < target_recall <= 1.0:
+            raise param_error("target_recall", "in (0, 1]", target_recall)
+        constraints = {**s.constraints.model_dump(), "target_recall": target_recall}
+        s = with_overrides(s, constraints=constraints, check=check_study_spec)
+    result = run_study(s, out, storage=storage, study_name=study, n_trials=n_trials)
+    return StudyRun(result.run.path, StudySummary.model_validate(result.summary))
+
+
+def sweep(
+    spec: Any,
+    *,
+    out: PathLike | None = None,
+    strategy: str | None = None,
+    target_recall: float | None = None,
+    storage: str | None = None,
+    study: str | None = None,
+    n_trials: int | None = None,
+    threads: int | None = None,
+    dataset: VectorDataset | None = None,
+    progress: Progress | None = None,
+) -> SweepRun | StudyRun:
+    """``rwb sweep``: tune ``spec`` into an Optuna study (resumed when ``out`` or ``storage`` +
+    ``study`` name an existing one) and choose the cheapest config meeting the target per
+    backend. A ``kind: rag-study`` spec runs the cross-layer study instead (a :class:`StudyRun`).
+    """
+    if _is_study(spec):
+        if dataset is not None:
+            raise ConfigError("a rag-study spec names its own datasets; 'dataset' applies to "
+                              "index sweeps only")
+        return _study(spec, out, storage=storage, study=study, strategy=strategy,
+                      target_recall=target_recall, n_trials=n_trials, threads=threads)
+    from retrieval.tune.summary import SweepSummary
+    from retrieval.tune.sweep import apply_overrides, run_sweep
+
+    checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
+                              target=target_recall, n_trials=n_trials, threads=threads)
+    result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
+                       progress=progress)
+    return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))
+
+
+def tune_rerank(
+    spec: Any,
+    *,
+    out: PathLike | None = None,
+    max_queries: int | None = None,
+    sample_queries: int | None = None,
+    progress: Progress | None = None,
+) -> RerankRun:
+    """``rwb tune rerank``: nDCG@10 / recall per rerank depth against whole-stage latency, the
+    chosen depth and (if enabled) the BM25 fallback threshold."""
+    from retrieval.rerank.run import RerankSweepSummary, run_rerank_sweep
+    from retrieval.rerank.spec import RerankSweepSpec, load_rerank_spec, parse_rerank_spec
+
+    s = _spec(spec, RerankSweepSpec, parse_rerank_spec, load_rerank_spec, "rerank spec")
+    source = str(spec) if isinstance(spec, str | Path) else "<memory>"
+    if max_queries is not None or sample_queries is not None:
+        data = s.model_dump(mode="json", exclude_unset=True)
+        if max_queries is not None:
+            data["max_queries"] = max_queries
+        if sample_queries is not None:
+            data["latency"] = {**data.get("latency", {}), "sample_queries": sample_queries}
+        s = parse_rerank_spec(data, source=f"{source} (with overrides)")
+    result = run_rerank_sweep(s, out, spec_source=source, progress=progress)
+    return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
+
+
+def tune_cache(
+    spec: Any,
+    *,
+    out: PathLike | None = None,
+    redis_url: str | None = None,
+    max_false_hit: float | None = None,
+    confidence: float | None = None,
+    bound: str | None = None,
+    keep_index: bool = False,
+    write: bool = True,
+) -> CacheRun:
+    """``rwb tune cache``: the largest semantic-cache threshold whose upper confidence bound on
+    the false-hit rate meets the cap, on a live Redis (``redis_url``, else ``$REDIS_URL``, else
+    a private server). ``write=False`` keeps the run in memory (``path`` is None)."""
+    from retrieval.cache.run import CacheTuneSummary, run_cache_tuning
+    from retrieval.cache.spec import CacheTuneSpec, load_cache_spec, parse_cache_spec
+
+    s = _spec(spec, CacheTuneSpec, parse_cache_spec, load_cache_spec, "cache spec")
+    overrides = {k: v for k, v in (("max_false_hit", max_false_hit),
+                                   ("confidence", confidence), ("bound", bound)) if v is not None}
+    if overrides:
+        data = s.model_dump(mode="json")
+        data["tuning"].update(overrides)
+        s = parse_cache_spec(data, source="cache spec (with overrides)")
+    result = run_cache_tuning(s, redis_url=redis_url, out=None if out is None else str(out),
+                              keep_index=keep_index, write=write)
+    path = getattr(result.run_dir, "path", None)
+    return CacheRun(path, CacheTuneSummary.model_validate(result.summary))
+
+
+def bench_embed(config: Any = None, *, out: PathLike | None = None,
+                progress: Progress | None = None, **overrides: Any) -> BenchRun:
+    """``rwb bench embed``: embedding throughput one text per call vs batches. ``config`` is a
+    YAML path, a mapping, an ``EmbedBenchConfig`` or None (defaults); ``overrides`` are its
+    fields (``collection=``, ``sample=``, ``batch_sizes=``, ...)."""
+    from retrieval.bench.embed.run import run_embed_bench, write_embed_run
+    from retrieval.bench.embed.spec import EmbedBenchConfig, load_embed_config
+    from retrieval.bench.summary import EmbedBenchSummary
+    from retrieval.specfile import load_model
+
+    if config is None or isinstance(config, str | Path):
+        cfg = load_embed_config(config, **overrides)
+    elif isinstance(config, EmbedBenchConfig | Mapping):
+        data = config.model_dump() if isinstance(config, EmbedBenchConfig) else dict(config)
+        cfg = load_model({**data, **{k: v for k, v in overrides.items() if v is not None}},
+                         EmbedBenchConfig, source="<embed bench config>",
+                         what="an embed bench config")
+    else:
+        raise ConfigError(f"embed bench config: expected a YAML path, a mapping or an "
+                          f"EmbedBenchConfig; received {type(config).__name__}")
+    result = run_embed_bench(cfg, progress=progress)
+    run = write_embed_run(result, out)
+    return BenchRun(run.path, EmbedBenchSummary.model_validate(result.summary),
+                    rows=tuple(result.rows))
+
+
+def bench_fanout(spec: Any, *, out: PathLike | None = None,
+                 progress: Progress | None = None) -> BenchRun:
+    """``rwb bench fanout``: several collections queried serially, by threads and by asyncio."""
+    from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
+    from retrieval.bench.fanout.spec import FanoutSpec, load_fanout_spec, parse_fanout_spec
+    from retrieval.bench.summary import FanoutBenchSummary
+
+    s = _spec(spec, FanoutSpec, parse_fanout_spec, load_fanout_spec, "fan-out spec")
+    result = run_fanout_bench(s, progress=progress)
+    run = write_fanout_run(s, result, out)
+    return BenchRun(run.path, FanoutBenchSummary.model_validate(result.summary),
+                    rows=tuple(result.rows))
+
+
+def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
+           backend: str | None = None) -> ExportedConfig:
+    """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
+    Raises :class:`retrieval.export.NothingToExport` when nothing meets the target."""
+    from retrieval.export import export_run
+
+    result = export_run(_run_path(run), engine, Path(out), backend=backend)
+    info = result.to_dict()
+    return ExportedConfig(Path(info.get("path") or out), engine, info)
+
+
+def verify(file: PathLike | ExportedConfig) -> Verification:
+    """``rwb verify``: rebuild and re-measure an exported config; ``holds`` says whether it
+    still meets its target."""
+    from retrieval.export import verify_file
+
+    path = file.path if isinstance(file, ExportedConfig) else Path(file)
+    report = verify_file(path)
+    return Verification(path, bool(report.holds), report.to_dict())
+
+
+def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure: bool = False,
+           target_recall: float | None = None) -> Report:
+    """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs."""
+    from retrieval.report import write_report
+
+    result = write_report(_run_path(run), out, remeasure=remeasure, target=target_recall)
+    return Report(result.html, tuple(result.pngs), str(result.kind))
+
+
+def open_run(path: PathLike) -> RunResult:
+    """An existing run directory (any kind rwb writes) as its typed result."""
+    from retrieval.report.load import load_run
+    from retrieval.store import RunKind
+
+    run = load_run(path)
+    by_kind: dict[str, type[RunResult]] = {
+        RunKind.EVAL: EvalRun, RunKind.SWEEP: SweepRun, RunKind.RAG_STUDY: StudyRun,
+        RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
+        RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
+    }
+    return by_kind[run.kind](run.path, run.model)
+
+
+def _run_path(run: PathLike | RunResult) -> Path:
+    if isinstance(run, RunResult):
+        if run.path is None:
+            raise ConfigError(f"this {run.kind} run was not written to a directory")
+        return run.path
+    return Path(run)
+
+
+__all__ = [
+    "bench_embed",
+    "bench_fanout",
+    "evaluate",
+    "export",
+    "open_run",
+    "report",
+    "sweep",
+    "tune_cache",
+    "tune_rerank",
+    "verify",
+]
