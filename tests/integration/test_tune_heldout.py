@@ -4,7 +4,8 @@ mean and a held-out split can miss the target while the tuning split meets it.
 
 The seeds are chosen so the cases happen on synthetic-small with the default split (seed 0,
 half held out); each test first checks its case from the fake's own formula
-(:func:`fake_query_recall`), independently of the tuner."""
+(:func:`fake_query_recall`), independently of the tuner. The last test makes a held-out miss
+with a real backend (faiss-ivf on crafted queries) and follows it into an exported file."""
 
 from __future__ import annotations
 
@@ -153,3 +154,47 @@ def test_strict_passes_when_the_heldout_check_holds(tmp_path, capsys):
     path.write_text(yaml.safe_dump(spec_dict(MEAN_ONLY_SEED, [36], strategy="grid")))
     assert main(["sweep", str(path), "--out", str(tmp_path / "run"), "--strict"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_heldout_miss_of_a_real_backend_reaches_the_exported_file(tmp_path, capsys):
+    """faiss-ivf, 4 well-separated clusters, nlist 4, nprobe 1: the tuning queries sit at the
+    cluster centres (all 10 neighbours in one cell), the held-out ones midway between two
+    clusters (neighbours split over two cells): the tuning split meets 0.9, the held-out one
+    does not, and the exported file says so."""
+    rng = np.random.default_rng(0)
+    dim, n_clusters, per, nq = 16, 4, 250, 40
+    centres = rng.normal(size=(n_clusters, dim)) * 10
+    base = np.repeat(centres, per, axis=0) + 0.5 * rng.normal(size=(n_clusters * per, dim))
+    split = split_queries(nq, 0.5, 0)
+    queries = np.empty((nq, dim))
+    for j, i in enumerate(split.tune):
+        queries[i] = centres[j % n_clusters] + 0.05 * rng.normal(size=dim)
+    for j, i in enumerate(split.heldout):
+        pair = centres[j % n_clusters] + centres[(j + 1) % n_clusters]
+        queries[i] = pair / 2 + 0.05 * rng.normal(size=dim)
+    np.save(tmp_path / "base.npy", base.astype(np.float32))
+    np.save(tmp_path / "queries.npy", queries.astype(np.float32))
+    spec = tmp_path / "ivf.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "ivf-heldout-miss",
+        "dataset": {"kind": "npy", "base": str(tmp_path / "base.npy"),
+                    "queries": str(tmp_path / "queries.npy"), "metric": "l2"},
+        "k": 10, "warmup": 2, "batch_repeats": 1, "target_recall": 0.9,
+        "indexes": [{"backend": "faiss-ivf", "build": {"nlist": n_clusters},
+                     "search": {"nprobe": 1}}],
+        "tune": {"strategy": "grid"},
+    }))
+    out = tmp_path / "run"
+    assert main(["sweep", str(spec), "--out", str(out), "--strict"]) == 1
+    captured = capsys.readouterr()
+    assert "held-out FAIL: faiss-ivf" in captured.out
+    assert captured.err.startswith("rwb sweep: --strict: held-out check failed")
+    b = json.loads((out / "summary.json").read_text())["backends"]["faiss-ivf"]
+    assert b["chosen"]["recall_lb"] >= 0.9 and b["heldout_meets"] is False
+    assert b["heldout_recall"] < 0.8
+    path = tmp_path / "ivf.faiss.yaml"
+    assert main(["export", str(out), "--engine", "faiss", "--out", str(path)]) == 0
+    ev = yaml.safe_load(path.read_text())["evidence"]
+    assert ev["heldout_meets_target"] is False
+    assert ev["heldout_recall"] == pytest.approx(b["heldout_recall"], rel=1e-5)
+    assert ev["recall_lower_bound"] >= ev["target_recall"] == 0.9
