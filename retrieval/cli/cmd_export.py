@@ -85,10 +85,14 @@ def run_verify(args: argparse.Namespace) -> int:
         return 0 if report.holds else 1
     m, rec = report.measured, report.recorded
     print(f"verify {report.path}: {'HOLDS' if report.holds else 'FAILS'}")
+    was = rec.get("fingerprint")
     fp = "fingerprint matches" if report.fingerprint_matches else (
-        f"DATA CHANGED: fingerprint {rec.get('fingerprint')} recorded, now different")
+        f"DATA CHANGED: fingerprint {was} recorded, {report.fingerprint} now; the evidence is "
+        f"about other data, re-run rwb sweep on it" if was else
+        f"NO FINGERPRINT recorded in the file (now {report.fingerprint}): cannot tell that the "
+        f"data is the one tuned on")
     print(f"  {report.backend} on {report.dataset} ({fp})")
-    cmp = ">=" if report.holds else "<"
+    cmp = ">=" if report.bound_holds else "<"
     print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
           f"{m.recall_lb:.4f} {cmp} target {report.target}")
     if report.heldout is not None:

@@ -4,9 +4,11 @@ cheapest config meeting the target per backend."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
+from retrieval.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print summary.json")
     p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.add_argument(
+        "--strict", action="store_true",
+        help="exit 1 when a chosen config misses the target on the held-out queries",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
 
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)
         from retrieval.cli.sweep_study import run_study_cmd
+
+        if args.strict:
+            raise ConfigError(f"{args.spec}: --strict applies to index sweeps, not to a "
+                              f"rag-study (its held-out comparison is in its summary)")
 
         return run_study_cmd(args)
     spec = apply_overrides(
@@ -64,9 +74,26 @@ def run(args: argparse.Namespace) -> int:
         close_bar(bar)
     if args.json:
         print_json(result.summary)
+    else:
+        print_result(result.summary, str(result.run.path))
+    return strict_exit(result.summary) if args.strict else 0
+
+
+def heldout_failures(s: dict[str, Any]) -> list[str]:
+    """Index labels whose chosen config misses the target on the held-out queries."""
+    return [label for label, b in s["backends"].items() if b.get("heldout_meets") is False]
+
+
+def strict_exit(s: dict[str, Any]) -> int:
+    """--strict: 1 (with one line on stderr) when the held-out check failed, else 0."""
+    failing = heldout_failures(s)
+    if not failing:
         return 0
-    print_result(result.summary, str(result.run.path))
-    return 0
+    recalls = ", ".join(f"{label} {_num(s['backends'][label]['heldout_recall'])}"
+                        for label in failing)
+    print(f"rwb sweep: --strict: held-out check failed: mean recall on the held-out queries "
+          f"below target {s.get('target_recall')} ({recalls})", file=sys.stderr)
+    return 1
 
 
 def _search(d: dict[str, Any] | None) -> str:
@@ -105,7 +132,7 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
         rows,
         ["backend", "build", "search", "recall", "lower", "held-out", "p95 ms", "QPS", "evals"],
     )
-    failing = [k for k, b in s["backends"].items() if b["heldout_meets"] is False]
+    failing = heldout_failures(s)
     if failing:
         print(f"held-out FAIL: {', '.join(failing)}: mean recall on the held-out queries is below "
               f"the target")

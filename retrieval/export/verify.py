@@ -1,9 +1,12 @@
 """``rwb verify FILE``: rebuild the index an exported config came from, re-measure it on the same
 queries, and say whether it still meets its target.
 
-It holds when the re-measured lower confidence bound on mean recall@k over the tuning queries
-(same split, same bound) is >= the recorded target. The held-out recall is re-measured and
-reported too; latency is reported for information only (it depends on the machine).
+It holds when the dataset is the one the config was tuned on (its fingerprint equals the
+recorded ``evidence.dataset.fingerprint``: changed or unrecorded data fails, since the evidence
+is about other vectors) and the re-measured lower confidence bound on mean recall@k over the
+tuning queries (same split, same bound) is >= the recorded target. The held-out recall is
+re-measured and reported too; latency is reported for information only (it depends on the
+machine).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ class VerifyReport:
     measured: PointResult
     heldout: HeldOut | None
     recorded: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str | None = None  # of the dataset verified against (now)
+
+    @property
+    def bound_holds(self) -> bool:
+        """The re-measured lower bound meets the target (whatever the data)."""
+        return bool(self.measured.recall_lb >= self.target - EPS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +54,7 @@ class VerifyReport:
             "backend": self.backend,
             "dataset": self.dataset,
             "fingerprint_matches": self.fingerprint_matches,
+            "fingerprint": self.fingerprint,
             "measured": self.measured.to_dict(),
             "heldout": self.heldout.to_dict() if self.heldout else None,
             "recorded": self.recorded,
@@ -105,13 +115,14 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
         search = _need(src, "search", f"{where}: source")
         res = m.full(built, search)
         held = m.heldout(built, search)
+    same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     return VerifyReport(
         path=where,
-        holds=bool(res.recall_lb >= target - EPS),
+        holds=bool(res.recall_lb >= target - EPS) and same_data,
         target=target,
         backend=backend,
         dataset=ds.name,
-        fingerprint_matches=recorded_fp == ds.fingerprint,
+        fingerprint_matches=same_data,
         measured=res,
         heldout=held,
         recorded={
@@ -121,4 +132,5 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
             "p95_ms": (ev.get("latency_ms") or {}).get("p95"),
             "fingerprint": recorded_fp,
         },
+        fingerprint=ds.fingerprint,
     )

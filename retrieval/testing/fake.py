@@ -15,6 +15,15 @@ half_ef)`` (and the mean over queries equals it up to float summation, ~1e-15): 
 step function of ``ef`` (steps of 1/k), reaching 1.0 only when ``quality > 1``. "Exactly" assumes
 ``k <= n`` and no floating-point tie between a query's k-th and (k+1)-th true neighbour.
 
+Per-query spread (build param ``spread``, default 0: the exact curve above). With ``spread = s >
+0`` queries differ: each query keeps ``hits + s`` or ``hits - s`` true neighbours (clipped to
+``[0, k]``), decided by a fair coin per query that is a pure function of the query vector and
+``seed`` (a keyed BLAKE2b hash of its float32 bytes, :func:`fake_coins`), so single-query and
+batch searches agree and a query set's recall is known in advance (:func:`fake_query_recall`).
+Where ``s <= hits <= k - s`` the expected recall is still :func:`fake_recall` while each query's
+is ``(hits +- s) / k``: lower confidence bounds fall below the mean, and a tuning and a held-out
+split of the queries can disagree (about half of the queries of each are "hard").
+
 Latency. After answering, each ``search`` call busy-waits ``nq * ef_search * us_per_ef``
 microseconds (:func:`fake_latency_us`), so latency grows with ef (on top of the brute-force cost,
 which does not depend on ef).
@@ -22,6 +31,7 @@ which does not depend on ef).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from fractions import Fraction
@@ -50,6 +60,36 @@ def fake_recall(ef: int, quality: float, k: int, half_ef: int = 16) -> float:
     return fake_hits(ef, quality, k, half_ef) / k
 
 
+def fake_coins(queries: np.ndarray, seed: int = 0) -> np.ndarray:
+    """+1 ("easy") or -1 ("hard") per query row: a fair coin that depends only on the row's
+    float32 bytes and ``seed`` (the first bit of a BLAKE2b hash keyed with the seed)."""
+    x = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+    key = int(seed).to_bytes(8, "little", signed=True)
+    bits = [hashlib.blake2b(row.tobytes(), digest_size=1, key=key).digest()[0] & 1 for row in x]
+    return np.where(np.asarray(bits, dtype=np.int64) == 1, 1, -1).astype(np.int64)
+
+
+def fake_query_hits(
+    queries: np.ndarray, ef: int, quality: float, k: int, half_ef: int = 16, spread: int = 0,
+    seed: int = 0,
+) -> np.ndarray:
+    """True neighbours the fake keeps for each query row: ``fake_hits + coin * spread`` in
+    ``[0, k]`` (every query gets :func:`fake_hits` when ``spread`` is 0)."""
+    hits = fake_hits(ef, quality, k, half_ef)
+    n = np.atleast_2d(queries).shape[0]
+    if spread == 0:
+        return np.full(n, hits, dtype=np.int64)
+    return np.clip(hits + fake_coins(queries, seed) * spread, 0, k)
+
+
+def fake_query_recall(
+    queries: np.ndarray, ef: int, quality: float, k: int, half_ef: int = 16, spread: int = 0,
+    seed: int = 0,
+) -> np.ndarray:
+    """Recall@k the fake returns for each query row (see :func:`fake_query_hits`)."""
+    return fake_query_hits(queries, ef, quality, k, half_ef, spread, seed) / k
+
+
 def fake_latency_us(ef: int, us_per_ef: float, nq: int = 1) -> float:
     """Busy-wait (microseconds) one search call of ``nq`` queries adds at ``ef_search = ef``."""
     return nq * ef * us_per_ef
@@ -58,11 +98,15 @@ def fake_latency_us(ef: int, us_per_ef: float, nq: int = 1) -> float:
 class FakeBuild(Params):
     """``quality``: scale of the recall curve (> 1 lets recall reach 1.0); ``half_ef``: the ef at
     which the curve is at half of ``quality``; ``us_per_ef``: busy-wait per query per unit of
-    ef, microseconds."""
+    ef, microseconds; ``spread``: per-query offset of the true neighbours kept (+- spread by a
+    seeded coin per query, see the module doc; 0 = every query on the curve); ``seed``: the
+    coin's key."""
 
     quality: float = Field(1.0, gt=0.0, le=2.0)
     half_ef: int = Field(16, ge=1, le=1_000_000)
     us_per_ef: float = Field(1.0, ge=0.0, le=1000.0)
+    spread: int = Field(0, ge=0, le=1000)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
 
 
 class FakeSearch(Params):
@@ -147,11 +191,17 @@ class FakeIndex(InProcessIndex):
         q = fc.prepare(x, self.metric)
         d, i = self._flat.search(q, k)
         res = fc.to_result(d, i, self.metric)
-        hits = fake_hits(sp.ef_search, p.quality, k, p.half_ef)
+        hits = fake_query_hits(x, sp.ef_search, p.quality, k, p.half_ef, p.spread, p.seed)
         dist, ids = res.distances.copy(), res.ids.copy()
-        if hits < k:
-            far_d, far_i = self._far(q, res.ids, k - hits)
-            dist[:, hits:], ids[:, hits:] = far_d, far_i
+        low = int(hits.min()) if hits.size else k
+        if low < k:
+            far_d, far_i = self._far(q, res.ids, k - low)
+            # slot j >= hits[row] of a row takes its (j - hits[row])-th farthest vector
+            pos = np.arange(k)[None, :] - hits[:, None]
+            miss = pos >= 0
+            src = np.clip(pos, 0, k - low - 1)
+            dist = np.where(miss, np.take_along_axis(far_d, src, axis=1), dist)
+            ids = np.where(miss, np.take_along_axis(far_i, src, axis=1), ids)
         _busy_wait_ns(int(fake_latency_us(sp.ef_search, p.us_per_ef, q.shape[0]) * 1000))
         return dist, ids
 

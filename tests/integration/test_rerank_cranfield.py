@@ -9,6 +9,21 @@ from retrieval.rerank.spec import parse_rerank_spec
 
 pytestmark = pytest.mark.slow
 
+# measured on this subset (24 seeded queries; BM25 is exact, dense varies with float sums)
+BM25_NDCG = 0.5696
+DENSE_NDCG = 0.5643
+
+
+def assert_rule_depth(s):
+    """``chosen_depth`` is the smallest depth whose tuning-split selection metric is within
+    ``tolerance`` of the best depth's (recomputed from the curve)."""
+    metric = s["selection_metric"]
+    tuning = {c["depth"]: c["tuning"][metric] for c in s["curve"]}
+    best = max(tuning.values())
+    rule = min(d for d, v in tuning.items() if v >= best - s["tolerance"] - 1e-12)
+    assert s["chosen_depth"] == rule, (tuning, s["tolerance"])
+    assert s["best_depth"] == max(tuning, key=lambda d: (tuning[d], -d))
+
 
 def test_cranfield_sweep_small(tmp_path):
     from retrieval.loaders.shared import shared_folder
@@ -32,7 +47,11 @@ def test_cranfield_sweep_small(tmp_path):
     assert s["n_docs"] == 1400 and s["n_queries"] == 24
     assert "gain = 5 - grade" in s["relevance"]
     assert s["unknown_judged_doc_ids"] == {}
-    assert 0.2 < s["bm25_ndcg@10"] < 0.8 and 0.2 < s["dense_ndcg@10"] < 0.8
-    assert s["chosen_depth"] in (0, 10, 30)
+    assert s["bm25_ndcg@10"] == pytest.approx(BM25_NDCG, abs=0.001)
+    assert s["dense_ndcg@10"] == pytest.approx(DENSE_NDCG, abs=0.003)
+    # the chosen depth is the rule's: the smallest depth within tolerance of the best (tuning);
+    # here reranking lowers tuning nDCG@10 at 10 and 30 by more than the tolerance
+    assert_rule_depth(s)
+    assert s["chosen_depth"] == 0 and s["no_rerank_wins"] is True
     assert s["router"]["threshold_unit"].startswith("cosine similarity")
     assert (tmp_path / "run" / "summary.json").is_file()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from retrieval.binomial import wilson_upper
+from retrieval.binomial import upper_bound, wilson_upper
 from retrieval.cache.spec import parse_cache_spec
 from retrieval.cache.tune import (
     choose_threshold,
@@ -168,3 +168,38 @@ def test_shipped_spec_loads() -> None:
     assert spec.cost.usd_per_call == pytest.approx((2.5 * 150 + 10.0 * 350) / 1e6)
     with pytest.raises(ConfigError, match="does not exist"):
         load_cache_spec(REPO_ROOT / "sweeps" / "nope.yaml")
+
+
+def test_clopper_pearson_bound_in_the_tuner_matches_scipy_beta_quantiles() -> None:
+    """``tuning.bound: clopper_pearson``: every grid point's bound is scipy's
+    ``beta.ppf(confidence, false + 1, n - false)`` (1 when every probe false-hits), the choice is
+    the largest threshold under the cap by that bound, and it is stricter than Wilson here."""
+    from scipy.stats import beta
+
+    rng = np.random.default_rng(4)
+    n = 2000
+    positive = rng.random(n) < 0.4
+    dist = np.where(positive, rng.uniform(0.0, 0.3, n), rng.uniform(0.05, 0.6, n))
+    correct = positive & (rng.random(n) < 0.9)
+    heldout = rng.random(n) < 0.5
+    design = _Design(heldout, positive)
+    tuning = {"max_false_hit": 0.05, "grid_step": 0.001, "curve_step": 0.05,
+              "confidence": 0.9}
+    cp = choose_threshold(dist, correct, design,  # type: ignore[arg-type]
+                          parse_cache_spec({"tuning": {**tuning, "bound": "clopper_pearson"}}))
+    wilson = choose_threshold(dist, correct, design,  # type: ignore[arg-type]
+                              parse_cache_spec({"tuning": tuning}))
+    tun = ~heldout
+    m = int(tun.sum())
+    table = cp.tables["tuning"]
+    false = table["false_hits"].astype(np.float64)
+    expect = np.where(false >= m, 1.0, beta.ppf(0.9, false + 1, np.maximum(m - false, 1)))
+    np.testing.assert_allclose(table["false_hit_upper_bound"], expect, rtol=1e-12, atol=0)
+    # golden: 5 false hits in 300 probes at 0.9 (scipy 1.17 beta.ppf(0.9, 6, 295))
+    assert float(upper_bound(5, 300, 0.9, "clopper_pearson")) == pytest.approx(
+        0.030695590943878668, rel=1e-12)
+    assert cp.threshold is not None and wilson.threshold is not None and cp.tuning is not None
+    feasible = np.flatnonzero(expect <= 0.05)
+    assert cp.threshold.cosine_distance == pytest.approx(table["threshold"][feasible.max()])
+    assert cp.tuning.false_hit_upper_bound == pytest.approx(expect[feasible.max()], rel=1e-12)
+    assert cp.threshold.cosine_distance < wilson.threshold.cosine_distance  # exact is stricter

@@ -18,9 +18,12 @@ def test_flat_is_exact_in_both_modes(small, tmp_path):
     for m in (single, batch):
         assert m.recall == 1.0 and m.per_query_recall_tie.min() == 1.0
         assert m.n_queries == 50 and m.k == 10
-        assert m.qps > 0 and m.memory_bytes and m.memory_bytes >= 2000 * 16 * 4
+        assert m.memory_bytes and m.memory_bytes >= 2000 * 16 * 4
     assert single.mode == "single" and single.latency_ms.shape == (50,)
     assert batch.mode == "batch" and batch.latency_ms.shape == (2,)
+    # QPS from the timings: single = 1000 / mean ms per query, batch = queries / best pass
+    assert single.qps == pytest.approx(1000.0 / single.latency_ms.mean(), rel=1e-9)
+    assert batch.qps == pytest.approx(50 / (batch.latency_ms.min() / 1000.0), rel=1e-9)
     s = single.summary(target=0.9)
     assert s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["max_ms"]
     assert s["share_below_target"] == 0.0

@@ -10,6 +10,7 @@ from retrieval.tune.decide import (
     bootstrap_lower,
     choose,
     lower_bound,
+    objective_value,
     split_queries,
 )
 from retrieval.tune.results import PointResult
@@ -59,3 +60,14 @@ def test_choose_prefers_smallest_knob_value_then_objective():
     assert choose(pts, "ef_search", "p95_ms").search["ef_search"] == 32  # not the noisy 40
     assert choose(pts, None, "p95_ms").search["ef_search"] == 40
     assert choose([_p(16, 0.1, False)], "ef_search", "p95_ms") is None
+
+
+def test_objective_qps_takes_the_highest_qps_where_p95_disagrees():
+    def point(name, p95, qps):
+        return PointResult({"nlist": name}, 0.9, 0.9, 0.9, 0.9, 10, p95, p95, p95, qps, 0.0,
+                           None, True)
+
+    pts = [point(1, 0.2, 900.0), point(2, 0.5, 4000.0), point(3, 0.3, None)]
+    assert choose(pts, None, "qps").search == {"nlist": 2}  # highest QPS (no QPS = 0)
+    assert choose(pts, None, "p95_ms").search == {"nlist": 1}  # lowest p95
+    assert objective_value(pts[1], "qps") == -4000.0 and objective_value(pts[0], "p95_ms") == 0.2
