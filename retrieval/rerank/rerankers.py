@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from retrieval.embed import Embedder
+from retrieval.embed import CachedEmbedder, Embedder, get_embedder
 from retrieval.errors import BackendError, DataError, param_error
 
 log = logging.getLogger(__name__)
@@ -295,12 +295,45 @@ class PrecomputedEmbedder:
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
 
+def make_rerankers(
+    kind: str,
+    model: str | None,
+    *,
+    batch_size: int,
+    max_length: int | None,
+    embedder: CachedEmbedder,
+    known: Mapping[str, np.ndarray],
+    quality_note: str,
+) -> tuple[Reranker, Reranker, dict[str, Any]]:
+    """(quality reranker, timing reranker, description) for a reranker ``kind``.
+
+    Cross-encoders (``cross-encoder``, ``flag``): one object for both. A bi-encoder of the same
+    model as ``embedder`` scores the quality pass from ``known`` passage vectors (text -> vector,
+    identical scores, no re-encoding) and encodes query and passages for real when timed.
+    """
+    if kind == "cross-encoder":
+        ce = CrossEncoderReranker(model or "", batch_size=batch_size, max_length=max_length)
+        return ce, ce, {"kind": kind, "name": ce.name}
+    if kind == "flag":
+        fr = FlagReranker(model or "", batch_size=batch_size, max_length=max_length or 512)
+        return fr, fr, {"kind": kind, "name": fr.name}
+    emb = get_embedder(model) if model else embedder
+    lookup = dict(known) if emb.model_id == embedder.model_id else {}
+    quality = BiEncoderReranker(PrecomputedEmbedder(emb.inner, lookup), batch_size=batch_size)
+    timing = BiEncoderReranker(emb.inner, batch_size=batch_size)
+    return quality, timing, {
+        "kind": kind, "name": timing.name, "quality_pass": quality_note,
+        "timing": "query and passages encoded on every call",
+    }
+
+
 __all__ = [
     "BiEncoderReranker",
     "CrossEncoderReranker",
     "FlagReranker",
     "PrecomputedEmbedder",
     "Reranker",
+    "make_rerankers",
     "resolve_reranker_model",
     "score_passages",
 ]

@@ -31,11 +31,8 @@ from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.metrics import latency_summary
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.rerank.rerankers import (
-    BiEncoderReranker,
-    CrossEncoderReranker,
-    FlagReranker,
-    PrecomputedEmbedder,
     Reranker,
+    make_rerankers,
 )
 from retrieval.rerank.route import (
     RouteInputs,
@@ -184,31 +181,22 @@ def build_rerankers(
     reranker encodes query and passages for real on every call.
     """
     r = spec.reranker
-    if r.kind == "cross-encoder":
-        ce = CrossEncoderReranker(r.model or "", batch_size=r.batch_size, max_length=r.max_length)
-        return ce, ce, {"kind": r.kind, "name": ce.name}
-    if r.kind == "flag":
-        fr = FlagReranker(r.model or "", batch_size=r.batch_size, max_length=r.max_length or 512)
-        return fr, fr, {"kind": r.kind, "name": fr.name}
-    emb = get_embedder(r.model) if r.model else embedder
-    if emb.model_id == dense.embedder.model_id and dense.corpus_vectors is not None:
-        positions = dense.corpus_positions
-        assert positions is not None
-        vectors = dense.corpus_vectors
-        texts = [corpus[i] for i in positions]
-    else:
-        texts = [t for t in corpus if t.strip()]
-        vectors = emb.embed(texts, batch_size=spec.embedder.batch_size)
-    known = dict(zip(texts, vectors))
-    quality = BiEncoderReranker(PrecomputedEmbedder(emb.inner, known), batch_size=r.batch_size)
-    timing = BiEncoderReranker(emb.inner, batch_size=r.batch_size)
-    info = {
-        "kind": r.kind,
-        "name": timing.name,
-        "quality_pass": "corpus passage vectors looked up (same model), query encoded",
-        "timing": "query and passages encoded on every call",
-    }
-    return quality, timing, info
+    known: dict[str, np.ndarray] = {}
+    if r.kind not in ("cross-encoder", "flag"):
+        emb = get_embedder(r.model) if r.model else embedder
+        if emb.model_id == dense.embedder.model_id and dense.corpus_vectors is not None:
+            positions = dense.corpus_positions
+            assert positions is not None
+            vectors = dense.corpus_vectors
+            texts = [corpus[i] for i in positions]
+        else:
+            texts = [t for t in corpus if t.strip()]
+            vectors = emb.embed(texts, batch_size=spec.embedder.batch_size)
+        known, embedder = dict(zip(texts, vectors)), emb
+    return make_rerankers(
+        r.kind, r.model, batch_size=r.batch_size, max_length=r.max_length, embedder=embedder,
+        known=known, quality_note="corpus passage vectors looked up (same model), query encoded",
+    )
 
 
 def _metrics_row(scores: dict[str, float]) -> dict[str, float]:

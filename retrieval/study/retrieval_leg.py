@@ -29,14 +29,8 @@ from retrieval.indexes import create_index
 from retrieval.indexes.entry import apply_search
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
-from retrieval.rerank.rerankers import (
-    BiEncoderReranker,
-    CrossEncoderReranker,
-    FlagReranker,
-    PrecomputedEmbedder,
-    Reranker,
-    score_passages,
-)
+from retrieval.rerank.rerankers import Reranker, score_passages
+from retrieval.rerank.rerankers import make_rerankers as shared_rerankers
 from retrieval.rerank.spec import RerankerSpec
 from retrieval.rerank.tune import (
     RerankScores,
@@ -93,25 +87,12 @@ def judged_query_ids(coll: Any, max_queries: int | None, seed: int) -> list[str]
 def make_rerankers(
     r: RerankerSpec, embedder: CachedEmbedder, known: dict[str, np.ndarray]
 ) -> tuple[Reranker, Reranker, dict[str, Any]]:
-    """(quality reranker, timing reranker, description). A bi-encoder with the first stage's
-    model looks up the vectors already computed for the quality pass (identical scores) and
-    encodes query and passages for real when timed; cross-encoders are one object."""
-    if r.kind == "cross-encoder":
-        ce = CrossEncoderReranker(r.model or "", batch_size=r.batch_size, max_length=r.max_length)
-        return ce, ce, {"kind": r.kind, "name": ce.name}
-    if r.kind == "flag":
-        fr = FlagReranker(r.model or "", batch_size=r.batch_size, max_length=r.max_length or 512)
-        return fr, fr, {"kind": r.kind, "name": fr.name}
-    emb = get_embedder(r.model) if r.model else embedder
-    inner: Embedder = emb.inner
-    lookup = known if emb.model_id == embedder.model_id else {}
-    quality = BiEncoderReranker(PrecomputedEmbedder(inner, lookup), batch_size=r.batch_size)
-    timing = BiEncoderReranker(inner, batch_size=r.batch_size)
-    return quality, timing, {
-        "kind": r.kind, "name": timing.name,
-        "quality_pass": "stored vectors of the same model looked up (identical scores)",
-        "timing": "query and passages encoded on every call",
-    }
+    """(quality reranker, timing reranker, description): :func:`retrieval.rerank.rerankers.
+    make_rerankers` with the study's stored passage vectors (``known``, same model)."""
+    return shared_rerankers(
+        r.kind, r.model, batch_size=r.batch_size, max_length=r.max_length, embedder=embedder,
+        known=known, quality_note="stored vectors of the same model looked up (identical scores)",
+    )
 
 
 def _time_searches(index: Any, q: np.ndarray, k: int, warmup: int) -> np.ndarray:
