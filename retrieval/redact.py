@@ -17,9 +17,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: words that make a key (or an environment variable name) sensitive
 SENSITIVE_WORDS = frozenset(
-    {"password", "passwd", "pass", "pwd", "secret", "secrets", "token", "tokens", "apikey",
+    {"password", "passwd", "pwd", "passphrase", "secret", "secrets", "token", "tokens", "apikey",
      "credential", "credentials", "auth", "cookie", "session"}
 )
+#: words that make a bare "pass" a credential (``db_pass``), not a processing pass
+_PASS_CONTEXT = frozenset({"db", "user", "admin", "root", "redis", "pg", "postgres", "mysql",
+                           "login", "smtp", "ftp", "basic", "http", "proxy", "app", "account"})
 _PAIRS = {("api", "key"), ("private", "key"), ("access", "key")}
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 REDACTED = "***"
@@ -31,6 +34,8 @@ def is_sensitive(name: str) -> bool:
     words = [w.lower() for w in _WORD.findall(name)]
     if any(w in SENSITIVE_WORDS for w in words):
         return True
+    if "pass" in words and (len(words) == 1 or any(w in _PASS_CONTEXT for w in words)):
+        return True  # PASS, DB_PASS, redis_pass; not a processing pass (quality_pass)
     return any(pair in _PAIRS for pair in itertools.pairwise(words))
 
 

@@ -1,6 +1,6 @@
 """No secret is ever written: URI credentials, sensitive keys, secret environment values."""
 
-from retrieval.redact import is_sensitive, redact_text, redact_uri, scrub
+from retrieval.redact import is_sensitive, mask, redact_text, redact_uri, scrub
 
 
 def test_uri_credentials_and_sensitive_query_values_are_masked():
@@ -33,3 +33,12 @@ def test_scrub_drops_keys_masks_uris_and_known_secrets():
 def test_secret_environment_values_are_masked(monkeypatch):
     monkeypatch.setenv("RWB_MILVUS_TOKEN", "tok-very-secret")
     assert "tok-very-secret" not in redact_text("connect with tok-very-secret now")
+
+
+def test_a_processing_pass_is_not_a_password():
+    """``pass`` is a credential in ``PASS`` / ``DB_PASS``, not in ``quality_pass`` (a summary key
+    of the rerank and study runs, which must be recorded as written)."""
+    assert is_sensitive("pass") and is_sensitive("DB_PASS") and is_sensitive("redis_pass")
+    assert not is_sensitive("quality_pass") and not is_sensitive("first_pass")
+    assert mask({"quality_pass": "stored vectors looked up"}) == {
+        "quality_pass": "stored vectors looked up"}
