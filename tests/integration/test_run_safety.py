@@ -366,3 +366,21 @@ def test_an_interrupted_run_is_marked_failed(tmp_path: Path) -> None:
     manifest = json.loads(run.file("manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["error"] == "interrupted"
     assert not run.file("work").exists()
+
+
+def test_export_does_not_replace_a_run_directory_record(tmp_path: Path, capsys) -> None:
+    """A run's manifest.json holds rwb's own marks (``rwb_version``, ``kind``): an export pointed
+    at it is still refused without --force, and the run stays intact."""
+    spec = tmp_path / "real.yaml"
+    spec.write_text(yaml.safe_dump(REAL))
+    sweep_run = tmp_path / "run"
+    assert main(["sweep", str(spec), "--out", str(sweep_run), "--json"]) == 0
+    other = tmp_path / "other"
+    assert main(["eval", str(spec), "--out", str(other), "--json"]) == 0
+    capsys.readouterr()
+    target = other / "manifest.json"
+    before = target.read_text()
+    assert main(["export", str(sweep_run), "--engine", "hnswlib", "--out", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not written by rwb" in err
+    assert target.read_text() == before
