@@ -478,13 +478,14 @@ class RunDir:
     def write_table(self, name: str, rows: Iterable[Mapping[str, Any]]) -> Path:
         """One tidy row per mapping, nested dicts flattened to dotted columns (parquet), with
         a ``run_id`` column; see :func:`typed_frame` for the column types."""
-        frame = typed_frame([flatten(r) for r in rows])
-        if "run_id" not in frame.columns:
-            frame.insert(0, "run_id", self.run_id)
-        return self.write_frame(name, frame)
+        return self.write_frame(name, typed_frame([flatten(r) for r in rows]))
 
     def write_frame(self, name: str, frame: Any) -> Path:
-        """A pandas DataFrame as parquet (atomically, no links followed)."""
+        """A pandas DataFrame as parquet with a ``run_id`` column (atomically, no links
+        followed)."""
+        if "run_id" not in frame.columns:
+            frame = frame.copy()
+            frame.insert(0, "run_id", self.run_id)
         buf = io.BytesIO()
         frame.to_parquet(buf, index=False)
         return write_atomic(self.file(name), buf.getvalue())

@@ -98,3 +98,12 @@ def test_manifest_records_the_threads_in_force(tmp_path, monkeypatch):
     assert threads["OPENBLAS_NUM_THREADS"] == "1"
     assert threads["cpus_allowed"] >= 1
     assert result.summary["rows"][0]["threads"] == 1
+
+
+def test_write_frame_adds_run_id_too(tmp_path):
+    """Tables written as frames (e.g. the cache run's probes.parquet) carry run_id as well."""
+    run = RunDir.create(tmp_path / "r", "t")
+    run.write_frame("p.parquet", pd.DataFrame({"split": ["tune", "heldout"], "d": [0.1, 0.2]}))
+    back = pd.read_parquet(tmp_path / "r" / "p.parquet")
+    assert back.columns[0] == "run_id" and back["run_id"].tolist() == [run.run_id] * 2
+    assert back["split"].tolist() == ["tune", "heldout"]
