@@ -79,5 +79,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+def __dir__() -> list[str]:  # the public names (and the dunders), not this module's helpers
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -74,6 +74,11 @@ class VectorDataset:
     source: str = ""
     info: dict[str, object] = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # the arrays' shapes, not their contents
+        gt = "" if self.gt_ids is None else f", gt_ids {self.gt_ids.shape}"
+        return (f"VectorDataset(name={self.name!r}, metric={self.metric!r}, "
+                f"base {self.base.shape} {self.base.dtype}, queries {self.queries.shape}{gt})")
+
     def __post_init__(self) -> None:
         check_metric(self.metric, where=f"dataset '{self.name}'")
         base = as_matrix(self.base, f"dataset '{self.name}' base vectors")

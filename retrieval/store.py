@@ -366,7 +366,8 @@ def check_out_dir(
         return
     raise ConfigError(
         f"--out '{path}' is a non-empty folder{_describe_run(path)}; rwb does not overwrite "
-        f"it: choose a new or empty folder, or pass --force to write into it"
+        f"it: choose a new or empty folder, or pass --force (force=True in the Python API) "
+        f"to write into it"
     )
 
 
@@ -393,7 +394,7 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
     if path.is_file() and not force and not ours(path):
         raise ConfigError(
             f"--out '{path}' exists and was not written by rwb; rwb does not overwrite it: "
-            f"choose another file, or pass --force to replace it"
+            f"choose another file, or pass --force (force=True in the Python API) to replace it"
         )
 
 

@@ -69,6 +69,7 @@ def evaluate(
     dataset: VectorDataset | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> EvalRun:
     """``rwb eval``: measure every build x search config of ``spec``; write the run.
 
@@ -81,7 +82,7 @@ def evaluate(
     from retrieval.tune.summary import EvalSummary
 
     checked = with_overrides(_index_spec(spec, dataset), threads=threads, check=validate_spec)
-    result = run_eval(checked, out, progress=progress, dataset=dataset)
+    result = run_eval(checked, out, progress=progress, dataset=dataset, force=force)
     return EvalRun(result.run.path, EvalSummary.model_validate(result.summary))
 
 
@@ -97,7 +98,7 @@ def _is_study(spec: Any) -> bool:
 
 def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str | None,
            strategy: str | None, target_recall: float | None, n_trials: int | None,
-           threads: int | None) -> StudyRun:
+           threads: int | None, force: bool = False) -> StudyRun:
     from retrieval.errors import param_error
     from retrieval.specfile import with_overrides
     from retrieval.study.run import StudySummary, run_study
@@ -117,7 +118,8 @@ def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str |
             raise param_error("target_recall", "in (0, 1]", target_recall)
         constraints = {**s.constraints.model_dump(), "target_recall": target_recall}
         s = with_overrides(s, constraints=constraints, check=check_study_spec)
-    result = run_study(s, out, storage=storage, study_name=study, n_trials=n_trials)
+    result = run_study(s, out, storage=storage, study_name=study, n_trials=n_trials,
+                       force=force)
     return StudyRun(result.run.path, StudySummary.model_validate(result.summary))
 
 
@@ -133,6 +135,7 @@ def sweep(
     threads: int | None = None,
     dataset: VectorDataset | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> SweepRun | StudyRun:
     """``rwb sweep``: tune ``spec`` into an Optuna study (resumed when ``out`` or ``storage`` +
     ``study`` name an existing one) and choose the cheapest config meeting the target per
@@ -143,14 +146,15 @@ def sweep(
             raise ConfigError("a rag-study spec names its own datasets; 'dataset' applies to "
                               "index sweeps only")
         return _study(spec, out, storage=storage, study=study, strategy=strategy,
-                      target_recall=target_recall, n_trials=n_trials, threads=threads)
+                      target_recall=target_recall, n_trials=n_trials, threads=threads,
+                      force=force)
     from retrieval.tune.summary import SweepSummary
     from retrieval.tune.sweep import apply_overrides, run_sweep
 
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
                               target=target_recall, n_trials=n_trials, threads=threads)
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
-                       progress=progress)
+                       progress=progress, force=force)
     return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))
 
 
@@ -161,6 +165,7 @@ def tune_rerank(
     max_queries: int | None = None,
     sample_queries: int | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> RerankRun:
     """``rwb tune rerank``: nDCG@10 / recall per rerank depth against whole-stage latency, the
     chosen depth and (if enabled) the BM25 fallback threshold."""
@@ -176,7 +181,7 @@ def tune_rerank(
         if sample_queries is not None:
             data["latency"] = {**data.get("latency", {}), "sample_queries": sample_queries}
         s = parse_rerank_spec(data, source=f"{source} (with overrides)")
-    result = run_rerank_sweep(s, out, spec_source=source, progress=progress)
+    result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force)
     return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
 
 
@@ -190,6 +195,7 @@ def tune_cache(
     bound: str | None = None,
     keep_index: bool = False,
     write: bool = True,
+    force: bool = False,
 ) -> CacheRun:
     """``rwb tune cache``: the largest semantic-cache threshold whose upper confidence bound on
     the false-hit rate meets the cap, on a live Redis (``redis_url``, else ``$REDIS_URL``, else
@@ -205,13 +211,14 @@ def tune_cache(
         data["tuning"].update(overrides)
         s = parse_cache_spec(data, source="cache spec (with overrides)")
     result = run_cache_tuning(s, redis_url=redis_url, out=None if out is None else str(out),
-                              keep_index=keep_index, write=write)
+                              keep_index=keep_index, write=write, force=force)
     path = getattr(result.run_dir, "path", None)
     return CacheRun(path, CacheTuneSummary.model_validate(result.summary))
 
 
 def bench_embed(config: Any = None, *, out: PathLike | None = None,
-                progress: Progress | None = None, **overrides: Any) -> BenchRun:
+                progress: Progress | None = None, force: bool = False,
+                **overrides: Any) -> BenchRun:
     """``rwb bench embed``: embedding throughput one text per call vs batches. ``config`` is a
     YAML path, a mapping, an ``EmbedBenchConfig`` or None (defaults); ``overrides`` are its
     fields (``collection=``, ``sample=``, ``batch_sizes=``, ...)."""
@@ -231,13 +238,13 @@ def bench_embed(config: Any = None, *, out: PathLike | None = None,
         raise ConfigError(f"embed bench config: expected a YAML path, a mapping or an "
                           f"EmbedBenchConfig; received {type(config).__name__}")
     result = run_embed_bench(cfg, progress=progress)
-    run = write_embed_run(result, out)
+    run = write_embed_run(result, out, force=force)
     return BenchRun(run.path, EmbedBenchSummary.model_validate(result.summary),
                     rows=tuple(result.rows))
 
 
 def bench_fanout(spec: Any, *, out: PathLike | None = None,
-                 progress: Progress | None = None) -> BenchRun:
+                 progress: Progress | None = None, force: bool = False) -> BenchRun:
     """``rwb bench fanout``: several collections queried serially, by threads and by asyncio."""
     from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
     from retrieval.bench.fanout.spec import FanoutSpec, load_fanout_spec, parse_fanout_spec
@@ -245,17 +252,21 @@ def bench_fanout(spec: Any, *, out: PathLike | None = None,
 
     s = _spec(spec, FanoutSpec, parse_fanout_spec, load_fanout_spec, "fan-out spec")
     result = run_fanout_bench(s, progress=progress)
-    run = write_fanout_run(s, result, out)
+    run = write_fanout_run(s, result, out, force=force)
     return BenchRun(run.path, FanoutBenchSummary.model_validate(result.summary),
                     rows=tuple(result.rows))
 
 
 def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
-           backend: str | None = None) -> ExportedConfig:
+           backend: str | None = None, force: bool = False) -> ExportedConfig:
     """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
-    Raises :class:`retrieval.export.NothingToExport` when nothing meets the target."""
+    Raises :class:`retrieval.export.NothingToExport` when nothing meets the target. An existing
+    ``out`` that is not an earlier rwb export is refused unless ``force``."""
     from retrieval.export import export_run
+    from retrieval.export.files import is_rwb_export
+    from retrieval.store import check_out_file
 
+    check_out_file(out, force=force, ours=is_rwb_export)
     result = export_run(_run_path(run), engine, Path(out), backend=backend)
     info = result.to_dict()
     return ExportedConfig(Path(info.get("path") or out), engine, info)
@@ -272,10 +283,14 @@ def verify(file: PathLike | ExportedConfig) -> Verification:
 
 
 def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure: bool = False,
-           target_recall: float | None = None) -> Report:
-    """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs."""
+           target_recall: float | None = None, force: bool = False) -> Report:
+    """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs. An
+    existing ``out`` that is not an rwb report page is refused unless ``force``."""
     from retrieval.report import write_report
+    from retrieval.store import check_out_file, written_by_rwb
 
+    if out is not None:
+        check_out_file(out, force=force, ours=written_by_rwb("<title>rwb report"))
     result = write_report(_run_path(run), out, remeasure=remeasure, target=target_recall)
     return Report(result.html, tuple(result.pngs), str(result.kind))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from retrieval.cli._common import print_json
@@ -45,22 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=run_verify)
 
 
-#: a run directory's own records: an export never replaces one without --force
-RUN_RECORDS = ("manifest.json", "summary.json", "spec.yaml")
-
-
 def run_export(args: argparse.Namespace) -> int:
     from retrieval.export import NothingToExport, export_run
-    from retrieval.store import check_out_file, written_by_rwb
+    from retrieval.export.files import is_rwb_export
+    from retrieval.store import check_out_file
 
-    exported = written_by_rwb("rwb_export", "rwb_version", "kind: cache-tune", "kind: rerank-depth",
-                              "\"kind\": \"cache-tune\"", "\"kind\": \"rerank-depth\"")
-
-    def ours(path: Path) -> bool:  # an earlier export, never a run directory's own record
-        in_run = path.name in RUN_RECORDS and (path.parent / "manifest.json").is_file()
-        return not in_run and exported(path)
-
-    check_out_file(args.out, force=args.force, ours=ours)
+    check_out_file(args.out, force=args.force, ours=is_rwb_export)
     try:
         result = export_run(args.run, args.engine, args.out, backend=args.backend)
     except NothingToExport as exc:

@@ -13,7 +13,7 @@ import yaml
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import scrub
 from retrieval.specfile import parse_yaml, read_text
-from retrieval.store import write_atomic
+from retrieval.store import write_atomic, written_by_rwb
 
 FORMAT_VERSION = 1
 
@@ -93,3 +93,18 @@ def field_of(
                 raise param_error(dotted, f"{_ALLOWED[kind]} {text} {bound:g}", value,
                                   where=where)
     return value
+
+
+#: a run directory's own records: an export never replaces one without --force
+RUN_RECORDS = ("manifest.json", "summary.json", "spec.yaml")
+_EXPORT_MARKS = written_by_rwb("rwb_export", "rwb_version", "kind: cache-tune",
+                               "kind: rerank-depth", '"kind": "cache-tune"',
+                               '"kind": "rerank-depth"')
+
+
+def is_rwb_export(path: Path) -> bool:
+    """Whether ``path`` is an earlier rwb export (which ``rwb export --out`` may replace); a run
+    directory's own record (manifest.json, ...) never is."""
+    if path.name in RUN_RECORDS and (path.parent / "manifest.json").is_file():
+        return False
+    return _EXPORT_MARKS(path)

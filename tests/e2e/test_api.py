@@ -190,3 +190,31 @@ def test_tune_cache_on_a_small_qqp_subset(tmp_path, redis_url):
     assert {"threshold", "split", "hit_rate", "false_hit_rate"} <= set(frame)
     if run.summary.threshold is not None:
         assert run.summary.false_hit_upper_bound <= 0.03
+
+
+def test_api_refuses_a_non_empty_out_unless_forced(tmp_path):
+    """The verbs take ``force`` like the CLI's --force: a second evaluate into the same folder is
+    refused (one ConfigError naming force=True), and allowed with force=True."""
+    base, queries = arrays()
+    ds = retrieval.VectorDataset.from_arrays(base, queries, "l2")
+    out = tmp_path / "ev"
+    retrieval.evaluate(TINY, dataset=ds, out=out)
+    with pytest.raises(ConfigError, match=r"force=True"):
+        retrieval.evaluate(TINY, dataset=ds, out=out)
+    again = retrieval.evaluate(TINY, dataset=ds, out=out, force=True)
+    assert again.path == out and len(again.to_frame()) > 0
+    foreign = tmp_path / "mine.yaml"
+    foreign.write_text("my: own\n")
+    with pytest.raises(ConfigError, match=r"not written by rwb"):
+        retrieval.report(again, foreign)
+    assert foreign.read_text() == "my: own\n"
+
+
+def test_dataset_repr_and_dir_stay_short():
+    base, queries = arrays(n=50, nq=5, dim=4)
+    ds = retrieval.VectorDataset.from_arrays(base, queries, "cosine", name="mine")
+    text = repr(ds)
+    assert "(50, 4)" in text and "(5, 4)" in text and len(text) < 200
+    names = dir(retrieval)
+    assert "evaluate" in names and "VectorDataset" in names
+    assert not {"Any", "sys", "importlib", "annotations"} & set(names)
