@@ -134,3 +134,23 @@ def test_target_sweep_p95_plot_shows_its_search_steps(tmp_path):
     assert "timed again in full" in figs["recall_vs_qps"][1]
     (_, table), = [t for t in tables_for(loaded) if t[0] == "Measured configs"]
     assert "timed again in full" in table.caption
+
+
+def test_chosen_row_shows_its_full_timing(tmp_path):
+    """The 'chosen' row of a target sweep's table carries the chosen config's full re-timing
+    (summary.json's p95 / QPS), not its search step's numbers (no p95, one-pass QPS)."""
+    from retrieval.report.build import chosen_points, index_table
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(SWEEP.replace("strategy: grid", "strategy: target"))
+    run = tmp_path / "sweep"
+    assert main(["sweep", str(spec), "--out", str(run), "--json"]) == 0
+    loaded = load_run(run)
+    chosen = chosen_points(loaded)
+    assert chosen
+    t = index_table(loaded)
+    col = {h: i for i, h in enumerate(t.headers)}
+    picked = [r for r in t.rows if r[col["chosen"]] == "yes"]
+    assert len(picked) == len(chosen)
+    assert sorted(r[col["p95 ms"]] for r in picked) == sorted(c["p95_ms"] for c in chosen)
+    assert sorted(r[col["QPS"]] for r in picked) == sorted(c["qps"] for c in chosen)
