@@ -102,7 +102,8 @@ def format_validation_error(
     internal fields (a spec's ``source``) are never shown.
     """
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()))
+    loc = loc.removeprefix(".")  # indexes[0].build, the same form rwb's own checks use
     field = f"{prefix}{loc}" if prefix and loc else (prefix.rstrip(".") or loc)
     if err.get("type") == "extra_forbidden":
         import difflib

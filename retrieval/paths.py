@@ -76,7 +76,12 @@ def manifests_dir() -> Path:
     installed from a wheel) the same files shipped as package data."""
     env = os.environ.get("RWB_DATASETS_DIR")
     if env:
-        return Path(env).expanduser()
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            what = "is not a folder" if path.exists() else "does not exist"
+            raise ConfigError(f"environment variable RWB_DATASETS_DIR: '{env}' {what}; set it "
+                              f"to a folder of dataset manifests, or unset it")
+        return path
     root = checkout_root()
     return root / "datasets" if root is not None else PACKAGED_MANIFESTS
 

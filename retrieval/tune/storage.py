@@ -76,7 +76,9 @@ def open_storage(url: str) -> OpenedStorage:
         if scheme == "redis":
             from optuna.storages.journal import JournalRedisBackend
 
-            rbackend = JournalRedisBackend(url)
+            with warnings.catch_warnings():  # "experimental": noise before any error line
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                rbackend = JournalRedisBackend(url)
             storage = optuna.storages.JournalStorage(rbackend)
             storage.get_all_studies()  # connect now, not at the first trial
             return OpenedStorage(storage, display, "journal-redis")

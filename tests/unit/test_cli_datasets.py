@@ -55,3 +55,13 @@ def test_one_bad_manifest_does_not_break_the_listing(
     assert main(["datasets", "--load", "latin"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rwb: error: ") and "not UTF-8" in err and "\n" not in err
+
+
+def test_missing_datasets_dir_is_one_line(monkeypatch, tmp_path, capsys):
+    """RWB_DATASETS_DIR naming no folder is an error naming the variable, not an empty list."""
+    from retrieval.cli import main
+
+    monkeypatch.setenv("RWB_DATASETS_DIR", str(tmp_path / "nowhere"))
+    assert main(["datasets"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "RWB_DATASETS_DIR" in err and "does not exist" in err

@@ -167,3 +167,13 @@ def test_missing_rdb_driver_gives_rwbs_install_hint(url, module, extra):
                            f"database driver is not installed (module '{module}' is missing)")
     assert "pip install 'retrieval-workbench[storage]'" in text and "hunter2" not in text
     assert (extra in text) if extra else ("write the URL" not in text)
+
+
+def test_pydantic_field_paths_use_the_index_form():
+    """A field inside a list is named indexes[0].x, the form rwb's own checks use."""
+    from retrieval.errors import ConfigError
+    from retrieval.tune.spec import parse_spec
+
+    with pytest.raises(ConfigError, match=r"indexes\[0\]\.dup"):
+        parse_spec({"dataset": "synthetic-small", "indexes": [{"backend": "faiss-flat",
+                                                                "dup": 1}]}, source="s.yaml")
