@@ -28,15 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.binomial import upper_bound
 from retrieval.cache.live import SemanticCache, time_lookups
 from retrieval.cache.redis import IndexParams
-from retrieval.cache.run import embed_questions, redis_for_run
+from retrieval.cache.run import embed_questions, redis_for_run, tune_on_cache
 from retrieval.cache.spec import load_cache_spec, parse_cache_spec
 from retrieval.cache.tune import (
-    choose_threshold,
     design_probes,
-    exclude_self,
     qqp_labels,
 )
 from retrieval.paths import REPO_ROOT
@@ -102,16 +99,7 @@ def index_run(url: str, index: str, lookups: list[tuple[str, IndexParams]], labe
                       f"{lat['p99_ms']:.3f} ms  (fill so far {fill_s:.1f} s)", flush=True)
         if tune:
             fill_s += fill(first, labels, vecs, order[done:], spec.cache.load_batch)
-            t0 = time.perf_counter()
-            keys, dists = first.nearest(vecs[design.probes], k=2,
-                                        batch_size=spec.cache.knn_batch)
-            knn_s = time.perf_counter() - t0
-            upper_bound(0, 1)  # import scipy.stats outside the timed sweep
-            t0 = time.perf_counter()
-            nn, nd = exclude_self(design.probes, keys, dists)
-            correct = design.is_duplicate(design.probes, nn)
-            sweep = choose_threshold(nd, correct, design, spec)
-            sweep_s = time.perf_counter() - t0
+            *_, sweep, knn_s, sweep_s = tune_on_cache(first, vecs, design, spec)
             tuned = {"fill_s": fill_s, "knn_s": knn_s, "sweep_s": sweep_s, "sweep": sweep,
                      "probes": len(design.probes), "stored": len(order),
                      "grid": len(sweep.tables["tuning"]["threshold"])}

@@ -388,6 +388,24 @@ class CacheTuneOutcome:
     run_dir: Any
 
 
+def tune_on_cache(
+    cache: SemanticCache, vecs: Any, design: Any, spec: CacheTuneSpec
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any, float, float]:
+    """The tuning step on a filled cache: one pipelined KNN fetch (k=2) for every probe, the
+    probe itself excluded, then the offline threshold sweep. Returns (nearest other key per
+    probe, its cosine distance, whether it is a true duplicate, the sweep, KNN fetch s,
+    sweep s)."""
+    t0 = time.perf_counter()
+    keys, dists = cache.nearest(vecs[design.probes], k=2, batch_size=spec.cache.knn_batch)
+    knn_s = time.perf_counter() - t0
+    upper_bound(0, 1)  # import scipy.stats outside the timed sweep
+    t0 = time.perf_counter()
+    nn, nd = exclude_self(design.probes, keys, dists)
+    correct = design.is_duplicate(design.probes, nn)
+    sweep = choose_threshold(nd, correct, design, spec)
+    return nn, nd, correct, sweep, knn_s, time.perf_counter() - t0
+
+
 def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
     embedder: Any = None, keep_index: bool = False, write: bool = True, force: bool = False,
@@ -414,16 +432,7 @@ def run_cache_tuning(
             phase = "the fill"
             load_s, latency = fill_cache(cache, labels, design, vecs, spec)
             phase = "the KNN fetch"
-            t0 = time.perf_counter()
-            keys, dists = cache.nearest(vecs[design.probes], k=2,
-                                        batch_size=spec.cache.knn_batch)
-            knn_s = time.perf_counter() - t0
-            upper_bound(0, 1)  # import scipy.stats outside the timed sweep
-            t0 = time.perf_counter()
-            nn, nd = exclude_self(design.probes, keys, dists)
-            correct = design.is_duplicate(design.probes, nn)
-            sweep = choose_threshold(nd, correct, design, spec)
-            sweep_s = time.perf_counter() - t0
+            nn, nd, correct, sweep, knn_s, sweep_s = tune_on_cache(cache, vecs, design, spec)
             live = None
             phase = "the live lookup replay"
             if sweep.threshold is not None:

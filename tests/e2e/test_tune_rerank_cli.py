@@ -17,17 +17,6 @@ BM25_NDCG = 0.6564
 DENSE_NDCG = 0.5519
 
 
-def assert_rule_depth(s):
-    """``chosen_depth`` is the smallest depth whose tuning-split selection metric is within
-    ``tolerance`` of the best depth's (recomputed from the curve)."""
-    metric = s["selection_metric"]
-    tuning = {c["depth"]: c["tuning"][metric] for c in s["curve"]}
-    best = max(tuning.values())
-    rule = min(d for d, v in tuning.items() if v >= best - s["tolerance"] - 1e-12)
-    assert s["chosen_depth"] == rule, (tuning, s["tolerance"])
-    assert s["best_depth"] == max(tuning, key=lambda d: (tuning[d], -d))
-
-
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     from retrieval.loaders.shared import shared_folder
@@ -41,7 +30,7 @@ def cli_run(tmp_path_factory):
     return out, [str(spec), "--out", str(out), "--max-queries", "40", "--sample-queries", "2"]
 
 
-def test_json_summary_and_run_directory(cli_run, capsys):
+def test_json_summary_and_run_directory(cli_run, capsys, assert_rule_depth):
     out, argv = cli_run
     assert main(["tune", "rerank", *argv, "--json"]) == 0
     s = json.loads(capsys.readouterr().out)

@@ -14,18 +14,7 @@ BM25_NDCG = 0.5696
 DENSE_NDCG = 0.5643
 
 
-def assert_rule_depth(s):
-    """``chosen_depth`` is the smallest depth whose tuning-split selection metric is within
-    ``tolerance`` of the best depth's (recomputed from the curve)."""
-    metric = s["selection_metric"]
-    tuning = {c["depth"]: c["tuning"][metric] for c in s["curve"]}
-    best = max(tuning.values())
-    rule = min(d for d, v in tuning.items() if v >= best - s["tolerance"] - 1e-12)
-    assert s["chosen_depth"] == rule, (tuning, s["tolerance"])
-    assert s["best_depth"] == max(tuning, key=lambda d: (tuning[d], -d))
-
-
-def test_cranfield_sweep_small(tmp_path):
+def test_cranfield_sweep_small(tmp_path, assert_rule_depth):
     from retrieval.loaders.shared import shared_folder
 
     try:
