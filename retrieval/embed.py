@@ -1,5 +1,7 @@
 """Text embedders: the Embedder protocol, a sentence-transformers implementation that never
-downloads anything, and an on-disk cache in front of any embedder.
+downloads anything, the same model on ONNX Runtime / OpenVINO (:class:`RuntimeEmbedder`,
+exported once and cached by :mod:`retrieval.embedrt`), and an on-disk cache in front of any
+embedder.
 
 Vectors are float32 ``(n, dim)``. With ``normalize=True`` rows have unit L2 norm, so cosine
 similarity is the inner product and rwb's cosine *distance* is ``1 - <a, b>`` (0..2).
@@ -316,6 +318,93 @@ class SentenceTransformerEmbedder:
         return arr
 
 
+class RuntimeEmbedder:
+    """The same model folder run through ONNX Runtime (fp32 or dynamic int8) or OpenVINO
+    (fp32) instead of torch: exported once and cached on disk (:mod:`retrieval.embedrt`).
+
+    ``runtime`` is one of ``onnx``, ``onnx-int8``, ``openvino``; ``threads`` intra-op threads
+    (None: the runtime's default). Batching is ``encode``'s (longest texts first). Outputs are
+    float32 unit rows; int8 drifts from fp32 (measure it: ``rwb bench embed --runtimes``).
+    """
+
+    def __init__(self, model: str | Path | None = None, *, runtime: str = "onnx",
+                 max_seq_length: int | None = None, threads: int | None = None,
+                 cache_dir: Path | None = None) -> None:
+        from retrieval.embedrt import parse_runtime
+
+        rt = parse_runtime(runtime, where="embedder")
+        if rt.is_torch:
+            raise param_error("runtime", "onnx, onnx-int8 or openvino (torch: "
+                              "SentenceTransformerEmbedder)", runtime, where="RuntimeEmbedder")
+        self.runtime = rt.name
+        self._rt = rt
+        self.path, self._model_id = resolve_model(model)
+        self.max_seq_length = max_seq_length
+        self.threads = threads
+        self.cache_dir = cache_dir
+        self._encoder: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"RuntimeEmbedder({self._model_id!r}, runtime={self.runtime!r}, "
+                f"max_seq_length={self.max_seq_length}, threads={self.threads})")
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def cache_tag(self) -> str:
+        return f"normalize=1;max_seq_length={self.max_seq_length};runtime={self.runtime}"
+
+    @property
+    def encoder(self) -> Any:
+        """The loaded :class:`retrieval.embedrt.session.ExportedEncoder` (on first use)."""
+        if self._encoder is None:
+            with self._lock:
+                if self._encoder is None:
+                    _set_offline()
+                    from retrieval.embedrt.session import ExportedEncoder
+
+                    self._encoder = ExportedEncoder(
+                        self.path, self._model_id, self._rt, max_seq_length=self.max_seq_length,
+                        threads=self.threads, cache_root=self.cache_dir)
+        return self._encoder
+
+    @property
+    def dim(self) -> int:
+        return int(self.encoder.dim)
+
+    @property
+    def effective_max_seq_length(self) -> int:
+        return int(self.encoder.max_tokens)
+
+    def count_tokens(self, texts: Sequence[str]) -> np.ndarray:
+        """Word-piece tokens per text including special tokens, before truncation (int64)."""
+        return self.encoder.token_lengths(check_texts(texts, where="count_tokens"),
+                                          truncate=False)
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Embed texts (float32 ``(n, dim)``), in batches of ``batch_size`` texts."""
+        items = check_texts(texts)
+        return self.encoder.encode(items, check_batch_size(batch_size))
+
+
+def make_embedder(model: str | Path | None = None, runtime: str = "torch",
+                  **kwargs: Any) -> SentenceTransformerEmbedder | RuntimeEmbedder:
+    """An uncached embedder of ``model`` on ``runtime`` (``torch``, ``torch-bf16``, ``onnx``,
+    ``onnx-int8``, ``openvino``); ``kwargs`` go to the class (e.g. ``max_seq_length``)."""
+    from retrieval.embedrt import parse_runtime
+
+    rt = parse_runtime(runtime, where="embedder")
+    if rt.is_torch:
+        kwargs.pop("threads", None)
+        kwargs.pop("cache_dir", None)
+        return SentenceTransformerEmbedder(model, dtype=rt.precision,  # type: ignore[arg-type]
+                                           **kwargs)
+    return RuntimeEmbedder(model, runtime=rt.name, **kwargs)
+
+
 class CachedEmbedder:
     """On-disk cache in front of an embedder.
 
@@ -464,29 +553,37 @@ def default_embedder() -> CachedEmbedder:
         return _DEFAULT
 
 
-def get_embedder(model: str | Path | None = None) -> CachedEmbedder:
-    """A cached embedder for ``model`` (None: :func:`default_embedder`), one per model per
-    process."""
-    if model is None:
+def get_embedder(model: str | Path | None = None, runtime: str | None = None) -> CachedEmbedder:
+    """A cached embedder for ``model`` (None: :func:`default_embedder`) on ``runtime`` (None or
+    ``torch``: sentence-transformers fp32), one per model and runtime per process."""
+    name = "torch" if runtime is None else runtime
+    if name != "torch":
+        from retrieval.embedrt import parse_runtime
+
+        name = parse_runtime(name, where="embedder").name
+    if name == "torch" and model is None:
         return default_embedder()
     _, model_id = resolve_model(model)
-    if model_id == default_embedder().model_id:
+    if name == "torch" and model_id == default_embedder().model_id:
         return default_embedder()
+    key = model_id if name == "torch" else f"{model_id}@{name}"
     with _LOCK:
-        if model_id not in _BY_MODEL:
-            _BY_MODEL[model_id] = CachedEmbedder(SentenceTransformerEmbedder(model))
-        return _BY_MODEL[model_id]
+        if key not in _BY_MODEL:
+            _BY_MODEL[key] = CachedEmbedder(make_embedder(model, name))
+        return _BY_MODEL[key]
 
 
 __all__ = [
     "DTYPES",
     "CachedEmbedder",
     "Embedder",
+    "RuntimeEmbedder",
     "SentenceTransformerEmbedder",
     "SupportsCacheTag",
     "check_batch_size",
     "check_texts",
     "default_embedder",
     "get_embedder",
+    "make_embedder",
     "resolve_model",
 ]

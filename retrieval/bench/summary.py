@@ -35,6 +35,7 @@ class EmbedBenchSummary(RunSummary):
     worst_setting: str | None = None
     bf16: dict[str, Any] = Field(default_factory=dict)
     speedup_vs_library_bf16: float | None = None
+    runtimes: dict[str, Any] | None = None
     rows: list[dict[str, Any]] = Field(default_factory=list)
 
 

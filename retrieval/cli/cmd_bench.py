@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--dtypes", help="fp32 or fp32,bf16")
     e.add_argument("--model", help="local model folder (default: packaged all-MiniLM-L6-v2)")
     e.add_argument("--engine", help="sentence-transformers | flagembedding")
+    e.add_argument("--runtimes", help="comma-separated: torch, torch-bf16, onnx, onnx-int8, "
+                   "openvino (torch fp32 is always measured: the reference)")
+    e.add_argument("--quality", help="none | scifact: also retrieve on SciFact per runtime "
+                   "(nDCG@10, recall@10 vs fp32)")
     e.add_argument("--single-limit", type=int, help="one-at-a-time calls on at most N texts")
     e.add_argument("--threads", type=int, help="torch threads")
     e.add_argument("--json", action="store_true", help="print summary.json")
@@ -93,12 +97,15 @@ def run_embed(args: argparse.Namespace) -> int:
     from retrieval.bench.embed.spec import load_embed_config
 
     dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
+    runtimes = None if args.runtimes is None else [
+        r.strip() for r in args.runtimes.split(",") if r.strip()] or [args.runtimes]
     cfg = load_embed_config(
         args.config, collection=args.collection, texts_file=args.texts_file, sample=args.sample,
         seed=args.seed, batch_sizes=_int_list("--batch-sizes", args.batch_sizes),
         token_budgets=_int_list("--token-budgets", args.token_budgets),
         length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
         engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
+        runtimes=runtimes, quality=args.quality,
     )
     check_out_dir(args.out, force=args.force)  # before minutes of measuring
     bar, progress = _bar("bench embed")
@@ -145,6 +152,35 @@ def _print_embed(rows: list[dict[str, Any]], s: dict[str, Any]) -> None:
               f"recall@{d.get('k', '-')} vs fp32 {fmt(d.get('recall_at_k'))}")
     else:
         print(f"bf16: not measured ({b.get('reason')})")
+    if s.get("runtimes"):
+        _print_runtimes(s["runtimes"])
+
+
+def _print_runtimes(rt: dict[str, Any]) -> None:
+    q = rt["quality"]
+    print(f"runtimes (best batched setting of each; drift and speedups vs torch fp32; "
+          f"tolerance: {rt['tolerance']['rule']}):")
+    rows = []
+    for name, e in rt["by_runtime"].items():
+        d, qq = e["drift"], e.get("quality") or {}
+        rows.append((name, e["best_setting"], e["texts_per_s"], e["call_p50_ms"],
+                     e["call_p95_ms"], e["single_texts_per_s"], e["speedup_vs_single"],
+                     e["speedup_vs_library"], d["cos_dist_mean"], d["cos_dist_max"],
+                     d.get("recall_at_k"), qq.get("ndcg@10"), qq.get("recall@10"),
+                     "yes" if e["within_tolerance"] else "no"))
+    print_table(rows, ["runtime", "best", "texts/s", "p50_ms", "p95_ms", "single/s",
+                       "x_single", "x_encode32", "1-cos_mean", "1-cos_max", "recall@k",
+                       "ndcg@10", "recall@10", "usable"])
+    f = rt["fastest_within_tolerance"]
+    if f.get("runtime"):
+        print(f"fastest within tolerance: {f['runtime']} ({f['setting']}) {fmt(f['texts_per_s'])}"
+              f" texts/s = {fmt(f['speedup_vs_library'])}x torch encode(batch_size=32), "
+              f"{fmt(f['speedup_vs_torch_single'])}x torch one-at-a-time")
+    else:
+        print(f"fastest within tolerance: none ({f.get('reason')})")
+    if q.get("measured"):
+        print(f"quality: {q['collection']} {q['n_queries']} queries, {q['n_docs']} docs "
+              f"({q['docs_rule']}), {q['search']}")
 
 
 # --------------------------------------------------------------------------- fan-out

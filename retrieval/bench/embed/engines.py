@@ -14,7 +14,8 @@ import numpy as np
 
 from retrieval.bench.embed.plan import Plan, PlanRun, fixed_batches
 from retrieval.bench.embed.spec import EmbedBenchConfig
-from retrieval.embed import SentenceTransformerEmbedder, resolve_model
+from retrieval.embed import RuntimeEmbedder, SentenceTransformerEmbedder, resolve_model
+from retrieval.embedrt import Runtime, parse_runtime
 from retrieval.errors import BackendError, ConfigError, DataError
 from retrieval.timing import timed
 
@@ -161,6 +162,53 @@ class FlagEngine:
         return np.asarray(out, dtype=np.float32)
 
 
+class RuntimeEngine:
+    """ONNX Runtime / OpenVINO through :class:`retrieval.embed.RuntimeEmbedder` (its cached
+    export), with ``threads`` intra-op threads (the same count torch uses, for a fair race)."""
+
+    def __init__(self, model: str | None, runtime: Runtime, max_seq_length: int | None = None,
+                 threads: int | None = None, cache_dir: Any = None) -> None:
+        self.runtime = runtime
+        self.name: str = runtime.backend
+        self.dtype: str = runtime.precision
+        self.embedder = RuntimeEmbedder(model, runtime=runtime.name,
+                                        max_seq_length=max_seq_length, threads=threads,
+                                        cache_dir=cache_dir)
+        self.model_id = self.embedder.model_id
+        self._enc = self.embedder.encoder  # export / load now: failures come before timing
+
+    @property
+    def dim(self) -> int:
+        return int(self._enc.dim)
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self._enc.max_tokens)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return dict(self._enc.info)
+
+    def token_lengths(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self._enc.token_lengths(texts))
+
+    def forward(self, texts: Sequence[str]) -> tuple[np.ndarray, int, int]:
+        out: tuple[np.ndarray, int, int] = self._enc.forward(texts)
+        return out
+
+    def library_encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        return np.asarray(self.embedder.embed(list(texts), batch_size=batch_size))
+
+
+def make_runtime_engine(cfg: EmbedBenchConfig, name: str) -> EmbedEngine:
+    """The engine of runtime ``name`` (torch ones through sentence-transformers)."""
+    rt = parse_runtime(name, where="bench embed")
+    if rt.is_torch:
+        return STEngine(cfg.model, rt.precision, cfg.max_seq_length)
+    threads = cfg.torch_threads or int(torch_module().get_num_threads())
+    return RuntimeEngine(cfg.model, rt, cfg.max_seq_length, threads)
+
+
 def make_engine(cfg: EmbedBenchConfig, dtype: str) -> EmbedEngine:
     if cfg.engine == "flagembedding":
         return FlagEngine(cfg.model, dtype, cfg.flag_pooling, cfg.max_seq_length)
@@ -203,7 +251,7 @@ def run_library(engine: EmbedEngine, texts: Sequence[str], batch_size: int,
         emb = engine.library_encode(part, batch_size)
     wall_s = wall.s
     cpu_s = time.process_time() - cpu0
-    if engine.name == "sentence-transformers":
+    if engine.name in ("sentence-transformers", "onnxruntime", "openvino"):
         order = idx[np.argsort([-len(t) for t in part], kind="stable")]
     else:
         order = idx[np.argsort(-lengths[idx], kind="stable")]
@@ -249,9 +297,11 @@ __all__ = [
     "BF16_FLAGS",
     "EmbedEngine",
     "FlagEngine",
+    "RuntimeEngine",
     "STEngine",
     "bf16_support",
     "make_engine",
+    "make_runtime_engine",
     "run_library",
     "run_plan",
     "torch_info",

@@ -123,14 +123,21 @@ def slice_plans(cfg: EmbedBenchConfig, lengths: np.ndarray,
                  batch_size=p.batch_size, token_budget=p.token_budget) for p in local]
 
 
-def plan_row(run: PlanRun, single_rate: float | None) -> dict[str, Any]:
+def plan_row(run: PlanRun, single_rate: float | None,
+             runtime: str | None = None) -> dict[str, Any]:
     """One tidy row of results for a measured setting (``speedup_vs_single`` against
-    ``single_rate`` texts/s)."""
+    ``single_rate`` texts/s). ``runtime`` other than torch names the setting ``<setting>@<rt>``;
+    without it a non-fp32 dtype does (``<setting>@bf16``)."""
     n = sum(len(b) for b in run.plan.batches)
     lat = latency_summary(run.call_ms)
     texts_per_s = n / run.wall_s if run.wall_s > 0 else math.inf
+    if runtime is not None and runtime != "torch":
+        setting = f"{run.plan.setting}@{runtime}"
+    else:
+        setting = run.plan.setting if run.dtype == "fp32" else f"{run.plan.setting}@{run.dtype}"
     return {
-        "setting": run.plan.setting if run.dtype == "fp32" else f"{run.plan.setting}@{run.dtype}",
+        "setting": setting,
+        "runtime": runtime or ("torch" if run.dtype == "fp32" else f"torch-{run.dtype}"),
         "mode": run.plan.mode,
         "dtype": run.dtype,
         "batch_size": run.plan.batch_size,

@@ -14,6 +14,7 @@ from retrieval.bench.embed.engines import (
     EmbedEngine,
     bf16_support,
     make_engine,
+    make_runtime_engine,
     run_library,
     run_plan,
     torch_info,
@@ -31,6 +32,7 @@ from retrieval.bench.embed.plan import (
     plan_row,
     slice_plans,
 )
+from retrieval.bench.embed.runtimes import check_runtimes, runtime_summary, scifact_quality
 from retrieval.bench.embed.spec import EmbedBenchConfig
 from retrieval.bench.embed.texts import load_bench_texts
 from retrieval.embed import check_texts, resolve_model
@@ -59,6 +61,7 @@ def run_embed_bench(cfg: EmbedBenchConfig, texts: Sequence[str] | None = None,
         raise ConfigError(
             "bench embed: engine 'flagembedding' needs a local model folder (--model PATH)"
         )
+    check_runtimes(cfg)
     resolve_model(cfg.model)  # an unknown model fails here, before any text is loaded
     data_info: dict[str, Any]
     if texts is None:
@@ -70,9 +73,12 @@ def run_embed_bench(cfg: EmbedBenchConfig, texts: Sequence[str] | None = None,
     if cfg.torch_threads is not None:
         torch.set_num_threads(cfg.torch_threads)
     engine = make_engine(cfg, "fp32")
+    engines: dict[str, EmbedEngine] = {"torch": engine}
+    for name in cfg.runtimes[1:]:  # exports / loads now: a failure comes before any timing
+        engines[name] = make_runtime_engine(cfg, name)
     lengths = engine.token_lengths(texts)
     plans = make_plans(cfg, len(texts), lengths)  # for the progress total only
-    total = sum(sum(len(b) for b in p.batches) for p in plans) + len(texts)
+    total = (sum(sum(len(b) for b in p.batches) for p in plans) + len(texts)) * len(engines)
     done = 0
 
     def tick(k: int, desc: str = "") -> None:
@@ -81,20 +87,13 @@ def run_embed_bench(cfg: EmbedBenchConfig, texts: Sequence[str] | None = None,
         if progress is not None:
             progress(done, total, desc)
 
-    warm_up(engine, texts, cfg.warmup)
+    for eng in engines.values():
+        warm_up(eng, texts, cfg.warmup)
     slices = [r for r in np.array_split(np.arange(len(texts)), min(cfg.interleave, len(texts)))
               if len(r)]
-    parts: dict[str, list[PlanRun]] = {}
-    for rows_ in slices:  # every setting on this slice before the next slice
-        for plan in slice_plans(cfg, lengths, rows_):
-            parts.setdefault(plan.setting, []).append(
-                run_plan(engine, texts, plan, progress=_ticker(tick, plan.setting)))
-        lib_part = run_library(engine, texts, cfg.library_batch_size, lengths, rows_)
-        parts.setdefault(lib_part.plan.setting, []).append(lib_part)
-        tick(len(rows_), lib_part.plan.setting)
-    merged = {name: merge_runs(v) for name, v in parts.items()}
-    lib = merged.pop(f"library-{cfg.library_batch_size}")
-    runs = merged
+    by_rt = _measure(cfg, engines, texts, lengths, slices, tick)
+    runs = dict(by_rt["torch"])
+    lib = runs.pop(f"library-{cfg.library_batch_size}")
     single = runs["single"]
     single_rows = np.array([i for b in single.plan.batches for i in b], dtype=np.int64)
     single_rate = len(single_rows) / single.wall_s
@@ -142,8 +141,32 @@ def run_embed_bench(cfg: EmbedBenchConfig, texts: Sequence[str] | None = None,
         summary["speedup_vs_library_bf16"] = (
             summary["bf16"]["speedup_vs_fp32_best"] * summary["speedup_vs_library"]
         )
+    if len(engines) > 1 or cfg.quality != "none":
+        quality = scifact_quality(cfg, engines) if cfg.quality == "scifact" else None
+        summary["runtimes"], extra = runtime_summary(
+            cfg, engines, by_rt, ref_single_rate=single_rate,
+            ref_library_rate=lib_row["texts_per_s"], quality=quality)
+        rows.extend(extra)
     info = {"data": data_info, "torch": torch_info(), "config": cfg.model_dump(mode="json")}
     return EmbedBenchResult(rows=rows, summary=summary, agreement=agreement, info=info)
+
+
+def _measure(cfg: EmbedBenchConfig, engines: dict[str, EmbedEngine], texts: Sequence[str],
+             lengths: np.ndarray, slices: Sequence[np.ndarray], tick: Callable[..., None]
+             ) -> dict[str, dict[str, PlanRun]]:
+    """Every plan (and the library encode) of every runtime, slice by slice: all runtimes and
+    settings run on a slice before the next one starts. Returns runtime -> setting -> run."""
+    parts: dict[str, dict[str, list[PlanRun]]] = {name: {} for name in engines}
+    for rows_ in slices:
+        for name, eng in engines.items():
+            tag = "" if name == "torch" else f"@{name}"
+            for plan in slice_plans(cfg, lengths, rows_):
+                parts[name].setdefault(plan.setting, []).append(
+                    run_plan(eng, texts, plan, progress=_ticker(tick, plan.setting + tag)))
+            lib_part = run_library(eng, texts, cfg.library_batch_size, lengths, rows_)
+            parts[name].setdefault(lib_part.plan.setting, []).append(lib_part)
+            tick(len(rows_), lib_part.plan.setting + tag)
+    return {name: {s: merge_runs(v) for s, v in p.items()} for name, p in parts.items()}
 
 
 def _bf16(cfg: EmbedBenchConfig, texts: Sequence[str], fp32: EmbedEngine, best: PlanRun,
@@ -153,6 +176,8 @@ def _bf16(cfg: EmbedBenchConfig, texts: Sequence[str], fp32: EmbedEngine, best: 
     of the same batches (the ratio compares like with like); drift vs the fp32 embeddings."""
     if "bf16" not in cfg.dtypes:
         return {"measured": False, "reason": "not requested"}
+    if "torch-bf16" in cfg.runtimes:
+        return {"measured": False, "reason": "measured as runtime torch-bf16 (see runtimes)"}
     ok, reason = bf16_support()
     if not ok:
         return {"measured": False, "reason": reason}

@@ -40,6 +40,18 @@ class EmbedBenchConfig(Params):
     drift_k: int = Field(10, ge=1)
     torch_threads: int | None = Field(None, ge=1)
     warmup: int = Field(2, ge=0, description="warm-up calls before timing")
+    runtimes: list[str] = Field(
+        default_factory=lambda: ["torch"], min_length=1,
+        description="torch | torch-bf16 | onnx | onnx-int8 | openvino; torch (fp32) is always "
+        "measured: it is the reference of speedups and drift")
+    quality_tolerance: float = Field(
+        0.99, gt=0, le=1, description="a runtime is usable when its recall@k against torch fp32 "
+        "(and its SciFact recall@10 over fp32's, if measured) is >= this")
+    quality: Literal["none", "scifact"] = Field(
+        "none", description="also retrieve on SciFact (nDCG@10, recall@10 vs qrels) per runtime")
+    quality_queries: int = Field(300, ge=1, description="SciFact queries (with judgments)")
+    quality_docs: int = Field(
+        2000, ge=10, description="SciFact corpus: every judged doc + seeded others, this many")
     interleave: int = Field(
         4, ge=1, le=64, description="slices of the sample; every setting runs on a slice "
         "before the next slice starts (a change of load hits all settings alike)")
@@ -51,6 +63,21 @@ class EmbedBenchConfig(Params):
         if bad:
             raise ValueError("every value must be an integer >= 1")
         return sorted(set(v))
+
+    @field_validator("runtimes")
+    @classmethod
+    def _runtimes(cls, v: list[str]) -> list[str]:
+        from retrieval.embedrt import RUNTIMES, parse_runtime
+        from retrieval.errors import ConfigError
+
+        names = []
+        for x in v:
+            try:
+                names.append(parse_runtime(x).name)
+            except ConfigError:
+                raise ValueError(
+                    f"unknown runtime {x!r}; allowed: {', '.join(RUNTIMES)}") from None
+        return ["torch", *dict.fromkeys(n for n in names if n != "torch")]
 
     @field_validator("dtypes")
     @classmethod
