@@ -246,6 +246,21 @@ def _rows(run: Run, name: str) -> list[dict[str, Any]]:
             for r in t.to_dict("records")]
 
 
+def _runtimes_table(rt: dict[str, Any]) -> Table:
+    cols = ["runtime", "best_setting", "texts_per_s", "call_p50_ms", "call_p95_ms",
+            "speedup_vs_library", "cos_dist_mean", "recall_at_k", "within_tolerance"]
+    by = rt.get("by_runtime", {})
+    rows = [[name, e.get("best_setting"), e.get("texts_per_s"), e.get("call_p50_ms"),
+             e.get("call_p95_ms"), e.get("speedup_vs_library"),
+             e.get("drift", {}).get("cos_dist_mean"), e.get("drift", {}).get("recall_at_k"),
+             e.get("within_tolerance")] for name, e in by.items()]
+    fastest = rt.get("fastest_within_tolerance", {}).get("runtime")
+    return Table(cols, rows, [name == fastest for name in by],
+                 caption=f"drift and speedups vs torch fp32 (speedup_vs_library: over "
+                         f"encode(batch_size=32)); fastest within tolerance highlighted "
+                         f"({rt.get('tolerance', {}).get('rule', '')})")
+
+
 def rag_tables(run: Run) -> list[tuple[str, Table]]:
     s = run.summary
     if run.kind == RunKind.RAG_STUDY:
@@ -256,9 +271,12 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
                 "call_p50_ms", "call_p95_ms", "padding_waste", "speedup_vs_single"]
         rows = [[r.get(c) for c in cols] for r in e.rows]
         best = [r.get("setting") == e.best_setting for r in e.rows]
-        return [("Summary", scalar_table({k: v for k, v in s.items() if k != "rows"})),
-                ("Settings", Table(cols, rows, best, caption="best setting highlighted; "
-                                   "latency per call (ms), throughput per second"))]
+        out = [("Summary", scalar_table({k: v for k, v in s.items() if k != "rows"})),
+               ("Settings", Table(cols, rows, best, caption="best setting highlighted; "
+                                  "latency per call (ms), throughput per second"))]
+        if e.runtimes:
+            out.append(("Runtimes", _runtimes_table(e.runtimes)))
+        return out
     if run.kind == RunKind.BENCH_FANOUT:
         modes = _typed(run, FanoutBenchSummary).modes
         cols = ["p50_ms", "p95_ms", "p99_ms", "qps", "speedup_p50", "cpu_cores",

@@ -57,7 +57,9 @@ def embed_batch_sweep(
     latency (ms) against batch size, and padding waste."""
     fig, (ax, ax2) = new_figure(2, 1, width=6.6, height=4.6)
     head = title or "Embedding throughput vs batch size"
-    rows = [dict(r) for r in rows]
+    # torch fp32 settings and the bf16 check; other runtimes are in the runtimes table
+    rows = [dict(r) for r in rows if r.get("runtime", "torch") == "torch"
+            or str(r.get("setting", "")).endswith("@bf16")]
     if not rows:
         empty_panel(ax, "no embedding rows", title=head)
         empty_panel(ax2, "no embedding rows")

@@ -206,3 +206,12 @@ def test_bench_embed_bad_runtime_is_one_line_exit_2(
     assert main(["bench", "embed", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("rwb: error:") and message in err and "\n" not in err
+
+
+def test_example_runtimes_config_loads() -> None:
+    from retrieval.bench.embed.spec import load_embed_config
+
+    path = Path(__file__).resolve().parents[2] / "sweeps" / "embed-runtimes.yaml"
+    cfg = load_embed_config(path, sample=50)
+    assert cfg.runtimes == ["torch", "torch-bf16", "onnx", "onnx-int8", "openvino"]
+    assert cfg.quality == "scifact" and cfg.quality_tolerance == 0.99 and cfg.sample == 50
