@@ -215,3 +215,24 @@ def test_example_runtimes_config_loads() -> None:
     cfg = load_embed_config(path, sample=50)
     assert cfg.runtimes == ["torch", "torch-bf16", "onnx", "onnx-int8", "openvino"]
     assert cfg.quality == "scifact" and cfg.quality_tolerance == 0.99 and cfg.sample == 50
+
+
+@needs_data
+def test_scifact_quality_per_runtime(cache_root: Path) -> None:
+    from retrieval.bench.embed.engines import RuntimeEngine, STEngine
+    from retrieval.bench.embed.runtimes import scifact_quality
+    from retrieval.bench.embed.spec import EmbedBenchConfig
+    from retrieval.embedrt import parse_runtime
+
+    cfg = EmbedBenchConfig(quality="scifact", quality_queries=15, quality_docs=60)
+    engines = {"torch": STEngine(None),
+               "onnx": RuntimeEngine(None, parse_runtime("onnx"), threads=1,
+                                     cache_dir=cache_root / "onnx")}
+    q = scifact_quality(cfg, engines)  # type: ignore[arg-type]
+    assert q["n_queries"] == 15 and q["n_judged_docs"] <= q["n_docs"] == 60
+    t, o = q["by_runtime"]["torch"], q["by_runtime"]["onnx"]
+    assert 0.3 < t["ndcg@10"] <= 1.0 and 0.0 < t["recall@10"] <= 1.0
+    assert t["ndcg_ratio"] == 1.0 and t["overlap_at_10_vs_fp32"] == 1.0
+    # ONNX fp32 retrieves what torch fp32 retrieves (same top 10, same scores)
+    assert o["overlap_at_10_vs_fp32"] >= 0.99
+    assert o["ndcg@10"] == pytest.approx(t["ndcg@10"], abs=0.01)
