@@ -18,6 +18,7 @@ from retrieval.errors import param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.params import Params, RunName
 from retrieval.rerank.bm25 import BM25Params
+from retrieval.rerank.dataset import check_dataset, resolve_path
 from retrieval.specfile import load_model
 
 DATASETS = ("scifact", "cranfield")
@@ -77,19 +78,28 @@ class RouterSpec(Params):
     tolerance: float = Field(0.005, ge=0.0, le=1.0)
 
 
+class RunFileStage(Params):
+    """The user's own first stage: a TREC run file (``qid Q0 docid rank score tag``) produced by
+    their production retriever; rwb reranks each query's top ``max(depths)`` of it. A relative
+    path resolves against the spec file's folder."""
+
+    run: str = Field(min_length=1)
+
+
 class RerankSweepSpec(Params):
-    """One rerank-depth experiment on one collection."""
+    """One rerank-depth experiment on one collection (``dataset``: see
+    :mod:`retrieval.rerank.dataset`)."""
 
     name: RunName = "rerank"
-    dataset: Literal["scifact", "cranfield"]
-    split: Literal["test", "train"] = "test"
+    dataset: str = Field(min_length=1)
+    split: str = Field("test", min_length=1)
     max_queries: int | None = Field(None, ge=2, description="seeded subset, for quick runs")
     seed: int = 0
     tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     embedder: EmbedderSpec = EmbedderSpec()
     dense: DenseSpec = DenseSpec()
     bm25: BM25Params = BM25Params()
-    first_stage: Literal["bm25", "dense"] = "bm25"
+    first_stage: Literal["bm25", "dense"] | RunFileStage = "bm25"
     reranker: RerankerSpec = RerankerSpec()
     depths: list[int] = Field(default_factory=lambda: [0, 5, 10, 20, 30, 50, 100], min_length=1)
     metric: Literal["ndcg@10", "mrr@10"] = "ndcg@10"
@@ -106,6 +116,11 @@ class RerankSweepSpec(Params):
         if len(set(v)) != len(v):
             raise ValueError("depths must be distinct")
         return v
+
+    @property
+    def first_stage_name(self) -> str:
+        """``bm25``, ``dense`` or ``run`` (a TREC run file)."""
+        return self.first_stage if isinstance(self.first_stage, str) else "run"
 
     @property
     def max_depth(self) -> int:
@@ -128,8 +143,16 @@ def dense_index(spec: RerankSweepSpec, source: str = "<memory>") -> CheckedEntry
 
 
 def _check(spec: RerankSweepSpec, source: str) -> RerankSweepSpec:
-    if spec.dataset == "cranfield" and spec.split != "test":
-        raise param_error("split", "test (cranfield has one query set)", spec.split, where=source)
+    dataset = check_dataset(spec.dataset, spec.split, source)
+    update: dict[str, Any] = {}
+    if dataset != spec.dataset:
+        update["dataset"] = dataset
+    if isinstance(spec.first_stage, RunFileStage):
+        run = resolve_path(spec.first_stage.run, source)
+        if run != spec.first_stage.run:
+            update["first_stage"] = RunFileStage(run=run)
+    if update:
+        spec = spec.model_copy(update=update)
     rd = spec.router.rerank_depth
     if spec.router.enabled and rd is not None and rd not in spec.depths:
         raise param_error("router.rerank_depth", f"one of depths {spec.depths}", rd, where=source)
@@ -155,6 +178,7 @@ __all__ = [
     "RerankSweepSpec",
     "RerankerSpec",
     "RouterSpec",
+    "RunFileStage",
     "dense_index",
     "load_rerank_spec",
     "parse_rerank_spec",
