@@ -123,3 +123,16 @@ def cache_dir() -> Path:
     path = Path(env).expanduser() if env else Path.home() / ".cache" / "rwb"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def spec_base_dir(source: str) -> Path:
+    """The folder a spec's relative file paths resolve against: the spec file's own folder
+    when ``source`` names a file, else the current directory (an in-memory spec)."""
+    p = Path(source)
+    return p.parent.resolve() if p.is_file() else Path.cwd()
+
+
+def resolve_spec_path(value: str, source: str) -> str:
+    """``value`` (``~`` expanded) made absolute against :func:`spec_base_dir` of ``source``."""
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (spec_base_dir(source) / p).resolve())

@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import Field
 
 from retrieval.binomial import upper_bound
+from retrieval.cache.data import data_record, load_labels
 from retrieval.cache.live import SemanticCache, time_lookups
 from retrieval.cache.redis import RedisLost, connect_redis, redact_url
 from retrieval.cache.spec import CacheTuneSpec
@@ -43,7 +44,6 @@ from retrieval.cache.tune import (
     design_probes,
     exclude_self,
     knn_check,
-    qqp_labels,
 )
 from retrieval.errors import BackendError
 from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
@@ -105,6 +105,8 @@ class CacheTuneSummary(RunSummary):
     redis: dict[str, Any] = Field(default_factory=dict)
     index: dict[str, Any] | None = None
     live_lookup_agreement: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None  # name, files, fingerprint of the labelled data
+    transfer: list[dict[str, Any]] = Field(default_factory=list)  # the transfer checks
     curve: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -273,8 +275,8 @@ def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
         "usd_saved_per_1k_queries": 1000 * h.hit_rate * per_call - c.usd_per_1k_lookups,
         "usd_saved_per_1k_queries_correct_hits_only":
             1000 * h.correct_hit_rate * per_call - c.usd_per_1k_lookups,
-        "basis": "held-out split at the chosen threshold; the QQP probe mix "
-                 "(positive_fraction in design) stands in for real traffic",
+        "basis": f"held-out split at the chosen threshold; the probe mix of {spec.data_name} "
+                 f"(positive_fraction in design) stands in for real traffic",
         "price": c.model_dump(),
     }
 
@@ -406,6 +408,17 @@ def tune_on_cache(
     return nn, nd, correct, sweep, knn_s, time.perf_counter() - t0
 
 
+def _transfer(url: str, sweep: SweepResult, spec: CacheTuneSpec,
+              embedder: Any) -> list[dict[str, Any]]:
+    """The chosen threshold measured on each ``transfer`` pairs file (none when no threshold)."""
+    from retrieval.cache.transfer import transfer_check
+
+    if sweep.threshold is None:
+        return []
+    return [transfer_check(url, sweep.threshold, spec, src, field=f"transfer[{i}]",
+                           embedder=embedder) for i, src in enumerate(spec.transfer)]
+
+
 def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
     embedder: Any = None, keep_index: bool = False, write: bool = True, force: bool = False,
@@ -415,7 +428,7 @@ def run_cache_tuning(
     if write:
         check_out_dir(out, force=force)
     t_all = time.perf_counter()
-    labels = qqp_labels()
+    labels = load_labels(spec)
     design = design_probes(labels, spec)
     with redis_for_run(redis_url) as (url, redis_meta):
         connect_redis(url).close()  # fail fast, before minutes of embedding
@@ -439,6 +452,8 @@ def run_cache_tuning(
                 held = design.heldout
                 live = replay_lookups(cache, labels, vecs, design.probes[held], nn[held],
                                       nd[held], sweep.threshold, 300, spec.split.seed)
+            phase = "the transfer check"
+            transfer = _transfer(url, sweep, spec, embedder)
         except RedisLost as exc:
             exc.phase = exc.phase if phase == "the fill" else phase
             dropped = _drop(cache)
@@ -455,7 +470,8 @@ def run_cache_tuning(
                       "fill_s = loading the cache (HSET + HNSW insertion; excludes latency "
                       "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
-             "index": spec.cache.index.model_dump(), "live_lookup_agreement": live}
+             "index": spec.cache.index.model_dump(), "live_lookup_agreement": live,
+             "dataset": data_record(spec, labels), "transfer": transfer}
     typed = summarise(spec, sweep, design, latency, timing, check, extra)
     summary = typed.to_json_dict()
     run_dir = None
@@ -482,7 +498,8 @@ def _write_files(run: RunDir, spec: CacheTuneSpec, summary: CacheTuneSummary,
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
         kind=RunKind.CACHE_TUNE, spec_source=spec.source, dataset={
-            "name": spec.dataset, "fingerprint": design.info["fingerprint"],
+            "name": spec.data_name, "fingerprint": design.info["fingerprint"],
+            "data": summary.dataset,
             "pairs": spec.pairs.model_dump(), "distractors": spec.distractors,
             "split": spec.split.model_dump(), "probe_side": spec.probe_side,
         }, seeds={"pairs": spec.pairs.seed, "split": spec.split.seed},

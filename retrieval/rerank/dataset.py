@@ -15,27 +15,15 @@ A spec's ``dataset`` is one of:
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from retrieval.data import TextCollection
 from retrieval.errors import param_error
+from retrieval.paths import resolve_spec_path as resolve_path
 
 BUILTIN = ("scifact", "cranfield")
 ALLOWED = ("'scifact' or 'cranfield' (built-in), the name of a dataset manifest of kind text, "
            "or beir:<folder>")
-
-
-def base_dir(source: str) -> Path:
-    """The folder relative paths of a spec resolve against: the spec file's, else the cwd."""
-    p = Path(source)
-    return p.parent.resolve() if p.is_file() else Path.cwd()
-
-
-def resolve_path(value: str, source: str) -> str:
-    """``value`` (``~`` expanded) made absolute against :func:`base_dir`."""
-    p = Path(value).expanduser()
-    return str(p if p.is_absolute() else (base_dir(source) / p).resolve())
 
 
 def check_dataset(value: str, split: str, source: str, field: str = "dataset") -> str:
@@ -117,5 +105,5 @@ def dataset_record(dataset: str, coll: TextCollection) -> dict[str, Any]:
     }
 
 
-__all__ = ["ALLOWED", "BUILTIN", "base_dir", "check_dataset", "dataset_path", "dataset_record",
+__all__ = ["ALLOWED", "BUILTIN", "check_dataset", "dataset_path", "dataset_record",
            "load_dataset", "relevance_note", "resolve_path"]

@@ -29,6 +29,7 @@ from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.metrics import latency_summary
+from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.rerank.rerankers import (
     Reranker,
@@ -42,7 +43,6 @@ from retrieval.rerank.route import (
     routed_rankings,
     sweep_thresholds,
 )
-from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.spec import RerankSweepSpec, RunFileStage
 from retrieval.rerank.tune import (
     DepthChoice,
@@ -183,7 +183,8 @@ def run_file_candidates(spec: RerankSweepSpec, qids: Sequence[str], corpus_ids: 
     if missing or unknown:
         log.warning("run file %s: %d judged queries absent (no candidates), %d documents not in "
                     "the corpus (dropped)", fs.run, len(missing), unknown)
-    info = {"path": fs.run, "fingerprint": file_fingerprint(fs.run), "queries_in_run": len(run), "judged_queries_missing": len(missing),
+    info = {"path": fs.run, "fingerprint": file_fingerprint(fs.run), "queries_in_run": len(run),
+            "judged_queries_missing": len(missing),
             "first_missing": missing[:5], "unknown_docs_dropped": unknown,
             "order": "score descending, ties by rank (as trec_eval / ranx read it)"}
     return Candidates(ids, scores), info

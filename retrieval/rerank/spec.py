@@ -17,8 +17,9 @@ from pydantic import Field, field_validator, model_validator
 from retrieval.errors import param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.params import Params, RunName
+from retrieval.paths import resolve_spec_path as resolve_path
 from retrieval.rerank.bm25 import BM25Params
-from retrieval.rerank.dataset import check_dataset, resolve_path
+from retrieval.rerank.dataset import check_dataset
 from retrieval.specfile import load_model
 
 DATASETS = ("scifact", "cranfield")
