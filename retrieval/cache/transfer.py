@@ -43,8 +43,8 @@ def transfer_check(url: str, threshold: Threshold, spec: CacheTuneSpec, src: Pai
                    field: str = "transfer", embedder: Any = None) -> dict[str, Any]:
     """Measure ``threshold`` (cosine distance) on the pairs of ``src`` against the Redis at
     ``url``; rates per probe, the upper bound at the spec's confidence, the verdict."""
+    from retrieval.cache.fill import embed_questions, fill_cache
     from retrieval.cache.live import SemanticCache
-    from retrieval.cache.run import embed_questions, fill_cache
 
     labels = labels_of(src, field, f"pairs:{src.path}")
     sub = spec.model_copy(update={

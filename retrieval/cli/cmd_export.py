@@ -70,8 +70,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.export import ChecksReport, VerifyReport, verify_file
+    from retrieval.export import ChecksReport, VerifyReport, VerifyResult, verify_file
 
+    report: VerifyResult
     if getattr(args, "pairs", None):
         from retrieval.export.redisvl import verify_transfer
 
