@@ -109,6 +109,18 @@ class RerankSweepSpec(Params):
     latency: LatencySpec = LatencySpec()
     router: RouterSpec = RouterSpec()
 
+    @field_validator("first_stage", mode="before")
+    @classmethod
+    def _first_stage(cls, v: Any) -> Any:
+        allowed = "'bm25', 'dense' or {run: FILE} (a TREC run file)"
+        if isinstance(v, RunFileStage) or v in ("bm25", "dense"):
+            return v
+        if isinstance(v, Mapping):
+            if set(v) != {"run"} or not isinstance(v["run"], str) or not v["run"].strip():
+                raise ValueError(f"must be {allowed}")
+            return RunFileStage(run=v["run"])
+        raise ValueError(f"must be {allowed}")
+
     @field_validator("depths")
     @classmethod
     def _depths(cls, v: list[int]) -> list[int]:
