@@ -303,3 +303,27 @@ def test_explicit_heldout_file_and_distractor_texts_in_the_design():
     assert d.info["n_distractor_texts"] == 1 and d.info["data"] == "pairs:x"
     plain = qqp_labels(tuning)
     assert plain.fingerprint != qqp_labels(tuning, extra_texts=["e"]).fingerprint
+
+
+def test_unknown_judged_docs_are_counted_and_the_qrels_described(tmp_path):
+    from retrieval.rerank.dataset import dataset_record, load_dataset, relevance_note
+
+    folder = _beir(tmp_path / "mine")
+    (folder / "qrels" / "test.tsv").write_text("q1\td0\t2\nq1\td1\t1\nq1\tgone\t1\n")
+    coll = load_dataset(f"beir:{folder}", "test")
+    rec = dataset_record(f"beir:{folder}", coll)
+    assert rec["qrels_unknown_docs"] == 1 and rec["n_qrels"] == 3
+    assert rec["path"] == str(folder.resolve()) and rec["split"] == "test"
+    note = relevance_note(f"beir:{folder}", coll)
+    assert "3 judgments over 1 queries (grade 1: 2, grade 2: 1)" in note and "graded" in note
+
+
+def test_transfer_verdict_says_plainly_when_the_cap_does_not_hold():
+    from retrieval.cache.transfer import verdict
+
+    assert verdict("t.csv", 0.01, 0.03, 0.05, 900, "wilson", 0.95).startswith(
+        "the cap holds on t.csv")
+    no = verdict("t.csv", 0.08, 0.1, 0.05, 900, "wilson", 0.95)
+    assert no.startswith("the cap does NOT hold on t.csv") and "0.1000 > cap 0.05" in no
+    unsure = verdict("t.csv", 0.04, 0.07, 0.05, 90, "wilson", 0.95)
+    assert unsure.startswith("the cap is NOT shown to hold") and "too few" in unsure
