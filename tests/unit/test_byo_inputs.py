@@ -327,3 +327,13 @@ def test_transfer_verdict_says_plainly_when_the_cap_does_not_hold():
     assert no.startswith("the cap does NOT hold on t.csv") and "0.1000 > cap 0.05" in no
     unsure = verdict("t.csv", 0.04, 0.07, 0.05, 90, "wilson", 0.95)
     assert unsure.startswith("the cap is NOT shown to hold") and "too few" in unsure
+
+
+def test_verify_pairs_on_an_export_that_is_not_a_cache_export(tmp_path, capsys):
+    doc = tmp_path / "rerank.yaml"
+    doc.write_text("format: 1\nkind: rerank-depth\nengine: rerank\nrerank: {depth: 5}\n")
+    pairs = write_pairs(ROWS, tmp_path / "p.jsonl")
+    assert main(["verify", str(doc), "--pairs", str(pairs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--pairs: only for a semantic-cache export" in err
+    assert "'rerank-depth'" in err
