@@ -71,19 +71,50 @@ def data_dir_candidates() -> list[Path]:
     return out
 
 
-def manifests_dir() -> Path:
-    """Dataset manifests: $RWB_DATASETS_DIR, else the checkout's ``datasets/`` folder, else (rwb
-    installed from a wheel) the same files shipped as package data."""
+def _env_manifest_dirs() -> list[Path]:
+    """$RWB_DATASETS_DIR as a list of folders (``os.pathsep``-separated; empty entries are
+    skipped). An entry that is not an existing folder is a ConfigError naming the variable and
+    the entry (never silently skipped)."""
     env = os.environ.get("RWB_DATASETS_DIR")
-    if env:
-        path = Path(env).expanduser()
+    if not env:
+        return []
+    out: list[Path] = []
+    for entry in env.split(os.pathsep):
+        if not entry.strip():
+            continue
+        path = Path(entry).expanduser()
         if not path.is_dir():
             what = "is not a folder" if path.exists() else "does not exist"
-            raise ConfigError(f"environment variable RWB_DATASETS_DIR: '{env}' {what}; set it "
-                              f"to a folder of dataset manifests, or unset it")
-        return path
+            shown = f"'{env}'" if entry == env else f"entry '{entry}' of '{env}'"
+            raise ConfigError(f"environment variable RWB_DATASETS_DIR: {shown} {what}; set it "
+                              f"to folders of dataset manifests (separated by "
+                              f"'{os.pathsep}'), or unset it")
+        out.append(path)
+    return out
+
+
+def builtin_manifests_dir() -> Path:
+    """The built-in manifests: the checkout's ``datasets/`` folder, else (rwb installed from a
+    wheel) the same files shipped as package data."""
     root = checkout_root()
     return root / "datasets" if root is not None else PACKAGED_MANIFESTS
+
+
+def manifests_dirs() -> list[Path]:
+    """Every folder searched for dataset manifests, in order: the folders of
+    $RWB_DATASETS_DIR (``os.pathsep`` list), then the built-in ones. A name found in an
+    earlier folder shadows the same name in a later one."""
+    out = _env_manifest_dirs()
+    builtin = builtin_manifests_dir()
+    if builtin not in out:
+        out.append(builtin)
+    return out
+
+
+def manifests_dir() -> Path:
+    """The first folder searched for manifests (see :func:`manifests_dirs` for all of them):
+    the first of $RWB_DATASETS_DIR, else the built-in folder."""
+    return manifests_dirs()[0]
 
 
 def cache_dir() -> Path:
@@ -92,3 +123,16 @@ def cache_dir() -> Path:
     path = Path(env).expanduser() if env else Path.home() / ".cache" / "rwb"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def spec_base_dir(source: str) -> Path:
+    """The folder a spec's relative file paths resolve against: the spec file's own folder
+    when ``source`` names a file, else the current directory (an in-memory spec)."""
+    p = Path(source)
+    return p.parent.resolve() if p.is_file() else Path.cwd()
+
+
+def resolve_spec_path(value: str, source: str) -> str:
+    """``value`` (``~`` expanded) made absolute against :func:`spec_base_dir` of ``source``."""
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (spec_base_dir(source) / p).resolve())

@@ -30,7 +30,9 @@ import numpy as np
 from pydantic import Field
 
 from retrieval.binomial import upper_bound
-from retrieval.cache.live import SemanticCache, time_lookups
+from retrieval.cache.data import data_record, load_labels
+from retrieval.cache.fill import QidVectors, embed_questions, fill_cache
+from retrieval.cache.live import SemanticCache
 from retrieval.cache.redis import RedisLost, connect_redis, redact_url
 from retrieval.cache.spec import CacheTuneSpec
 from retrieval.cache.thresholds import CONVENTIONS, Threshold
@@ -43,7 +45,6 @@ from retrieval.cache.tune import (
     design_probes,
     exclude_self,
     knn_check,
-    qqp_labels,
 )
 from retrieval.errors import BackendError
 from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
@@ -105,57 +106,9 @@ class CacheTuneSummary(RunSummary):
     redis: dict[str, Any] = Field(default_factory=dict)
     index: dict[str, Any] | None = None
     live_lookup_agreement: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None  # name, files, fingerprint of the labelled data
+    transfer: list[dict[str, Any]] = Field(default_factory=list)  # the transfer checks
     curve: list[dict[str, Any]] = Field(default_factory=list)
-
-
-@dataclass(frozen=True, eq=False)
-class QidVectors:
-    """Embeddings for a subset of question ids (rows looked up by qid)."""
-
-    vectors: np.ndarray
-    row_of: np.ndarray
-    model_id: str
-
-    def __getitem__(self, qids: np.ndarray) -> np.ndarray:
-        rows = self.row_of[qids]
-        if (rows < 0).any():
-            raise KeyError("question ids without embeddings")
-        return self.vectors[rows]
-
-    @property
-    def dim(self) -> int:
-        return int(self.vectors.shape[1])
-
-
-def embed_questions(labels: QQPLabels, qids: np.ndarray, spec: CacheTuneSpec,
-                    embedder: Any = None) -> QidVectors:
-    """Embed the questions ``qids`` need. All of them: the canonical qid order (one cache entry
-    shared by every run); a subset: sorted qids (cached per subset)."""
-    from retrieval.embed import get_embedder
-
-    emb = embedder or get_embedder(spec.embedder.model)
-    need = np.unique(qids)
-    if len(need) == labels.n_questions or _all_cached(emb, labels.questions):
-        need = np.arange(labels.n_questions)
-    vecs = emb.embed([labels.questions[i] for i in need], batch_size=spec.embedder.batch_size)
-    norms = np.linalg.norm(vecs, axis=1)
-    if not np.allclose(norms, 1.0, atol=1e-3):
-        log.warning("embedder %s returns non-unit vectors; normalising", emb.model_id)
-        vecs = vecs / np.maximum(norms[:, None], 1e-12)
-    row_of = np.full(labels.n_questions, -1, dtype=np.int64)
-    row_of[need] = np.arange(len(need))
-    return QidVectors(np.ascontiguousarray(vecs, dtype=np.float32), row_of, emb.model_id)
-
-
-def _all_cached(emb: Any, texts: list[str]) -> bool:
-    """Whether a CachedEmbedder already holds every chunk of the full canonical list (then a
-    subset is read from it instead of being embedded again)."""
-    from retrieval.embed import CachedEmbedder
-
-    if not isinstance(emb, CachedEmbedder):
-        return False
-    step = emb.chunk_size
-    return all(emb.path_for(texts[i: i + step]).is_file() for i in range(0, len(texts), step))
 
 
 @contextlib.contextmanager
@@ -181,75 +134,6 @@ def server_info(cache: SemanticCache) -> dict[str, Any]:
     return {"redis_version": info.get("redis_version"), "search_module": modules.get("search")}
 
 
-def _wait_indexed(cache: SemanticCache, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        info = cache.call("the fill", cache._index.info)
-        if int(info.get("indexing", 0)) == 0 and float(info.get("percent_indexed", 1)) >= 1:
-            return
-        time.sleep(0.05)
-    raise BackendError(f"Redis at {cache.url}: index still building after {timeout_s:g} s")
-
-
-def fill_cache(cache: SemanticCache, labels: QQPLabels, design: ProbeDesign, vecs: QidVectors,
-               spec: CacheTuneSpec, *, time_sizes: bool = True) -> tuple[float, dict[str, Any]]:
-    """Store every design question (in load order); time lookups at each latency size.
-    Returns (load seconds, latency per size). An outage (retries spent) or a restart is a
-    :class:`RedisLost` of phase "the fill" with the entries written before it."""
-    stored = design.stored
-    lat = spec.latency
-    stages = [s for s in lat.sizes if s <= len(stored)] if time_sizes else []
-    latency: dict[str, Any] = {str(s): {"skipped": f"only {len(stored)} entries stored"}
-                               for s in lat.sizes if s > len(stored) and time_sizes}
-    load_s, done = 0.0, 0
-    try:
-        for stop in [*stages, len(stored)]:
-            if stop > done:
-                chunk = stored[done:stop]
-                t0 = time.perf_counter()
-                try:
-                    n = cache.store_many([labels.questions[i] for i in chunk],
-                                         [str(i) for i in chunk], vecs[chunk],
-                                         ids=[str(i) for i in chunk],
-                                         batch_size=spec.cache.load_batch)
-                except RedisLost as exc:
-                    exc.written = done + (exc.written or 0)
-                    raise
-                if n != len(chunk):
-                    raise BackendError(f"Redis at {cache.url}: stored {n} of {len(chunk)} "
-                                       f"entries")
-                done = stop
-                _wait_indexed(cache)
-                load_s += time.perf_counter() - t0
-            if stop in stages:
-                pool = stored[stop: stop + lat.queries]
-                source = "questions not yet stored"
-                if len(pool) < min(lat.queries, 10):
-                    pool, source = design.probes[: lat.queries], "probes (stored)"
-                res = time_lookups(cache, vecs[pool], lat.warmup, lat.threshold.threshold())
-                latency[str(stop)] = {**res, "entries": stop, "query_source": source,
-                                      "index": cache.params.algorithm}
-                log.info("lookup latency at %d entries: p50 %.3f ms, p99 %.3f ms", stop,
-                         res["p50_ms"], res["p99_ms"])
-        _check_kept(cache, done)
-    except RedisLost as exc:
-        exc.phase = "the fill"
-        exc.written = done if exc.written is None else exc.written
-        raise
-    return load_s, latency
-
-
-def _check_kept(cache: SemanticCache, written: int) -> None:
-    """The index holds every entry written (a server that restarted from a snapshot in the
-    middle could have kept the index but lost entries). Skipped with a TTL (entries expire)."""
-    if cache.params.ttl_s is not None:
-        return
-    held = cache.size()
-    if held != written:
-        raise RedisLost(cache.url, "the fill", f"lost entries (the index holds {held:,} of "
-                        f"the {written:,} written; restarted?)", written=written)
-
-
 def threshold_equivalents(t: Threshold) -> dict[str, float | None]:
     out: dict[str, float | None] = {"cosine_similarity": t.cosine_similarity}
     for name, conv in CONVENTIONS.items():
@@ -273,8 +157,8 @@ def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
         "usd_saved_per_1k_queries": 1000 * h.hit_rate * per_call - c.usd_per_1k_lookups,
         "usd_saved_per_1k_queries_correct_hits_only":
             1000 * h.correct_hit_rate * per_call - c.usd_per_1k_lookups,
-        "basis": "held-out split at the chosen threshold; the QQP probe mix "
-                 "(positive_fraction in design) stands in for real traffic",
+        "basis": f"held-out split at the chosen threshold; the probe mix of {spec.data_name} "
+                 f"(positive_fraction in design) stands in for real traffic",
         "price": c.model_dump(),
     }
 
@@ -406,6 +290,17 @@ def tune_on_cache(
     return nn, nd, correct, sweep, knn_s, time.perf_counter() - t0
 
 
+def _transfer(url: str, sweep: SweepResult, spec: CacheTuneSpec,
+              embedder: Any) -> list[dict[str, Any]]:
+    """The chosen threshold measured on each ``transfer`` pairs file (none when no threshold)."""
+    from retrieval.cache.transfer import transfer_check
+
+    if sweep.threshold is None:
+        return []
+    return [transfer_check(url, sweep.threshold, spec, src, field=f"transfer[{i}]",
+                           embedder=embedder) for i, src in enumerate(spec.transfer)]
+
+
 def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
     embedder: Any = None, keep_index: bool = False, write: bool = True, force: bool = False,
@@ -415,7 +310,7 @@ def run_cache_tuning(
     if write:
         check_out_dir(out, force=force)
     t_all = time.perf_counter()
-    labels = qqp_labels()
+    labels = load_labels(spec)
     design = design_probes(labels, spec)
     with redis_for_run(redis_url) as (url, redis_meta):
         connect_redis(url).close()  # fail fast, before minutes of embedding
@@ -439,6 +334,8 @@ def run_cache_tuning(
                 held = design.heldout
                 live = replay_lookups(cache, labels, vecs, design.probes[held], nn[held],
                                       nd[held], sweep.threshold, 300, spec.split.seed)
+            phase = "the transfer check"
+            transfer = _transfer(url, sweep, spec, embedder)
         except RedisLost as exc:
             exc.phase = exc.phase if phase == "the fill" else phase
             dropped = _drop(cache)
@@ -455,7 +352,8 @@ def run_cache_tuning(
                       "fill_s = loading the cache (HSET + HNSW insertion; excludes latency "
                       "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
-             "index": spec.cache.index.model_dump(), "live_lookup_agreement": live}
+             "index": spec.cache.index.model_dump(), "live_lookup_agreement": live,
+             "dataset": data_record(spec, labels), "transfer": transfer}
     typed = summarise(spec, sweep, design, latency, timing, check, extra)
     summary = typed.to_json_dict()
     run_dir = None
@@ -482,7 +380,8 @@ def _write_files(run: RunDir, spec: CacheTuneSpec, summary: CacheTuneSummary,
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
         kind=RunKind.CACHE_TUNE, spec_source=spec.source, dataset={
-            "name": spec.dataset, "fingerprint": design.info["fingerprint"],
+            "name": spec.data_name, "fingerprint": design.info["fingerprint"],
+            "data": summary.dataset,
             "pairs": spec.pairs.model_dump(), "distractors": spec.distractors,
             "split": spec.split.model_dump(), "probe_side": spec.probe_side,
         }, seeds={"pairs": spec.pairs.seed, "split": spec.split.seed},

@@ -19,11 +19,45 @@ from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 
 
-class PairsSpec(Params):
-    """Which labelled pairs take part: ``limit`` pairs drawn with ``seed`` (None: all 80,854)."""
+class PairsSource(Params):
+    """A file of labelled pairs: ``format`` jsonl | csv | tsv (None: from the suffix), the
+    columns holding the two texts and the label (0/1 or true/false). A relative ``path``
+    resolves against the spec file's folder."""
 
+    path: str = Field(min_length=1)
+    format: Literal["jsonl", "csv", "tsv"] | None = None
+    text_a: str = Field("a", min_length=1)
+    text_b: str = Field("b", min_length=1)
+    label: str = Field("duplicate", min_length=1)
+
+
+class PairsSpec(Params):
+    """Which labelled pairs take part: GPTCache's QQP (no ``path``) or the user's file
+    (``path``, ``format``, columns as in :class:`PairsSource`); ``limit`` pairs drawn with
+    ``seed`` (None: all of them)."""
+
+    path: str | None = Field(None, min_length=1)
+    format: Literal["jsonl", "csv", "tsv"] | None = None
+    text_a: str = Field("a", min_length=1)
+    text_b: str = Field("b", min_length=1)
+    label: str = Field("duplicate", min_length=1)
     limit: int | None = Field(None, ge=10)
     seed: int = 0
+
+    def source(self) -> PairsSource | None:
+        if self.path is None:
+            return None
+        return PairsSource(path=self.path, format=self.format, text_a=self.text_a,
+                           text_b=self.text_b, label=self.label)
+
+
+class TextsSource(Params):
+    """Distractor texts from a file: ``txt`` (one per line) or a ``column`` of jsonl/csv/tsv
+    (``format`` None: from the suffix). Every text is stored in the cache, never probed."""
+
+    path: str = Field(min_length=1)
+    format: Literal["txt", "jsonl", "csv", "tsv"] | None = None
+    column: str = Field("text", min_length=1)
 
 
 class SplitSpec(Params):
@@ -104,12 +138,18 @@ class ExportSpec(Params):
 
 
 class CacheTuneSpec(Params):
-    """A semantic-cache threshold tuning experiment on GPTCache's Quora question pairs."""
+    """A semantic-cache threshold tuning experiment on labelled pairs: GPTCache's Quora
+    question pairs (``dataset: gptcache_qqp``) or the user's (``pairs.path``; ``dataset`` is
+    then ``pairs``). ``heldout``: an explicit held-out pairs file instead of the component
+    split; ``transfer``: other labelled traffic the chosen threshold is measured on."""
 
     name: RunName = "qqp-cache"
-    dataset: Literal["gptcache_qqp"] = "gptcache_qqp"
+    dataset: Literal["gptcache_qqp", "pairs"] = "gptcache_qqp"
     pairs: PairsSpec = PairsSpec()
+    heldout: PairsSource | None = None
     distractors: int = Field(0, ge=0, description="extra stored questions from other pairs")
+    distractors_file: TextsSource | None = None
+    transfer: list[PairsSource] = Field(default_factory=list)
     probe_side: Literal["text_a", "text_b"] = "text_b"
     split: SplitSpec = SplitSpec()
     embedder: EmbedderSpec = EmbedderSpec()
@@ -120,14 +160,63 @@ class CacheTuneSpec(Params):
     export: ExportSpec = ExportSpec()
     source: str = Field("<memory>", exclude=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset_from_pairs(cls, data: Any) -> Any:
+        """``pairs.path`` given and ``dataset`` not: the user's pairs."""
+        if isinstance(data, Mapping) and "dataset" not in data:
+            pairs = data.get("pairs")
+            if isinstance(pairs, Mapping) and pairs.get("path") is not None:
+                return {**data, "dataset": "pairs"}
+        return data
+
+    @property
+    def data_name(self) -> str:
+        """What the records call the data: ``gptcache_qqp`` or ``pairs:<file name>``."""
+        if self.pairs.path is None:
+            return self.dataset
+        return f"pairs:{Path(self.pairs.path).name}"
+
+
+def check_cache_spec(spec: CacheTuneSpec, source: str) -> CacheTuneSpec:
+    """Cross-field checks; relative file paths made absolute against the spec file's folder
+    (so the run records and an export name files that verify finds from anywhere)."""
+    from retrieval.errors import param_error
+    from retrieval.paths import resolve_spec_path as resolve_path
+
+    if spec.dataset == "pairs" and spec.pairs.path is None:
+        raise param_error("pairs.path", "a labelled pairs file when dataset is 'pairs'", None,
+                          where=source)
+    if spec.dataset == "gptcache_qqp" and spec.pairs.path is not None:
+        raise param_error("dataset", "'pairs' (or absent) when pairs.path is given",
+                          spec.dataset, where=source)
+    if spec.heldout is not None and spec.pairs.path is None:
+        raise param_error("heldout", "absent unless pairs.path is given (an explicit held-out "
+                          "file goes with the user's own pairs)", spec.heldout.path,
+                          where=source)
+    update: dict[str, Any] = {}
+    if spec.pairs.path is not None:
+        update["pairs"] = spec.pairs.model_copy(
+            update={"path": resolve_path(spec.pairs.path, source)})
+    for key in ("heldout", "distractors_file"):
+        src = getattr(spec, key)
+        if src is not None:
+            update[key] = src.model_copy(update={"path": resolve_path(src.path, source)})
+    if spec.transfer:
+        update["transfer"] = [t.model_copy(update={"path": resolve_path(t.path, source)})
+                              for t in spec.transfer]
+    return spec.model_copy(update=update) if update else spec
+
 
 def parse_cache_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> CacheTuneSpec:
-    return load_model(data, CacheTuneSpec, source=source, extra={"source": source})
+    return load_model(data, CacheTuneSpec, source=source, extra={"source": source},
+                      check=lambda s: check_cache_spec(s, source))
 
 
 def load_cache_spec(path: str | Path) -> CacheTuneSpec:
     """Read and validate a cache tuning spec; errors name the file."""
-    return load_model(path, CacheTuneSpec, extra={"source": str(path)})
+    return load_model(path, CacheTuneSpec, extra={"source": str(path)},
+                      check=lambda s: check_cache_spec(s, str(path)))
 
 
 __all__ = [
@@ -137,9 +226,12 @@ __all__ = [
     "EmbedderSpec",
     "ExportSpec",
     "LatencySpec",
+    "PairsSource",
     "PairsSpec",
     "SplitSpec",
+    "TextsSource",
     "TuningSpec",
+    "check_cache_spec",
     "load_cache_spec",
     "parse_cache_spec",
 ]

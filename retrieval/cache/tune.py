@@ -58,28 +58,37 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, eq=False)
 class QQPLabels:
-    """Distinct questions (index = qid) and the labelled pairs as qid arrays."""
+    """Distinct questions (index = qid) and the labelled pairs as qid arrays.
+
+    ``pair_heldout``: per pair, True when it came from an explicit held-out file (None: the
+    component split decides); ``extra_qids``: texts that are in no pair (distractors read from a
+    file; always stored, never probed); ``name``: what the records call the data."""
 
     questions: list[str]
     pair_a: np.ndarray
     pair_b: np.ndarray
     label: np.ndarray
     fingerprint: str
+    pair_heldout: np.ndarray | None = None
+    extra_qids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    name: str = "gptcache_qqp"
 
     @property
     def n_questions(self) -> int:
         return len(self.questions)
 
 
-def qqp_labels(pairs: Sequence[Any] | None = None) -> QQPLabels:
+def qqp_labels(pairs: Sequence[Any] | None = None, *, heldout: Sequence[bool] | None = None,
+               extra_texts: Sequence[str] = (), name: str = "gptcache_qqp") -> QQPLabels:
     """Index the labelled pairs (default: ``load_qqp_pairs("full")``). ``fingerprint`` is the
-    sha256 of the pairs' texts and labels (what a result was measured on)."""
+    sha256 of the pairs' texts and labels, the held-out flags and the extra texts (what a
+    result was measured on; for QQP alone it is the same as before those existed)."""
     if pairs is None:
         from retrieval.loaders.shared import load_qqp_pairs
 
         pairs = load_qqp_pairs("full")
     if not pairs:
-        raise DataError("QQP: no pairs")
+        raise DataError(f"{name}: no pairs")
     index: dict[str, int] = {}
     a = np.empty(len(pairs), dtype=np.int64)
     b = np.empty(len(pairs), dtype=np.int64)
@@ -89,10 +98,20 @@ def qqp_labels(pairs: Sequence[Any] | None = None) -> QQPLabels:
         for arr, text in ((a, p.text_a), (b, p.text_b)):
             arr[i] = index.setdefault(text, len(index))
         if p.label not in (0, 1):
-            raise DataError(f"QQP: pair {i} has label {p.label!r}; allowed 0 or 1")
+            raise DataError(f"{name}: pair {i} has label {p.label!r}; allowed 0 or 1")
         lab[i] = p.label
         h.update(f"{p.text_a}\x1f{p.text_b}\x1f{p.label}\x1e".encode())
-    return QQPLabels(list(index), a, b, lab, f"sha256:{h.hexdigest()}")
+    held = None
+    if heldout is not None:
+        held = np.asarray(heldout, dtype=bool)
+        h.update(b"heldout:" + np.packbits(held).tobytes())
+    extra = []
+    for t in extra_texts:
+        if t not in index:
+            extra.append(index.setdefault(t, len(index)))
+            h.update(f"extra\x1f{t}\x1e".encode())
+    return QQPLabels(list(index), a, b, lab, f"sha256:{h.hexdigest()}", held,
+                     np.asarray(extra, dtype=np.int64), name)
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,15 +140,22 @@ def design_probes(labels: QQPLabels, spec: CacheTuneSpec) -> ProbeDesign:
     from scipy.sparse.csgraph import connected_components
 
     n_pairs_all, nq = len(labels.label), labels.n_questions
-    sel = np.arange(n_pairs_all)
+    ph = labels.pair_heldout
+    pool_pairs = np.arange(n_pairs_all) if ph is None else np.flatnonzero(~ph)
+    sel = pool_pairs
     if spec.pairs.limit is not None:
-        if spec.pairs.limit > n_pairs_all:
-            raise ConfigError(f"{spec.source}: field 'pairs.limit' must be <= {n_pairs_all} "
-                              f"(pairs available); received {spec.pairs.limit}")
+        if spec.pairs.limit > len(pool_pairs):
+            raise ConfigError(f"{spec.source}: field 'pairs.limit' must be <= "
+                              f"{len(pool_pairs)} (pairs available); received "
+                              f"{spec.pairs.limit}")
         rng = np.random.default_rng(spec.pairs.seed)
-        sel = np.sort(rng.choice(n_pairs_all, spec.pairs.limit, replace=False))
+        sel = np.sort(rng.choice(pool_pairs, spec.pairs.limit, replace=False))
+    if ph is not None:  # an explicit held-out file: all its pairs take part
+        sel = np.sort(np.concatenate([sel, np.flatnonzero(ph)]))
     a, b = labels.pair_a[sel], labels.pair_b[sel]
     in_pairs = np.unique(np.concatenate([a, b]))
+    if labels.extra_qids.size:  # distractor texts from a file: all stored
+        in_pairs = np.union1d(in_pairs, labels.extra_qids)
     stored = in_pairs
     if spec.distractors:
         pool = np.setdiff1d(np.arange(nq), in_pairs, assume_unique=True)
@@ -151,10 +177,21 @@ def design_probes(labels: QQPLabels, spec: CacheTuneSpec) -> ProbeDesign:
     stored_mask[stored] = 1
     positive = (dup[probes] @ stored_mask) > 0
 
-    graph = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(nq, nq))
-    _, comp = connected_components(graph, directed=False)
-    u = np.random.default_rng(spec.split.seed).random(int(comp.max()) + 1)
-    heldout = u[comp[probes]] < spec.split.heldout_fraction
+    overlap = 0
+    if ph is None:
+        graph = coo_matrix((np.ones(len(a), dtype=np.int8), (a, b)), shape=(nq, nq))
+        _, comp = connected_components(graph, directed=False)
+        u = np.random.default_rng(spec.split.seed).random(int(comp.max()) + 1)
+        heldout = u[comp[probes]] < spec.split.heldout_fraction
+        split_note = (f"by connected component, heldout_fraction "
+                      f"{spec.split.heldout_fraction}, seed {spec.split.seed}")
+    else:
+        side = labels.pair_b if spec.probe_side == "text_b" else labels.pair_a
+        held_sel, tune_sel = sel[ph[sel]], sel[~ph[sel]]
+        heldout = np.isin(probes, side[held_sel])
+        overlap = int((heldout & np.isin(probes, side[tune_sel])).sum())
+        split_note = ("explicit held-out file: its probes are held out (a probe found in both "
+                      "files counts as held-out)")
     info = {
         "n_pairs": len(sel), "n_pairs_available": n_pairs_all,
         "n_positive_pairs": int((labels.label[sel] == 1).sum()),
@@ -162,8 +199,9 @@ def design_probes(labels: QQPLabels, spec: CacheTuneSpec) -> ProbeDesign:
         "n_probes": len(probes), "n_tuning": int((~heldout).sum()),
         "n_heldout": int(heldout.sum()), "probe_side": spec.probe_side,
         "positive_fraction": float(positive.mean()),
-        "split": f"by connected component, heldout_fraction {spec.split.heldout_fraction}, "
-                 f"seed {spec.split.seed}",
+        "split": split_note, "n_probes_in_both_files": overlap,
+        "n_distractor_texts": int(labels.extra_qids.size),
+        "data": labels.name,
         "fingerprint": labels.fingerprint,
     }
     return ProbeDesign(stored, probes, heldout, np.asarray(positive).ravel(), dup, len(sel),

@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rebuild and re-measure an exported config; exit 1 if it no longer holds",
     )
     v.add_argument("file", help="a file written by rwb export")
+    v.add_argument("--pairs", metavar="FILE",
+                   help="semantic-cache exports: the transfer check - measure the exported "
+                        "threshold on this other labelled pairs file (jsonl/csv/tsv) and say "
+                        "whether the false-hit cap holds there")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -66,9 +70,15 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.export import ChecksReport, VerifyReport, verify_file
+    from retrieval.export import ChecksReport, VerifyReport, VerifyResult, verify_file
 
-    report = verify_file(args.file)
+    report: VerifyResult
+    if getattr(args, "pairs", None):
+        from retrieval.export.redisvl import verify_transfer
+
+        report = verify_transfer(args.file, args.pairs)
+    else:
+        report = verify_file(args.file)
     if args.json:
         print_json(report.to_dict())
         return 0 if report.holds else 1

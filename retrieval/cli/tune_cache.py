@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(s: dict[str, Any]) -> None:
+    data = s.get("dataset") or {}
+    files = [f"{k} {v['path']}" for k in ("pairs", "heldout") if (v := data.get(k))]
+    print(f"data: {data.get('name')}" + (f" ({', '.join(files)})" if files else ""))
     if s["threshold"] is None:
         print(f"no threshold meets the cap: {s['reason']}")
     else:
@@ -107,5 +110,7 @@ def _print(s: dict[str, Any]) -> None:
     print(f"time: embed {t['embed_s']:.1f} s, cache fill {t['fill_s']:.1f} s, tuning "
           f"{t['tuning_s']:.1f} s (KNN fetch {t['knn_fetch_s']:.1f} s + sweep "
           f"{t['sweep_s']:.2f} s)")
+    for t in s.get("transfer") or []:
+        print(f"transfer check: {t['verdict']}")
     if s.get("run_dir"):
         print(f"run: {s['run_dir']}")

@@ -61,6 +61,8 @@ def print_summary(s: dict[str, Any]) -> None:
     """The human-readable report of a rerank sweep summary."""
     print(f"{s['dataset']}: {s['n_docs']} docs, {s['n_queries']} queries "
           f"({s['n_tuning']} tuning / {s['n_heldout']} held-out)")
+    if s.get("dataset_path"):
+        print(f"data: {s['dataset_path']} (split {s.get('dataset_split')}); {s['relevance']}")
     fs = s["first_stage"]
     print(f"first stage nDCG@10: dense {fmt(s['dense_ndcg@10'])}  "
           f"bm25 {fmt(s['bm25_ndcg@10'])} ({s['bm25']['implementation']})  "
@@ -88,4 +90,7 @@ def print_summary(s: dict[str, Any]) -> None:
               f"vs never {fmt(h['never']['quality'])} / always {fmt(h['always']['quality'])}; "
               f"mean ms {fmt(h['chosen']['mean_ms'])} vs never {fmt(h['never']['mean_ms'])}; "
               f"routed {fmt(h['chosen']['routed_share'])}")
+    runs = s.get("trec_runs") or {}
+    if runs:
+        print("TREC runs: " + ", ".join(f"{role} {name}" for role, name in runs.items()))
     print(f"run directory: {s['run_dir']}")

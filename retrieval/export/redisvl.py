@@ -120,7 +120,9 @@ def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
             "cost_per_1k_queries": {k: v for k, v in summary.cost.items()
                                     if k.startswith(("usd_", "llm_", "wrong_"))},
             "dataset": {
-                "name": spec.get("dataset"),
+                "name": (summary.dataset or {}).get("name") or spec.get("dataset"),
+                "files": {k: v for k, v in (summary.dataset or {}).items()
+                          if k in ("pairs", "heldout", "distractors_file", "source")},
                 "fingerprint": design.get("fingerprint"),
                 "probes": design.get("n_probes"),
                 "stored": design.get("n_stored"),
@@ -132,8 +134,9 @@ def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
             "cpu": (manifest.get("cpu") or {}).get("model"),
         },
         "source": {
-            "spec": {k: spec[k] for k in ("dataset", "pairs", "distractors", "probe_side",
-                                          "split", "embedder", "cache", "tuning") if k in spec},
+            "spec": {k: spec[k] for k in ("dataset", "pairs", "heldout", "distractors",
+                                          "distractors_file", "probe_side", "split",
+                                          "embedder", "cache", "tuning") if k in spec},
         },
     }
 
@@ -209,24 +212,15 @@ def verify_file(
     KNN + threshold decision on >= ``min_agreement`` of ``sample_lookups`` held-out probes
     (HNSW range queries with Redis's default EPSILON miss a few close entries).
     """
+    from retrieval.cache.data import load_labels
     from retrieval.cache.live import SemanticCache
     from retrieval.cache.redis import connect_redis
     from retrieval.cache.run import embed_questions, fill_cache, redis_for_run, replay_lookups
-    from retrieval.cache.spec import parse_cache_spec
-    from retrieval.cache.thresholds import Threshold
-    from retrieval.cache.tune import design_probes, exclude_self, metrics_table, qqp_labels
-    from retrieval.export.files import read_config
+    from retrieval.cache.tune import design_probes, exclude_self, metrics_table
 
     where = str(path)
-    doc = read_config(path)
-    if doc.get("kind") != KIND:
-        raise ConfigError(f"{where}: field 'kind' must be '{KIND}'; received {doc.get('kind')!r}")
-    sc = _need(doc, "semantic_cache", where)
-    threshold = Threshold.from_convention("redisvl", _need(sc, "distance_threshold", where))
-    ev = _need(doc, "evidence", where)
-    spec = parse_cache_spec(_need(_need(doc, "source", where), "spec", where),
-                            source=f"{where} (source.spec)")
-    labels = qqp_labels()
+    threshold, ev, spec = _read_export(path)
+    labels = load_labels(spec)
     recorded_fp = ev.get("dataset", {}).get("fingerprint")
     if recorded_fp != labels.fingerprint:
         raise DataError(f"{where}: dataset changed: fingerprint {recorded_fp} recorded, "
@@ -274,6 +268,56 @@ def verify_file(
                              {"heldout": rec, "target": ev.get("target")})
 
 
+def _read_export(path: Path | str) -> tuple[Any, dict[str, Any], Any]:
+    """(threshold, evidence, the tuning spec) of a cache export; ConfigError naming the file
+    and the field otherwise."""
+    from retrieval.cache.spec import parse_cache_spec
+    from retrieval.cache.thresholds import Threshold
+    from retrieval.export.files import read_config
+
+    where = str(path)
+    doc = read_config(path)
+    if doc.get("kind") != KIND:
+        raise ConfigError(f"{where}: field 'kind' must be '{KIND}'; received {doc.get('kind')!r}")
+    sc = _need(doc, "semantic_cache", where)
+    threshold = Threshold.from_convention("redisvl", _need(sc, "distance_threshold", where))
+    ev = _need(doc, "evidence", where)
+    spec = parse_cache_spec(_need(_need(doc, "source", where), "spec", where),
+                            source=f"{where} (source.spec)")
+    return threshold, ev, spec
+
+
+def verify_transfer(path: Path | str, pairs: Path | str, *, redis_url: str | None = None,
+                    embedder: Any = None) -> CacheVerifyReport:
+    """The transfer check (:mod:`retrieval.cache.transfer`): the exported threshold measured on
+    the labelled traffic of another ``pairs`` file (format from its suffix; the columns the
+    export was tuned with, else ``a``, ``b``, ``duplicate``). Holds when the one-sided upper
+    bound on the false-hit rate there (same bound, same confidence) is <= the exported cap."""
+    from retrieval.cache.redis import connect_redis
+    from retrieval.cache.run import redis_for_run
+    from retrieval.cache.spec import PairsSource
+    from retrieval.cache.transfer import transfer_check
+
+    where = str(path)
+    try:
+        threshold, ev, spec = _read_export(path)
+    except ConfigError as exc:
+        raise ConfigError(f"--pairs: only for a semantic-cache export (rwb export --engine "
+                          f"redisvl): {exc}") from None
+    p = spec.pairs
+    src = PairsSource(path=str(Path(pairs).expanduser().resolve()), text_a=p.text_a,
+                      text_b=p.text_b, label=p.label)
+    with redis_for_run(redis_url) as (url, _meta):
+        connect_redis(url).close()  # fail fast, before embedding
+        res = transfer_check(url, threshold, spec, src, field="--pairs", embedder=embedder)
+    cap = spec.tuning.max_false_hit
+    checks = [_check(f"false-hit upper bound on {src.path} <= cap ({res['verdict']})",
+                     res["false_hit_upper_bound"], cap, res["cap_holds"])]
+    return CacheVerifyReport(where, bool(res["cap_holds"]), threshold.cosine_distance,
+                             "cosine_distance", checks, res,
+                             {"heldout": ev.get("heldout"), "target": ev.get("target")})
+
+
 def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, Any]:
     return {"check": name, "measured": measured, "expected": expected, "passed": bool(passed)}
 
@@ -285,4 +329,5 @@ __all__ = [
     "export_run",
     "semantic_cache_kwargs",
     "verify_file",
+    "verify_transfer",
 ]

@@ -93,6 +93,9 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
     first_stage: dict[str, Any] = {"kind": fs}
     if fs == "bm25":
         first_stage["bm25"] = summary.bm25
+    elif fs == "run":
+        first_stage["run_file"] = (summary.run_file or {}).get("path")
+        first_stage["run_fingerprint"] = (summary.run_file or {}).get("fingerprint")
     else:
         first_stage["dense"] = summary.dense
     rr = summary.reranker
@@ -146,6 +149,8 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
                                           "dense": summary.dense_ndcg},
             "dataset": {
                 "collection": summary.dataset,
+                "path": summary.dataset_path,
+                "split": summary.dataset_split,
                 "fingerprint": summary.dataset_fingerprint,
                 "docs": summary.n_docs,
                 "queries": summary.n_queries,
@@ -216,7 +221,12 @@ def verify_rerank(path: Path | str) -> RerankVerifyReport:
     from retrieval.embed import get_embedder
     from retrieval.irmetrics import evaluate_collection
     from retrieval.rerank.firststage import BM25Stage, DenseStage
-    from retrieval.rerank.run import build_rerankers, judged_queries, load_collection
+    from retrieval.rerank.run import (
+        build_rerankers,
+        judged_queries,
+        load_collection,
+        run_file_candidates,
+    )
     from retrieval.rerank.spec import parse_rerank_spec
     from retrieval.rerank.tune import reranked_rankings, score_candidates, split_queries
 
@@ -257,6 +267,12 @@ def verify_rerank(path: Path | str) -> RerankVerifyReport:
         bm25 = BM25Stage(spec.bm25)
         bm25.build(corpus)
         cands = bm25.search(held_texts, k)
+    elif spec.first_stage_name == "run":
+        cands, run_info = run_file_candidates(spec, heldout, corpus_ids, k)
+        was = (doc.get("first_stage") or {}).get("run_fingerprint")
+        if was != run_info["fingerprint"]:
+            raise DataError(f"{where}: run file changed: {run_info['path']} has fingerprint "
+                            f"{run_info['fingerprint']}, {was} recorded")
     else:
         cands = dense.search(held_texts, k)
     if depth > k:

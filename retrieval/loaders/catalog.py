@@ -1,4 +1,5 @@
-"""Named datasets: one YAML manifest per dataset in :func:`retrieval.paths.manifests_dir`.
+"""Named datasets: one YAML manifest per dataset in the folders of
+:func:`retrieval.paths.manifests_dirs` ($RWB_DATASETS_DIR's folders first, then the built-in ones).
 
 A manifest is a mapping with a ``kind`` (``synthetic``, ``hdf5``, ``texmex``, ``npy``, ``text``)
 and that kind's fields (see ``datasets/README.md``); its name is the file stem. Relative file
@@ -31,7 +32,7 @@ from retrieval.loaders.shared import (
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.loaders.vectors import load_hdf5, load_npy, load_texmex
 from retrieval.params import Params, validate_params
-from retrieval.paths import data_dir_candidates, manifests_dir
+from retrieval.paths import data_dir_candidates, manifests_dirs
 from retrieval.specfile import read_yaml, require_mapping
 
 log = logging.getLogger(__name__)
@@ -183,14 +184,15 @@ class DatasetEntry:
 
 
 def manifest_paths() -> dict[str, Path]:
-    """Dataset name -> manifest file (``*.yaml``/``*.yml`` in the manifests folder)."""
-    folder = manifests_dir()
-    if not folder.is_dir():
-        return {}
+    """Dataset name -> manifest file (``*.yaml``/``*.yml``) over every manifests folder in
+    search order (:func:`retrieval.paths.manifests_dirs`): the first file of a name wins."""
     out: dict[str, Path] = {}
-    for p in sorted(folder.iterdir()):
-        if p.suffix in (".yaml", ".yml") and p.is_file():
-            out.setdefault(p.stem, p)
+    for folder in manifests_dirs():
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.iterdir()):
+            if p.suffix in (".yaml", ".yml") and p.is_file():
+                out.setdefault(p.stem, p)
     return out
 
 

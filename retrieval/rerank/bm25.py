@@ -4,8 +4,10 @@ The convention is pinned and recorded with every result (:meth:`BM25Params.conve
 
 - **Tokenisation** (both implementations): ``bm25s.tokenize`` - lowercase, scikit-learn token
   pattern ``(?u)\\b\\w\\w+\\b``, bm25s' English stopword list (the 33 Lucene/Anserini
-  words), Snowball English stemming through PyStemmer. ``stopwords: none`` / ``stemmer: none``
-  switch either off.
+  words), Snowball English stemming through PyStemmer. Each is a setting: ``token_pattern``
+  (e.g. ``\\w+`` to keep one-letter tokens), ``lowercase``, ``stopwords`` (``en``, ``none``
+  or a list of words), ``stemmer`` (any PyStemmer algorithm or ``none``); the defaults are the
+  pinned convention above.
 - ``implementation: rank-bm25``: ``rank_bm25.BM25Okapi(k1=1.5, b=0.75, epsilon=0.25)``, the
   convention the bm25-benchmarks figures use (SciFact test nDCG@10 0.684 with this tokenisation).
   rank-bm25 gives a term found in more than half the documents an idf of ``epsilon`` x the
@@ -23,13 +25,14 @@ matched) are never returned: a row is padded with -1 / -inf instead, like Lucene
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from retrieval.errors import ConfigError, DataError, param_error
 from retrieval.params import Params
@@ -37,6 +40,8 @@ from retrieval.params import Params
 log = logging.getLogger(__name__)
 
 Implementation = Literal["rank-bm25", "bm25s"]
+#: bm25s' (and scikit-learn's) default token: two or more word characters
+DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 Method = Literal["lucene", "robertson", "atire", "bm25l", "bm25+"]
 
 
@@ -50,8 +55,37 @@ class BM25Params(Params):
     epsilon: float | None = Field(None, ge=0.0, le=1.0)
     method: Method | None = None
     idf_method: Method | None = None
-    stopwords: Literal["en", "none"] = "en"
-    stemmer: Literal["english", "none"] = "english"
+    #: regular expression of one token (Python ``re``); bm25s' default keeps tokens of >= 2
+    #: word characters; ``\\w+`` keeps one-letter tokens too
+    token_pattern: str = Field(DEFAULT_TOKEN_PATTERN, min_length=1)
+    lowercase: bool = True
+    #: ``en`` (bm25s' 33 Lucene words), ``none``, or an explicit list of words
+    stopwords: Literal["en", "none"] | list[str] = "en"
+    #: a PyStemmer (Snowball) algorithm, e.g. ``english``, or ``none``
+    stemmer: str = "english"
+
+    @field_validator("token_pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        try:
+            compiled = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"must be a valid regular expression ({exc})") from None
+        if compiled.match(""):
+            raise ValueError("must not match the empty string (every position would be a token)")
+        return v
+
+    @field_validator("stemmer")
+    @classmethod
+    def _stemmer(cls, v: str) -> str:
+        if v == "none":
+            return v
+        import Stemmer
+
+        algorithms = sorted(Stemmer.algorithms())
+        if v not in algorithms:
+            raise ValueError(f"must be 'none' or a PyStemmer algorithm ({', '.join(algorithms)})")
+        return v
 
     @model_validator(mode="after")
     def _per_library(self) -> BM25Params:
@@ -72,15 +106,28 @@ class BM25Params(Params):
     def resolved_method(self) -> Method:
         return self.method or "lucene"
 
+    def _tokenizer_note(self) -> str:
+        if self.token_pattern == DEFAULT_TOKEN_PATTERN and self.lowercase:
+            return "bm25s.tokenize (lowercase, (?u)\\b\\w\\w+\\b)"
+        case = "lowercase" if self.lowercase else "case kept"
+        return f"bm25s.tokenize ({case}, {self.token_pattern})"
+
+    def _stopwords_note(self) -> str | list[str]:
+        if self.stopwords == "en":
+            return "bm25s english (33 Lucene words)"
+        return "none" if self.stopwords == "none" else list(self.stopwords)
+
     def convention(self) -> dict[str, Any]:
         """Everything that changes the scores, as plain data (stored with results)."""
         out: dict[str, Any] = {
             "implementation": self.implementation,
             "k1": self.k1,
             "b": self.b,
-            "tokenizer": "bm25s.tokenize (lowercase, (?u)\\b\\w\\w+\\b)",
-            "stopwords": "bm25s english (33 Lucene words)" if self.stopwords == "en" else "none",
-            "stemmer": "PyStemmer snowball english" if self.stemmer == "english" else "none",
+            "tokenizer": self._tokenizer_note(),
+            "token_pattern": self.token_pattern,
+            "lowercase": self.lowercase,
+            "stopwords": self._stopwords_note(),
+            "stemmer": "none" if self.stemmer == "none" else f"PyStemmer snowball {self.stemmer}",
             "zero_score_docs": "dropped",
         }
         if self.implementation == "rank-bm25":
@@ -119,14 +166,19 @@ class BM25Index:
         """Token lists under the pinned convention (see module docstring)."""
         import bm25s
 
-        if self._stemmer is None and self.params.stemmer == "english":
+        p = self.params
+        if self._stemmer is None and p.stemmer != "none":
             import Stemmer
 
-            self._stemmer = Stemmer.Stemmer("english")
+            self._stemmer = Stemmer.Stemmer(p.stemmer)
+        stop: str | list[str] | None = (
+            None if p.stopwords == "none" else p.stopwords if isinstance(p.stopwords, str)
+            else list(p.stopwords))
         out = bm25s.tokenize(
             list(texts),
-            lower=True,
-            stopwords="en" if self.params.stopwords == "en" else None,
+            lower=p.lowercase,
+            token_pattern=p.token_pattern,
+            stopwords=stop,
             stemmer=self._stemmer,
             return_ids=False,
             show_progress=False,

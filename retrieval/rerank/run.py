@@ -29,6 +29,7 @@ from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.metrics import latency_summary
+from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.rerank.rerankers import (
     Reranker,
@@ -42,6 +43,7 @@ from retrieval.rerank.route import (
     routed_rankings,
     sweep_thresholds,
 )
+from retrieval.rerank.runfile import run_file_candidates
 from retrieval.rerank.spec import RerankSweepSpec
 from retrieval.rerank.tune import (
     DepthChoice,
@@ -108,6 +110,9 @@ class RerankSweepSummary(RunSummary):
     name: str | None = None
     run_dir: str | None = None
     dataset: str | None = None
+    dataset_path: str | None = None  # the file or folder read
+    dataset_split: str | None = None
+    dataset_info: dict[str, Any] | None = None  # name, spec, path, fingerprint, counts
     dataset_fingerprint: str | None = None
     relevance: str | None = None
     n_docs: int | None = None
@@ -120,6 +125,8 @@ class RerankSweepSummary(RunSummary):
     bm25: dict[str, Any] | None = None  # the pinned convention
     dense: dict[str, Any] | None = None  # backend, metric, build, search, embedder
     sweep_first_stage: str | None = None
+    run_file: dict[str, Any] | None = None  # first stage from a TREC run file
+    trec_runs: dict[str, str] = Field(default_factory=dict)  # role -> file in the run dir
     reranker: RerankerInfo = Field(default_factory=RerankerInfo)
     selection_metric: str | None = None
     tolerance: float | None = None
@@ -147,17 +154,8 @@ class RerankRunResult:
 
 
 def load_collection(spec: RerankSweepSpec) -> TextCollection:
-    from retrieval.loaders.shared import load_cranfield, load_scifact
-
-    if spec.dataset == "scifact":
-        return load_scifact(spec.split)
-    return load_cranfield(relevance="gain")
-
-
-def relevance_note(spec: RerankSweepSpec) -> str:
-    if spec.dataset == "cranfield":
-        return "Cranfield grades mapped to gain = 5 - grade (4 best); grades 1-4 all relevant"
-    return "SciFact BEIR qrels: grade 1 for each cited doc"
+    """The collection the spec's ``dataset`` names (:mod:`retrieval.rerank.dataset`)."""
+    return load_dataset(spec.dataset, spec.split)
 
 
 def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
@@ -224,6 +222,7 @@ class _FirstStages:
     stage_ms: dict[str, np.ndarray]  # single-query ms per judged query
     unknown: dict[str, list[str]]
     policy: dict[str, Any]
+    run_info: dict[str, Any] | None = None  # first stage from a TREC run file
 
 
 @dataclass(frozen=True)
@@ -231,6 +230,7 @@ class _Depths:
     quality: dict[str, dict[int, dict[str, float]]]  # split -> depth -> metric means
     curve_rows: list[dict[str, Any]]
     per_query_rows: list[dict[str, Any]]
+    rankings: dict[int, dict[str, list[str]]]  # depth -> every judged query's top recall_k
 
 
 @dataclass(frozen=True)
@@ -271,6 +271,9 @@ def _first_stages(spec: RerankSweepSpec, q: _Queries) -> _FirstStages:
     fetch = spec.fetch_k
     cands: dict[str, Candidates] = {"bm25": bm25.search(q.qtexts, fetch),
                                     "dense": dense.search(q.qtexts, fetch)}
+    run_info: dict[str, Any] | None = None
+    if spec.first_stage_name == "run":
+        cands["run"], run_info = run_file_candidates(spec, q.qids, q.corpus_ids, fetch)
     quality: dict[str, dict[str, float]] = {}
     unknown: dict[str, list[str]] = {}
     policy: dict[str, Any] = {}
@@ -281,8 +284,10 @@ def _first_stages(spec: RerankSweepSpec, q: _Queries) -> _FirstStages:
         unknown, policy = s.unknown_docs, s.policy()
     _, bm25_ms = bm25.time_queries(q.qtexts, fetch)
     _, dense_ms = dense.time_queries(q.qtexts, fetch)
-    return _FirstStages(embedder, dense, cands, quality, {"bm25": bm25_ms, "dense": dense_ms},
-                        unknown, policy)
+    stage_ms = {"bm25": bm25_ms, "dense": dense_ms}
+    if run_info is not None:  # the user's retriever ran elsewhere: its latency is not known
+        stage_ms["run"] = np.zeros(len(q.qids))
+    return _FirstStages(embedder, dense, cands, quality, stage_ms, unknown, policy, run_info)
 
 
 def _depth_quality(spec: RerankSweepSpec, q: _Queries, main: Candidates,
@@ -292,8 +297,10 @@ def _depth_quality(spec: RerankSweepSpec, q: _Queries, main: Candidates,
     curve_rows: list[dict[str, Any]] = []
     per_query_rows: list[dict[str, Any]] = []
     quality: dict[str, dict[int, dict[str, float]]] = {s: {} for s in q.splits}
+    by_depth: dict[int, dict[str, list[str]]] = {}
     for d in sorted(spec.depths):
         rankings = reranked_rankings(main, rscores, d, q.qids, q.corpus_ids, k=spec.recall_k)
+        by_depth[d] = rankings
         for split, ids in q.splits.items():
             s = evaluate_collection(q.coll, rankings, metrics, query_ids=ids)
             quality[split][d] = _metrics_row(s.means)
@@ -303,7 +310,7 @@ def _depth_quality(spec: RerankSweepSpec, q: _Queries, main: Candidates,
                 for qid in ids:
                     per_query_rows.append({"depth": d, "query_id": qid,
                                            **{m: s.per_query[m][qid] for m in metrics}})
-    return _Depths(quality, curve_rows, per_query_rows)
+    return _Depths(quality, curve_rows, per_query_rows, by_depth)
 
 
 def _depth_latency(spec: RerankSweepSpec, q: _Queries, main: Candidates, timing_rr: Reranker,
@@ -354,11 +361,12 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
     fs = _first_stages(spec, q)
     # one scoring pass at the largest depth
     quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense)
-    main = fs.cands[spec.first_stage]
+    main = fs.cands[spec.first_stage_name]
     rscores = score_candidates(quality_rr, q.qtexts, q.corpus, main, spec.max_depth,
                                progress=progress)
     depths = _depth_quality(spec, q, main, rscores)
-    latency = _depth_latency(spec, q, main, timing_rr, fs.stage_ms[spec.first_stage], progress)
+    latency = _depth_latency(spec, q, main, timing_rr, fs.stage_ms[spec.first_stage_name],
+                             progress)
     choice = choose_depth(
         {d: depths.quality["tuning"][d][spec.metric] for d in sorted(spec.depths)}, spec.tolerance
     )
@@ -369,8 +377,27 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
             spec, q, fs, rscores, quality_rr, latency.rr_ms, choice.depth, progress
         )
     summary = _summarise(spec, rd, q, fs, rr_info, depths, latency, choice, router_summary)
+    summary = summary.model_copy(update={"trec_runs": write_trec_runs(rd, spec, q, main, depths,
+                                                                      choice)})
     _write_run(rd, spec, spec_source, q, fs, rr_info, summary, depths, latency, router_rows)
     return RerankRunResult(summary=summary.to_json_dict(), run_dir=rd)
+
+
+def write_trec_runs(rd: RunDir, spec: RerankSweepSpec, q: _Queries, main: Candidates,
+                    depths: _Depths, choice: DepthChoice) -> dict[str, str]:
+    """TREC run files (``runs/depth-<d>.trec``, top ``recall_k`` of every judged query) for
+    depth 0 (the first stage alone), the chosen and the best depth; role -> file (relative)."""
+    from retrieval.loaders.trec import write_run
+
+    out: dict[str, str] = {}
+    for role, d in (("depth_0", 0), ("chosen", choice.depth), ("best", choice.best_depth)):
+        rankings = depths.rankings.get(d)
+        if rankings is None:  # depth 0 not swept: the first stage's own order
+            rankings = main.rankings(q.qids, q.corpus_ids, spec.recall_k)
+        name = f"runs/depth-{d}.trec"
+        write_run(rd.path / name, rankings, f"rwb-{spec.first_stage_name}-rerank{d}")
+        out[role] = name
+    return out
 
 
 def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,
@@ -382,8 +409,11 @@ def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,
         "name": spec.name,
         "run_dir": str(rd.path),
         "dataset": q.coll.name,
+        "dataset_path": dataset_path(q.coll),
+        "dataset_split": q.coll.info.get("split"),
+        "dataset_info": dataset_record(spec.dataset, q.coll),
         "dataset_fingerprint": q.coll.fingerprint,
-        "relevance": relevance_note(spec),
+        "relevance": relevance_note(spec.dataset, q.coll),
         "n_docs": len(q.corpus),
         "n_queries": len(q.qids),
         "n_tuning": len(q.splits["tuning"]),
@@ -397,7 +427,8 @@ def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,
         "dense": {"backend": spec.dense.backend, "metric": spec.dense.metric,
                   "build": spec.dense.build, "search": spec.dense.search,
                   "embedder": fs.embedder.model_id},
-        "sweep_first_stage": spec.first_stage,
+        "sweep_first_stage": spec.first_stage_name,
+        "run_file": fs.run_info,
         "reranker": rr_info,
         "selection_metric": spec.metric,
         "tolerance": spec.tolerance,
@@ -433,7 +464,8 @@ def _write_run(rd: RunDir, spec: RerankSweepSpec, spec_source: str, q: _Queries,
         kind=RunKind.RERANK_SWEEP,
         seed=spec.seed,
         dataset={"name": q.coll.name, "fingerprint": q.coll.fingerprint,
-                 "source": q.coll.source},
+                 "source": q.coll.source, "path": dataset_path(q.coll),
+                 "split": q.coll.info.get("split"), "spec": spec.dataset},
         bm25=spec.bm25.convention(),
         embedder=fs.embedder.model_id,
         reranker=rr_info,
@@ -542,5 +574,6 @@ __all__ = [
     "RerankSweepSummary",
     "RouterSummary",
     "load_collection",
+    "run_file_candidates",
     "run_rerank_sweep",
 ]

@@ -17,7 +17,9 @@ from pydantic import Field, field_validator, model_validator
 from retrieval.errors import param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.params import Params, RunName
+from retrieval.paths import resolve_spec_path as resolve_path
 from retrieval.rerank.bm25 import BM25Params
+from retrieval.rerank.dataset import check_dataset
 from retrieval.specfile import load_model
 
 DATASETS = ("scifact", "cranfield")
@@ -77,19 +79,28 @@ class RouterSpec(Params):
     tolerance: float = Field(0.005, ge=0.0, le=1.0)
 
 
+class RunFileStage(Params):
+    """The user's own first stage: a TREC run file (``qid Q0 docid rank score tag``) produced by
+    their production retriever; rwb reranks each query's top ``max(depths)`` of it. A relative
+    path resolves against the spec file's folder."""
+
+    run: str = Field(min_length=1)
+
+
 class RerankSweepSpec(Params):
-    """One rerank-depth experiment on one collection."""
+    """One rerank-depth experiment on one collection (``dataset``: see
+    :mod:`retrieval.rerank.dataset`)."""
 
     name: RunName = "rerank"
-    dataset: Literal["scifact", "cranfield"]
-    split: Literal["test", "train"] = "test"
+    dataset: str = Field(min_length=1)
+    split: str = Field("test", min_length=1)
     max_queries: int | None = Field(None, ge=2, description="seeded subset, for quick runs")
     seed: int = 0
     tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     embedder: EmbedderSpec = EmbedderSpec()
     dense: DenseSpec = DenseSpec()
     bm25: BM25Params = BM25Params()
-    first_stage: Literal["bm25", "dense"] = "bm25"
+    first_stage: Literal["bm25", "dense"] | RunFileStage = "bm25"
     reranker: RerankerSpec = RerankerSpec()
     depths: list[int] = Field(default_factory=lambda: [0, 5, 10, 20, 30, 50, 100], min_length=1)
     metric: Literal["ndcg@10", "mrr@10"] = "ndcg@10"
@@ -97,6 +108,18 @@ class RerankSweepSpec(Params):
     tolerance: float = Field(0.005, ge=0.0, le=1.0)
     latency: LatencySpec = LatencySpec()
     router: RouterSpec = RouterSpec()
+
+    @field_validator("first_stage", mode="before")
+    @classmethod
+    def _first_stage(cls, v: Any) -> Any:
+        allowed = "'bm25', 'dense' or {run: FILE} (a TREC run file)"
+        if isinstance(v, RunFileStage) or v in ("bm25", "dense"):
+            return v
+        if isinstance(v, Mapping):
+            if set(v) != {"run"} or not isinstance(v["run"], str) or not v["run"].strip():
+                raise ValueError(f"must be {allowed}")
+            return RunFileStage(run=v["run"])
+        raise ValueError(f"must be {allowed}")
 
     @field_validator("depths")
     @classmethod
@@ -106,6 +129,11 @@ class RerankSweepSpec(Params):
         if len(set(v)) != len(v):
             raise ValueError("depths must be distinct")
         return v
+
+    @property
+    def first_stage_name(self) -> str:
+        """``bm25``, ``dense`` or ``run`` (a TREC run file)."""
+        return self.first_stage if isinstance(self.first_stage, str) else "run"
 
     @property
     def max_depth(self) -> int:
@@ -128,8 +156,16 @@ def dense_index(spec: RerankSweepSpec, source: str = "<memory>") -> CheckedEntry
 
 
 def _check(spec: RerankSweepSpec, source: str) -> RerankSweepSpec:
-    if spec.dataset == "cranfield" and spec.split != "test":
-        raise param_error("split", "test (cranfield has one query set)", spec.split, where=source)
+    dataset = check_dataset(spec.dataset, spec.split, source)
+    update: dict[str, Any] = {}
+    if dataset != spec.dataset:
+        update["dataset"] = dataset
+    if isinstance(spec.first_stage, RunFileStage):
+        run = resolve_path(spec.first_stage.run, source)
+        if run != spec.first_stage.run:
+            update["first_stage"] = RunFileStage(run=run)
+    if update:
+        spec = spec.model_copy(update=update)
     rd = spec.router.rerank_depth
     if spec.router.enabled and rd is not None and rd not in spec.depths:
         raise param_error("router.rerank_depth", f"one of depths {spec.depths}", rd, where=source)
@@ -155,6 +191,7 @@ __all__ = [
     "RerankSweepSpec",
     "RerankerSpec",
     "RouterSpec",
+    "RunFileStage",
     "dense_index",
     "load_rerank_spec",
     "parse_rerank_spec",

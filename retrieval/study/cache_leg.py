@@ -69,7 +69,8 @@ def measure_cache(spec: StudySpec, redis_url: str | None = None) -> CacheTables:
               for split, t in out.sweep.tables.items()}
     grid = np.asarray(tables["tuning"]["threshold"], dtype=np.float64)
     info = {
-        "dataset": spec.cache.dataset, "design": s.get("design"), "embedder": s.get("embedder"),
+        "dataset": spec.cache.data_name, "data": s.get("dataset"), "design": s.get("design"),
+        "embedder": s.get("embedder"),
         "redis": s.get("redis"), "index": s.get("index"), "lookup_size": int(size),
         "cache_tune_choice": {"threshold": s.get("threshold"),
                               "heldout_hit_rate": s.get("heldout_hit_rate"),

@@ -1,4 +1,5 @@
-"""The retrieval leg of the study: SciFact claims through the embedder, an index searched at each
+"""The retrieval leg of the study: a collection's judged queries (SciFact claims by default, any
+collection the rerank spec takes) through the embedder, an index searched at each
 value of one knob, and a reranker at each depth. Everything a trial needs is measured here once:
 
 - **quality**: per query and per (knob value, depth), nDCG@k with the qrels (ranx, through
@@ -146,11 +147,11 @@ def _as_rerank_scores(c: Candidates, scored: list[dict[int, float]]) -> RerankSc
 
 def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> RetrievalTables:
     """Run the retrieval leg once (see the module docstring)."""
-    from retrieval.loaders.shared import load_scifact
+    from retrieval.rerank.dataset import dataset_record, load_dataset
 
     note = progress or (lambda s: None)
     rs, idx = spec.retrieval, spec.retrieval.index
-    coll = load_scifact("test")
+    coll = load_dataset(rs.collection, rs.split)
     qids = judged_query_ids(coll, rs.max_queries, spec.seed)
     tuning_ids, _ = split_queries(qids, rs.tuning_fraction, spec.seed)
     tuning = np.isin(np.array(qids), np.array(tuning_ids))
@@ -225,6 +226,7 @@ def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> Retr
     exact_ndcg = evaluate_collection(coll, exact_rank, [metric], query_ids=qids).means[metric]
     info = {
         "collection": coll.name, "fingerprint": coll.fingerprint, "n_docs": len(positions),
+        "dataset": dataset_record(rs.collection, coll),
         "n_queries": len(qids), "n_tuning": int(tuning.sum()),
         "n_heldout": int((~tuning).sum()), "embedder": embedder.model_id,
         "index": {"backend": idx.backend, "metric": idx.metric, "build": idx.build,

@@ -1,9 +1,9 @@
 """Run the cross-layer study end to end and write its run directory.
 
-1. Retrieval leg (SciFact): per-query quality and latency for every knob value x depth
-   (:mod:`retrieval.study.retrieval_leg`).
-2. Cache leg (QQP traffic on a live Redis): rates per threshold on both splits, lookup latency
-   (:mod:`retrieval.study.cache_leg`).
+1. Retrieval leg (SciFact, or the collection the spec names): per-query quality and latency
+   for every knob value x depth (:mod:`retrieval.study.retrieval_leg`).
+2. Cache leg (QQP traffic, or the user's labelled pairs, on a live Redis): rates per threshold
+   on both splits, lookup latency (:mod:`retrieval.study.cache_leg`).
 3. Optuna multi-objective search on the tuning split with constraints
    (:mod:`retrieval.study.optimize`), the exhaustive front of the grid for comparison, the choice.
 4. The chosen config and the untuned default on the held-out split, and a paired significance
@@ -86,11 +86,12 @@ class StudyResult:
 
 def _model_notes(spec: StudySpec) -> dict[str, str]:
     c = spec.cache.cost
+    coll, traffic = spec.retrieval.collection, spec.cache.data_name
     return {
         "quality": "ndcg_e2e = (1 - false_hit_rate) * ndcg_path: a miss or a correct hit is "
-                   "served by the retrieval path (SciFact per-query nDCG@k, ranx); a false hit "
+                   f"served by the retrieval path ({coll} per-query nDCG@k, ranx); a false hit "
                    "serves another question's answer and scores 0; hit/false-hit rates per "
-                   "probe from the QQP traffic",
+                   f"probe from the {traffic} traffic",
         "latency": "hit = embed + lookup; miss = embed + lookup + index search + rerank call; "
                    "mixture by hit rate; search timed for every query, embed + rerank on the "
                    "timed sample queries, combined as independent draws; lookup = measured "
@@ -141,7 +142,8 @@ def summarise(spec: StudySpec, rt: RetrievalTables, ct: CacheTables, scorer: Sco
             seed=spec.seed,
         )
         significance["scope"] = ("retrieval path (index knob + rerank depth) on the held-out "
-                                 "SciFact queries; the cache changes quality by the factor "
+                                 f"{spec.retrieval.collection} queries; the cache changes "
+                                 "quality by the factor "
                                  "(1 - false_hit_rate), compared as rates under 'chosen' and "
                                  "'default'")
     feasible_trials = sum(1 for r in _trial_rows(study, knob) if r.get("feasible"))
@@ -226,7 +228,7 @@ def _study_into(run: RunDir, spec: StudySpec, storage: str | None, study_name: s
     t0 = time.perf_counter()
     rt = measure_retrieval(spec, progress=note)
     t1 = time.perf_counter()
-    note("cache leg: QQP traffic through the semantic cache (Redis)")
+    note(f"cache leg: {spec.cache.data_name} traffic through the semantic cache (Redis)")
     ct = measure_cache(spec, redis_url)
     t2 = time.perf_counter()
     scorer = Scorer(spec, rt, ct)
@@ -244,7 +246,7 @@ def _study_into(run: RunDir, spec: StudySpec, storage: str | None, study_name: s
     run.write_manifest(
         kind=RunKind.RAG_STUDY, spec_source=spec.source, seeds={"study": spec.seed},
         dataset={"retrieval": {k: rt.info[k] for k in ("collection", "fingerprint")},
-                 "cache": {"name": spec.cache.dataset,
+                 "cache": {"name": spec.cache.data_name,
                            "fingerprint": (ct.info.get("design") or {}).get("fingerprint")}},
         embedder=rt.info["embedder"], reranker=rt.info["reranker"],
         redis=ct.info.get("redis"), optuna={"storage": redact_uri(url),

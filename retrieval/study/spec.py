@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from retrieval.cache.spec import CacheTuneSpec
+from retrieval.cache.spec import CacheTuneSpec, check_cache_spec
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, RunName
+from retrieval.rerank.dataset import check_dataset
 from retrieval.rerank.spec import EmbedderSpec, RerankerSpec
 from retrieval.specfile import load_model, read_yaml
 
@@ -43,9 +44,12 @@ class IndexKnobSpec(IndexEntry):
 
 
 class RetrievalSpec(Params):
-    """The retrieval path: SciFact (BEIR test) queries through the embedder and the index."""
+    """The retrieval path: a text collection's judged queries through the embedder and the
+    index. ``collection`` takes the rerank spec's dataset forms (``scifact``, ``cranfield``, a
+    text manifest name, ``beir:<folder>``; see :mod:`retrieval.rerank.dataset`)."""
 
-    collection: Literal["scifact"] = "scifact"
+    collection: str = Field("scifact", min_length=1)
+    split: str = Field("test", min_length=1)
     max_queries: int | None = Field(None, ge=4, description="seeded subset (quick runs)")
     tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     k: int = Field(10, ge=1, le=100, description="nDCG@k and recall@k of the final list")
@@ -190,7 +194,15 @@ def study_index(spec: StudySpec) -> CheckedEntry:
 
 
 def check_study_spec(spec: StudySpec) -> StudySpec:
-    """Cross-model checks: the knob is a search param of the backend; the index entry."""
+    """Cross-model checks: the collection; the cache spec's files (relative paths resolved
+    against the study spec's folder); the knob is a search param of the backend; the index."""
+    collection = check_dataset(spec.retrieval.collection, spec.retrieval.split, spec.source,
+                               field="retrieval.collection")
+    cache = check_cache_spec(spec.cache, spec.source)
+    if collection != spec.retrieval.collection or cache is not spec.cache:
+        spec = spec.model_copy(update={
+            "retrieval": spec.retrieval.model_copy(update={"collection": collection}),
+            "cache": cache})
     idx = spec.retrieval.index
     cls = get_backend(idx.backend, where=f"{spec.source}: field 'retrieval.index.backend'")
     known = set(cls.SearchParams.model_fields)
