@@ -102,7 +102,8 @@ class PgVectorIndex(InProcessIndex):
         import pgvector  # noqa: F401
         import psycopg  # noqa: F401
 
-        return f"psycopg {package_version('psycopg')}; pgvector-python {package_version('pgvector')}"
+        return (f"psycopg {package_version('psycopg')}; "
+                f"pgvector-python {package_version('pgvector')}")
 
     @classmethod
     def check_build_params(cls, build: Params, dim: int) -> None:

