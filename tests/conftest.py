@@ -67,3 +67,22 @@ _PG_STARTED: Any = None
 def pg_url() -> str:
     """A PostgreSQL with pgvector for the session (see :func:`_pg_session_url`)."""
     return _pg_session_url()
+
+
+@pytest.fixture()
+def pg_storage_url(pg_url: str) -> Any:
+    """A fresh database on the session's PostgreSQL, as an Optuna / SQLAlchemy URL
+    (``postgresql+psycopg://...``); dropped afterwards."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = f"rwb_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(pg_url)
+    url = urlunsplit(("postgresql+psycopg", parts.netloc, f"/{name}", parts.query, ""))
+    yield url
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
