@@ -331,6 +331,12 @@ class PgVectorIndex(InProcessIndex):
             with contextlib.suppress(Exception):
                 conn.close()
 
+    def __enter__(self) -> PgVectorIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(dim={self.dim}, metric={self.metric!r}, "
                 f"build={self.build_params.model_dump()}, where={self.where!r})")

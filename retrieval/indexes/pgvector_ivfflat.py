@@ -19,7 +19,7 @@ from retrieval.indexes._pgvector_base import PgVectorIndex
 from retrieval.indexes._pgvector_params import PgIvfBuild, PgIvfSearch, check_ivf_search
 from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
-from retrieval.params import Params
+from retrieval.params import Params, validate_params
 
 
 @register
@@ -54,6 +54,17 @@ class PgVectorIvfFlat(PgVectorIndex):
     @classmethod
     def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Ivf:
         return Ivf(int(build["lists"]), int(search["probes"]))
+
+    def set_search_params(self, params: Params | None = None, /, **kw: Any) -> None:
+        """As every backend, plus ``probes <= lists`` checked before the ``SET`` reaches the
+        server (a rejected update leaves the params as they were)."""
+        where = f"backend '{self.name}' search params"
+        candidate = params if params is not None else validate_params(
+            self.SearchParams, {**self.search_params.model_dump(), **kw}, where=where)
+        assert isinstance(self.build_params, PgIvfBuild)
+        if isinstance(candidate, PgIvfSearch):
+            check_ivf_search(self.build_params, candidate, where)
+        super().set_search_params(params, **kw)
 
     def _build(self, x: np.ndarray) -> dict[str, Any]:
         b = self.build_params
