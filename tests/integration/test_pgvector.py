@@ -58,7 +58,7 @@ def test_service_cli_start_status_stop(tmp_path, capsys):
     assert pg_server.main(["stop", "--dir", str(d)]) == 0
     assert capsys.readouterr().out.strip() == "stopped"
     assert pg_server.main(["status", "--dir", str(d)]) == 1
-    with pytest.raises(BackendError, match="127.0.0.1"):
+    with pytest.raises(BackendError, match=r"127\.0\.0\.1"):
         pg_server.connect(url, timeout_s=1)
 
 

@@ -46,21 +46,22 @@ def _edited(doc, **changes):
 def test_edited_config_fails_naming_the_field():
     doc = to_pgvector(Hnsw(16, 64, 40), "l2", 32, 10)
     sql_m2 = doc["create_index"].replace("m = 16", "m = 2")
-    with pytest.raises(ConfigError, match="config.build_params"):  # SQL edited, fields not
+    with pytest.raises(ConfigError, match=r"config\.build_params"):  # SQL edited, fields not
         from_pgvector(_edited(doc, create_index=sql_m2))
-    with pytest.raises(ConfigError, match="config.search_params"):
+    with pytest.raises(ConfigError, match=r"config\.search_params"):
         from_pgvector(_edited(doc, set=["SET hnsw.ef_search = 1;"]))
     with pytest.raises(ConfigError, match="field 'ef_search' must be >= k"):  # both, below k
         from_pgvector(_edited(doc, set=["SET hnsw.ef_search = 5;"],
                               search_params={"ef_search": 5}), k=10)
-    with pytest.raises(ConfigError, match=r"config\.create_index\.m' must be <= 100"):  # both edited, outside pgvector's limits
-        from_pgvector(_edited(doc, create_index=doc["create_index"].replace("m = 16", "m = 101"),
+    sql_m101 = doc["create_index"].replace("m = 16", "m = 101")  # both edited, beyond limits
+    with pytest.raises(ConfigError, match=r"config\.create_index\.m' must be <= 100"):
+        from_pgvector(_edited(doc, create_index=sql_m101,
                               build_params={"m": 101, "ef_construction": 64}))
-    with pytest.raises(ConfigError, match="config.opclass"):
+    with pytest.raises(ConfigError, match=r"config\.opclass"):
         from_pgvector(_edited(doc, opclass="vector_cosine_ops"))
-    with pytest.raises(ConfigError, match="config.create_index"):
+    with pytest.raises(ConfigError, match=r"config\.create_index"):
         from_pgvector(_edited(doc, create_index="CREATE TABLE items ();"))
-    with pytest.raises(ConfigError, match="config.set"):
+    with pytest.raises(ConfigError, match=r"config\.set"):
         from_pgvector(_edited(doc, set=["SET hnsw.ef_search = 40;", "SET jit = 0;"]))
 
 
