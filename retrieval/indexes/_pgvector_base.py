@@ -265,6 +265,7 @@ class PgVectorIndex(InProcessIndex):
 
     # --- search -----------------------------------------------------------------------------
     def _apply_search_params(self) -> None:
+        self._plan_ok_k = -1  # the plan is checked again before the next measurement
         if self._conn is None or not self._built_or_building():
             return
         for line in self._set_lines():
