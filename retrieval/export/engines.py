@@ -9,6 +9,8 @@
 - ``hnswlib``: ``space``, ``dim``, ``M``, ``ef_construction``, ``ef``;
 - ``qdrant`` (HNSW only): collection ``vectors`` + ``hnsw_config`` (``m``, ``ef_construct`` >= 4)
   and search ``params`` (``hnsw_ef``);
+- ``pgvector``: ``CREATE INDEX ... USING hnsw|ivfflat ... WITH (...)`` + ``SET`` lines, see
+  :mod:`retrieval.export.engine_pgvector` (and its inverse ``from_pgvector``);
 - ``weaviate`` (HNSW only): ``vectorIndexType: hnsw`` + ``vectorIndexConfig``
   (``maxConnections``, ``efConstruction``, ``ef``, ``distance``).
 
@@ -24,6 +26,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.export.engine_pgvector import to_pgvector
 from retrieval.indexes.portable import Auto, Flat, Hnsw, Ivf, Portable
 from retrieval.params import Params, validate_params
 
@@ -237,6 +240,7 @@ TRANSLATORS: dict[str, Callable[[Portable, str, int, int], dict[str, Any]]] = {
     "faiss": to_faiss,
     "hnswlib": to_hnswlib,
     "qdrant": to_qdrant,
+    "pgvector": to_pgvector,
     "weaviate": to_weaviate,
 }
 

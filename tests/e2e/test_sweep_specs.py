@@ -14,7 +14,8 @@ from retrieval.tune.spec import load_spec
 from retrieval.tune.sweep import apply_overrides, check_tunable
 from retrieval.tune.units import entry_labels, plan_units
 
-SPECS = ["quickstart", "minilm-qqp-hnsw", "minilm-qqp20k-hnsw", "minilm-qqp20k-ivf"]
+SPECS = ["quickstart", "minilm-qqp-hnsw", "minilm-qqp20k-hnsw", "minilm-qqp20k-ivf",
+         "pgvector-synthetic"]
 
 
 @pytest.mark.parametrize("name", SPECS)

@@ -62,6 +62,11 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
     "qdrant": lambda c: {"M": c["hnsw_config"]["m"],
                          "ef_construction": c["hnsw_config"]["ef_construct"],
                          "ef_search": c["search_params"]["hnsw_ef"]},
+    "pgvector": lambda c: ({"M": c["build_params"]["m"],
+                            "ef_construction": c["build_params"]["ef_construction"],
+                            "ef_search": c["search_params"]["ef_search"]} if c["method"] == "hnsw"
+                           else {"nlist": c["build_params"]["lists"],
+                                 "nprobe": c["search_params"]["probes"]}),
     "weaviate": lambda c: {"M": c["vectorIndexConfig"]["maxConnections"],
                            "ef_construction": c["vectorIndexConfig"]["efConstruction"],
                            "ef_search": c["vectorIndexConfig"]["ef"]},
@@ -69,7 +74,8 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
 HNSW_LABELS = ("hnswlib", "faiss-hnsw")
 #: engine -> the index labels of the sweep whose result it can express
 CASES = {"milvus": (*HNSW_LABELS, "faiss-ivf"), "faiss": (*HNSW_LABELS, "faiss-ivf"),
-         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "weaviate": HNSW_LABELS}
+         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "weaviate": HNSW_LABELS,
+         "pgvector": (*HNSW_LABELS, "faiss-ivf")}
 
 
 def neutral(p: Portable) -> dict[str, int]:

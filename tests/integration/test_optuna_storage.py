@@ -112,3 +112,24 @@ def test_qps_objective_is_maximised_qps(tmp_path):
     assert study.directions == [StudyDirection.MAXIMIZE]
     for t in study.get_trials(states=(TrialState.COMPLETE,)):
         assert t.value == pytest.approx(t.user_attrs[tr.RESULT]["qps"])
+
+
+
+@pytest.mark.pgvector
+def test_study_in_postgresql_opens_in_optuna(tmp_path, pg_storage_url):
+    """The same study in Optuna's RDBStorage on a real PostgreSQL (``postgresql+psycopg://``):
+    a named objective, a recall constraint on every measured trial, no infeasible best; the
+    recorded storage URL carries no credentials."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "run"
+    assert main(["sweep", str(spec), "--strategy", "target", "--storage", pg_storage_url,
+                 "--out", str(out), "--json"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    recorded = summary["study"]["storage"]
+    assert recorded.startswith("postgresql+psycopg://***@"), recorded
+    study = optuna.load_study(study_name=summary["study"]["name"], storage=pg_storage_url)
+    assert study.directions == [StudyDirection.MINIMIZE]
+    infeasible = check_constraints(study)
+    assert infeasible  # quality 0.5 never reaches the target
+    assert not {t.number for t in infeasible} & {t.number for t in study.best_trials}

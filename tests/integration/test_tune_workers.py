@@ -88,10 +88,13 @@ def chosen(summary: dict) -> dict:
     return {b["build"]["quality"]: (b["chosen"] or {}).get("search") for b in summary["builds"]}
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "journal"])
-def test_two_workers_share_one_study(tmp_path, kind):
+@pytest.mark.parametrize("kind", ["sqlite", "journal",
+                                  pytest.param("postgres", marks=pytest.mark.pgvector)])
+def test_two_workers_share_one_study(tmp_path, kind, request):
     spec = write_spec(tmp_path, us_per_ef=20.0)
-    if kind == "sqlite":
+    if kind == "postgres":  # Optuna's RDBStorage on a real PostgreSQL (psycopg 3 driver)
+        url = storage = request.getfixturevalue("pg_storage_url")
+    elif kind == "sqlite":
         url, storage = f"sqlite:///{tmp_path / 'shared.db'}", f"sqlite:///{tmp_path / 'shared.db'}"
     else:
         url, storage = f"journal:{tmp_path / 'shared.log'}", journal(tmp_path / "shared.log")
@@ -110,11 +113,16 @@ def test_two_workers_share_one_study(tmp_path, kind):
     assert expected_choice()[1.0] == {"ef_search": 16} and expected_choice()[0.5] is None
 
 
-def test_sigkill_then_resume_keeps_every_finished_trial(tmp_path):
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.pgvector)])
+def test_sigkill_then_resume_keeps_every_finished_trial(tmp_path, kind, request):
     spec = write_spec(tmp_path, us_per_ef=150.0)  # ~0.1-0.2 s per measured config
     out = tmp_path / "run"
     db = f"sqlite:///{out / 'study.db'}"
-    proc = sweep(spec, "--out", str(out))
+    storage: tuple[str, ...] = ()
+    if kind == "postgres":  # the study in a PostgreSQL database instead of the run's SQLite
+        db = request.getfixturevalue("pg_storage_url")
+        storage = ("--storage", db, "--study", "workers")
+    proc = sweep(spec, "--out", str(out), *storage)
     deadline = time.monotonic() + 300
     finished: dict[int, tuple] = {}
     while time.monotonic() < deadline and proc.poll() is None:
@@ -138,7 +146,7 @@ def test_sigkill_then_resume_keeps_every_finished_trial(tmp_path):
     assert len(finished) >= 4
     assert any(t.state == optuna.trial.TrialState.RUNNING for t in before.values())
 
-    resumed = sweep(spec, "--out", str(out))
+    resumed = sweep(spec, "--out", str(out), *storage)
     stdout, stderr = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, stderr
     after = {t.number: t for t in load(db).trials}

@@ -1,0 +1,378 @@
+"""What the two pgvector backends share: connection, bulk load, timed index build, the plan
+check, prepared-statement search and the size report. Not a backend: no ``register`` here.
+
+Where it connects: ``url=`` given to the constructor in code, else ``$RWB_PG_URL`` (e.g.
+``postgresql://postgres@127.0.0.1:5432/postgres``, what ``python -m
+retrieval.services.pg_server start`` prints); credentials come from that URL or libpq's own
+environment (``PGPASSWORD``), never from a spec, and every message shows the URL without them.
+
+One index = one table ``rwb_<hex>`` (``id int8, embedding vector(dim)``) on its own connection
+(autocommit, so ``SET`` lines hold for the session), dropped by :meth:`close`. Build: binary
+``COPY`` (``copy_s``), then ``CREATE INDEX`` timed alone (``index_s``) with
+``maintenance_work_mem`` and ``max_parallel_maintenance_workers = threads - 1`` (both read back
+with ``SHOW`` and recorded in ``BuildInfo.extra``, with any NOTICE the build raised, e.g. a graph
+that outgrew maintenance_work_mem), then ``ANALYZE``. ``enable_seqscan`` is off for the
+session (the planner would otherwise answer a large ef_search on a small table with an exact
+sequential scan). Before any measurement the plan is checked
+with ``EXPLAIN``: a plan that does not scan this index (a sequential scan is exact, silently)
+raises BackendError. Search: one server-side prepared statement, executed once per query (a batch
+is a loop of them), vector parameter in binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from retrieval.data import Metric
+from retrieval.errors import BackendError, ConfigError
+from retrieval.indexes._inprocess import InProcessIndex
+from retrieval.indexes._pgvector_params import OPERATOR, OPS, check_dim
+from retrieval.indexes.registry import package_version
+from retrieval.params import Params
+from retrieval.redact import redact_text, redact_uri
+
+log = logging.getLogger(__name__)
+
+URL_ENV = "RWB_PG_URL"
+#: maintenance_work_mem for CREATE INDEX unless $RWB_PG_MAINTENANCE_WORK_MEM says otherwise
+MAINTENANCE_WORK_MEM = os.environ.get("RWB_PG_MAINTENANCE_WORK_MEM", "512MB")
+
+
+def resolve_url(url: str | None, where: str) -> str:
+    """``url`` or ``$RWB_PG_URL``; ConfigError (one line) when neither is set."""
+    target = url or os.environ.get(URL_ENV) or ""
+    if not target:
+        raise BackendError(
+            f"{where}: no PostgreSQL to connect to: set {URL_ENV} (for a local one: "
+            f"python -m retrieval.services.pg_server start --dir DIR prints it)"
+        )
+    return target
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return redact_text(text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+class PgVectorIndex(InProcessIndex):
+    """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
+    Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
+
+    requires = ("psycopg", "pgvector")
+    export_engine = "pgvector"
+    #: pgvector draws HNSW levels and IVFFlat k-means seeds from the server's own random state
+    deterministic = False
+    #: index access method: "hnsw" | "ivfflat"
+    method: ClassVar[str]
+
+    def __init__(
+        self,
+        dim: int,
+        metric: Metric,
+        build: Params | None = None,
+        *,
+        seed: int = 0,
+        threads: int = 1,
+        workdir: Path | None = None,
+        url: str | None = None,
+        maintenance_work_mem: str | None = None,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        super().__init__(dim, metric, build, seed=seed, threads=threads, workdir=workdir)
+        self._url_arg = url
+        self.maintenance_work_mem = maintenance_work_mem or MAINTENANCE_WORK_MEM
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.table = f"rwb_{uuid.uuid4().hex[:12]}"
+        self._conn: Any = None
+        self._sql = ""
+        self._plan_ok_k = -1
+
+    # --- class hooks ------------------------------------------------------------------------
+    @classmethod
+    def library_version(cls) -> str:
+        import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
+
+        return (f"psycopg {package_version('psycopg')}; "
+                f"pgvector-python {package_version('pgvector')}")
+
+    @classmethod
+    def check_build_params(cls, build: Params, dim: int) -> None:
+        check_dim(dim, f"backend '{cls.name}'")
+
+    def _with_clause(self) -> str:
+        raise NotImplementedError
+
+    def _set_lines(self) -> list[str]:
+        """The ``SET`` statements of the current search params (values validated ints/enums)."""
+        raise NotImplementedError
+
+    # --- connection -------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        """The server, safe to log (no credentials)."""
+        target = self._url_arg or os.environ.get(URL_ENV) or "(no RWB_PG_URL)"
+        return redact_uri(target)
+
+    def _fail(self, what: str, exc: BaseException) -> BackendError:
+        return BackendError(
+            f"{self._where()}: {what} failed on PostgreSQL at {self.where}: "
+            f"{type(exc).__name__}: {first_line(exc)}"
+        )
+
+    def connect(self) -> Any:
+        """Open the connection (idempotent): psycopg, autocommit, pgvector types registered."""
+        self._check_open()
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        url = resolve_url(self._url_arg, self._where())
+        try:
+            conn = psycopg.connect(url, autocommit=True,
+                                   connect_timeout=max(1, round(self.connect_timeout_s)))
+        except psycopg.Error as exc:
+            raise BackendError(
+                f"{self._where()}: cannot connect to PostgreSQL at {redact_uri(url)}: "
+                f"{type(exc).__name__}: {first_line(exc)}"
+            ) from None
+        try:
+            has = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+            if has is None:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            register_vector(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            raise BackendError(
+                f"{self._where()}: PostgreSQL at {redact_uri(url)} has no usable pgvector "
+                f"extension ({type(exc).__name__}: {first_line(exc)}); CREATE EXTENSION vector "
+                f"needs the extension installed and the privilege to create it"
+            ) from None
+        self._conn = conn
+        return conn
+
+    def _run(self, what: str, sql: str, params: Any = None) -> Any:
+        import psycopg
+
+        try:
+            return self.connect().execute(sql, params)
+        except psycopg.Error as exc:
+            raise self._fail(what, exc) from None
+
+    def server_facts(self) -> dict[str, Any]:
+        """Server and extension versions (for BuildInfo.extra and manifests)."""
+        row = self._run("version", "SELECT current_setting('server_version'), "
+                        "(SELECT extversion FROM pg_extension WHERE extname = 'vector')").fetchone()
+        return {"server_version": row[0], "pgvector_version": row[1]}
+
+    # --- build ------------------------------------------------------------------------------
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        import time
+
+        import psycopg
+
+        conn = self.connect()
+        self._plan_ok_k = -1
+        self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+        self._run("create table",
+                  f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim}))")
+        notices: list[str] = []
+        def on_notice(diag: Any) -> None:
+            notices.append(str(diag.message_primary))
+
+        conn.add_notice_handler(on_notice)
+        t0 = time.perf_counter_ns()
+        try:
+            with conn.cursor() as cur, cur.copy(
+                f"COPY {self.table} (id, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int8", "vector"])
+                for i in range(x.shape[0]):
+                    copy.write_row((i, x[i]))
+        except psycopg.Error as exc:
+            raise self._fail("COPY", exc) from None
+        t1 = time.perf_counter_ns()
+        workers = max(0, self.threads - 1)
+        self._run("SET", f"SET maintenance_work_mem = '{_mem_literal(self.maintenance_work_mem)}'")
+        self._run("SET", f"SET max_parallel_maintenance_workers = {int(workers)}")
+        create = (f"CREATE INDEX {self.table}_idx ON {self.table} USING {self.method} "
+                  f"(embedding {OPS[self.metric]}){self._with_clause()}")
+        t2 = time.perf_counter_ns()
+        self._run("CREATE INDEX", create)
+        t3 = time.perf_counter_ns()
+        self._run("ANALYZE", f"ANALYZE {self.table}")
+        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
+                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
+        # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
+        # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
+        # would be timed as if it were the index. rwb measures the index: sequential scans are
+        # disabled for this session and the plan is checked below (and before each measurement)
+        self._run("SET", "SET enable_seqscan = off")
+        self._apply_search_params()
+        shown = {
+            "enable_seqscan": self._show("enable_seqscan"),
+            "maintenance_work_mem": self._show("maintenance_work_mem"),
+            "max_parallel_maintenance_workers": int(self._show("max_parallel_maintenance_workers")),
+        }
+        plan = self.check_plan(x[:1], 10)
+        conn.remove_notice_handler(on_notice)
+        return {
+            "method": self.method,
+            "create_index": create,
+            "table": self.table,
+            "where": self.where,
+            "copy_s": (t1 - t0) / 1e9,
+            "index_s": (t3 - t2) / 1e9,
+            **shown,
+            "notices": notices,
+            "plan": plan,
+            **self.server_facts(),
+            **self._sizes(),
+        }
+
+    def _show(self, name: str) -> str:
+        return str(self._run("SHOW", f"SHOW {name}").fetchone()[0])
+
+    # --- plan check -------------------------------------------------------------------------
+    def check_plan(self, query: np.ndarray, k: int) -> str:
+        """EXPLAIN the search statement for ``query`` (1, dim) with the current settings; return
+        the scan node (``Index Scan using <table>_idx``) or raise BackendError when the planner
+        would not use this index (a sequential scan answers exactly, silently)."""
+        row = self._run("EXPLAIN", "EXPLAIN (FORMAT JSON) " + self._sql,
+                        {"q": np.ascontiguousarray(query[0]), "k": int(k)}).fetchone()
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        nodes = list(_plan_nodes(doc[0]["Plan"]))
+        index = f"{self.table}_idx"
+        for node in nodes:
+            if node.get("Index Name") == index and "Index" in node.get("Node Type", ""):
+                return f"{node['Node Type']} using {index}"
+        kinds = ", ".join(n.get("Node Type", "?") for n in nodes)
+        raise BackendError(
+            f"{self._where()}: the planner does not use index {index} for the search (plan: "
+            f"{kinds}); measuring it would time a different, exact scan. Check that the index "
+            f"exists and its operator class matches metric '{self.metric}' ({OPS[self.metric]})"
+        )
+
+    # --- search -----------------------------------------------------------------------------
+    def _apply_search_params(self) -> None:
+        self._plan_ok_k = -1  # the plan is checked again before the next measurement
+        if self._conn is None or not self._built_or_building():
+            return
+        for line in self._set_lines():
+            self._run("SET", line)
+
+    def _built_or_building(self) -> bool:
+        return bool(self._sql)
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        import psycopg
+
+        if self._plan_ok_k != k:
+            self.check_plan(np.zeros((1, self.dim), dtype=np.float32) + 0.5, k)
+            self._plan_ok_k = k
+        cur = self.connect().cursor()
+        sql, fail = self._sql, self._fail
+
+        def call(x: np.ndarray) -> Any:
+            try:
+                return cur.execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
+            except psycopg.Error as exc:
+                raise fail("search", exc) from None
+
+        square = self.metric == "l2"
+
+        def rows(raw: Any) -> tuple[np.ndarray, np.ndarray]:
+            return _to_rows([raw], k, square)
+
+        return call, rows
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        call, _ = self._hot(k)
+        return _to_rows([call(x[i:i + 1]) for i in range(x.shape[0])], k,
+                        self.metric == "l2")
+
+    # --- size and lifecycle -----------------------------------------------------------------
+    def _sizes(self) -> dict[str, int]:
+        row = self._run(
+            "size", "SELECT pg_table_size(%(t)s::regclass), pg_indexes_size(%(t)s::regclass)",
+            {"t": self.table}).fetchone()
+        return {"relation_bytes": int(row[0]), "index_bytes": int(row[1])}
+
+    def memory_bytes(self) -> int:
+        """Bytes PostgreSQL stores for this index: the table (heap + TOAST, the vectors) plus
+        the vector index (``pg_table_size + pg_indexes_size``), as the server measures them."""
+        if not self._sql:
+            raise ConfigError(f"{self._where()}: memory_bytes() called before build()")
+        s = self._sizes()
+        return s["relation_bytes"] + s["index_bytes"]
+
+    def _release(self) -> None:
+        conn, self._sql, self._plan_ok_k = self._conn, "", -1
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+
+    def close(self) -> None:
+        """Drop the table, close the connection; idempotent, quiet for a dead server."""
+        super().close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def __enter__(self) -> PgVectorIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(dim={self.dim}, metric={self.metric!r}, "
+                f"build={self.build_params.model_dump()}, where={self.where!r})")
+
+
+def _mem_literal(value: str) -> str:
+    """``maintenance_work_mem`` value: digits and a unit (kB, MB, GB), nothing else."""
+    import re
+
+    if not re.fullmatch(r"\d+\s*(kB|MB|GB|TB)?", value.strip()):
+        raise ConfigError(f"field 'maintenance_work_mem' must be like '512MB' (digits and kB, "
+                          f"MB, GB or TB); received {value!r}")
+    return value.strip()
+
+
+def _plan_nodes(node: dict[str, Any]) -> Any:
+    yield node
+    for child in node.get("Plans", []) or []:
+        yield from _plan_nodes(child)
+
+
+def _to_rows(raws: list[list[tuple[int, float]]], k: int,
+             square: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Fetched (id, distance) rows per query -> (distances float32 ascending, ids int64),
+    padded with inf / -1; Euclidean distances squared for rwb's l2."""
+    nq = len(raws)
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    d = np.full((nq, k), np.inf, dtype=np.float32)
+    for r, raw in enumerate(raws):
+        m = len(raw)
+        if not m:
+            continue
+        got = np.asarray(raw, dtype=np.float64).reshape(m, 2)
+        dist = got[:, 1] ** 2 if square else got[:, 1]
+        order = np.argsort(dist, kind="stable")  # relaxed_order scans may come out of order
+        ids[r, :m] = got[order, 0].astype(np.int64)
+        d[r, :m] = dist[order]
+    return d, ids
