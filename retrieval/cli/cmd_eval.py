@@ -14,7 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.add_argument("--threads", type=int, help="override the spec's (search) thread count")
+    p.add_argument("--build-threads", type=int,
+                   help="threads for index builds (default: the spec's build_threads, else every "
+                   "CPU)")
     p.set_defaults(func=run_eval_cmd)
 
     b = sub.add_parser("backends", help="list index backends, whether importable, and versions")
@@ -27,7 +30,8 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
     from retrieval.tune.runner import run_eval
     from retrieval.tune.spec import load_spec, validate_spec
 
-    spec = with_overrides(load_spec(args.spec), threads=args.threads, check=validate_spec)
+    spec = with_overrides(load_spec(args.spec), threads=args.threads,
+                         build_threads=args.build_threads, check=validate_spec)
     bar, progress = progress_bar("eval", unit="config")
     try:
         result = run_eval(spec, args.out, progress=progress, force=args.force)

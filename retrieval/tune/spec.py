@@ -27,6 +27,15 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class IndexCacheSpec(SpecModel):
+    """The on-disk cache of built indexes (:mod:`retrieval.indexes.buildcache`): ``enabled``
+    (the environment's ``RWB_INDEX_CACHE=off`` disables it whatever this says), ``max_mb``
+    (size limit in MB = 10**6 bytes; default ``$RWB_INDEX_CACHE_MAX_MB`` or 4096)."""
+
+    enabled: bool = True
+    max_mb: float | None = Field(None, gt=0)
+
+
 class IndexEntry(BaseEntry):
     """One backend with its build grid and search grid (and an optional label)."""
 
@@ -41,6 +50,10 @@ class SweepSpec(SpecModel):
     k: int = Field(10, ge=1, le=1000)
     seed: int = 0
     threads: int = Field(1, ge=1, le=512)
+    #: threads for index builds (None: every CPU this process may use); ``threads`` is for
+    #: searches. More than one build thread makes HNSW builds irreproducible.
+    build_threads: int | None = Field(None, ge=1, le=512)
+    index_cache: IndexCacheSpec = Field(default_factory=IndexCacheSpec)
     modes: list[Literal["single", "batch"]] = Field(
         default_factory=lambda: ["single", "batch"]  # type: ignore[arg-type]
     )
@@ -95,6 +108,7 @@ def resolved(spec: SweepSpec) -> dict[str, Any]:
 
 __all__ = [
     "GridValue",
+    "IndexCacheSpec",
     "IndexEntry",
     "Params",
     "Scalar",

@@ -52,6 +52,7 @@ def apply_overrides(
     target: float | None = None,
     n_trials: int | None = None,
     threads: int | None = None,
+    build_threads: int | None = None,
 ) -> SweepSpec:
     """The spec with command-line overrides applied through validation (a value outside a
     field's range is refused as it would be in the file); the index entries are not validated
@@ -69,6 +70,7 @@ def apply_overrides(
         tune={**spec.tune.model_dump(), **tune} if tune else None,
         target_recall=target,
         threads=threads,
+        build_threads=build_threads,
     )
 
 
@@ -183,6 +185,7 @@ def _sweep_into(
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
+        run.update_manifest(builds=ev.threads_report(), index_cache=ev.cache_report())
     run.remove_work()  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
