@@ -13,8 +13,7 @@ from retrieval.cli._common import print_json, print_table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cache",
-        help="list or clear the on-disk cache of built indexes (for the semantic query cache "
-        "see 'rwb tune cache')",
+        help="built-index cache: list, clear (the semantic cache is 'rwb tune cache')",
         description=(
             "Built indexes (hnswlib save_index, Faiss write_index) are cached so that a re-run "
             "sweep, a resumed sweep and 'rwb verify' load them instead of building again. The "
