@@ -217,7 +217,7 @@ class Evaluator:
             "note": "with more than one build thread, hnswlib add_items and faiss HNSW add "
                     "insert in a varying order, so the graph (and recall) can differ between "
                     "builds of the same seed; IVF k-means/add are not affected. Set "
-                    "build_threads: 1 for reproducible builds.",
+                    "index_build.threads: 1 (or --build-threads 1) for reproducible builds.",
         }
 
     @classmethod
@@ -231,7 +231,7 @@ class Evaluator:
             warmup=spec.warmup,
             batch_repeats=spec.batch_repeats,
             workdir=workdir,
-            build_threads=getattr(spec, "build_threads", None),
+            build_threads=spec.index_build.threads,
             index_cache=spec_cache_settings(spec),
         )
 
@@ -420,8 +420,6 @@ class Evaluator:
 
 
 def spec_cache_settings(spec: Any) -> CacheSettings:
-    """The build-cache settings of a sweep spec's ``index_cache`` (absent: the defaults)."""
-    conf = getattr(spec, "index_cache", None)
-    if conf is None:
-        return CacheSettings()
-    return CacheSettings(enabled=conf.enabled, max_mb=conf.max_mb)
+    """The build-cache settings of a sweep spec's ``index_build``."""
+    conf = spec.index_build
+    return CacheSettings(enabled=conf.cache, max_mb=conf.cache_max_mb)

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print summary.json")
     p.add_argument("--threads", type=int, help="override the spec's (search) thread count")
     p.add_argument("--build-threads", type=int,
-                   help="threads for index builds (default: the spec's build_threads, else every "
-                   "CPU; more than one makes HNSW builds irreproducible)")
+                   help="threads for index builds (default: the spec's index_build.threads, else "
+                   "every CPU; more than one makes HNSW builds irreproducible)")
     p.add_argument(
         "--strict", action="store_true",
         help="exit 1 when a chosen config misses the target on the held-out queries",

@@ -64,13 +64,16 @@ def apply_overrides(
     if n_trials is not None and n_trials < 1:
         raise param_error("--n-trials", "an integer >= 1", n_trials)
     tune = {k: v for k, v in (("strategy", strategy), ("n_trials", n_trials)) if v is not None}
+    if build_threads is not None and (isinstance(build_threads, bool) or build_threads < 1):
+        raise param_error("--build-threads", "an integer >= 1", build_threads)
     return with_overrides(
         spec,
         check=validate_spec,
         tune={**spec.tune.model_dump(), **tune} if tune else None,
         target_recall=target,
         threads=threads,
-        build_threads=build_threads,
+        index_build=None if build_threads is None else {
+            **spec.index_build.model_dump(), "threads": build_threads},
     )
 
 

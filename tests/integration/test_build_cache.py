@@ -89,7 +89,7 @@ def test_manifest_records_build_and_search_threads(two_runs):
     assert builds["search_threads"] == 1
     assert builds["build_threads"] >= 1
     assert builds["reproducible_builds"] == (builds["build_threads"] == 1)
-    assert "build_threads: 1" in builds["note"]
+    assert "index_build.threads: 1" in builds["note"]
 
 
 def test_verify_of_an_export_loads_the_sweeps_index(two_runs, cache_dir, tmp_path,
@@ -142,12 +142,12 @@ def test_a_resumed_sweep_loads_what_the_killed_one_built(tmp_path, monkeypatch):
 
 def test_cache_off_by_spec_and_by_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("RWB_INDEX_CACHE_DIR", str(tmp_path / "cache"))
-    small = only(1, index_cache={"enabled": False})
+    small = only(1, index_build={"cache": False})
     res = run_sweep(parse_spec(small, source="off.yaml"), tmp_path / "a")
     c = manifest(res.run.path)["index_cache"]
     assert not c["enabled"] and c["off"] == 1 and not (tmp_path / "cache").exists()
     monkeypatch.setenv("RWB_INDEX_CACHE", "off")
-    small["index_cache"] = {"enabled": True}
+    small["index_build"] = {"cache": True}
     res = run_sweep(parse_spec(small, source="off.yaml"), tmp_path / "b")
     assert not manifest(res.run.path)["index_cache"]["enabled"]
 
@@ -176,3 +176,19 @@ def test_help_tells_the_two_caches_apart(capsys):
     text = " ".join(out.split())
     line = text[text.index(" cache built-index"):text.index(" datasets ")]
     assert "built-index cache" in line and "semantic cache is 'rwb tune cache'" in line
+
+
+def test_eval_build_threads_flag_is_recorded(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RWB_INDEX_CACHE_DIR", str(tmp_path / "cache"))
+    spec = tmp_path / "e.yaml"
+    spec.write_text(json.dumps({**only(0), "index_build": {"threads": 2}}))
+    out = tmp_path / "run"
+    assert main(["eval", str(spec), "--build-threads", "1", "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    m = manifest(out)
+    assert m["builds"]["build_threads"] == 1 and m["builds"]["reproducible_builds"]
+    assert {b["build_threads"] for b in m["index_cache"]["builds"]} == {1}
+    import pandas as pd
+
+    table = pd.read_parquet(out / "measurements.parquet")
+    assert set(table["cache"]) == {"miss"} and set(table["build_threads"]) == {1}

@@ -250,9 +250,9 @@ SPEC = {"name": "t", "dataset": "synthetic-small", "indexes": [{"backend": "hnsw
 
 
 @pytest.mark.parametrize(("extra", "field"), [
-    ({"build_threads": 0}, "build_threads"),
-    ({"index_cache": {"max_mb": 0}}, "index_cache.max_mb"),
-    ({"index_cache": {"size": 3}}, "index_cache.size"),
+    ({"index_build": {"threads": 0}}, "index_build.threads"),
+    ({"index_build": {"cache_max_mb": 0}}, "index_build.cache_max_mb"),
+    ({"index_build": {"size": 3}}, "index_build.size"),
 ])
 def test_bad_spec_fields_are_named(extra, field):
     with pytest.raises(ConfigError) as err:
@@ -266,5 +266,5 @@ def test_bad_build_threads_on_the_command_line(tmp_path, capsys):
     spec.write_text(json.dumps(SPEC))
     assert main(["sweep", str(spec), "--build-threads", "0", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rwb: error:") and "build_threads" in err and err.count("\n") == 1
+    assert err.startswith("rwb: error:") and "--build-threads" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
