@@ -147,8 +147,9 @@ class BuiltIndex:
 class Evaluator:
     """Dataset + exact ground truth + a cache of built indexes; measures search configs.
 
-    ``threads``: search threads; ``build_threads``: build threads (None: every CPU this
-    process may use). ``index_cache``: the on-disk build cache (True: the default one, see
+    ``threads``: search threads; ``build_threads``: build threads (None: ``threads``, as
+    before there was a separate count; sweep and eval specs default to every CPU).
+    ``index_cache``: the on-disk build cache (True: the default one, see
     :mod:`retrieval.indexes.buildcache`; False: none), used for every backend that has a
     snapshot format; a loaded index reports its original build time.
     """
@@ -182,7 +183,11 @@ class Evaluator:
         self.workdir = workdir
         self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
         self._built: dict[tuple[str, str], BuiltIndex] = {}
-        self.build_threads = available_cpus() if build_threads is None else int(build_threads)
+        #: build threads: as given, else the search threads (a sweep spec's default is every
+        #: CPU, see :meth:`for_spec`); one thread asked for explicitly means reproducible
+        #: builds: a cached build made with several threads is then not taken
+        self.build_threads = self.threads if build_threads is None else int(build_threads)
+        self.reproducible = build_threads == 1
         if isinstance(index_cache, IndexCache):
             self.cache: IndexCache | None = index_cache
         elif isinstance(index_cache, CacheSettings):
@@ -214,6 +219,7 @@ class Evaluator:
             "build_threads": self.build_threads,
             "search_threads": self.threads,
             "reproducible_builds": self.build_threads == 1,
+            "cached_builds_taken": "only one-thread builds" if self.reproducible else "any",
             "note": "with more than one build thread, hnswlib add_items and faiss HNSW add "
                     "insert in a varying order, so the graph (and recall) can differ between "
                     "builds of the same seed; IVF k-means/add are not affected. Set "
@@ -231,7 +237,7 @@ class Evaluator:
             warmup=spec.warmup,
             batch_repeats=spec.batch_repeats,
             workdir=workdir,
-            build_threads=spec.index_build.threads,
+            build_threads=spec.index_build.threads or available_cpus(),
             index_cache=spec_cache_settings(spec),
         )
 
@@ -269,7 +275,8 @@ class Evaluator:
             index.share_training(self.trained)
         gc.collect()
         rss0 = _rss_bytes()
-        info, outcome = build_or_load(self.cache, index, self.ds.base, data=self.ds.fingerprint)
+        info, outcome = build_or_load(self.cache, index, self.ds.base, data=self.ds.fingerprint,
+                                      reproducible=self.reproducible)
         rss_delta = max(0, _rss_bytes() - rss0)
         self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
                                "build_threads": threads, **outcome.to_dict()})

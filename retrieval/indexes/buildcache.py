@@ -467,10 +467,13 @@ def build_or_load(
     ids: np.ndarray | None = None,
     *,
     data: str | None = None,
+    reproducible: bool | None = None,
 ) -> tuple[BuildInfo, Outcome]:
     """``index.build(vectors, ids)``, or the cached build of the same identity loaded into
     ``index``. ``data``: a fingerprint of ``vectors`` (e.g. the dataset's) to skip hashing
-    them. The returned BuildInfo carries the original build time either way."""
+    them. ``reproducible``: take only a cached build made with one thread (default: when this
+    index builds with one thread). The returned BuildInfo carries the original build time
+    either way."""
     threads = index.build_threads if isinstance(index, SupportsBuildThreads) else index.threads
     if cache is None or not cache.enabled or not isinstance(index, SupportsSnapshot):
         why = "cache disabled" if cache is None or not cache.enabled else (
@@ -478,7 +481,8 @@ def build_or_load(
         info = index.build(vectors, ids)
         return info, Outcome("off", info.build_s, note=why)
     ident = index_identity(index, len(vectors), data or array_digest(vectors), ids)
-    got = cache.fetch(index, ident, reproducible=threads == 1)
+    strict = threads == 1 if reproducible is None else reproducible
+    got = cache.fetch(index, ident, reproducible=strict)
     if got is not None:
         return got
     info = index.build(vectors, ids)
