@@ -21,6 +21,7 @@ warning and the builds go on without caching.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -179,7 +180,9 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def index_identity(index: IndexBackend, n: int, data: str, ids: np.ndarray | None) -> dict[str, Any]:
+def index_identity(
+    index: IndexBackend, n: int, data: str, ids: np.ndarray | None
+) -> dict[str, Any]:
     """What makes a built index the same one: data, backend, build params, seed, size, metric
     and versions (library, rwb entry format)."""
     return {
@@ -239,10 +242,8 @@ class IndexCache:
         return meta
 
     def _touch(self, folder: Path) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a read-only cache still serves hits
             os.utime(folder / SIDECAR)
-        except OSError:
-            pass
 
     def fetch(self, index: IndexBackend, identity: dict[str, Any], *,
               reproducible: bool) -> tuple[BuildInfo, Outcome] | None:

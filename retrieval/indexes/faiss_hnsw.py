@@ -12,13 +12,12 @@ distances by :func:`retrieval.indexes._faiss_common.to_result`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.indexes import _faiss_common as fc
-from pathlib import Path
-
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes._inprocess import SnapshotIndex
 from retrieval.indexes.registry import register

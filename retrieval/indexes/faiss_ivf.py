@@ -4,8 +4,9 @@ The index is built from its factory string (:meth:`FaissIvfIndex.factory_string`
 ``IVF256,PQ16x8np,RFlat``), so the exported string is exactly what was measured. k-means (coarse
 quantizer and PQ codebooks) is seeded with ``seed`` and trained on ``train_size`` vectors drawn
 with the same seed; with one build thread the build is reproducible (``build_threads`` is set
-with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Search params travel with each
-call (``SearchParametersIVF`` / ``IndexRefineSearchParameters``): no shared mutable state.
+with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Search params
+travel with each call (``SearchParametersIVF`` / ``IndexRefineSearchParameters``): no shared
+mutable state.
 
 ``PQ..np`` disables Faiss's polysemous training, which only serves polysemous filtering (not used
 here) and costs tens of seconds per build.

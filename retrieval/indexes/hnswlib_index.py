@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from pathlib import Path
 
 from retrieval.errors import DataError
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch

@@ -192,7 +192,7 @@ def test_full_cache_folder_warns_and_builds_without_caching(tmp_path):
 
 
 def test_size_limit_evicts_least_recently_used(ds, tmp_path, caplog):
-    one, _ = build(ds, tmp_path)
+    build(ds, tmp_path)
     size = sum(p.stat().st_size for p in only_entry(tmp_path).iterdir())
     limit_mb = size * 1.5 / 1e6  # room for one entry, not two
     old = only_entry(tmp_path)
@@ -208,7 +208,7 @@ def test_size_limit_evicts_least_recently_used(ds, tmp_path, caplog):
 
 
 def test_reproducible_request_skips_a_multithreaded_entry(ds, tmp_path):
-    multi, _ = build(ds, tmp_path, build_threads=2)
+    build(ds, tmp_path, build_threads=2)
     assert build(ds, tmp_path, build_threads=2)[0].outcome.cache == "hit"
     single, _ = build(ds, tmp_path, build_threads=1)
     assert single.outcome.cache == "miss" and single.build_threads == 1
@@ -268,3 +268,27 @@ def test_bad_build_threads_on_the_command_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("rwb: error:") and "--build-threads" in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-hnsw", "faiss-ivf"])
+def test_build_or_load_with_custom_ids_as_the_study_uses_it(ds, tmp_path, backend):
+    """The study's retrieval leg: create_index + build_or_load over vectors with custom ids
+    (no dataset fingerprint: the vectors and ids are hashed)."""
+    from retrieval.indexes import create_index
+    from retrieval.indexes.buildcache import build_or_load
+
+    params = {"nlist": 16} if backend == "faiss-ivf" else HNSW
+    ids = np.arange(ds.n_base, dtype=np.int64) * 3 + 7
+    cache = IndexCache(CacheSettings(root=tmp_path))
+    results = []
+    for attempt in range(2):
+        index = create_index(backend, ds.dim, ds.metric, params)
+        info, outcome = build_or_load(cache, index, ds.base, ids)
+        assert outcome.cache == ("miss", "hit")[attempt] and info.n == ds.n_base
+        results.append(index.search(ds.queries, 10))
+        index.close()
+    np.testing.assert_array_equal(results[0].ids, results[1].ids)
+    assert set(np.unique(results[1].ids)) <= set(ids.tolist())
+    # other ids are another entry
+    index = create_index(backend, ds.dim, ds.metric, params)
+    assert build_or_load(cache, index, ds.base, ids + 1)[1].cache == "miss"
