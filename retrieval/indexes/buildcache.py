@@ -164,7 +164,7 @@ def array_digest(*arrays: np.ndarray | None) -> str:
             continue
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(a.data.cast("B") if a.size else b"")
     return h.hexdigest()[:16]
 
 

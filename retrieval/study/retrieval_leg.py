@@ -174,8 +174,8 @@ def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> Retr
     (build,) = checked.builds()
     index = create_index(idx.backend, int(xb.shape[1]), idx.metric, build)
     # built once: later studies on the same vectors load it (build_s: the original build's)
-    info, outcome = build_or_load(IndexCache(), index, xb, positions)
-    build_s = info.build_s
+    built_info, outcome = build_or_load(IndexCache(), index, xb, positions)
+    build_s = built_info.build_s
     cands: dict[tuple[int, int], Candidates] = {}
     search_ms = np.zeros((len(idx.values), len(fetches), len(qids)))
     for vi, (v, search) in enumerate(zip(idx.values, checked.search_grid)):

@@ -192,3 +192,18 @@ def test_eval_build_threads_flag_is_recorded(tmp_path, monkeypatch, capsys):
 
     table = pd.read_parquet(out / "measurements.parquet")
     assert set(table["cache"]) == {"miss"} and set(table["build_threads"]) == {1}
+
+
+@pytest.mark.parametrize("strategy", ["grid", "target", "optuna"])
+def test_the_example_spec_plans(strategy):
+    from retrieval.paths import REPO_ROOT
+    from retrieval.tune.spec import load_spec
+    from retrieval.tune.sweep import apply_overrides, check_tunable
+    from retrieval.tune.units import plan_units
+
+    spec = apply_overrides(load_spec(REPO_ROOT / "sweeps" / "minilm-qqp20k-build-cache.yaml"),
+                           strategy=strategy)
+    check_tunable(spec)
+    assert spec.index_build.cache and spec.index_build.threads is None
+    units = plan_units(spec, "grid" if strategy == "grid" else "target")
+    assert {u.entry for u in units} == set(range(len(spec.indexes)))
