@@ -188,7 +188,8 @@ def _sweep_into(
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
-        run.update_manifest(builds=ev.threads_report(), index_cache=ev.cache_report())
+        cache = ev.cache_report()
+        run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
@@ -203,6 +204,12 @@ def _sweep_into(
         **worker.timing,
         "other_s": wall - sum(worker.timing.values()),
         "note": "other_s: dataset, storage, planning, waiting for other workers",
+        "index_cache": {
+            "hits": cache["hits"], "misses": cache["misses"], "off": cache["off"],
+            "load_s": sum(b["load_s"] or 0.0 for b in cache["builds"]),
+            "note": "build_s (in builds and rows) is the original build time for a loaded "
+                    "index; build_s above is this worker's time building or loading",
+        },
     }
     typed = SweepSummary.model_validate(summary)
     run.write_summary(typed)

@@ -81,6 +81,8 @@ def test_second_run_loads_every_index_and_measures_identical_recall(two_runs):
     rows1, rows2 = rows(first.summary), rows(second.summary)
     assert rows1 == rows2 and len(rows1) >= CACHEABLE
     assert "original build time" in c2["note"]
+    worker = second.summary["this_worker"]["index_cache"]
+    assert (worker["hits"], worker["misses"]) == (CACHEABLE, 0) and worker["load_s"] > 0
 
 
 def test_manifest_records_build_and_search_threads(two_runs):
