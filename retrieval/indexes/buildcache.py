@@ -90,7 +90,11 @@ def default_root() -> Path:
         return Path(env).expanduser()
     from retrieval.paths import cache_dir
 
-    return cache_dir() / "indexes"
+    try:
+        return cache_dir() / "indexes"
+    except OSError:  # an unusable rwb cache dir: writes will warn once, reads find nothing
+        env = os.environ.get("RWB_CACHE_DIR")
+        return (Path(env).expanduser() if env else Path.home() / ".cache" / "rwb") / "indexes"
 
 
 @dataclass(frozen=True)

@@ -292,3 +292,22 @@ def test_build_or_load_with_custom_ids_as_the_study_uses_it(ds, tmp_path, backen
     # other ids are another entry
     index = create_index(backend, ds.dim, ds.metric, params)
     assert build_or_load(cache, index, ds.base, ids + 1)[1].cache == "miss"
+
+
+def test_unusable_rwb_cache_dir_lists_nothing_and_builds(ds, tmp_path, monkeypatch, capsys,
+                                                         caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.delenv("RWB_INDEX_CACHE_DIR", raising=False)
+    monkeypatch.setenv("RWB_CACHE_DIR", str(blocker / "rwb"))
+    assert main(["cache", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == []
+    from retrieval.groundtruth import ground_truth
+
+    gt = ground_truth(ds, 10, cache=tmp_path / "gt", use_cache=False)
+    ev = Evaluator(ds, 10, warmup=0, batch_repeats=1, gt=gt)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        built = ev.build("hnswlib", HNSW)
+    ev.close()
+    assert built.outcome.cache == "miss" and not built.outcome.stored
+    assert any("cannot write to" in w for w in warnings_of(caplog))
