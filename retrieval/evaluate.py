@@ -30,7 +30,20 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
-from retrieval.indexes.base import SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.base import (
+    SupportsBruteForceCheck,
+    SupportsBuildThreads,
+    SupportsHotSearch,
+    SupportsSharedTraining,
+    available_cpus,
+)
+from retrieval.indexes.buildcache import (
+    CacheSettings,
+    IndexCache,
+    Outcome,
+    TrainedStore,
+    build_or_load,
+)
 from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
@@ -114,6 +127,10 @@ class BuiltIndex:
     index: IndexBackend
     info: BuildInfo
     rss_delta_bytes: int
+    #: how the index came to be (cache hit: loaded in ``load_s`` s; ``info.build_s`` is the
+    #: original build time either way)
+    outcome: Outcome = field(default_factory=lambda: Outcome("off", 0.0))
+    build_threads: int = 1
 
     @property
     def build_dict(self) -> dict[str, Any]:
@@ -128,7 +145,14 @@ class BuiltIndex:
 
 
 class Evaluator:
-    """Dataset + exact ground truth + a cache of built indexes; measures search configs."""
+    """Dataset + exact ground truth + a cache of built indexes; measures search configs.
+
+    ``threads``: search threads; ``build_threads``: build threads (None: ``threads``, as
+    before there was a separate count; sweep and eval specs default to every CPU).
+    ``index_cache``: the on-disk build cache (True: the default one, see
+    :mod:`retrieval.indexes.buildcache`; False: none), used for every backend that has a
+    snapshot format; a loaded index reports its original build time.
+    """
 
     def __init__(
         self,
@@ -141,6 +165,8 @@ class Evaluator:
         batch_repeats: int = 3,
         workdir: Path | None = None,
         gt: GroundTruth | None = None,
+        build_threads: int | None = None,
+        index_cache: IndexCache | CacheSettings | bool = True,
     ) -> None:
         if k < 1:
             raise ConfigError(f"field 'k' must be an integer >= 1; received {k}")
@@ -157,6 +183,48 @@ class Evaluator:
         self.workdir = workdir
         self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
         self._built: dict[tuple[str, str], BuiltIndex] = {}
+        #: build threads: as given, else the search threads (a sweep spec's default is every
+        #: CPU, see :meth:`for_spec`); one thread asked for explicitly means reproducible
+        #: builds: a cached build made with several threads is then not taken
+        self.build_threads = self.threads if build_threads is None else int(build_threads)
+        self.reproducible = build_threads == 1
+        if isinstance(index_cache, IndexCache):
+            self.cache: IndexCache | None = index_cache
+        elif isinstance(index_cache, CacheSettings):
+            self.cache = IndexCache(index_cache)
+        else:
+            self.cache = IndexCache() if index_cache else None
+        self.trained = TrainedStore(self.cache, ds.fingerprint)
+        #: one record per build or load: backend, build params, cache use, times (s)
+        self.build_log: list[dict[str, Any]] = []
+
+    def cache_report(self) -> dict[str, Any]:
+        """What the build cache did in this evaluator (for the run manifest)."""
+        uses = [b["cache"] for b in self.build_log]
+        return {
+            "enabled": bool(self.cache and self.cache.enabled),
+            "dir": str(self.cache.root) if self.cache else None,
+            "max_bytes": self.cache.max_bytes if self.cache else None,
+            "hits": uses.count("hit"), "misses": uses.count("miss"), "off": uses.count("off"),
+            "shared_ivf_quantizers": self.trained.shared,
+            "builds": list(self.build_log),
+            "note": "build_s of a loaded index (cache: hit) is the original build time, so "
+                    "results stay comparable; load_s is the time to load it. Backends without "
+                    "a snapshot format (Milvus Lite) are built every time (cache: off).",
+        }
+
+    def threads_report(self) -> dict[str, Any]:
+        """Build vs search threads (for the run manifest)."""
+        return {
+            "build_threads": self.build_threads,
+            "search_threads": self.threads,
+            "reproducible_builds": self.build_threads == 1,
+            "cached_builds_taken": "only one-thread builds" if self.reproducible else "any",
+            "note": "with more than one build thread, hnswlib add_items and faiss HNSW add "
+                    "insert in a varying order, so the graph (and recall) can differ between "
+                    "builds of the same seed; IVF k-means/add are not affected. Set "
+                    "index_build.threads: 1 (or --build-threads 1) for reproducible builds.",
+        }
 
     @classmethod
     def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
@@ -169,6 +237,8 @@ class Evaluator:
             warmup=spec.warmup,
             batch_repeats=spec.batch_repeats,
             workdir=workdir,
+            build_threads=spec.index_build.threads or available_cpus(),
+            index_cache=spec_cache_settings(spec),
         )
 
     # --- building --------------------------------------------------------------------------
@@ -197,16 +267,27 @@ class Evaluator:
             threads=self.threads,
             workdir=workdir,
         )
+        threads = self.threads
+        if isinstance(index, SupportsBuildThreads):
+            index.set_build_threads(self.build_threads)
+            threads = self.build_threads
+        if isinstance(index, SupportsSharedTraining):
+            index.share_training(self.trained)
         gc.collect()
         rss0 = _rss_bytes()
-        info = index.build(self.ds.base)
+        info, outcome = build_or_load(self.cache, index, self.ds.base, data=self.ds.fingerprint,
+                                      reproducible=self.reproducible)
         rss_delta = max(0, _rss_bytes() - rss0)
+        self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
+                               "build_threads": threads, **outcome.to_dict()})
         if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(params):
             # a silent brute-force fallback would make every knob setting look perfect
             n = min(self.ds.n_queries, 100)
             index.verify_not_brute_force(self.ds.queries[:n], self.k, self.gt.ids[:n])
-        log.info("built %s %s in %.2f s", backend, params.model_dump(), info.build_s)
-        built = BuiltIndex(backend, params, index, info, rss_delta)
+        log.info("%s %s %s in %.2f s (build %.2f s)", "loaded" if outcome.cache == "hit" else
+                 "built", backend, params.model_dump(), outcome.load_s or info.build_s,
+                 info.build_s)
+        built = BuiltIndex(backend, params, index, info, rss_delta, outcome, threads)
         self._built[key] = built
         return built
 
@@ -340,5 +421,12 @@ class Evaluator:
             memory_bytes=built.memory_bytes,
             threads=self.threads,
             query_set=query_set,
-            extra={"rss_delta_bytes": built.rss_delta_bytes},
+            extra={"rss_delta_bytes": built.rss_delta_bytes, "cache": built.outcome.cache,
+                   "load_s": built.outcome.load_s, "build_threads": built.build_threads},
         )
+
+
+def spec_cache_settings(spec: Any) -> CacheSettings:
+    """The build-cache settings of a sweep spec's ``index_build``."""
+    conf = spec.index_build
+    return CacheSettings(enabled=conf.cache, max_mb=conf.cache_max_mb)

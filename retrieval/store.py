@@ -558,6 +558,15 @@ class RunDir:
         manifest["threads"] = thread_info(spec_threads)
         return self.write_json("manifest.json", manifest)
 
+    def update_manifest(self, **keys: Any) -> Path | None:
+        """Add (or replace) top-level ``keys`` of manifest.json, if there is one."""
+        target = self.file("manifest.json")
+        if not target.is_file():
+            return None
+        manifest = self.read_json("manifest.json")
+        manifest.update(keys)
+        return self.write_json("manifest.json", manifest)
+
     def write_summary(self, summary: RunSummary) -> Path:
         """Write ``summary`` (a run kind's typed summary) as summary.json."""
         return self.write_json("summary.json", summary.to_json_dict())

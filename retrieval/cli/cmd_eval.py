@@ -14,7 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.add_argument("--threads", type=int, help="override the spec's (search) thread count")
+    p.add_argument("--build-threads", type=int,
+                   help="threads for index builds (default: the spec's index_build.threads, else "
+                   "every CPU)")
     p.set_defaults(func=run_eval_cmd)
 
     b = sub.add_parser("backends", help="list index backends, whether importable, and versions")
@@ -23,11 +26,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval_cmd(args: argparse.Namespace) -> int:
+    from retrieval.errors import param_error
     from retrieval.specfile import with_overrides
     from retrieval.tune.runner import run_eval
     from retrieval.tune.spec import load_spec, validate_spec
 
-    spec = with_overrides(load_spec(args.spec), threads=args.threads, check=validate_spec)
+    spec = load_spec(args.spec)
+    if args.build_threads is not None and args.build_threads < 1:
+        raise param_error("--build-threads", "an integer >= 1", args.build_threads)
+    build = None if args.build_threads is None else {
+        **spec.index_build.model_dump(), "threads": args.build_threads}
+    spec = with_overrides(spec, threads=args.threads, index_build=build, check=validate_spec)
     bar, progress = progress_bar("eval", unit="config")
     try:
         result = run_eval(spec, args.out, progress=progress, force=args.force)

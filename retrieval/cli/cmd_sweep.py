@@ -40,7 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="write into --out even if it is a non-empty folder")
     p.add_argument("--json", action="store_true", help="print summary.json")
-    p.add_argument("--threads", type=int, help="override the spec's thread count")
+    p.add_argument("--threads", type=int, help="override the spec's (search) thread count")
+    p.add_argument("--build-threads", type=int,
+                   help="threads for index builds (default: the spec's index_build.threads, else "
+                   "every CPU; more than one makes HNSW builds irreproducible)")
     p.add_argument(
         "--strict", action="store_true",
         help="exit 1 when a chosen config misses the target on the held-out queries",
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         return run_study_cmd(args)
     spec = apply_overrides(
         load_spec(args.spec), strategy=args.strategy, target=args.target_recall,
-        n_trials=args.n_trials, threads=args.threads,
+        n_trials=args.n_trials, threads=args.threads, build_threads=args.build_threads,
     )
     bar, progress = progress_bar(f"sweep ({spec.tune.strategy})", unit="config", width=70,
                                  use_total=False)

@@ -5,8 +5,10 @@ from retrieval.indexes.base import (
     IndexBackend,
     SearchResult,
     SupportsAsyncSearch,
+    SupportsBuildThreads,
     SupportsMemoryReport,
     SupportsSaveLoad,
+    SupportsSnapshot,
     VectorIndex,
 )
 from retrieval.indexes.registry import (
@@ -22,8 +24,10 @@ __all__ = [
     "IndexBackend",
     "SearchResult",
     "SupportsAsyncSearch",
+    "SupportsBuildThreads",
     "SupportsMemoryReport",
     "SupportsSaveLoad",
+    "SupportsSnapshot",
     "VectorIndex",
     "all_backends",
     "backend_status",

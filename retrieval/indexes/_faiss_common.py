@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.data import Metric, normalize_rows
+from retrieval.errors import DataError
 from retrieval.indexes.base import SearchResult
 
 
@@ -80,3 +83,36 @@ def hot_call(
         return res.distances, res.ids
 
     return call, rows
+
+
+@contextlib.contextmanager
+def omp_threads(n: int, *, after: int) -> Iterator[None]:
+    """``faiss.omp_set_num_threads(n)`` inside (a build), ``after`` once it ends (searches)."""
+    faiss = faiss_module()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(after)
+
+
+INDEX_FILE = "index.faiss"
+
+
+def write_index(index: Any, folder: Path) -> list[str]:
+    """``faiss.write_index`` into ``folder`` (Faiss checks every write and raises on a short
+    one); returns the file names."""
+    faiss_module().write_index(index, str(folder / INDEX_FILE))
+    return [INDEX_FILE]
+
+
+def read_index(folder: Path, n: int, dim: int, metric: Metric, where: str) -> Any:
+    """``faiss.read_index`` of :func:`write_index`'s file, checked: ``n`` vectors of ``dim``
+    and the metric's Faiss metric type (DataError otherwise)."""
+    index = faiss_module().read_index(str(folder / INDEX_FILE))
+    if int(index.ntotal) != n or int(index.d) != dim or int(index.metric_type) != faiss_metric(
+        metric
+    ):
+        raise DataError(f"{where}: snapshot holds {index.ntotal} vectors of dim {index.d} "
+                        f"(metric type {index.metric_type}), expected {n} of dim {dim}")
+    return index

@@ -109,7 +109,19 @@ class InProcessIndex(IndexBackend):
         self._checked_k = -1
         #: k for which check_combination already passed on the current search params
         self._trusted_k = -1
+        #: threads of the build (default: the search threads); see :meth:`set_build_threads`
+        self.build_threads = self.threads
         self.check_build_params(self.build_params, self.dim)
+
+    def set_build_threads(self, n: int) -> None:
+        """Threads for :meth:`build` only (searches keep ``threads``); more than one makes the
+        build irreproducible (see :class:`retrieval.indexes.base.SupportsBuildThreads`)."""
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not (
+            1 <= int(n) <= THREADS_MAX
+        ):
+            raise param_error("build_threads", f"an integer in [1, {THREADS_MAX}]", n,
+                              where=self._where())
+        self.build_threads = int(n)
 
     # --- hooks for subclasses ----------------------------------------------------------------
     @classmethod
@@ -255,3 +267,54 @@ class InProcessIndex(IndexBackend):
             self._release()
             self._built = False
         super().close()
+
+
+class SnapshotIndex(InProcessIndex):
+    """An in-process backend with a native on-disk format (see
+    :class:`retrieval.indexes.base.SupportsSnapshot`): subclasses write and read the library's
+    own files in :meth:`_save_files` / :meth:`_load_files`; custom ids travel as ``ids.npy``
+    (numpy's format, ``allow_pickle=False``)."""
+
+    snapshot_format: ClassVar[str] = ""
+
+    def _save_files(self, folder: Path) -> list[str]:
+        raise NotImplementedError
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        """Read the library files into the library object; DataError when they do not hold
+        ``n`` vectors of dimension ``dim`` (or the library refuses them)."""
+        raise NotImplementedError
+
+    def save_snapshot(self, folder: Path) -> list[str]:
+        """Write the built index into ``folder``; returns the file names written."""
+        self._check_open()
+        if not self._built:
+            raise ConfigError(f"{self._where()}: save_snapshot() called before build()")
+        names = self._save_files(folder)
+        if self._ids is not None:
+            np.save(folder / "ids.npy", self._ids, allow_pickle=False)
+            names.append("ids.npy")
+        return names
+
+    def load_snapshot(self, folder: Path, n: int) -> None:
+        """Become the index saved in ``folder`` (``n`` vectors); DataError if it is not that."""
+        self._check_open()
+        if self._built:
+            self._release()
+            self._built = False
+        self._checked_k = self._trusted_k = -1
+        ids = None
+        if (folder / "ids.npy").is_file():
+            ids = np.load(folder / "ids.npy", allow_pickle=False)
+            if ids.dtype != np.int64 or ids.shape != (n,):
+                raise DataError(f"{self._where()}: snapshot ids.npy holds {ids.dtype} "
+                                f"{ids.shape}, expected int64 ({n},)")
+        try:
+            self._load_files(folder, n)
+        except (RuntimeError, ValueError, OSError) as exc:  # the library refused the file
+            self._release()
+            raise DataError(f"{self._where()}: snapshot in {folder} not readable: "
+                            f"{type(exc).__name__}: {exc}") from exc
+        self._ids = ids
+        self._n = int(n)
+        self._built = True

@@ -65,6 +65,46 @@ class SupportsSaveLoad(Protocol):
 
 
 @runtime_checkable
+class SupportsSnapshot(Protocol):
+    """A built index that can be written to a folder and read back in its library's own format
+    (hnswlib ``save_index``, Faiss ``write_index``; never pickle), so that the build cache
+    (:mod:`retrieval.indexes.buildcache`) loads it instead of building it again.
+
+    ``save_snapshot(folder)`` writes the built index's files into the empty folder ``folder``
+    and returns their names; ``load_snapshot(folder, n)`` makes this (freshly constructed,
+    unbuilt) index the saved one, checking that it holds ``n`` vectors of this index's
+    dimension (DataError otherwise). ``snapshot_format`` names the format (recorded in the
+    cache entry). A backend without such a format (Milvus Lite) does not implement this and is
+    built every time."""
+
+    snapshot_format: ClassVar[str]
+
+    def save_snapshot(self, folder: Path) -> list[str]: ...
+
+    def load_snapshot(self, folder: Path, n: int) -> None: ...
+
+
+@runtime_checkable
+class SupportsBuildThreads(Protocol):
+    """A backend whose build can use another thread count than its searches (hnswlib
+    ``add_items(num_threads=)``, ``faiss.omp_set_num_threads`` around the build). A build with
+    more than one thread is not reproducible (insertion order, hence the graph, varies)."""
+
+    build_threads: int
+
+    def set_build_threads(self, n: int) -> None: ...
+
+
+@runtime_checkable
+class SupportsSharedTraining(Protocol):
+    """A backend whose trained parts can be shared between builds (Faiss IVF: one trained
+    coarse quantizer for every encoding with the same ``nlist``), through a store handed over
+    before ``build`` (see :class:`retrieval.indexes.buildcache.TrainedStore`)."""
+
+    def share_training(self, store: Any) -> None: ...
+
+
+@runtime_checkable
 class SupportsHotSearch(Protocol):
     """A timed single-query path with nothing but the library call inside the timer.
 
@@ -189,3 +229,13 @@ class IndexBackend:
 
     def close(self) -> None:
         self._closed = True
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; else ``os.cpu_count()``): the default
+    number of build threads."""
+    import os
+
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)

@@ -2,7 +2,9 @@
 
 ``ef_search`` travels with each call as ``faiss.SearchParametersHNSW(efSearch=...)``: no
 mutable state is shared between calls. Level assignment is drawn from ``seed`` (the HNSW
-random generator); with ``threads=1`` the build is reproducible. Metrics: ``l2`` (squared
+random generator); with one build thread the build is reproducible (``build_threads`` is set
+with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Snapshots are
+Faiss's own ``write_index`` / ``read_index`` file. Metrics: ``l2`` (squared
 Euclidean), ``ip`` and ``cosine`` (inner product on normalised vectors), converted to rwb
 distances by :func:`retrieval.indexes._faiss_common.to_result`.
 """
@@ -10,19 +12,22 @@ distances by :func:`retrieval.indexes._faiss_common.to_result`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.indexes import _faiss_common as fc
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
+from retrieval.indexes._inprocess import SnapshotIndex
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 
 
 @register
-class FaissHnswIndex(HnswChecks):
+class FaissHnswIndex(SnapshotIndex, HnswChecks):
     name = "faiss-hnsw"
+    snapshot_format = "faiss write_index"
     export_engine = "faiss"
     requires = ("faiss",)
 
@@ -51,14 +56,20 @@ class FaissHnswIndex(HnswChecks):
         faiss = fc.faiss_module()
         p = self.build_params
         assert isinstance(p, HnswBuild)
-        faiss.omp_set_num_threads(self.threads)
         factory = self.factory_string(p)
         index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
         index.hnsw.efConstruction = p.ef_construction
         index.hnsw.rng = faiss.RandomGenerator(self.seed)
-        index.add(fc.prepare(x, self.metric))
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            index.add(fc.prepare(x, self.metric))
         self._index = index
         return {"factory": factory, "efConstruction": p.ef_construction}
+
+    def _save_files(self, folder: Path) -> list[str]:
+        return fc.write_index(self._index, folder)
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        self._index = fc.read_index(folder, n, self.dim, self.metric, self._where())
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         sp = self.search_params

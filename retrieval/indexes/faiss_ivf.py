@@ -3,17 +3,27 @@
 The index is built from its factory string (:meth:`FaissIvfIndex.factory_string`, e.g.
 ``IVF256,PQ16x8np,RFlat``), so the exported string is exactly what was measured. k-means (coarse
 quantizer and PQ codebooks) is seeded with ``seed`` and trained on ``train_size`` vectors drawn
-with the same seed; with ``threads=1`` the build is reproducible. Search params travel with each
-call (``SearchParametersIVF`` / ``IndexRefineSearchParameters``): no shared mutable state.
+with the same seed; with one build thread the build is reproducible (``build_threads`` is set
+with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Search params
+travel with each call (``SearchParametersIVF`` / ``IndexRefineSearchParameters``): no shared
+mutable state.
 
 ``PQ..np`` disables Faiss's polysemous training, which only serves polysemous filtering (not used
 here) and costs tens of seconds per build.
+
+Snapshots are Faiss's own ``write_index`` file. Builds with the same data, ``nlist``, metric,
+training sample and seed share one trained coarse quantizer whatever their encoding or refine
+(:meth:`FaissIvfIndex.share_training`): the first build trains it, the others add its
+centroids to their quantizer before ``train``, which Faiss then skips for the quantizer
+(``IndexIVF::train``: a trained quantizer holding ``nlist`` centroids is not re-trained) and
+spends only on the encoding.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -21,7 +31,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes import _faiss_common as fc
-from retrieval.indexes._inprocess import InProcessIndex, check_k, unknown_knob
+from retrieval.indexes._inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
 from retrieval.params import Params
@@ -88,8 +98,11 @@ def _build_where(name: str) -> str:
 
 
 @register
-class FaissIvfIndex(InProcessIndex):
+class FaissIvfIndex(SnapshotIndex):
     name = "faiss-ivf"
+    snapshot_format = "faiss write_index"
+    #: where trained coarse quantizers are shared (see :meth:`share_training`)
+    _trained: Any = None
     export_engine = "faiss"
     _params: Any = None
     _ivf_params: Any = None
@@ -206,12 +219,26 @@ class FaissIvfIndex(InProcessIndex):
         rng = np.random.default_rng(self.seed)
         return np.sort(rng.choice(n, size=wanted, replace=False))
 
+    def share_training(self, store: Any) -> None:
+        """Take and give trained coarse quantizers through ``store`` (a
+        :class:`retrieval.indexes.buildcache.TrainedStore`: ``get(key)`` -> centroids or None,
+        ``put(key, centroids)``)."""
+        self._trained = store
+
+    def _quantizer_key(self, rows: np.ndarray | None, n: int) -> dict[str, Any]:
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        return {
+            "kind": "faiss-ivf coarse quantizer", "faiss": fc.version(), "dim": self.dim,
+            "metric": self.metric, "n": n, "nlist": p.nlist, "seed": self.seed,
+            "train_rows": "all" if rows is None else int(rows.shape[0]),
+        }
+
     def _build(self, x: np.ndarray) -> dict[str, Any]:
         faiss = fc.faiss_module()
         p = self.build_params
         assert isinstance(p, IvfBuild)
         rows = self._train_rows(x.shape[0])
-        faiss.omp_set_num_threads(self.threads)
         factory = self.factory_string(p)
         index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
         ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
@@ -222,15 +249,32 @@ class FaissIvfIndex(InProcessIndex):
             ivf.pq.cp.min_points_per_centroid = 1
         xp = fc.prepare(x, self.metric)
         xt = xp if rows is None else np.ascontiguousarray(xp[rows])
-        index.train(xt)
-        index.add(xp)
+        qkey = self._quantizer_key(rows, x.shape[0]) if self._trained is not None else None
+        shared = self._trained.get(qkey) if qkey is not None else None
+        if shared is not None:
+            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            index.train(xt)  # with a shared quantizer: only the encoding is trained
+            index.add(xp)
+        if qkey is not None and shared is None:
+            self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
         self._index = index
         self._ivf = ivf
         return {
             "factory": factory,
             "train_size": int(xt.shape[0]),
             "imbalance_factor": float(ivf.invlists.imbalance_factor()),
+            "shared_quantizer": shared is not None,
         }
+
+    def _save_files(self, folder: Path) -> list[str]:
+        return fc.write_index(self._index, folder)
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        faiss = fc.faiss_module()
+        index = fc.read_index(folder, n, self.dim, self.metric, self._where())
+        self._index = index
+        self._ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         p, sp = self.build_params, self.search_params

@@ -6,17 +6,22 @@ Metrics map to hnswlib spaces: ``l2`` -> 'l2' (squared Euclidean, as rwb), ``ip`
 (hnswlib ``random_seed = seed + 1``, which draws node levels: its ``std::minstd_rand``
 generator treats seed 0 as 1, so passing ``seed`` unchanged would make seeds 0 and 1 build the
 same graph) with ``threads=1``; with more threads the insertion order, hence the graph, varies.
+The build uses ``build_threads`` (``add_items(num_threads=)``), searches ``threads``. Snapshots
+are hnswlib's own ``save_index`` / ``load_index`` file.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from retrieval.errors import DataError
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
+from retrieval.indexes._inprocess import SnapshotIndex
 from retrieval.indexes.registry import package_version, register
 
 log = logging.getLogger(__name__)
@@ -25,8 +30,9 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
 
 @register
-class HnswlibIndex(HnswChecks):
+class HnswlibIndex(SnapshotIndex, HnswChecks):
     name = "hnswlib"
+    snapshot_format = "hnswlib save_index"
     export_engine = "hnswlib"
     requires = ("hnswlib",)
 
@@ -48,10 +54,31 @@ class HnswlibIndex(HnswChecks):
             max_elements=x.shape[0], M=p.M, ef_construction=p.ef_construction,
             random_seed=self.seed + 1,  # minstd_rand maps 0 to 1: keep seeds 0 and 1 apart
         )
+        index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.build_threads)
         index.set_num_threads(self.threads)
-        index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.threads)
         self._index = index
         return {"space": _SPACES[self.metric]}
+
+    def _save_files(self, folder: Path) -> list[str]:
+        path = folder / "index.hnsw"
+        self._index.save_index(str(path))
+        # hnswlib writes through an unchecked std::ofstream: a short write (disk full) is
+        # silent, so the file's size is checked against the size hnswlib computes
+        want, got = int(self._index.index_file_size()), path.stat().st_size
+        if got != want:
+            raise OSError(f"hnswlib wrote {got} of {want} bytes to {path} (disk full?)")
+        return ["index.hnsw"]
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        import hnswlib
+
+        index = hnswlib.Index(space=_SPACES[self.metric], dim=self.dim)
+        index.load_index(str(folder / "index.hnsw"), max_elements=n)
+        if index.get_current_count() != n or index.dim != self.dim:
+            raise DataError(f"{self._where()}: snapshot holds {index.get_current_count()} "
+                            f"vectors of dim {index.dim}, expected {n} of dim {self.dim}")
+        index.set_num_threads(self.threads)
+        self._index = index
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         sp = self.search_params

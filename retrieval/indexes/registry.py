@@ -40,7 +40,7 @@ def _discover() -> None:
     import retrieval.indexes as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name in ("base", "registry"):
+        if mod.name in ("base", "registry", "buildcache"):
             continue
         importlib.import_module(f"{pkg.__name__}.{mod.name}")
     _DISCOVERED = True

@@ -76,5 +76,6 @@ class TuneSpec(_Model):
         return v
 
 
-#: fields that may change when a study is resumed (a budget, not what is measured)
-RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials",)
+#: fields that may change when a study is resumed (a budget, or how indexes are built: build
+#: threads, the build cache; not what is measured)
+RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials", "index_build")

@@ -158,6 +158,7 @@ def _eval_into(
                         progress(done, total, f"{entry.backend} {build} {config.given}")
                 ev.release(built)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
+        run.update_manifest(builds=ev.threads_report(), index_cache=ev.cache_report())
     run.remove_work()  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", measurement_rows(measurements, spec.target_recall))
     run.write_table("per_query.parquet", per_query_rows(measurements))

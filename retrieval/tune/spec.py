@@ -27,6 +27,24 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class IndexBuildSpec(SpecModel):
+    """How indexes are built (not what: that is each entry's ``build``).
+
+    - ``threads``: build threads (None: every CPU this process may use); the spec's top-level
+      ``threads`` is for searches. More than one build thread makes HNSW builds irreproducible
+      (insertion order varies); ``threads: 1`` for reproducible builds.
+    - ``cache``: load built indexes from the on-disk build cache
+      (:mod:`retrieval.indexes.buildcache`) and save new ones there (the environment's
+      ``RWB_INDEX_CACHE=off`` disables it whatever this says);
+    - ``cache_max_mb``: the cache's size limit in MB = 10**6 bytes (default
+      ``$RWB_INDEX_CACHE_MAX_MB`` or 4096), kept by evicting the least recently used entries.
+    """
+
+    threads: int | None = Field(None, ge=1, le=512)
+    cache: bool = True
+    cache_max_mb: float | None = Field(None, gt=0)
+
+
 class IndexEntry(BaseEntry):
     """One backend with its build grid and search grid (and an optional label)."""
 
@@ -41,6 +59,8 @@ class SweepSpec(SpecModel):
     k: int = Field(10, ge=1, le=1000)
     seed: int = 0
     threads: int = Field(1, ge=1, le=512)
+    #: build threads and the build cache (``threads`` above is for searches)
+    index_build: IndexBuildSpec = Field(default_factory=IndexBuildSpec)
     modes: list[Literal["single", "batch"]] = Field(
         default_factory=lambda: ["single", "batch"]  # type: ignore[arg-type]
     )
@@ -95,6 +115,7 @@ def resolved(spec: SweepSpec) -> dict[str, Any]:
 
 __all__ = [
     "GridValue",
+    "IndexBuildSpec",
     "IndexEntry",
     "Params",
     "Scalar",

@@ -52,6 +52,7 @@ def apply_overrides(
     target: float | None = None,
     n_trials: int | None = None,
     threads: int | None = None,
+    build_threads: int | None = None,
 ) -> SweepSpec:
     """The spec with command-line overrides applied through validation (a value outside a
     field's range is refused as it would be in the file); the index entries are not validated
@@ -63,12 +64,16 @@ def apply_overrides(
     if n_trials is not None and n_trials < 1:
         raise param_error("--n-trials", "an integer >= 1", n_trials)
     tune = {k: v for k, v in (("strategy", strategy), ("n_trials", n_trials)) if v is not None}
+    if build_threads is not None and (isinstance(build_threads, bool) or build_threads < 1):
+        raise param_error("--build-threads", "an integer >= 1", build_threads)
     return with_overrides(
         spec,
         check=validate_spec,
         tune={**spec.tune.model_dump(), **tune} if tune else None,
         target_recall=target,
         threads=threads,
+        index_build=None if build_threads is None else {
+            **spec.index_build.model_dump(), "threads": build_threads},
     )
 
 
@@ -183,6 +188,8 @@ def _sweep_into(
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
+        cache = ev.cache_report()
+        run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
     summary = build_summary(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
@@ -197,6 +204,12 @@ def _sweep_into(
         **worker.timing,
         "other_s": wall - sum(worker.timing.values()),
         "note": "other_s: dataset, storage, planning, waiting for other workers",
+        "index_cache": {
+            "hits": cache["hits"], "misses": cache["misses"], "off": cache["off"],
+            "load_s": sum(b["load_s"] or 0.0 for b in cache["builds"]),
+            "note": "build_s (in builds and rows) is the original build time for a loaded "
+                    "index; build_s above is this worker's time building or loading",
+        },
     }
     typed = SweepSummary.model_validate(summary)
     run.write_summary(typed)

@@ -21,6 +21,7 @@ SPEC = {
     "warmup": 4,
     "batch_repeats": 1,
     "target_recall": 0.9,
+    "index_build": {"threads": 1},  # reproducible builds (verify below rebuilds or loads)
     "indexes": [
         {"backend": "faiss-flat"},
         {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40},

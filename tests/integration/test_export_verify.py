@@ -98,6 +98,9 @@ def sweep(tmp_path_factory):
         "dataset": {"kind": "npy", "base": str(folder / "vectors.npy"),
                     "queries": str(folder / "queries.npy"), "metric": "l2"},
         "k": 10, "warmup": 4, "batch_repeats": 1, "target_recall": 0.9,
+        # one build thread: a rebuild on changed data must be the same graph but for the
+        # change (several build threads insert in a varying order)
+        "index_build": {"threads": 1},
         "indexes": [
             {"backend": "hnswlib", "build": {"M": 4, "ef_construction": 16},
              "search": {"ef_search": 10}},

@@ -76,6 +76,9 @@ class BackendConformance:
     def test_memory_report(self) -> None:
         self._run("memory_report")
 
+    def test_snapshot_round_trip(self) -> None:
+        self._run("snapshot_round_trip")
+
     def test_close_idempotent(self) -> None:
         self._run("close_idempotent")
 

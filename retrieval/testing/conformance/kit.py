@@ -29,6 +29,7 @@ CHECKS: tuple[str, ...] = (
     "custom_ids",
     "deterministic_build",
     "memory_report",
+    "snapshot_round_trip",
     "close_idempotent",
 )
 

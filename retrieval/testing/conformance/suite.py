@@ -21,6 +21,7 @@ from retrieval.indexes.base import (
     IndexBackend,
     SearchResult,
     SupportsMemoryReport,
+    SupportsSnapshot,
     VectorIndex,
 )
 from retrieval.indexes.registry import create_index, get_backend
@@ -375,6 +376,31 @@ class Conformance:
             mem = index.memory_bytes()
             assert isinstance(mem, int) and mem > 0, f"memory_bytes() = {mem!r}"
         return {"build_s": info.build_s, "memory_bytes": info.memory_bytes, "measured": mem}
+
+    def check_snapshot_round_trip(self) -> dict[str, Any]:
+        """A backend with a snapshot format (the build cache's): the saved index, loaded into a
+        fresh one, answers exactly as the built one (custom ids included); a snapshot of
+        another size is refused with a DataError."""
+        if not isinstance(self.index, SupportsSnapshot):
+            return {"skipped": "backend has no snapshot format (built every time)"}
+        n = self.dataset.n_base
+        ids = (2**40 + 3 * np.arange(n, dtype=np.int64))[::-1].copy()
+        params = self.most_accurate()
+        with tempfile.TemporaryDirectory(prefix="rwb-snapshot-") as tmp, \
+                self.fresh_index() as built, self.fresh_index() as loaded:
+            folder = Path(tmp)
+            built.build(self.dataset.base, ids)
+            assert isinstance(built, SupportsSnapshot) and isinstance(loaded, SupportsSnapshot)
+            names = built.save_snapshot(folder)
+            assert names and all((folder / f).is_file() for f in names), names
+            loaded.load_snapshot(folder, n)
+            a, b = self.search(built, params), self.search(loaded, params)
+            assert np.array_equal(a.ids, b.ids), "the loaded snapshot returns other ids"
+            assert np.array_equal(a.distances, b.distances), "loaded: other distances"
+            with self.fresh_index() as wrong, Expect((DataError,), "snapshot of another n"):
+                assert isinstance(wrong, SupportsSnapshot)
+                wrong.load_snapshot(folder, n - 1)
+        return {"files": names, "format": type(loaded).snapshot_format}
 
     def check_close_idempotent(self) -> dict[str, Any]:
         """close() twice is fine (built or not); search after close raises an rwb error."""

@@ -1,0 +1,495 @@
+"""Index builds paid once: an on-disk cache of built indexes in their libraries' own formats.
+
+An entry is one built index (a backend implementing
+:class:`retrieval.indexes.base.SupportsSnapshot`: hnswlib ``save_index``, Faiss ``write_index``;
+never pickle) in a folder named by the hash of its identity: the data (a dataset fingerprint or
+a digest of the vectors and ids), the backend, its build params, the seed, n, dim and metric.
+The library version and rwb's entry format are part of the identity too, checked against the
+entry's sidecar ``entry.json`` (which also holds the size and sha256 of every file, the original
+build time and the build threads): an entry that is corrupt, truncated, from another library
+version or for another identity is rebuilt with a warning, never trusted. A request for a
+reproducible build (one build thread) does not take an entry built with several threads.
+
+Builds with the same data and ``nlist`` share one trained Faiss IVF coarse quantizer through
+:class:`TrainedStore` (in memory, and on disk as a ``quantizer`` entry of this cache).
+
+The cache lives in ``$RWB_INDEX_CACHE_DIR``, else ``<rwb cache dir>/indexes``; its size is kept
+under ``$RWB_INDEX_CACHE_MAX_MB`` (default 4096 MB) by evicting the least recently used entries;
+``RWB_INDEX_CACHE=off`` disables it. A folder that cannot be written (read-only, full) gives one
+warning and the builds go on without caching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from retrieval.errors import ConfigError, DataError
+from retrieval.indexes.base import (
+    BuildInfo,
+    IndexBackend,
+    SupportsBuildThreads,
+    SupportsSnapshot,
+)
+
+log = logging.getLogger(__name__)
+
+#: rwb's entry format (part of every entry's identity)
+FORMAT = 1
+ENV_DIR = "RWB_INDEX_CACHE_DIR"
+ENV_MAX = "RWB_INDEX_CACHE_MAX_MB"
+ENV_SWITCH = "RWB_INDEX_CACHE"
+DEFAULT_MAX_MB = 4096.0
+SIDECAR = "entry.json"
+_OFF = ("off", "0", "false", "no")
+#: temporary folders of writers that died are removed after this many seconds
+_STALE_TMP_S = 3600.0
+
+CacheUse = Literal["hit", "miss", "off"]
+
+
+def _env_max_mb() -> float | None:
+    raw = os.environ.get(ENV_MAX)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"environment variable {ENV_MAX} must be a number of megabytes > 0; "
+                          f"received '{raw}'")
+    return value
+
+
+def _env_enabled() -> bool:
+    raw = os.environ.get(ENV_SWITCH, "on").strip().lower()
+    if raw in _OFF:
+        return False
+    if raw in ("on", "1", "true", "yes", ""):
+        return True
+    raise ConfigError(f"environment variable {ENV_SWITCH} must be one of on, off; received "
+                      f"'{raw}'")
+
+
+def default_root() -> Path:
+    """``$RWB_INDEX_CACHE_DIR``, else ``<rwb cache dir>/indexes`` (created on first write)."""
+    env = os.environ.get(ENV_DIR)
+    if env:
+        return Path(env).expanduser()
+    from retrieval.paths import cache_dir
+
+    try:
+        return cache_dir() / "indexes"
+    except OSError:  # an unusable rwb cache dir: writes will warn once, reads find nothing
+        env = os.environ.get("RWB_CACHE_DIR")
+        return (Path(env).expanduser() if env else Path.home() / ".cache" / "rwb") / "indexes"
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """Whether the cache is used, where it lives and its size limit (MB = 10**6 bytes). None
+    fields take the environment (see the module doc), then the defaults."""
+
+    enabled: bool | None = None
+    root: Path | None = None
+    max_mb: float | None = None
+
+    def resolve(self) -> tuple[bool, Path, int]:
+        enabled = _env_enabled() and (self.enabled is not False)
+        max_mb = self.max_mb if self.max_mb is not None else (_env_max_mb() or DEFAULT_MAX_MB)
+        root = self.root if self.root is not None else default_root()
+        return enabled, Path(root), int(max_mb * 1e6)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one index came to be: ``cache`` hit (loaded, ``load_s`` seconds), miss (built and,
+    when ``stored``, saved) or off (cache disabled, or a backend without snapshots).
+    ``build_s`` is always the original build time (of the build that made the entry)."""
+
+    cache: CacheUse
+    build_s: float
+    load_s: float | None = None
+    key: str | None = None
+    stored: bool = False
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cache": self.cache, "build_s": self.build_s,
+                               "load_s": self.load_s, "stored": self.stored}
+        if self.key:
+            out["key"] = self.key
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cache entry as listed by ``rwb cache list`` (``bytes``: every file; ``last_used``:
+    epoch seconds)."""
+
+    key: str
+    kind: str
+    path: Path
+    bytes: int
+    last_used: float
+    identity: dict[str, Any] = field(default_factory=dict)
+    build_s: float | None = None
+    build_threads: int | None = None
+    created: str = ""
+    problem: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "path": str(self.path), "bytes": self.bytes,
+                "last_used": self.last_used, "identity": self.identity, "build_s": self.build_s,
+                "build_threads": self.build_threads, "created": self.created,
+                "problem": self.problem}
+
+
+def array_digest(*arrays: np.ndarray | None) -> str:
+    """sha256 (hex, 16 chars) of arrays' dtype, shape and bytes (None counts as absent)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        if a is None:
+            h.update(b"none")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.data.cast("B") if a.size else b"")
+    return h.hexdigest()[:16]
+
+
+def _key_of(identity: dict[str, Any]) -> str:
+    """The entry's folder name: the identity without the versions (so that an entry of another
+    library version is found, reported and replaced)."""
+    core = {k: v for k, v in identity.items() if k not in ("library_version", "format")}
+    return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def index_identity(
+    index: IndexBackend, n: int, data: str, ids: np.ndarray | None
+) -> dict[str, Any]:
+    """What makes a built index the same one: data, backend, build params, seed, size, metric
+    and versions (library, rwb entry format)."""
+    return {
+        "kind": "index", "format": FORMAT, "backend": index.name,
+        "library_version": type(index).library_version(),
+        "build": index.build_params.model_dump(mode="json"), "seed": index.seed,
+        "data": data, "ids": None if ids is None else array_digest(np.asarray(ids)),
+        "n": int(n), "dim": index.dim, "metric": index.metric,
+    }
+
+
+class IndexCache:
+    """The on-disk cache (see the module doc). Methods never raise for a bad entry or an
+    unwritable folder: they warn and report a miss / not stored."""
+
+    def __init__(self, settings: CacheSettings | None = None) -> None:
+        self.settings = settings or CacheSettings()
+        self.enabled, self.root, self.max_bytes = self.settings.resolve()
+        self._unwritable = False
+
+    # --- reading -------------------------------------------------------------------------------
+    def _drop(self, folder: Path, why: str) -> None:
+        log.warning("index cache: %s; rebuilding (entry %s removed)", why, folder.name)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def _checked_meta(self, folder: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
+        """The sidecar of ``folder`` when every check passes, else None (warned, removed)."""
+        try:
+            meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
+            files = dict(meta["files"])
+            have = dict(meta["identity"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._drop(folder, f"entry {folder.name} has no readable {SIDECAR} "
+                       f"({type(exc).__name__})")
+            return None
+        if have != identity:
+            diff = sorted(k for k in set(have) | set(identity) if have.get(k) != identity.get(k))
+            if diff == ["library_version"] or diff == ["format"]:
+                what = identity.get("backend", "trained") if diff == ["library_version"] else "rwb"
+                why = (f"entry {folder.name} was written by {what} {diff[0]} "
+                       f"{have.get(diff[0])!r}, this is {identity.get(diff[0])!r}")
+            else:
+                why = f"entry {folder.name} is for another build ({', '.join(diff)} differ)"
+            self._drop(folder, why)
+            return None
+        for name, want in files.items():
+            path = folder / name
+            try:
+                size = path.stat().st_size
+                ok = size == int(want["bytes"]) and _sha256(path) == want["sha256"]
+            except (OSError, KeyError, TypeError, ValueError):
+                ok, size = False, -1
+            if not ok:
+                self._drop(folder, f"entry {folder.name}: file {name} is truncated or corrupt "
+                           f"({size} bytes, {want.get('bytes')} recorded, checksum mismatch)")
+                return None
+        return meta
+
+    def _touch(self, folder: Path) -> None:
+        with contextlib.suppress(OSError):  # a read-only cache still serves hits
+            os.utime(folder / SIDECAR)
+
+    def fetch(self, index: IndexBackend, identity: dict[str, Any], *,
+              reproducible: bool) -> tuple[BuildInfo, Outcome] | None:
+        """Load the entry of ``identity`` into ``index``; None on a miss. ``reproducible``: an
+        entry built with several threads is not taken (it would not be the one-thread graph)."""
+        if not self.enabled or not isinstance(index, SupportsSnapshot):
+            return None
+        key = _key_of(identity)
+        folder = self.root / key
+        if not (folder / SIDECAR).is_file() and not folder.is_dir():
+            return None
+        meta = self._checked_meta(folder, identity)
+        if meta is None:
+            return None
+        threads = int(meta.get("build_threads") or 1)
+        if reproducible and threads > 1:
+            log.info("index cache: entry %s was built with %d threads; building again with one "
+                     "(reproducible)", key, threads)
+            return None
+        t0 = time.perf_counter()
+        try:
+            index.load_snapshot(folder, int(identity["n"]))
+        except DataError as exc:
+            self._drop(folder, f"entry {key} could not be loaded ({exc})")
+            return None
+        load_s = time.perf_counter() - t0
+        self._touch(folder)
+        info = BuildInfo(n=int(identity["n"]), build_s=float(meta["build_s"]),
+                         memory_bytes=meta.get("memory_bytes"), extra=dict(meta.get("extra", {})))
+        return info, Outcome("hit", info.build_s, load_s, key, True)
+
+    # --- writing -------------------------------------------------------------------------------
+    def _cannot_write(self, exc: BaseException) -> None:
+        if not self._unwritable:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            log.warning("index cache: cannot write to %s (%s); building without caching "
+                        "(set %s to a writable folder, or %s=off)", self.root, reason, ENV_DIR,
+                        ENV_SWITCH)
+        self._unwritable = True
+
+    def _write(self, identity: dict[str, Any], save: Any, extra_meta: dict[str, Any]) -> str | None:
+        """Write an entry: ``save(folder) -> file names`` into a temporary folder, checksums,
+        sidecar, then one rename. Returns the key, or None when not stored (warned)."""
+        if not self.enabled or self._unwritable:
+            return None
+        key = _key_of(identity)
+        tmp: Path | None = None
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+            names = save(tmp)
+            files = {n: {"bytes": (tmp / n).stat().st_size, "sha256": _sha256(tmp / n)}
+                     for n in names}
+            total = sum(int(f["bytes"]) for f in files.values())
+            if total > self.max_bytes:
+                log.warning("index cache: an entry of %.1f MB does not fit the limit of %.1f MB "
+                            "(%s); not cached", total / 1e6, self.max_bytes / 1e6, ENV_MAX)
+                shutil.rmtree(tmp, ignore_errors=True)
+                return None
+            meta = {"identity": identity, "files": files, "bytes": total,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra_meta}
+            (tmp / SIDECAR).write_text(json.dumps(meta, indent=1, sort_keys=True),
+                                       encoding="utf-8")
+            final = self.root / key
+            if final.exists():  # a stale entry (found bad, or raced by another writer)
+                shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / SIDECAR).is_file():
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)  # another writer got there first
+            tmp = None
+        except (OSError, RuntimeError) as exc:  # RuntimeError: Faiss's write error
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            self._cannot_write(exc)
+            return None
+        self.evict(keep=key)
+        return key
+
+    def store(self, index: IndexBackend, identity: dict[str, Any], info: BuildInfo,
+              build_threads: int) -> str | None:
+        """Save a freshly built ``index`` as the entry of ``identity``; its key, or None."""
+        if not isinstance(index, SupportsSnapshot):
+            return None
+        meta = {"build_s": info.build_s, "memory_bytes": info.memory_bytes,
+                "extra": _plain(info.extra), "build_threads": int(build_threads),
+                "snapshot_format": index.snapshot_format}
+        return self._write(identity, index.save_snapshot, meta)
+
+    # --- trained parts -------------------------------------------------------------------------
+    def fetch_array(self, identity: dict[str, Any]) -> np.ndarray | None:
+        if not self.enabled:
+            return None
+        folder = self.root / _key_of(identity)
+        if not folder.is_dir() or self._checked_meta(folder, identity) is None:
+            return None
+        try:
+            arr = np.load(folder / "array.npy", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            self._drop(folder, f"entry {folder.name}: array.npy not readable ({exc})")
+            return None
+        self._touch(folder)
+        return arr
+
+    def store_array(self, identity: dict[str, Any], arr: np.ndarray) -> str | None:
+        def save(folder: Path) -> list[str]:
+            np.save(folder / "array.npy", np.ascontiguousarray(arr), allow_pickle=False)
+            return ["array.npy"]
+
+        return self._write(identity, save, {})
+
+    # --- listing, eviction ---------------------------------------------------------------------
+    def entries(self) -> list[Entry]:
+        """Every entry, most recently used first (a folder without a readable sidecar is listed
+        with its ``problem``)."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or folder.name.startswith(".tmp-"):
+                continue
+            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            try:
+                meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
+                ident = dict(meta["identity"])
+                used = (folder / SIDECAR).stat().st_mtime
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                out.append(Entry(folder.name, "?", folder, size, folder.stat().st_mtime,
+                                 problem=f"no readable {SIDECAR} ({type(exc).__name__})"))
+                continue
+            out.append(Entry(folder.name, str(ident.get("kind", "?")), folder, size, used,
+                             ident, meta.get("build_s"), meta.get("build_threads"),
+                             str(meta.get("created", ""))))
+        return sorted(out, key=lambda e: -e.last_used)
+
+    def total_bytes(self) -> int:
+        return sum(e.bytes for e in self.entries())
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove least recently used entries until the cache fits its limit (never ``keep``),
+        and temporary folders left by writers that died; returns the removed keys."""
+        removed: list[str] = []
+        if not self.root.is_dir():
+            return removed
+        now = time.time()
+        for tmp in self.root.glob(".tmp-*"):
+            try:
+                if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                    shutil.rmtree(tmp, ignore_errors=True)
+            except OSError:
+                pass
+        entries = self.entries()
+        total = sum(e.bytes for e in entries)
+        for e in reversed(entries):  # oldest first
+            if total <= self.max_bytes:
+                break
+            if e.key == keep:
+                continue
+            shutil.rmtree(e.path, ignore_errors=True)
+            total -= e.bytes
+            removed.append(e.key)
+            log.info("index cache: evicted %s (%d bytes, least recently used)", e.key, e.bytes)
+        return removed
+
+    def clear(self) -> tuple[int, int]:
+        """Remove every entry; returns (entries, bytes) removed."""
+        entries = self.entries()
+        for e in entries:
+            shutil.rmtree(e.path, ignore_errors=True)
+        for tmp in self.root.glob(".tmp-*") if self.root.is_dir() else []:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return len(entries), sum(e.bytes for e in entries)
+
+
+def _plain(extra: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in extra.items() if isinstance(v, str | int | float | bool) or v is None}
+
+
+class TrainedStore:
+    """Trained parts shared between builds of one dataset (Faiss IVF coarse quantizers): kept
+    in memory for this process and, with a cache, on disk as ``quantizer`` entries. Keys are
+    the backend's description of what was trained (data is added here)."""
+
+    def __init__(self, cache: IndexCache | None, data: str) -> None:
+        self.cache = cache
+        self.data = data
+        self._mem: dict[str, np.ndarray] = {}
+        #: how many gets were answered (memory or disk) and how many trainings were stored
+        self.shared = 0
+        self.trained = 0
+
+    def _identity(self, key: dict[str, Any]) -> dict[str, Any]:
+        return {**key, "kind": "quantizer", "format": FORMAT, "data": self.data,
+                "library_version": str(key.get("faiss", ""))}
+
+    def get(self, key: dict[str, Any]) -> np.ndarray | None:
+        ident = self._identity(key)
+        mem_key = json.dumps(ident, sort_keys=True)
+        arr = self._mem.get(mem_key)
+        if arr is None and self.cache is not None:
+            arr = self.cache.fetch_array(ident)
+            if arr is not None:
+                self._mem[mem_key] = arr
+        if arr is not None:
+            self.shared += 1
+        return arr
+
+    def put(self, key: dict[str, Any], arr: np.ndarray) -> None:
+        ident = self._identity(key)
+        self._mem[json.dumps(ident, sort_keys=True)] = np.asarray(arr, dtype=np.float32)
+        self.trained += 1
+        if self.cache is not None:
+            self.cache.store_array(ident, np.asarray(arr, dtype=np.float32))
+
+
+def build_or_load(
+    cache: IndexCache | None,
+    index: IndexBackend,
+    vectors: np.ndarray,
+    ids: np.ndarray | None = None,
+    *,
+    data: str | None = None,
+    reproducible: bool | None = None,
+) -> tuple[BuildInfo, Outcome]:
+    """``index.build(vectors, ids)``, or the cached build of the same identity loaded into
+    ``index``. ``data``: a fingerprint of ``vectors`` (e.g. the dataset's) to skip hashing
+    them. ``reproducible``: take only a cached build made with one thread (default: when this
+    index builds with one thread). The returned BuildInfo carries the original build time
+    either way."""
+    threads = index.build_threads if isinstance(index, SupportsBuildThreads) else index.threads
+    if cache is None or not cache.enabled or not isinstance(index, SupportsSnapshot):
+        why = "cache disabled" if cache is None or not cache.enabled else (
+            f"backend '{index.name}' has no snapshot format")
+        info = index.build(vectors, ids)
+        return info, Outcome("off", info.build_s, note=why)
+    ident = index_identity(index, len(vectors), data or array_digest(vectors), ids)
+    strict = threads == 1 if reproducible is None else reproducible
+    got = cache.fetch(index, ident, reproducible=strict)
+    if got is not None:
+        return got
+    info = index.build(vectors, ids)
+    key = cache.store(index, ident, info, threads)
+    return info, Outcome("miss", info.build_s, None, key or _key_of(ident), key is not None)
