@@ -38,7 +38,7 @@ KNOWN: dict[str, list[ConformanceCase]] = {
     ],
     "faiss-flat": [ConformanceCase("faiss-flat", "l2")],
 }
-SKIP = {"milvus", "fake"}  # milvus: own contract file; fake: added explicitly below
+SKIP = {"milvus", "fake", "qdrant", "redis"}  # own contract files; fake: added below
 
 
 def _cases() -> list[ConformanceCase]:
