@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rebuild and re-measure an exported config; exit 1 if it no longer holds",
     )
     v.add_argument("file", help="a file written by rwb export")
+    v.add_argument("--engine", help="measure the file's settings on this engine instead "
+                   "(does the target transfer?); exit 3: an engine rwb cannot run")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -67,14 +69,22 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from retrieval.export import ChecksReport, VerifyReport, verify_file
+    from retrieval.export.verify import NotMeasurable
 
-    report = verify_file(args.file)
+    report = verify_file(args.file, engine=getattr(args, "engine", None))
+    if isinstance(report, NotMeasurable):
+        if args.json:
+            print_json(report.to_dict())
+        else:
+            print(f"verify {args.file}: NOT MEASURABLE HERE (engine {report.engine}): "
+                  f"{report.reason}")
+        return report.exit_code
     if args.json:
         print_json(report.to_dict())
         return 0 if report.holds else 1
     if isinstance(report, ChecksReport):  # a report of named checks (redisvl, rerank)
         print(f"verify {args.file}: {'HOLDS' if report.holds else 'FAILS'}")
-        for c in report.checks:
+        for c in report.named_checks:
             mark = "ok  " if c.get("passed") else "FAIL"
             print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "
                   f"expected {c.get('expected')}")
@@ -90,7 +100,13 @@ def run_verify(args: argparse.Namespace) -> int:
         f"about other data, re-run rwb sweep on it" if was else
         f"NO FINGERPRINT recorded in the file (now {report.fingerprint}): cannot tell that the "
         f"data is the one tuned on")
-    print(f"  {report.backend} on {report.dataset} ({fp})")
+    on = f" (settings of the {rec.get('measured_on')} evidence, as {report.transfer_to})" if (
+        report.transfer_to) else ""
+    print(f"  {report.backend} on {report.dataset}{on} ({fp})")
+    for c in report.named_checks:
+        if not c.get("passed"):
+            print(f"  FAIL {c.get('check')}: measured {c.get('measured')}, expected "
+                  f"{c.get('expected')}")
     cmp = ">=" if report.bound_holds else "<"
     print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
           f"{m.recall_lb:.4f} {cmp} target {report.target}")

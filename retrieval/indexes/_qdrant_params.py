@@ -89,10 +89,19 @@ def check_search(build: Params, search: Params, k: int) -> None:
                           where=where)
 
 
+#: build params the neutral HNSW form carries as Qdrant's own (Hnsw.native)
+NATIVE_BUILD = ("full_scan_threshold", "indexing_threshold", "on_disk", "quantile",
+                "pq_compression", "always_ram")
+NATIVE_SEARCH = ("rescore", "oversampling")
+
+
 def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
     quant = {"none": None, "scalar": "SQ8", "binary": "BQ", "product": "PQ"}[
         str(build.get("quantization", "none"))]
-    return Hnsw(int(build["m"]), int(build["ef_construct"]), int(search["hnsw_ef"]), quant)
+    native = tuple((k, build[k]) for k in NATIVE_BUILD if k in build) + tuple(
+        (k, search[k]) for k in NATIVE_SEARCH if k in search)
+    return Hnsw(int(build["m"]), int(build["ef_construct"]), int(search["hnsw_ef"]), quant,
+                native_engine="qdrant", native=native)
 
 
 __all__ = ["DIM_MAX", "HNSW_EF_MAX", "QdrantBuild", "QdrantSearch", "check_build", "check_dim",

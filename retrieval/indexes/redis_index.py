@@ -150,7 +150,8 @@ class RedisIndex(InProcessIndex):
     def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable:
         if build.get("algorithm") == "FLAT":
             return Flat()
-        return Hnsw(int(build["M"]), int(build["EF_CONSTRUCTION"]), int(search["EF_RUNTIME"]))
+        return Hnsw(int(build["M"]), int(build["EF_CONSTRUCTION"]), int(search["EF_RUNTIME"]),
+                    native_engine="redis", native=(("EPSILON", build.get("EPSILON", 0.01)),))
 
     @classmethod
     def check_combination(cls, build: Params, search: Params, k: int) -> None:
