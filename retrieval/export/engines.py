@@ -251,10 +251,14 @@ def to_qdrant(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
                           where="qdrant export")
     native = p.native_for("qdrant")
     quant = {None: "none", "SQ8": "scalar", "BQ": "binary", "PQ": "product"}[p.quantization]
-    b = QdrantBuild(m=p.M, ef_construct=p.ef_construction, quantization=quant,  # type: ignore[arg-type]
-                    **{k_: v for k_, v in native.items() if k_ in QdrantBuild.model_fields})
-    sk = Knobs(hnsw_ef=p.ef_search,
-               **{k_: v for k_, v in native.items() if k_ in Knobs.model_fields})
+    b = validate_params(QdrantBuild, {
+        "m": p.M, "ef_construct": p.ef_construction, "quantization": quant,
+        **{k_: v for k_, v in native.items() if k_ in QdrantBuild.model_fields}},
+        where="qdrant export", prefix="hnsw_config.")
+    sk = validate_params(Knobs, {
+        "hnsw_ef": p.ef_search,
+        **{k_: v for k_, v in native.items() if k_ in Knobs.model_fields}},
+        where="qdrant export", prefix="search_params.")
     q: dict[str, Any] | None = None
     if quant == "scalar":
         q = {"scalar": {"type": "int8", "quantile": b.quantile, "always_ram": b.always_ram}}

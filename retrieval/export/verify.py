@@ -90,7 +90,7 @@ class VerifyReport:
             "measured": self.measured.to_dict(),
             "heldout": self.heldout.to_dict() if self.heldout else None,
             "recorded": self.recorded,
-            "checks": self.named_checks,
+            "file_checks": self.named_checks,
         }
 
 

@@ -62,6 +62,9 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
     "qdrant": lambda c: {"M": c["hnsw_config"]["m"],
                          "ef_construction": c["hnsw_config"]["ef_construct"],
                          "ef_search": c["search_params"]["hnsw_ef"]},
+    "redis": lambda c: {"M": c["vector_field"]["attributes"]["M"],
+                        "ef_construction": c["vector_field"]["attributes"]["EF_CONSTRUCTION"],
+                        "ef_search": c["query_params"]["EF_RUNTIME"]},
     "weaviate": lambda c: {"M": c["vectorIndexConfig"]["maxConnections"],
                            "ef_construction": c["vectorIndexConfig"]["efConstruction"],
                            "ef_search": c["vectorIndexConfig"]["ef"]},
@@ -69,7 +72,8 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
 HNSW_LABELS = ("hnswlib", "faiss-hnsw")
 #: engine -> the index labels of the sweep whose result it can express
 CASES = {"milvus": (*HNSW_LABELS, "faiss-ivf"), "faiss": (*HNSW_LABELS, "faiss-ivf"),
-         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "weaviate": HNSW_LABELS}
+         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "redis": HNSW_LABELS,
+         "weaviate": HNSW_LABELS}
 
 
 def neutral(p: Portable) -> dict[str, int]:
