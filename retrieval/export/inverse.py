@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.portable import Hnsw
 from retrieval.params import validate_params
 
 
@@ -191,6 +192,23 @@ def from_redis(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
     return Rebuilt("redis", build, {"EF_RUNTIME": c.query_params.EF_RUNTIME})
 
 
+def weaviate_portable(cfg: Mapping[str, Any], metric: str, where: str) -> Hnsw:
+    """The neutral HNSW form of a Weaviate ``vectorIndexConfig`` (rwb cannot run Weaviate; this
+    lets ``rwb verify --engine NAME`` measure its settings on an engine rwb runs)."""
+    from retrieval.export.engines import WeaviateConfig
+
+    c = validate_params(WeaviateConfig, cfg, where=where, prefix="config.")
+    v = c.vectorIndexConfig
+    _metric_is(v.distance, metric, "vectorIndexConfig.distance",
+               {"l2": "l2-squared", "ip": "dot", "cosine": "cosine"}, where)
+    return Hnsw(v.maxConnections, v.efConstruction, v.ef)
+
+
+#: engine -> its config in neutral terms, for engines rwb cannot run (``--engine`` transfers)
+PORTABLE_READERS: dict[str, Callable[[Mapping[str, Any], str, str], Hnsw]] = {
+    "weaviate": weaviate_portable,
+}
+
 #: engine -> inverse (the hook: an engine rwb can run adds its own here)
 INVERSES: dict[str, Inverse] = {
     "hnswlib": from_hnswlib,
@@ -222,5 +240,5 @@ def inverse_for(engine: str) -> Inverse | None:
     return INVERSES.get(engine)
 
 
-__all__ = ["INVERSES", "Rebuilt", "from_faiss", "from_hnswlib", "from_milvus", "from_qdrant",
+__all__ = ["INVERSES", "PORTABLE_READERS", "Rebuilt", "weaviate_portable", "from_faiss", "from_hnswlib", "from_milvus", "from_qdrant",
            "from_redis", "inverse_for"]
