@@ -84,7 +84,7 @@ def run_verify(args: argparse.Namespace) -> int:
         return 0 if report.holds else 1
     if isinstance(report, ChecksReport):  # a report of named checks (redisvl, rerank)
         print(f"verify {args.file}: {'HOLDS' if report.holds else 'FAILS'}")
-        for c in report.named_checks:
+        for c in report.checks:
             mark = "ok  " if c.get("passed") else "FAIL"
             print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "
                   f"expected {c.get('expected')}")

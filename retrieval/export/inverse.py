@@ -240,5 +240,15 @@ def inverse_for(engine: str) -> Inverse | None:
     return INVERSES.get(engine)
 
 
-__all__ = ["INVERSES", "PORTABLE_READERS", "Rebuilt", "weaviate_portable", "from_faiss", "from_hnswlib", "from_milvus", "from_qdrant",
-           "from_redis", "inverse_for"]
+__all__ = [
+    "INVERSES",
+    "PORTABLE_READERS",
+    "Rebuilt",
+    "from_faiss",
+    "from_hnswlib",
+    "from_milvus",
+    "from_qdrant",
+    "from_redis",
+    "inverse_for",
+    "weaviate_portable",
+]

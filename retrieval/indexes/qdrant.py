@@ -181,7 +181,8 @@ class QdrantIndex(InProcessIndex):
         import qdrant_edge as q
 
         params, nearest, req = self._params, q.Query.Nearest, q.QueryRequest
-        return lambda row: req(limit=k, query=nearest(row), params=params)
+        # qdrant-edge takes a float32 numpy row as is (its stubs say list[float])
+        return lambda row: req(limit=k, query=nearest(row), params=params)  # type: ignore[arg-type]
 
     def _rows(self, hits: list[list[Any]], k: int) -> tuple[np.ndarray, np.ndarray]:
         nq = len(hits)

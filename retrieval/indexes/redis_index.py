@@ -157,7 +157,7 @@ class RedisIndex(InProcessIndex):
     def check_combination(cls, build: Params, search: Params, k: int) -> None:
         assert isinstance(build, RedisBuild) and isinstance(search, RedisSearch)
         k = check_k(k, f"{WHERE} search params")
-        if build.algorithm == "HNSW" and search.EF_RUNTIME < k:
+        if build.algorithm == "HNSW" and k > search.EF_RUNTIME:
             raise param_error("EF_RUNTIME", f">= k ({k}) and <= {EF_RUNTIME_MAX}",
                               search.EF_RUNTIME, where=f"{WHERE} search params")
 

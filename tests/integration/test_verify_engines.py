@@ -121,7 +121,7 @@ def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, 
     path = _export(run, tmp_path, "qdrant", "hnswlib")
     ev = read_config(path)["evidence"]
     assert ev["measured_on"] == "hnswlib" and "not with qdrant itself" in ev["note"]
-    code, report = _verify(capsys, str(path))
+    _code, report = _verify(capsys, str(path))
     assert report["backend"] == "qdrant"  # the file's config, on Qdrant's engine
     assert report["recorded"]["measured_on"] == "hnswlib"
     assert all(c["passed"] for c in report["file_checks"])  # evidence reproduced on hnswlib
@@ -159,7 +159,7 @@ def test_redis_export_round_trip_and_tampered_ft_create(run, tmp_path, capsys):
     doc = read_config(path)
     assert doc["config"]["ft_create"].startswith("FT.CREATE idx ON HASH")
     assert "EF_RUNTIME $EF_RUNTIME" in doc["config"]["query"]
-    code, report = _verify(capsys, str(path))
+    _code, report = _verify(capsys, str(path))
     assert report["backend"] == "redis" and report["build"]["M"] == 8
     assert all(c["passed"] for c in report["file_checks"]), report["file_checks"]
     raw = yaml.safe_load(path.read_text())
