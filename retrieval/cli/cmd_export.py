@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="export a tuned run as an engine-native config with its evidence",
         description=(
             "Write the cheapest config meeting the target of a sweep run in an engine's own "
-            "parameter names (milvus, faiss, hnswlib, qdrant, weaviate; redisvl for "
+            "parameter names (milvus, faiss, hnswlib, qdrant, redis, weaviate; redisvl for "
             "semantic-cache threshold runs; rerank for rwb tune rerank depth runs), with the "
             "evidence: target, recall and its lower "
             "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run directory of rwb sweep (rwb tune cache for redisvl, "
                    "rwb tune rerank for rerank)")
     p.add_argument("--engine", required=True,
-                   help="milvus | faiss | hnswlib | qdrant | weaviate | redisvl | rerank")
+                   help="milvus | faiss | hnswlib | qdrant | redis | weaviate | redisvl | rerank")
     p.add_argument("--out", required=True, help="output file (.yaml, or .json); an existing "
                    "file rwb did not write is refused")
     p.add_argument("--force", action="store_true",

@@ -159,6 +159,7 @@ class QdrantIndex(InProcessIndex):
                                f"({type(exc).__name__}: {str(exc)[:300]})") from None
         self._shard = shard
         if int(info.indexed_vectors_count) < x.shape[0]:
+            self._release()  # the build failed: close the shard, remove its files
             raise BackendError(
                 f"backend 'qdrant': Qdrant indexed {info.indexed_vectors_count} of "
                 f"{x.shape[0]} vectors after optimizing (indexing_threshold "

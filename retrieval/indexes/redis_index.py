@@ -205,12 +205,16 @@ class RedisIndex(InProcessIndex):
                    *self.ft_create_args())
         prefix = f"{self.index_name}:"
         t0 = time.perf_counter()
-        for s in range(0, x.shape[0], PIPELINE):
-            pipe = client.pipeline(transaction=False)
-            for i, row in enumerate(x[s:s + PIPELINE]):
-                pipe.hset(f"{prefix}{s + i}", "v", row.tobytes())
-            self._call("HSET", pipe.execute)
-        info = self._wait_indexed(x.shape[0], t0)
+        try:
+            for s in range(0, x.shape[0], PIPELINE):
+                pipe = client.pipeline(transaction=False)
+                for i, row in enumerate(x[s:s + PIPELINE]):
+                    pipe.hset(f"{prefix}{s + i}", "v", row.tobytes())
+                self._call("HSET", pipe.execute)
+            info = self._wait_indexed(x.shape[0], t0)
+        except BaseException:
+            self._release()  # a failed build leaves no index or keys behind
+            raise
         self._info = info
         return {"ft_info": {k: info.get(k) for k in (
             "num_docs", "vector_index_sz_mb", "total_index_memory_sz_mb", "total_indexing_time",

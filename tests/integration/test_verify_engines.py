@@ -116,6 +116,17 @@ def test_hnswlib_file_with_ef_below_k_is_one_line(run, tmp_path, capsys):
     assert err.count("\n") == 1 and "field 'config.ef' must be >= k (10" in err
 
 
+def test_a_dimension_the_data_does_not_have_is_one_line(run, tmp_path, capsys):
+    path = _export(run, tmp_path, "qdrant", "qdrant")
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["vectors"]["size"] = 70000  # over Qdrant's limit, and not the data's
+    path.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config.vectors.size" in err and "70000" in err
+
+
 def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, tmp_path,
                                                                          capsys):
     path = _export(run, tmp_path, "qdrant", "hnswlib")
