@@ -74,9 +74,15 @@ def from_faiss(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
         raise param_error("config.metric", f"{want} with normalize_vectors "
                           f"{metric == 'cosine'} (the data's metric is {metric})",
                           f"{c.metric}, normalize_vectors {c.normalize_vectors}", where=where)
-    check_faiss(dict(cfg))
-    space = dict(re.findall(r"(\w+)=(\d+)", c.parameter_space))
     fac = c.index_factory
+    if not re.fullmatch(r"HNSW\d+|IVF\d+,(Flat|SQ8|PQ\d+x\d+np)(,RFlat)?|Flat", fac):
+        raise param_error("config.index_factory", "HNSW<M>, IVF<nlist>,Flat|SQ8|PQ<m>x<b>np"
+                          "[,RFlat] or Flat (what rwb's faiss backends build)", fac, where=where)
+    try:
+        check_faiss(dict(cfg))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: config: {' '.join(str(exc).split())}") from None
+    space = dict(re.findall(r"(\w+)=(\d+)", c.parameter_space))
     if m := re.fullmatch(r"HNSW(\d+)", fac):
         efc = c.index_fields.get("hnsw.efConstruction", 40)
         return Rebuilt("faiss-hnsw", {"M": int(m[1]), "ef_construction": int(efc)},
