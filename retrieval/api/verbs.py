@@ -272,13 +272,14 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
     return ExportedConfig(Path(info.get("path") or out), engine, info)
 
 
-def verify(file: PathLike | ExportedConfig) -> Verification:
-    """``rwb verify``: rebuild and re-measure an exported config; ``holds`` says whether it
-    still meets its target."""
+def verify(file: PathLike | ExportedConfig, *, engine: str | None = None) -> Verification:
+    """``rwb verify``: build the exported engine config on its engine and re-measure it;
+    ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
+    ``engine``: measure the same settings on that engine (does the target transfer?)."""
     from retrieval.export import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path)
+    report = verify_file(path, engine=engine)
     return Verification(path, bool(report.holds), report.to_dict())
 
 

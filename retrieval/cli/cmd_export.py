@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="export a tuned run as an engine-native config with its evidence",
         description=(
             "Write the cheapest config meeting the target of a sweep run in an engine's own "
-            "parameter names (milvus, faiss, hnswlib, qdrant, pgvector, weaviate; redisvl for "
+            "parameter names (milvus, faiss, hnswlib, qdrant, pgvector, redis, weaviate; redisvl for "
             "semantic-cache threshold runs; rerank for rwb tune rerank depth runs), with the "
             "evidence: target, recall and its lower "
             "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run directory of rwb sweep (rwb tune cache for redisvl, "
                    "rwb tune rerank for rerank)")
     p.add_argument("--engine", required=True,
-                   help="milvus | faiss | hnswlib | qdrant | pgvector | weaviate | redisvl | "
-                   "rerank")
+                   help="milvus | faiss | hnswlib | qdrant | pgvector | redis | weaviate | "
+                   "redisvl | rerank")
     p.add_argument("--out", required=True, help="output file (.yaml, or .json); an existing "
                    "file rwb did not write is refused")
     p.add_argument("--force", action="store_true",
@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="semantic-cache exports: the transfer check - measure the exported "
                         "threshold on this other labelled pairs file (jsonl/csv/tsv) and say "
                         "whether the false-hit cap holds there")
+    v.add_argument("--engine", help="measure the file's settings on this engine instead "
+                   "(does the target transfer?); exit 3: an engine rwb cannot run")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -72,6 +74,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from retrieval.export import ChecksReport, VerifyReport, VerifyResult, verify_file
+    from retrieval.export.verify import NotMeasurable
 
     report: VerifyResult
     if getattr(args, "pairs", None):
@@ -79,7 +82,14 @@ def run_verify(args: argparse.Namespace) -> int:
 
         report = verify_transfer(args.file, args.pairs)
     else:
-        report = verify_file(args.file)
+        report = verify_file(args.file, engine=getattr(args, "engine", None))
+    if isinstance(report, NotMeasurable):
+        if args.json:
+            print_json(report.to_dict())
+        else:
+            print(f"verify {args.file}: NOT MEASURABLE HERE (engine {report.engine}): "
+                  f"{report.reason}")
+        return report.exit_code
     if args.json:
         print_json(report.to_dict())
         return 0 if report.holds else 1
@@ -101,7 +111,13 @@ def run_verify(args: argparse.Namespace) -> int:
         f"about other data, re-run rwb sweep on it" if was else
         f"NO FINGERPRINT recorded in the file (now {report.fingerprint}): cannot tell that the "
         f"data is the one tuned on")
-    print(f"  {report.backend} on {report.dataset} ({fp})")
+    on = f" (settings of the {rec.get('measured_on')} evidence, as {report.transfer_to})" if (
+        report.transfer_to) else ""
+    print(f"  {report.backend} on {report.dataset}{on} ({fp})")
+    for c in report.named_checks:
+        if not c.get("passed"):
+            print(f"  FAIL {c.get('check')}: measured {c.get('measured')}, expected "
+                  f"{c.get('expected')}")
     cmp = ">=" if report.bound_holds else "<"
     print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
           f"{m.recall_lb:.4f} {cmp} target {report.target}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.errors import DataError, unknown_name_error
+from retrieval.errors import ConfigError, DataError, unknown_name_error
 from retrieval.export.ann import Exported
 from retrieval.export.files import read_config
 from retrieval.export.registry import (
@@ -73,9 +73,19 @@ def export_run(
     return exporter_for(run, run_kind(run), engine).export(run, engine, out, backend)
 
 
-def verify_file(path: Path | str) -> VerifyResult:
-    """Rebuild and re-measure an exported config; returns a report with ``holds``."""
+def verify_file(path: Path | str, *, engine: str | None = None) -> VerifyResult:
+    """Rebuild and re-measure an exported config; returns a report with ``holds``.
+    ``engine``: measure an ANN export's settings on that engine instead (does the target
+    transfer?)."""
     doc = read_config(path)
+    if engine is not None:
+        from retrieval.export.verify import FILE_KIND, verify_ann
+
+        check_engine(engine)
+        if doc.get("kind") != FILE_KIND:
+            raise ConfigError(f"{path}: --engine applies to ANN index exports (kind "
+                              f"'{FILE_KIND}'); received kind {doc.get('kind')!r}")
+        return verify_ann(doc, path, engine=engine)
     return verifier_for(doc).verify(doc, path)
 
 

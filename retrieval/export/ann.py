@@ -132,6 +132,9 @@ def evidence(
         "evaluations": b.evaluations,
         "cheapest_rule": summary.cheapest_rule,
         "measured_with": {"backend": b.backend, "label": label},
+        # the rwb backend the figures come from (another engine's library when it is not
+        # one of this engine's own backends: a translation, see "note")
+        "measured_on": b.backend,
         "dataset": {k: ds.get(k) for k in ("name", "fingerprint", "n_base", "n_queries", "dim",
                                            "metric")},
         "cpu": manifest.get("cpu"),

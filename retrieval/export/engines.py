@@ -7,8 +7,12 @@
 - ``faiss``: an ``index_factory`` string and a ``ParameterSpace`` string, checked by building the
   (untrained) index with Faiss and applying the string to it;
 - ``hnswlib``: ``space``, ``dim``, ``M``, ``ef_construction``, ``ef``;
-- ``qdrant`` (HNSW only): collection ``vectors`` + ``hnsw_config`` (``m``, ``ef_construct`` >= 4)
-  and search ``params`` (``hnsw_ef``);
+- ``qdrant`` (HNSW, with scalar / binary / product quantization): collection ``vectors`` +
+  ``hnsw_config`` (``m``, ``ef_construct`` >= 4, ``full_scan_threshold``) + ``optimizers_config``
+  (``indexing_threshold``) + ``quantization_config``, and search ``params`` (``hnsw_ef``,
+  ``quantization.rescore`` / ``oversampling``);
+- ``redis`` (HNSW or FLAT): the ``FT.CREATE`` vector field (``M``, ``EF_CONSTRUCTION``,
+  ``EPSILON``) and the KNN query with its params (``EF_RUNTIME``);
 - ``pgvector``: ``CREATE INDEX ... USING hnsw|ivfflat ... WITH (...)`` + ``SET`` lines, see
   :mod:`retrieval.export.engine_pgvector` (and its inverse ``from_pgvector``);
 - ``weaviate`` (HNSW only): ``vectorIndexType: hnsw`` + ``vectorIndexConfig``
@@ -20,7 +24,7 @@ Qdrant 'Euclid' is the (unsquared) Euclidean distance, which ranks identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -53,6 +57,9 @@ def to_milvus(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     from retrieval.indexes._milvus_params import MilvusBuild, search_model_for
 
     if isinstance(p, Hnsw):
+        if p.quantization not in (None, "SQ8"):
+            raise _cannot("milvus", p, f"HNSW with {p.quantization} quantization has no "
+                          f"Milvus index type rwb can run (HNSW, HNSW_SQ)")
         kind = "HNSW_SQ" if p.quantization == "SQ8" else "HNSW"
         build: dict[str, Any] = {"M": p.M, "efConstruction": p.ef_construction}
         if kind == "HNSW_SQ":
@@ -174,38 +181,175 @@ def to_hnswlib(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
 
 # --- qdrant -------------------------------------------------------------------------------------
 class QdrantVectors(Params):
-    size: int = Field(ge=1)
+    size: int = Field(ge=1, le=65536)
     distance: Literal["Cosine", "Euclid", "Dot"]
+    on_disk: bool = False
 
 
 class QdrantHnsw(Params):
-    m: int = Field(ge=0)
-    ef_construct: int = Field(ge=4)
+    m: int = Field(ge=2, le=256)
+    ef_construct: int = Field(ge=4, le=16384)
+    full_scan_threshold: int = Field(ge=1)
+    on_disk: bool = False
+
+
+class QdrantOptimizers(Params):
+    indexing_threshold: int = Field(ge=1)
+    default_segment_number: int = Field(1, ge=1)
+
+
+class QdrantQuantSearch(Params):
+    rescore: bool = True
+    oversampling: float = Field(1.0, ge=1.0, le=64.0)
 
 
 class QdrantSearch(Params):
-    hnsw_ef: int = Field(ge=1)
-    exact: bool = False
+    hnsw_ef: int = Field(ge=1, le=4096)
+    exact: Literal[False] = False
+    quantization: QdrantQuantSearch | None = None
+
+
+class QdrantScalar(Params):
+    type: Literal["int8"] = "int8"
+    quantile: float | None = Field(None, gt=0.5, le=1.0)
+    always_ram: bool = True
+
+
+class QdrantBinary(Params):
+    always_ram: bool = True
+
+
+class QdrantProduct(Params):
+    compression: Literal["x4", "x8", "x16", "x32", "x64"] = "x8"
+    always_ram: bool = True
+
+
+class QdrantQuantization(Params):
+    scalar: QdrantScalar | None = None
+    binary: QdrantBinary | None = None
+    product: QdrantProduct | None = None
 
 
 class QdrantConfig(Params):
+    """A Qdrant collection config (REST names) plus the search ``params`` it was measured with."""
+
     vectors: QdrantVectors
     hnsw_config: QdrantHnsw
+    optimizers_config: QdrantOptimizers
+    quantization_config: QdrantQuantization | None = None
     search_params: QdrantSearch
 
 
 def to_qdrant(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
-    h = _hnsw_only("qdrant", p)
-    if h.ef_search < k:
-        raise param_error("search_params.hnsw_ef", f">= k ({k})", h.ef_search,
+    """Collection config with the optimizer thresholds rwb measured with (Qdrant's defaults,
+    10000 KB, leave a collection under ~10 MB of vectors unindexed: every hnsw_ef would then
+    be a brute force) and the search params."""
+    from retrieval.indexes._qdrant_params import QdrantBuild
+    from retrieval.indexes._qdrant_params import QdrantSearch as Knobs
+
+    if not isinstance(p, Hnsw):
+        raise _cannot("qdrant", p, "qdrant export takes HNSW results")
+    if p.ef_search < k:
+        raise param_error("search_params.hnsw_ef", f">= k ({k})", p.ef_search,
                           where="qdrant export")
-    distance = {"l2": "Euclid", "ip": "Dot", "cosine": "Cosine"}[metric]
-    doc = {
-        "vectors": {"size": dim, "distance": distance},
-        "hnsw_config": {"m": h.M, "ef_construct": h.ef_construction},
-        "search_params": {"hnsw_ef": h.ef_search, "exact": False},
+    native = p.native_for("qdrant")
+    quant = {None: "none", "SQ8": "scalar", "BQ": "binary", "PQ": "product"}[p.quantization]
+    b = validate_params(QdrantBuild, {
+        "m": p.M, "ef_construct": p.ef_construction, "quantization": quant,
+        **{k_: v for k_, v in native.items() if k_ in QdrantBuild.model_fields}},
+        where="qdrant export", prefix="hnsw_config.")
+    sk = validate_params(Knobs, {
+        "hnsw_ef": p.ef_search,
+        **{k_: v for k_, v in native.items() if k_ in Knobs.model_fields}},
+        where="qdrant export", prefix="search_params.")
+    q: dict[str, Any] | None = None
+    if quant == "scalar":
+        q = {"scalar": {"type": "int8", "quantile": b.quantile, "always_ram": b.always_ram}}
+    elif quant == "binary":
+        q = {"binary": {"always_ram": b.always_ram}}
+    elif quant == "product":
+        q = {"product": {"compression": b.pq_compression, "always_ram": b.always_ram}}
+    doc: dict[str, Any] = {
+        "vectors": {"size": dim, "distance": {"l2": "Euclid", "ip": "Dot",
+                                              "cosine": "Cosine"}[metric], "on_disk": b.on_disk},
+        "hnsw_config": {"m": b.m, "ef_construct": b.ef_construct,
+                        "full_scan_threshold": b.full_scan_threshold, "on_disk": b.on_disk},
+        "optimizers_config": {"indexing_threshold": b.indexing_threshold,
+                              "default_segment_number": 1},
+        "search_params": {"hnsw_ef": sk.hnsw_ef, "exact": False},
     }
-    return validate_params(QdrantConfig, doc, where="qdrant export").model_dump()
+    if q is not None:
+        doc["quantization_config"] = q
+        doc["search_params"]["quantization"] = {"rescore": sk.rescore,
+                                                "oversampling": sk.oversampling}
+    return validate_params(QdrantConfig, doc, where="qdrant export").model_dump(
+        exclude_none=True)
+
+
+# --- redis --------------------------------------------------------------------------------------
+REDIS_FIELD = "embedding"
+
+
+class RedisVectorAttributes(Params):
+    TYPE: Literal["FLOAT32"] = "FLOAT32"
+    DIM: int = Field(ge=1)
+    DISTANCE_METRIC: Literal["L2", "IP", "COSINE"]
+    M: int | None = Field(None, ge=2, le=1024)
+    EF_CONSTRUCTION: int | None = Field(None, ge=1, le=16384)
+    EPSILON: float | None = Field(None, gt=0.0, le=1.0)
+
+
+class RedisVectorField(Params):
+    name: str = Field(min_length=1)
+    algorithm: Literal["HNSW", "FLAT"]
+    attributes: RedisVectorAttributes
+
+
+class RedisQueryParams(Params):
+    EF_RUNTIME: int | None = Field(None, ge=1, le=4096)
+
+
+class RedisConfig(Params):
+    """``FT.CREATE`` (as one command line and as its vector field) plus the KNN query and its
+    params; ``ft_create`` and ``query`` must be what the structured fields say."""
+
+    ft_create: str
+    vector_field: RedisVectorField
+    query: str
+    query_params: RedisQueryParams
+
+
+def redis_strings(field: Mapping[str, Any], k: int) -> tuple[str, str]:
+    """The ``FT.CREATE`` line and the KNN query of a vector field (structured form)."""
+    attrs = {a: v for a, v in dict(field["attributes"]).items() if v is not None}
+    flat = " ".join(f"{a} {v}" for a, v in attrs.items())
+    create = (f"FT.CREATE idx ON HASH PREFIX 1 doc: SCHEMA {field['name']} VECTOR "
+              f"{field['algorithm']} {2 * len(attrs)} {flat}")
+    ef = " EF_RUNTIME $EF_RUNTIME" if field["algorithm"] == "HNSW" else ""
+    return create, f"*=>[KNN {k} @{field['name']} $vec{ef} AS score]"
+
+
+def to_redis(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
+    from retrieval.indexes.redis_index import METRIC, RedisBuild
+
+    attrs: dict[str, Any] = {"TYPE": "FLOAT32", "DIM": dim, "DISTANCE_METRIC": METRIC[metric]}
+    if isinstance(p, Hnsw):
+        if p.quantization:
+            raise _cannot("redis", p, "Redis vector fields are FLOAT32 here (no quantization)")
+        if p.ef_search < k:
+            raise param_error("query_params.EF_RUNTIME", f">= k ({k})", p.ef_search,
+                              where="redis export")
+        eps = p.native_for("redis").get("EPSILON", RedisBuild().EPSILON)
+        attrs.update(M=p.M, EF_CONSTRUCTION=p.ef_construction, EPSILON=eps)
+        algorithm, params = "HNSW", {"EF_RUNTIME": p.ef_search}
+    elif isinstance(p, Flat):
+        algorithm, params = "FLAT", {}
+    else:
+        raise _cannot("redis", p, "Redis vector fields are HNSW or FLAT")
+    field = {"name": REDIS_FIELD, "algorithm": algorithm, "attributes": attrs}
+    create, query = redis_strings(field, k)
+    doc = {"ft_create": create, "vector_field": field, "query": query, "query_params": params}
+    return validate_params(RedisConfig, doc, where="redis export").model_dump(exclude_none=True)
 
 
 # --- weaviate -----------------------------------------------------------------------------------
@@ -241,6 +385,7 @@ TRANSLATORS: dict[str, Callable[[Portable, str, int, int], dict[str, Any]]] = {
     "hnswlib": to_hnswlib,
     "qdrant": to_qdrant,
     "pgvector": to_pgvector,
+    "redis": to_redis,
     "weaviate": to_weaviate,
 }
 

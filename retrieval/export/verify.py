@@ -1,16 +1,29 @@
-"""``rwb verify FILE``: rebuild the index an exported config came from, re-measure it on the same
-queries, and say whether it still meets its target.
+"""``rwb verify FILE [--engine NAME]``: build what the exported engine config says, on that
+engine, re-measure it on the recorded queries with the recorded bound, and say whether it holds.
 
-It holds when the dataset is the one the config was tuned on (its fingerprint equals the
-recorded ``evidence.dataset.fingerprint``: changed or unrecorded data fails, since the evidence
-is about other vectors) and the re-measured lower confidence bound on mean recall@k over the
-tuning queries (same split, same bound) is >= the recorded target. The held-out recall is
-re-measured and reported too; latency is reported for information only (it depends on the
-machine).
+What is measured is the file's ``config`` (the engine's own names), mapped back to the rwb
+backend that runs that engine (:mod:`retrieval.export.inverse`); the ``source:`` block only says
+which data, ``k``, query split, seed and timing settings the evidence used. It holds when:
+
+- the dataset is the one the config was tuned on (its fingerprint equals
+  ``evidence.dataset.fingerprint``: changed or unrecorded data fails);
+- the re-measured lower confidence bound on mean recall@k over the tuning queries (same split,
+  same bound) is >= the recorded target;
+- the config is the one the evidence was measured with: each field of ``config`` equals the
+  export of the ``source`` params (an edited ``M`` or ``ef`` fails naming the field);
+- the evidence is reproducible: the recorded recall, its bound and the held-out recall agree
+  with a re-measurement on the backend that produced them (``evidence.measured_on``; the same
+  measurement when that backend runs the file's engine) within the sampling tolerance.
+
+An engine rwb cannot run (weaviate) is "not measurable here" (:class:`NotMeasurable`, never
+HOLDS). With ``engine=NAME`` the same settings are translated to NAME's config and measured
+there: it holds when the target transfers (bound and data checks only). Latency is reported for
+information (it depends on the machine).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +31,21 @@ from typing import Any
 
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
-from retrieval.export.ann import FILE_KIND
+from retrieval.export.ann import FILE_KIND, full_search
+from retrieval.export.engines import translate
 from retrieval.export.files import field_of
+from retrieval.export.inverse import PORTABLE_READERS, Rebuilt, inverse_for
+from retrieval.export.portable import Portable, portable
 from retrieval.export.registry import register_verifier
+from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import EPS, Measurer
 from retrieval.tune.results import HeldOut, PointResult
+
+#: exit code of ``rwb verify`` for an engine rwb cannot run
+NOT_MEASURABLE_EXIT = 3
 
 
 @dataclass(frozen=True)
@@ -40,6 +60,13 @@ class VerifyReport:
     heldout: HeldOut | None
     recorded: dict[str, Any] = field(default_factory=dict)
     fingerprint: str | None = None  # of the dataset verified against (now)
+    engine: str = ""
+    #: named checks besides the bound: config vs evidence, evidence reproduced
+    named_checks: list[dict[str, Any]] = field(default_factory=list)
+    #: the engine the file's settings were measured on by this verify (``--engine``), or ""
+    transfer_to: str = ""
+    build: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bound_holds(self) -> bool:
@@ -50,15 +77,36 @@ class VerifyReport:
         return {
             "path": self.path,
             "holds": self.holds,
+            "measurable": True,
+            "engine": self.engine,
+            "transfer_to": self.transfer_to or None,
             "target_recall": self.target,
             "backend": self.backend,
+            "build": self.build,
+            "search": self.search,
             "dataset": self.dataset,
             "fingerprint_matches": self.fingerprint_matches,
             "fingerprint": self.fingerprint,
             "measured": self.measured.to_dict(),
             "heldout": self.heldout.to_dict() if self.heldout else None,
             "recorded": self.recorded,
+            "file_checks": self.named_checks,
         }
+
+
+@dataclass(frozen=True)
+class NotMeasurable:
+    """An export for an engine rwb cannot run: nothing was measured, so it never holds."""
+
+    path: str
+    engine: str
+    reason: str
+    holds: bool = False
+    exit_code: int = NOT_MEASURABLE_EXIT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "holds": False, "measurable": False, "engine": self.engine,
+                "reason": self.reason}
 
 
 def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
@@ -67,8 +115,80 @@ def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
     return doc[key]
 
 
+def _flat(d: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(d, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: d}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def config_check(doc: Mapping[str, Any], src: Mapping[str, Any], engine: str, metric: str,
+                 dim: int, k: int) -> dict[str, Any]:
+    """Each field of ``config`` against the export of the measured ``source`` params."""
+    backend = str(src.get("backend"))
+    try:
+        p = portable(backend, src.get("build_params") or {}, full_search(backend,
+                                                                        src.get("search") or {}))
+        expected = _flat(translate(engine, p, metric, dim, k), "config")
+    except ConfigError as exc:
+        return {"check": "config is the one measured", "passed": False,
+                "measured": f"source params cannot be exported to {engine}: {exc}",
+                "expected": "an exportable source"}
+    given = _flat(doc.get("config") or {}, "config")
+    diffs = [f"{key}: file says {given.get(key)!r}, the evidence was measured with "
+             f"{expected.get(key)!r}" for key in sorted(set(expected) | set(given))
+             if not _same(given.get(key), expected.get(key))]
+    return {"check": "config is the one measured", "passed": not diffs,
+            "measured": "; ".join(diffs) or "every field matches the source params",
+            "expected": f"the {engine} export of source {backend} params",
+            "fields": [d.split(":", 1)[0] for d in diffs]}
+
+
+def _tolerance(r: float, n: int, k: int) -> float:
+    """How far a rebuild of an engine with unseeded graphs (Qdrant, Redis) may move a mean
+    recall@k over n queries: 6 standard errors of that mean, at least 0.05 (seen: 0.05 between
+    the lower bounds of Qdrant rebuilds of one 3000 x 32 collection, 50 queries)."""
+    return max(0.05, 6.0 * math.sqrt(max(r * (1 - r), 1e-4) / max(n * k, 1)))
+
+
+def evidence_checks(ev: Mapping[str, Any], res: PointResult, held: HeldOut | None,
+                    backend: str, k: int, threads: int) -> list[dict[str, Any]]:
+    """The recorded figures against a re-measurement on the backend that produced them."""
+    out = []
+    measured_on = ev.get("measured_on")
+    if measured_on is not None and measured_on != backend:
+        out.append({"check": "evidence.measured_on", "passed": False, "measured": backend,
+                    "expected": measured_on, "fields": ["evidence.measured_on"]})
+    pairs = [("evidence.recall", ev.get("recall"), res.recall, res.n_queries),
+             ("evidence.recall_lower_bound", ev.get("recall_lower_bound"), res.recall_lb,
+              res.n_queries)]
+    if held is not None:
+        pairs.append(("evidence.heldout_recall", ev.get("heldout_recall"), held.recall,
+                      held.n_queries))
+    exact = bool(getattr(get_backend(backend), "deterministic", False)) and threads == 1
+    for name, recorded, now, n in pairs:
+        if recorded is None:
+            continue
+        # a seeded one-thread build reproduces its figures (to the 6 digits the file keeps)
+        tol = 2e-6 if exact else _tolerance(float(now), n, k)
+        why = "" if exact else ", an unseeded build"
+        ok = abs(float(recorded) - float(now)) <= tol
+        out.append({"check": name, "passed": ok, "measured": round(float(now), 6),
+                    "expected": f"{recorded} (within {tol:.2g}, re-measured on {backend}{why})",
+                    "fields": [] if ok else [name]})
+    return out
+
+
 @register_verifier(FILE_KIND, default=True)
-def verify_ann_file(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
+def verify_ann_file(doc: Mapping[str, Any], path: Path | str) -> VerifyReport | NotMeasurable:
     """The default verifier: an ANN export (any file no other verifier claims)."""
     if doc.get("kind") != FILE_KIND:
         raise ConfigError(
@@ -78,15 +198,40 @@ def verify_ann_file(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
     return verify_ann(doc, path)
 
 
-def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
-    """Re-measure the config of an exported ANN file (see module doc)."""
+def _rebuilt(engine: str, cfg: Any, metric: str, dim: int, k: int, where: str) -> Rebuilt | str:
+    inv = inverse_for(engine)
+    if inv is None:
+        return (f"rwb cannot run {engine}: the config is a translation, never measured on "
+                f"{engine}; measure it there, or verify with --engine NAME on an engine rwb runs")
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{where}: field 'config' must be a mapping; received {cfg!r}")
+    return inv(cfg, metric, dim, k, where)
+
+
+def _transfer(r: Rebuilt | Portable, engine: str, metric: str, dim: int, k: int,
+              where: str) -> Rebuilt | str:
+    """The same settings as ``engine``'s config, mapped back to the backend that runs it."""
+    if isinstance(r, Rebuilt):
+        cls = get_backend(r.backend)
+        build = validate_params(cls.BuildParams, r.build, where=where).model_dump(mode="json")
+        search = validate_params(cls.SearchParams, r.search, where=where).model_dump(mode="json")
+        r = portable(r.backend, build, search)
+    native = translate(engine, r, metric, dim, k)
+    return _rebuilt(engine, native, metric, dim, k, f"{where} (as {engine})")
+
+
+def verify_ann(doc: Mapping[str, Any], path: Path | str,
+               engine: str | None = None) -> VerifyReport | NotMeasurable:
+    """Measure the config of an exported ANN file on its engine, or on ``engine`` (see module
+    doc)."""
     from retrieval.loaders.catalog import resolve_dataset
 
     where = str(path)
     src = field_of(doc, "source", where, "mapping")
     ev = field_of(doc, "evidence", where, "mapping")
+    file_engine = str(_need(doc, "engine", where))
     target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
-    backend = str(_need(src, "backend", f"{where}: source"))
+    src_backend = str(_need(src, "backend", f"{where}: source"))
     k = field_of(doc, "source.k", where, "integer", ge=1)
     seed = field_of(doc, "source.seed", where, "integer", default=0)
     heldout_fraction = float(field_of(doc, "source.query_split.heldout_fraction", where,
@@ -99,28 +244,53 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
     conf = validate_params(ConfidenceSpec, conf_doc, where=where, prefix="evidence.confidence.")
     recorded_fp = field_of(doc, "evidence.dataset", where, "mapping", default={}).get(
         "fingerprint")
+    if inverse_for(file_engine) is None and engine in (None, file_engine):
+        return NotMeasurable(where, file_engine, str(_rebuilt(file_engine, {}, "", 0, k, where)))
     ds = resolve_dataset(_need(src, "dataset", f"{where}: source"),
                          where=f"{where}: field 'source.dataset'")
+    metric, dim = str(ds.metric), int(ds.dim)
+    rebuilt: Rebuilt | Portable | str = _rebuilt(file_engine, doc.get("config"), metric, dim,
+                                                 k, where)
+    if isinstance(rebuilt, str):  # --engine given for a file rwb cannot measure itself
+        reader = PORTABLE_READERS.get(file_engine)
+        if reader is None or not isinstance(doc.get("config"), Mapping):
+            return NotMeasurable(where, file_engine, rebuilt)
+        rebuilt = reader(doc["config"], metric, where)
+    checks: list[dict[str, Any]] = []
+    if engine is not None and engine != file_engine:
+        moved = _transfer(rebuilt, engine, metric, dim, k, where)
+        if isinstance(moved, str):
+            return NotMeasurable(where, engine, moved)
+        measure_on = moved
+    else:
+        assert isinstance(rebuilt, Rebuilt)
+        measure_on = rebuilt
+        checks.append(config_check(doc, src, file_engine, metric, dim, k))
     split = split_queries(ds.n_queries, heldout_fraction, split_seed)
-    with Evaluator(
-        ds,
-        k,
-        threads=threads,
-        seed=seed,
-        warmup=warmup,
-        batch_repeats=repeats,
-    ) as e:
-        built = e.build(backend, _need(src, "build", f"{where}: source"))
-        m = Measurer(e, split, src.get("modes") or ["single", "batch"], target, conf, seed)
-        search = _need(src, "search", f"{where}: source")
-        res = m.full(built, search)
-        held = m.heldout(built, search)
+    modes = src.get("modes") or ["single", "batch"]
+    with Evaluator(ds, k, threads=threads, seed=seed, warmup=warmup,
+                   batch_repeats=repeats) as e:
+        m = Measurer(e, split, modes, target, conf, seed)
+        built = e.build(measure_on.backend, measure_on.build)
+        res = m.full(built, measure_on.search)
+        held = m.heldout(built, measure_on.search)
+        if engine is None or engine == file_engine:
+            src_build = _need(src, "build", f"{where}: source")
+            src_search = _need(src, "search", f"{where}: source")
+            same = src_backend == measure_on.backend and checks[0]["passed"]
+            if same:
+                ev_res, ev_held = res, held
+            else:  # the evidence came from another backend (or other params): re-measure it
+                ev_built = e.build(src_backend, src_build)
+                ev_res, ev_held = m.full(ev_built, src_search), m.heldout(ev_built, src_search)
+            checks += evidence_checks(ev, ev_res, ev_held, src_backend, k, threads)
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
+    bound = bool(res.recall_lb >= target - EPS)
     return VerifyReport(
         path=where,
-        holds=bool(res.recall_lb >= target - EPS) and same_data,
+        holds=bound and same_data and all(c["passed"] for c in checks),
         target=target,
-        backend=backend,
+        backend=measure_on.backend,
         dataset=ds.name,
         fingerprint_matches=same_data,
         measured=res,
@@ -131,6 +301,12 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str) -> VerifyReport:
             "heldout_recall": ev.get("heldout_recall"),
             "p95_ms": (ev.get("latency_ms") or {}).get("p95"),
             "fingerprint": recorded_fp,
+            "measured_on": ev.get("measured_on") or src_backend,
         },
         fingerprint=ds.fingerprint,
+        engine=engine or file_engine,
+        named_checks=checks,
+        transfer_to=engine if engine and engine != file_engine else "",
+        build=dict(measure_on.build),
+        search=dict(measure_on.search),
     )

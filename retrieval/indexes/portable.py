@@ -11,14 +11,25 @@ Weaviate ``maxConnections``): links per node on the upper layers, ``2 * M`` on l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Hnsw:
+    """``quantization``: None, "SQ8" (Milvus HNSW_SQ, Qdrant scalar int8), "BQ" or "PQ" (Qdrant
+    binary / product); ``native``: the source engine's own params that have no neutral form
+    (Qdrant's thresholds, rescore, oversampling; Redis's EPSILON) as (name, value) pairs, used
+    only when exporting to ``native_engine`` itself."""
+
     M: int
     ef_construction: int
     ef_search: int
-    quantization: str | None = None  # "SQ8" for Milvus HNSW_SQ
+    quantization: str | None = None
+    native_engine: str = ""
+    native: tuple[tuple[str, Any], ...] = ()
+
+    def native_for(self, engine: str) -> dict[str, Any]:
+        return dict(self.native) if engine == self.native_engine else {}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import redact_text
 from retrieval.report import ann, rag
+from retrieval.report.exports import exports_table
 from retrieval.report.html import Section, Table, render
 from retrieval.report.load import Run, load_run, typed_summary
 from retrieval.report.perquery import per_query_recall
@@ -316,7 +317,9 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         keys = ("run_id", "dataset", "metric", "k", "target_recall", "strategy", "objective",
                 "recall_definition", "latency_unit", "cheapest_rule")
         head: dict[str, Any] = {k: s.get(k) for k in keys if k in s}
-        return [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
+        tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
+        exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None
+        return tables + ([("Exports: measured or translated", exports)] if exports else [])
     return rag_tables(run)
 
 

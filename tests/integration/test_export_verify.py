@@ -67,6 +67,9 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
                             "ef_search": c["search_params"]["ef_search"]} if c["method"] == "hnsw"
                            else {"nlist": c["build_params"]["lists"],
                                  "nprobe": c["search_params"]["probes"]}),
+    "redis": lambda c: {"M": c["vector_field"]["attributes"]["M"],
+                        "ef_construction": c["vector_field"]["attributes"]["EF_CONSTRUCTION"],
+                        "ef_search": c["query_params"]["EF_RUNTIME"]},
     "weaviate": lambda c: {"M": c["vectorIndexConfig"]["maxConnections"],
                            "ef_construction": c["vectorIndexConfig"]["efConstruction"],
                            "ef_search": c["vectorIndexConfig"]["ef"]},
@@ -74,8 +77,8 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
 HNSW_LABELS = ("hnswlib", "faiss-hnsw")
 #: engine -> the index labels of the sweep whose result it can express
 CASES = {"milvus": (*HNSW_LABELS, "faiss-ivf"), "faiss": (*HNSW_LABELS, "faiss-ivf"),
-         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "weaviate": HNSW_LABELS,
-         "pgvector": (*HNSW_LABELS, "faiss-ivf")}
+         "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "redis": HNSW_LABELS,
+         "weaviate": HNSW_LABELS, "pgvector": (*HNSW_LABELS, "faiss-ivf")}
 
 
 def neutral(p: Portable) -> dict[str, int]:

@@ -23,7 +23,9 @@ def test_hnsw_in_every_engine():
     assert translate("hnswlib", HNSW, "l2", 8, 10) == {
         "space": "l2", "dim": 8, "M": 16, "ef_construction": 200, "ef": 64}
     q = translate("qdrant", HNSW, "ip", 8, 10)
-    assert q["hnsw_config"] == {"m": 16, "ef_construct": 200}
+    assert q["hnsw_config"] == {"m": 16, "ef_construct": 200, "full_scan_threshold": 1,
+                                "on_disk": False}
+    assert q["optimizers_config"]["indexing_threshold"] == 1  # indexed, not brute-forced
     assert q["search_params"]["hnsw_ef"] == 64 and q["vectors"]["distance"] == "Dot"
     w = translate("weaviate", HNSW, "l2", 8, 10)
     assert w == {"vectorIndexType": "hnsw", "vectorIndexConfig": {
