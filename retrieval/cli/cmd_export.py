@@ -16,9 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="export a tuned run as an engine-native config with its evidence",
         description=(
             "Write the cheapest config meeting the target of a sweep run in an engine's own "
-            "parameter names (milvus, faiss, hnswlib, qdrant, pgvector, redis, weaviate; redisvl for "
-            "semantic-cache threshold runs; rerank for rwb tune rerank depth runs), with the "
-            "evidence: target, recall and its lower "
+            "parameter names (milvus, faiss, hnswlib, qdrant, pgvector, redis, weaviate; "
+            "redisvl for semantic-cache threshold runs; rerank for rwb tune rerank depth runs), "
+            "with the evidence: target, recall and its lower "
             "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
             "Exit 1 when the run has no config meeting the target for that engine."
         ),

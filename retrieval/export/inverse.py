@@ -222,7 +222,6 @@ INVERSES: dict[str, Inverse] = {
     "milvus": from_milvus,
     "qdrant": from_qdrant,
     "redis": from_redis,
-    "pgvector": from_pgvector,
 }
 
 
@@ -240,6 +239,9 @@ def from_pgvector(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: 
                           OPS.get(c.metric, c.metric), where=where)
     _dim_is(c.dim, dim, "dim", where)
     return Rebuilt(c.backend, dict(c.build), dict(c.search))
+
+
+INVERSES["pgvector"] = from_pgvector
 
 
 def inverse_for(engine: str) -> Inverse | None:

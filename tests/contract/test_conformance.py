@@ -38,7 +38,8 @@ KNOWN: dict[str, list[ConformanceCase]] = {
     ],
     "faiss-flat": [ConformanceCase("faiss-flat", "l2")],
 }
-SKIP = {"milvus", "fake", "pgvector", "pgvector-ivfflat", "qdrant", "redis"}  # own contract files; fake: below
+# own contract files; fake: below
+SKIP = {"milvus", "fake", "pgvector", "pgvector-ivfflat", "qdrant", "redis"}
 
 
 def _cases() -> list[ConformanceCase]:
