@@ -30,7 +30,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
-from retrieval.indexes.base import SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.base import SupportsBruteForceCheck, SupportsFilter, SupportsHotSearch
 from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
@@ -157,6 +157,8 @@ class Evaluator:
         self.workdir = workdir
         self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
         self._built: dict[tuple[str, str], BuiltIndex] = {}
+        #: set by filtered evaluation: given to SupportsFilter backends before each build
+        self.attributes: Any = None
 
     @classmethod
     def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
@@ -197,6 +199,8 @@ class Evaluator:
             threads=self.threads,
             workdir=workdir,
         )
+        if self.attributes is not None and isinstance(index, SupportsFilter):
+            index.attach_attributes(self.attributes)
         gc.collect()
         rss0 = _rss_bytes()
         info = index.build(self.ds.base)

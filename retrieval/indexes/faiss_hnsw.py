@@ -14,14 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.filtering.workload import RowFilter
 from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 
 
 @register
-class FaissHnswIndex(HnswChecks):
+class FaissHnswIndex(InProcessFilter, HnswChecks):
     name = "faiss-hnsw"
     export_engine = "faiss"
     requires = ("faiss",)
@@ -69,6 +71,18 @@ class FaissHnswIndex(HnswChecks):
             self._params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
             self._params_for = sp
         d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """``SearchParametersHNSW(efSearch, sel=IDSelectorBitmap)``: the graph walk skips
+        non-matching ids as results (it still traverses them)."""
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        faiss = fc.faiss_module()
+        sel = faiss_selector(flt)  # kept alive for the call
+        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search, sel=sel)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 

@@ -64,6 +64,8 @@ class SyntheticSpec(_Spec):
     cluster_spread: float = Field(1.5, gt=0.0)
     metric: Metric = "l2"
     seed: int = 0
+    attributes: bool = False  # per-vector attributes for filtered search (see make_synthetic)
+    correlation: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class Hdf5Spec(_Spec):
