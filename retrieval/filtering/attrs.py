@@ -82,8 +82,9 @@ class Attributes:
         if both:
             raise DataError(f"attributes: '{sorted(both)[0]}' is both an integer and a label "
                             f"column")
-        for name, col in [*self.ints.items(), *self.labels.items()]:
-            size = col.shape[0] if isinstance(col, np.ndarray) else col.n
+        sizes = [(k, int(v.shape[0])) for k, v in self.ints.items()]
+        sizes += [(k, v.n) for k, v in self.labels.items()]
+        for name, size in sizes:
             if size != self.n:
                 raise DataError(f"attribute '{name}': {size} values for {self.n} vectors "
                                 f"(one value per vector is required)")

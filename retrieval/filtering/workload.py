@@ -56,10 +56,10 @@ def where_mask(where: Where, attrs: Attributes, *, label: str) -> np.ndarray:
             raise param_error(f"{where.attr}.range", "eq or in (attribute "
                               f"'{where.attr}' holds labels; range needs an integer attribute)",
                               list(where.range), where=label)
-        bad = [v for v in where.values if not isinstance(v, str)]
-        if bad:
+        not_str = [v for v in where.values if not isinstance(v, str)]
+        if not_str:
             raise param_error(f"{where.attr}", "labels (strings) for a label attribute",
-                              bad[0], where=label)
+                              not_str[0], where=label)
         return attrs.labels[where.attr].mask_any(str(v) for v in where.values)
     col = attrs.ints[where.attr]
     if where.range is not None:
@@ -172,7 +172,7 @@ def _int_windows(attrs: Attributes, name: str, s: float, nq: int, place: str,
     col = attrs.ints[name]
     order = np.sort(col)
     n = order.shape[0]
-    width = max(1, int(round(s * n)))
+    width = max(1, round(s * n))
     if place == "near":
         assert nearest is not None
         pos = np.searchsorted(order, col[nearest])

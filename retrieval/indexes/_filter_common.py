@@ -9,7 +9,7 @@ the filter. Filters are over row numbers, so an index built with custom ids is r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class InProcessFilter:
     _ids: np.ndarray | None
     _checked_k: int
     dim: int
-    name: str
+    name: ClassVar[str]
 
     def attach_attributes(self, attrs: Attributes) -> None:
         """In-process libraries filter on the row mask: nothing to store."""

@@ -45,7 +45,7 @@ class MilvusFilter:
     _attrs: Attributes | None = None
     collection: str
     query_batch: int
-    metric: str
+    metric: Any
     _client: Any
 
     def attach_attributes(self, attrs: Attributes) -> None:

@@ -80,7 +80,7 @@ def strategy_call(index: Any, strategy: str, k: int, *, base: np.ndarray | None 
     ``n``: index size, for postfilter)."""
     if strategy == "engine":
         search = index.filtered_search
-        return lambda q, flt: search(q, k, flt)  # type: ignore[no-any-return]
+        return lambda q, flt: search(q, k, flt)
     if strategy == "prefilter":
         if base is None:
             raise ConfigError("strategy prefilter needs the base vectors")

@@ -84,6 +84,7 @@ from retrieval.indexes._milvus_common import (
     redact_uri,
     to_result,
 )
+from retrieval.indexes._milvus_filter import MilvusFilter
 from retrieval.indexes._milvus_lite import InProcessLite, lite_files, segment_facts
 from retrieval.indexes._milvus_params import (
     BUILD_KINDS,
@@ -98,7 +99,6 @@ from retrieval.indexes._milvus_params import (
     resolve_build,
     search_model_for,
 )
-from retrieval.indexes._milvus_filter import MilvusFilter
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register

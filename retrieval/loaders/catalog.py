@@ -8,6 +8,7 @@ current directory). Unknown fields, kinds and names are ConfigErrors naming the 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 from collections.abc import Callable, Mapping
@@ -94,6 +95,7 @@ class NpySpec(_Spec):
     queries: str
     groundtruth: str | None = None
     metric: Metric
+    attributes: str | None = None  # .parquet / structured .npy: one row per base vector
 
 
 class TextSpec(_Spec):
@@ -109,6 +111,8 @@ class TextSpec(_Spec):
     metric: Metric = "cosine"
     dedupe: bool = True
     batch_size: int = Field(32, ge=1)
+    #: per-vector attribute fields: reuters topics/places, or BEIR corpus metadata fields
+    attributes: list[str] = Field(default_factory=list)
 
     @field_validator("collection")
     @classmethod
@@ -360,8 +364,14 @@ def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
 
 def _build_npy(spec: NpySpec, name: str, base_dir: Path) -> VectorDataset:
     gt = None if spec.groundtruth is None else _resolve(spec.groundtruth, base_dir)
-    return load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
-                    spec.metric, groundtruth=gt, name=name)
+    ds = load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
+                  spec.metric, groundtruth=gt, name=name)
+    if spec.attributes is None:
+        return ds
+    from retrieval.loaders.attributes import read_attribute_file
+
+    attrs = read_attribute_file(_resolve(spec.attributes, base_dir), ds.n_base)
+    return dataclasses.replace(ds, attributes=attrs)
 
 
 def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDataset:
@@ -371,7 +381,7 @@ def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDa
         candidate = base_dir / Path(model).expanduser()
         if candidate.exists():
             model = str(candidate)
-    return embed_collection(
+    td = embed_collection(
         coll,
         name=name,
         n_queries=spec.n_queries,
@@ -383,6 +393,20 @@ def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDa
         batch_size=spec.batch_size,
         where=where,
     )
+    if not spec.attributes:
+        return td
+    from retrieval.loaders.attributes import beir_attributes, reuters_attributes
+    from retrieval.loaders.shared import shared_folder
+
+    if spec.collection == "reuters":
+        attrs = reuters_attributes(shared_folder("reuters21578"), td.base_ids, spec.attributes)
+    elif spec.collection.startswith("beir:"):
+        attrs = beir_attributes(_resolve(spec.collection[5:], base_dir), td.base_ids,
+                                spec.attributes)
+    else:
+        raise param_error("attributes", "empty for this collection (attribute fields exist for "
+                          "reuters and beir:<folder>)", spec.attributes, where=where)
+    return dataclasses.replace(td, dataset=dataclasses.replace(td.dataset, attributes=attrs))
 
 
 _BUILDERS: dict[str, Callable[[Any, str, Path], VectorDataset]] = {

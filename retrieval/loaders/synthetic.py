@@ -90,13 +90,13 @@ def _attributes(cluster: np.ndarray, n_clusters: int, correlation: float,
     rng = np.random.default_rng([seed, 1])
     n = cluster.shape[0]
     span = 1_000_000
-    uniform = rng.integers(0, span, size=n)
+    uniform = np.asarray(rng.integers(0, span, size=n), dtype=np.int64)
     slot = span // n_clusters
     in_slot = cluster * slot + rng.integers(0, max(slot, 1), size=n)
     clustered = np.where(rng.random(n) < correlation, in_slot, rng.integers(0, span, size=n))
     zipf = 1.0 / np.arange(1, 21)
-    tags = rng.choice(20, size=n, p=zipf / zipf.sum())
-    return Attributes(n, {"uniform": uniform.astype(np.int64),
+    tags = np.asarray(rng.choice(20, size=n, p=zipf / zipf.sum()))
+    return Attributes(n, {"uniform": uniform,
                           "clustered": clustered.astype(np.int64)},
                       {"tag": LabelColumn.from_rows(f"t{t}" for t in tags),
                        "cluster": LabelColumn.from_rows(f"c{c}" for c in cluster)})

@@ -12,8 +12,6 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
@@ -53,7 +51,7 @@ def check_strategies(spec: SweepSpec) -> None:
         return
     for i, e in enumerate(spec.indexes):
         cls = get_backend(e.backend)
-        if not issubclass(cls, SupportsFilter):  # type: ignore[misc]
+        if not issubclass(cls, SupportsFilter):
             raise ConfigError(
                 f"{spec.source}: field 'indexes[{i}].backend' '{e.backend}' has no in-engine "
                 f"filtering (SupportsFilter), but 'filters.strategies' has engine; allowed for "
@@ -96,16 +94,16 @@ def filter_summary(spec: FilterSpec, buckets: list[Bucket]) -> dict[str, Any]:
 
 
 def filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
-                       progress: Callable[[int, int, str], None] | None) -> dict[str, Any]:
-    """The filtered `rwb eval` body (run directory opened by the caller)."""
-    from retrieval.tune.runner import dataset_info
-
+                       progress: Callable[[int, int, str], None] | None,
+                       info: dict[str, Any]) -> dict[str, Any]:
+    """The filtered `rwb eval` body (run directory opened by the caller; ``info``: the
+    manifest's dataset facts)."""
     assert spec.filters is not None
     fs = spec.filters
     check_strategies(spec)
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(kind=RunKind.EVAL, seeds={"index": spec.seed, "filters": spec.seed},
-                       dataset=dataset_info(ds), spec_source=spec.source)
+                       dataset=info, spec_source=spec.source)
     entries = checked_entries(spec)
     labels = entry_labels(spec)
     points: list[FilterPoint] = []
@@ -177,4 +175,4 @@ def per_query_rows(points: list[FilterPoint]) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["CLIFF_RULE", "cliffs", "filtered_eval_into", "np"]
+__all__ = ["CLIFF_RULE", "cliffs", "filtered_eval_into"]

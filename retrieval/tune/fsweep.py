@@ -30,8 +30,13 @@ from retrieval.indexes.registry import get_backend
 from retrieval.store import RunDir, RunKind
 from retrieval.tune.decide import lower_bound, split_queries
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
-from retrieval.tune.frun import CLIFF_RULE, bind_spec_workload, check_strategies, cliffs
-from retrieval.tune.frun import filter_summary
+from retrieval.tune.frun import (
+    CLIFF_RULE,
+    bind_spec_workload,
+    check_strategies,
+    cliffs,
+    filter_summary,
+)
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.target import solve

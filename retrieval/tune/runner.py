@@ -139,7 +139,7 @@ def _eval_into(
     if spec.filters is not None:  # filtered search: rows per selectivity bucket and strategy
         from retrieval.tune.frun import filtered_eval_into
 
-        return EvalResult(run, filtered_eval_into(run, spec, ds, progress), [])
+        return EvalResult(run, filtered_eval_into(run, spec, ds, progress, dataset_info(ds)), [])
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
         kind=RunKind.EVAL,

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from retrieval.filtering.spec import FilterSpec
-
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
 from retrieval.params import Params, RunName
