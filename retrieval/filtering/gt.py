@@ -1,7 +1,10 @@
 """Exact filtered top-k, cached by data + filter, and recall under the fewer-than-k rule.
 
 Each distinct filter of a bucket is searched once for all the queries that use it: its matching
-rows are gathered and searched exactly with faiss (``faiss.knn``, BLAS) in one call.
+rows are gathered and searched exactly with faiss (``faiss.knn``, BLAS) in one call. A bucket of
+many distinct, not very selective filters (one per query) is instead searched with one exact
+unfiltered over-fetch (top ``4k / selectivity + k``) then each query's filter, and densely (one
+BLAS product over every base row, masked) for the queries it leaves short.
 
 **Fewer-than-k rule.** When a query's filter matches ``m < k`` rows, its exact answer has ``m``
 ids (padded with -1 / +inf) and its recall@k is over the available matches: hits / ``m``.
@@ -73,6 +76,68 @@ def subset_knn(base: np.ndarray, rows: np.ndarray, queries: np.ndarray, metric: 
     return dist, ids
 
 
+#: many distinct (per-query) filters that are not very selective: one BLAS product per chunk
+#: of queries over every base row, masked, beats gathering each filter's rows
+DENSE_MIN_FILTERS = 16
+DENSE_MIN_SELECTIVITY = 0.2
+DENSE_CHUNK = 128
+
+
+def _dense_masked(b: np.ndarray, q: np.ndarray, bucket: Bucket, metric: str, k: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Every query against every base row (chunks of DENSE_CHUNK queries), rows outside each
+    query's filter masked to +inf, then the top-k per row."""
+    n, nq = b.shape[0], q.shape[0]
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    dist = np.full((nq, k), np.inf, dtype=np.float32)
+    kk = min(k, n)
+    norms = (b * b).sum(axis=1) if metric == "l2" else None
+    for s in range(0, nq, DENSE_CHUNK):
+        qc = q[s:s + DENSE_CHUNK]
+        sims = qc @ b.T
+        if norms is not None:
+            d = np.maximum(norms[None, :] - 2 * sims + (qc * qc).sum(axis=1)[:, None], 0)
+        else:
+            d = -sims if metric == "ip" else 1.0 - sims
+        masks = np.stack([bucket.filter_for(i).mask for i in range(s, s + qc.shape[0])])
+        d[~masks] = np.inf
+        part = np.argpartition(d, kk - 1, axis=1)[:, :kk]
+        pd = np.take_along_axis(d, part, axis=1)
+        order = np.argsort(pd, axis=1, kind="stable")
+        top, td = np.take_along_axis(part, order, axis=1), np.take_along_axis(pd, order, axis=1)
+        ids[s:s + qc.shape[0], :kk] = np.where(np.isfinite(td), top, -1)
+        dist[s:s + qc.shape[0], :kk] = td
+    return dist, ids
+
+
+def _overfetch_then_dense(b: np.ndarray, q: np.ndarray, bucket: Bucket, metric: str, k: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact unfiltered top-k' (k' = 4k / selectivity + k, one faiss.knn call) then each query's
+    filter: exact wherever k' holds min(k, matches) matches (the first matches of an exact list
+    are the exact filtered answer); the other queries are searched densely."""
+    import faiss
+
+    n, nq = b.shape[0], q.shape[0]
+    depth = min(n, int(np.ceil(4 * k / max(bucket.selectivity, 1e-9))) + k)
+    mt = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
+    d, i = faiss.knn(q, b, depth, metric=mt)
+    d = d if metric == "l2" else (-d if metric == "ip" else 1.0 - d)
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    dist = np.full((nq, k), np.inf, dtype=np.float32)
+    redo = []
+    for r in range(nq):
+        f = bucket.filter_for(r)
+        keep = np.flatnonzero(f.mask[np.maximum(i[r], 0)] & (i[r] >= 0))[:k]
+        if keep.size < min(k, f.count):
+            redo.append(r)
+            continue
+        ids[r, :keep.size], dist[r, :keep.size] = i[r, keep], d[r, keep]
+    if redo:
+        sub = Bucket(bucket.name, bucket.target, bucket.filters, bucket.of_query[redo])
+        dist[redo], ids[redo] = _dense_masked(b, np.ascontiguousarray(q[redo]), sub, metric, k)
+    return dist, ids
+
+
 def filtered_ground_truth(base: np.ndarray, queries: np.ndarray, metric: str, bucket: Bucket,
                           k: int, *, fingerprint: str | None = None,
                           cache: Path | None = None) -> FilteredGT:
@@ -90,8 +155,11 @@ def filtered_ground_truth(base: np.ndarray, queries: np.ndarray, metric: str, bu
     nq = q.shape[0]
     ids = np.full((nq, k), -1, dtype=np.int64)
     dist = np.full((nq, k), np.inf, dtype=np.float32)
-    for rf, qs in bucket.groups():
-        dist[qs], ids[qs] = subset_knn(b, rf.rows, np.ascontiguousarray(q[qs]), metric, k)
+    if len(bucket.filters) > DENSE_MIN_FILTERS and bucket.selectivity > DENSE_MIN_SELECTIVITY:
+        dist, ids = _overfetch_then_dense(b, q, bucket, metric, k)
+    else:
+        for rf, qs in bucket.groups():
+            dist[qs], ids[qs] = subset_knn(b, rf.rows, np.ascontiguousarray(q[qs]), metric, k)
     gt = FilteredGT(ids, dist)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,7 @@ class _Tuner:
                 return dict(first), v
             return {**first, knob[0]: v}, None
 
-        evals = 0
+        evals, seen = 0, len(self.probes)
         if knob is None:
             value: int | None = 0 if self.probe(built, first, strategy, b, label, None) else None
             evals = 1
@@ -138,7 +138,9 @@ class _Tuner:
                                "selectivity": b.selectivity, "target_selectivity": b.target,
                                "knob_name": knob[0] if knob else None,
                                "range": [knob[1], knob[2]] if knob else None,
-                               "evaluations": evals, "chosen": value is not None, "meets": False}
+                               "evaluations": evals, "chosen": value is not None, "meets": False,
+                               "best_probe_recall": max((float(p["recall"]) for p in
+                                                         self.probes[seen:]), default=None)}
         if value is None:
             return doc
         search, overfetch = setting(value)
