@@ -63,7 +63,10 @@ def _cliffs(summary: Mapping[str, Any]) -> dict[tuple[str, str], float]:
     return out
 
 
-def recall_vs_selectivity(summary: Mapping[str, Any], colors: Colors) -> Figure:
+def recall_vs_selectivity(summary: Mapping[str, Any], colors: Colors | None = None) -> Figure:
+    """Filtered recall@k per bucket vs selectivity (log x), per index entry and strategy; the
+    target line; each cliff as a dotted vertical line. ``summary``: a filtered run's."""
+    colors = colors or Colors()
     k = summary.get("k", 10)
     target = summary.get("target_recall")
     rec, _ = series_points(summary)
@@ -96,7 +99,9 @@ def recall_vs_selectivity(summary: Mapping[str, Any], colors: Colors) -> Figure:
     return fig
 
 
-def p95_vs_selectivity(summary: Mapping[str, Any], colors: Colors) -> Figure:
+def p95_vs_selectivity(summary: Mapping[str, Any], colors: Colors | None = None) -> Figure:
+    """p95 (ms, log) of the cheapest setting meeting the target per bucket vs selectivity."""
+    colors = colors or Colors()
     target = summary.get("target_recall")
     _, lat = series_points(summary)
     fig, (ax,) = new_figure(width=8.0, height=5.0)

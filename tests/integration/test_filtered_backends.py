@@ -103,3 +103,26 @@ def test_filtered_target_sweep_operating_points(tmp_path: Path) -> None:
     assert all(c["recall_lb"] >= 0.9 for c in hn)
     assert np.isfinite([o["p95_ms"] for o in ops]).all()
     assert "cliff_selectivity" in s and all("filter" in r for r in s["rows"])
+
+
+def test_filtered_report_and_export(tmp_path: Path) -> None:
+    import yaml
+
+    from retrieval.export import export_run
+    from retrieval.report.build import write_report
+
+    spec = parse_spec({**SPEC, "tune": {"strategy": "target"},
+                       "filters": {**SPEC["filters"], "strategies": ["engine", "prefilter"]}})
+    run = run_sweep(spec, tmp_path / "sweep").run
+    rep = write_report(run.path)
+    assert sorted(p.name for p in rep.pngs) == ["report_p95_vs_selectivity.png",
+                                                "report_recall_vs_selectivity.png"]
+    assert "Operating points" in rep.html.read_text()
+    out = tmp_path / "ops.milvus.yaml"
+    export_run(run.path, "milvus", out)
+    doc = yaml.safe_load(out.read_text())
+    assert doc["kind"] == "ann-filtered" and len(doc["operating_points"]) == 3
+    for op in doc["operating_points"]:
+        assert op["strategy"] in ("engine", "prefilter")
+        if op["strategy"] == "engine" and op["measured_with"]["backend"] == "hnswlib":
+            assert op["config"]["index_type"] == "HNSW" and "filter" in op["filter_in_engine"]
