@@ -15,7 +15,7 @@ Data: the Reuters-21578 labelled set of sweeps/filtered-reuters.yaml (MiniLM vec
 once and cached) or, with ``--synthetic``, a small synthetic set (a quick proof that it runs).
 Printed, never asserted: speed is not a test.
 
-Usage: python benchmarks/filtered.py [--synthetic] [--queries 300] [--rounds 3]
+Usage: python benchmarks/filtered.py [--synthetic] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -152,15 +152,13 @@ def choice_ratio(spec: Any, ds: Any, summary: dict[str, Any], rounds: int) -> No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--synthetic", action="store_true", help="small synthetic set (quick proof)")
-    ap.add_argument("--queries", type=int, default=300, help="Reuters held-out queries")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if args.synthetic:
         spec = parse_spec(SYNTHETIC)
     else:
         spec = load_spec("sweeps/filtered-reuters.yaml")
-        spec = with_overrides(spec, dataset={**spec.dataset, "n_queries": args.queries},
-                              tune={**spec.tune.model_dump(), "strategy": "target"})
+        spec = with_overrides(spec, tune={**spec.tune.model_dump(), "strategy": "target"})
     ds = load_vectors(spec)
     with Evaluator.for_spec(spec, ds, None) as ev:
         buckets = bind_spec_workload(spec, ds, ev)

@@ -107,3 +107,13 @@ def test_cli_engine_strategy_on_a_backend_without_filtering(tmp_path: Path,
     Path(path).write_text(yaml.safe_dump(data))
     assert main(["eval", path, "--out", str(tmp_path / "run")]) == 2
     assert "'fake' has no in-engine filtering" in capsys.readouterr().err
+
+
+def test_pareto_refuses_a_filtered_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    run = tmp_path / "run"
+    assert main(["eval", _spec(tmp_path, {"selectivities": [0.1], "attribute": "uniform",
+                                          "strategies": ["engine"]}), "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["pareto", str(run)]) == 2
+    assert "one trade-off per selectivity bucket" in capsys.readouterr().err
