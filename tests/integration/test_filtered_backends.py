@@ -7,17 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.filtering import FilterSpec, Where, bind, bind_workload, filtered_ground_truth
-from retrieval.filtering.gt import filtered_recall
-from retrieval.indexes import create_index
-from retrieval.indexes.base import SupportsFilter
-from retrieval.loaders.synthetic import make_synthetic
+from retrieval.testing.filter_conformance import check_filtering
 from retrieval.tune.runner import run_eval
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
 
 K = 10
-DS = make_synthetic(2000, 16, 30, n_clusters=8, attributes=True, seed=5)
 CASES = [
     ("faiss-flat", {}, {}),
     ("hnswlib", {"M": 16, "ef_construction": 100}, {"ef_search": 400}),
@@ -26,45 +21,31 @@ CASES = [
 ]
 
 
-def _check(index: object, build_s: object) -> None:
-    assert DS.attributes is not None
-    assert isinstance(index, SupportsFilter)
-    for where in (Where(attr="uniform", range=(0, 50_000)), Where(attr="tag", eq="t2")):
-        rf = bind(where, DS.attributes, label="t")
-        bucket = bind_workload(FilterSpec(fixed=[{"name": "f", "where": where}]),
-                               DS.attributes, DS.n_queries)[0]
-        gt = filtered_ground_truth(DS.base, DS.queries, DS.metric, bucket, K)
-        res = index.filtered_search(DS.queries, K, rf)
-        found = res.ids[res.ids >= 0]
-        assert rf.mask[found].all(), "an id outside the filter came back"
-        rec = filtered_recall(res.ids, gt, K)
-        assert rec.mean() >= 0.9, (where.describe(), rec.mean())
-
-
 @pytest.mark.parametrize(("backend", "build", "search"), CASES, ids=[c[0] for c in CASES])
 def test_in_process_engine_filters(backend: str, build: dict, search: dict) -> None:
-    index = create_index(backend, DS.dim, DS.metric, build)
-    info = index.build(DS.base)
-    if search:
-        index.set_search_params(**search)
-    _check(index, info)
-    index.close()
+    recalls = check_filtering(backend, build, search or None)
+    assert len(recalls) == 4
 
 
 @pytest.mark.milvus
 def test_milvus_filter_expressions(tmp_path: Path) -> None:
     pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
-    assert DS.attributes is not None
-    index = create_index("milvus", DS.dim, DS.metric,
-                         {"index_type": "HNSW", "M": 16, "efConstruction": 100},
-                         workdir=tmp_path)
+    recalls = check_filtering("milvus", {"index_type": "HNSW", "M": 16, "efConstruction": 100},
+                              {"ef": 2000}, workdir=tmp_path)
+    assert len(recalls) == 4
+
+
+def test_the_check_catches_a_filter_the_engine_ignores() -> None:
+    """A backend whose filtered_search ignored the filter would fail the conformance check."""
+    from retrieval.indexes.faiss_flat import FaissFlatIndex
+
+    original = FaissFlatIndex.filtered_search
     try:
-        index.attach_attributes(DS.attributes)
-        index.build(DS.base)
-        index.set_search_params(ef=1000)
-        _check(index, None)
+        FaissFlatIndex.filtered_search = lambda self, q, k, flt: self.search(q, k)  # type: ignore[method-assign]
+        with pytest.raises(AssertionError, match="id outside"):
+            check_filtering("faiss-flat")
     finally:
-        index.close()
+        FaissFlatIndex.filtered_search = original  # type: ignore[method-assign]
 
 
 SPEC = {
