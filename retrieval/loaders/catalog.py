@@ -136,6 +136,17 @@ class TextSpec(_Spec):
         return v
 
 
+    @field_validator("attributes")
+    @classmethod
+    def _attributes_exist(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        collection = info.data.get("collection", "")
+        if v and collection == "reuters" and not set(v) <= {"topics", "places"}:
+            raise ValueError(f"a subset of topics, places for reuters; received {v}")
+        if v and collection != "reuters" and not collection.startswith("beir:"):
+            raise ValueError(f"empty for collection '{collection}' (attribute fields exist for "
+                             f"reuters: topics, places; and beir:<folder> metadata fields)")
+        return v
+
     @field_validator("n_queries")
     @classmethod
     def _queries_for_corpus_only(cls, v: int | None, info: ValidationInfo) -> int | None:
@@ -400,12 +411,9 @@ def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDa
 
     if spec.collection == "reuters":
         attrs = reuters_attributes(shared_folder("reuters21578"), td.base_ids, spec.attributes)
-    elif spec.collection.startswith("beir:"):
+    else:  # beir:<folder> (the only other collection with attribute fields, see TextSpec)
         attrs = beir_attributes(_resolve(spec.collection[5:], base_dir), td.base_ids,
                                 spec.attributes)
-    else:
-        raise param_error("attributes", "empty for this collection (attribute fields exist for "
-                          "reuters and beir:<folder>)", spec.attributes, where=where)
     return dataclasses.replace(td, dataset=dataclasses.replace(td.dataset, attributes=attrs))
 
 

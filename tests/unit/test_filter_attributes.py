@@ -117,3 +117,52 @@ def test_pareto_refuses_a_filtered_run(tmp_path: Path, capsys: pytest.CaptureFix
     capsys.readouterr()
     assert main(["pareto", str(run)]) == 2
     assert "one trade-off per selectivity bucket" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("dataset", "message"), [
+    ({"kind": "text", "collection": "scifact", "attributes": ["year"]},
+     "empty for collection 'scifact'"),
+    ({"kind": "text", "collection": "reuters", "n_queries": 10, "attributes": ["people"]},
+     "a subset of topics, places for reuters"),
+])
+def test_text_attribute_fields_checked_before_embedding(dataset: dict[str, object],
+                                                         message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve_dataset(dataset)
+
+
+def test_filtered_ground_truth_is_cached_by_data_and_filter(tmp_path: Path) -> None:
+    from retrieval.filtering import FilterSpec, bind_workload, filtered_ground_truth
+    from retrieval.loaders.synthetic import make_synthetic
+
+    ds = make_synthetic(800, 8, 20, attributes=True)
+    b1, b2 = bind_workload(FilterSpec(selectivities=[0.05, 0.2], attribute="uniform"),
+                           ds.attributes, ds.n_queries, seed=0)
+    g1 = filtered_ground_truth(ds.base, ds.queries, ds.metric, b1, 10,
+                               fingerprint=ds.fingerprint, cache=tmp_path)
+    files = list(tmp_path.glob("*.npz"))
+    assert len(files) == 1 and b1.digest in files[0].name
+    again = filtered_ground_truth(ds.base, ds.queries, ds.metric, b1, 10,
+                                  fingerprint=ds.fingerprint, cache=tmp_path)
+    assert np.array_equal(g1.ids, again.ids)
+    filtered_ground_truth(ds.base, ds.queries, ds.metric, b2, 10, fingerprint=ds.fingerprint,
+                          cache=tmp_path)
+    assert len(list(tmp_path.glob("*.npz"))) == 2  # another filter: another entry
+
+
+@pytest.mark.slow
+def test_beir_metadata_through_the_catalog(tmp_path: Path) -> None:
+    """A BEIR folder's corpus metadata becomes the dataset's attributes (MiniLM vectors)."""
+    folder = tmp_path / "toy"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i}", "title": "", "text": f"document number {i} about topic {i % 3}",
+             "metadata": {"year": 2000 + i % 4, "topic": f"t{i % 3}"}} for i in range(12)]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "topic 1"}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    ds = resolve_dataset({"kind": "text", "collection": f"beir:{folder}",
+                          "attributes": ["year", "topic"]})
+    a = ds.attributes
+    assert a is not None and a.n == ds.n_base == 12
+    assert sorted(set(a.ints["year"].tolist())) == [2000, 2001, 2002, 2003]
+    assert a.labels["topic"].mask_any(["t1"]).sum() == 4
