@@ -107,3 +107,17 @@ def test_filtered_report_and_export(tmp_path: Path) -> None:
         assert op["strategy"] in ("engine", "prefilter")
         if op["strategy"] == "engine" and op["measured_with"]["backend"] == "hnswlib":
             assert op["config"]["index_type"] == "HNSW" and "filter" in op["filter_in_engine"]
+
+
+@pytest.mark.parametrize("name", ["filtered-synthetic", "filtered-reuters"])
+def test_filtered_sweep_specs_load(name: str) -> None:
+    from retrieval.paths import REPO_ROOT
+    from retrieval.tune.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "sweeps" / f"{name}.yaml")
+    assert spec.filters is not None and spec.target_recall is not None
+    assert set(spec.filters.strategies) == {"engine", "prefilter", "postfilter"}
+    backends = {e.backend for e in spec.indexes}
+    assert {"faiss-flat", "hnswlib", "faiss-hnsw", "faiss-ivf"} <= backends
+    if name == "filtered-synthetic":
+        assert "milvus" in backends and spec.filters.selectivities == [0.001, 0.01, 0.1, 0.5, 0.9]
