@@ -125,6 +125,9 @@ def run_sweep(
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
     if spec.filters is not None:  # filtered search: cheapest knob per bucket and strategy
+        if storage is not None or study is not None:
+            raise ConfigError(f"{spec.source}: a spec with 'filters' is tuned without an Optuna "
+                              f"study (not resumable): drop --storage / --study")
         return _filtered_sweep(spec, out, dataset, progress, force, started)
     name = study or spec.name
     resumable = resumable_run(name, redact_uri(storage) if storage else None)

@@ -166,3 +166,16 @@ def test_beir_metadata_through_the_catalog(tmp_path: Path) -> None:
     assert a is not None and a.n == ds.n_base == 12
     assert sorted(set(a.ints["year"].tolist())) == [2000, 2001, 2002, 2003]
     assert a.labels["topic"].mask_any(["t1"]).sum() == 4
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--strategy", "grid"], "must be target for a spec with 'filters'"),
+    (["--strategy", "target", "--storage", "sqlite:///x.db"], "drop --storage / --study"),
+])
+def test_filtered_sweep_bad_options(tmp_path: Path, extra: list[str], message: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = _spec(tmp_path, {"selectivities": [0.1], "attribute": "uniform"})
+    args = ["sweep", path, "--target-recall", "0.9", "--out", str(tmp_path / "run"), *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
