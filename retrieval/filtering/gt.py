@@ -94,13 +94,18 @@ def _dense_masked(b: np.ndarray, q: np.ndarray, bucket: Bucket, metric: str, k: 
     norms = (b * b).sum(axis=1) if metric == "l2" else None
     for s in range(0, nq, DENSE_CHUNK):
         qc = q[s:s + DENSE_CHUNK]
-        sims = qc @ b.T
+        d = qc @ b.T  # similarities, turned into rwb distances in place
         if norms is not None:
-            d = np.maximum(norms[None, :] - 2 * sims + (qc * qc).sum(axis=1)[:, None], 0)
+            d *= -2
+            d += norms[None, :]
+            d += (qc * qc).sum(axis=1)[:, None]
+            np.maximum(d, 0, out=d)
+        elif metric == "ip":
+            np.negative(d, out=d)
         else:
-            d = -sims if metric == "ip" else 1.0 - sims
+            np.subtract(1.0, d, out=d)
         masks = np.stack([bucket.filter_for(i).mask for i in range(s, s + qc.shape[0])])
-        d[~masks] = np.inf
+        np.copyto(d, np.float32(np.inf), where=~masks)
         part = np.argpartition(d, kk - 1, axis=1)[:, :kk]
         pd = np.take_along_axis(d, part, axis=1)
         order = np.argsort(pd, axis=1, kind="stable")
