@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from retrieval.errors import DataError, param_error
+from retrieval.filtering.attrs import Attributes
 
 Metric = Literal["l2", "ip", "cosine"]
 METRICS: tuple[str, ...] = ("l2", "ip", "cosine")
@@ -62,7 +63,9 @@ class VectorDataset:
     """Base vectors and query vectors under one metric.
 
     ``gt_ids``/``gt_distances`` may come with the files (ann-benchmarks HDF5); otherwise they are
-    computed exactly by :mod:`retrieval.groundtruth` and cached.
+    computed exactly by :mod:`retrieval.groundtruth` and cached. ``attributes`` (optional): one
+    value per base vector (:class:`retrieval.filtering.Attributes`) for filtered search; they do
+    not change the fingerprint.
     """
 
     name: str
@@ -73,11 +76,14 @@ class VectorDataset:
     gt_distances: np.ndarray | None = None
     source: str = ""
     info: dict[str, object] = field(default_factory=dict)
+    attributes: Attributes | None = None
 
     def __repr__(self) -> str:  # the arrays' shapes, not their contents
         gt = "" if self.gt_ids is None else f", gt_ids {self.gt_ids.shape}"
         return (f"VectorDataset(name={self.name!r}, metric={self.metric!r}, "
-                f"base {self.base.shape} {self.base.dtype}, queries {self.queries.shape}{gt})")
+                f"base {self.base.shape} {self.base.dtype}, queries {self.queries.shape}{gt}"
+                + ("" if self.attributes is None else f", attributes {self.attributes.names}")
+                + ")")
 
     def __post_init__(self) -> None:
         check_metric(self.metric, where=f"dataset '{self.name}'")
@@ -90,6 +96,9 @@ class VectorDataset:
             )
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "queries", queries)
+        if self.attributes is not None and self.attributes.n != base.shape[0]:
+            raise DataError(f"dataset '{self.name}': attributes have {self.attributes.n} rows "
+                            f"for {base.shape[0]} base vectors (one per base vector)")
 
     @classmethod
     def from_arrays(
@@ -162,6 +171,7 @@ class VectorDataset:
             gt_distances=None if self.gt_distances is None else self.gt_distances[idx],
             source=self.source,
             info=dict(self.info),
+            attributes=self.attributes,
         )
 
 

@@ -33,6 +33,7 @@ from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
 from retrieval.indexes.base import (
     SupportsBruteForceCheck,
     SupportsBuildThreads,
+    SupportsFilter,
     SupportsHotSearch,
     SupportsSharedTraining,
     available_cpus,
@@ -225,6 +226,8 @@ class Evaluator:
                     "builds of the same seed; IVF k-means/add are not affected. Set "
                     "index_build.threads: 1 (or --build-threads 1) for reproducible builds.",
         }
+        #: set by filtered evaluation: given to SupportsFilter backends before each build
+        self.attributes: Any = None
 
     @classmethod
     def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
@@ -273,6 +276,8 @@ class Evaluator:
             threads = self.build_threads
         if isinstance(index, SupportsSharedTraining):
             index.share_training(self.trained)
+        if self.attributes is not None and isinstance(index, SupportsFilter):
+            index.attach_attributes(self.attributes)
         gc.collect()
         rss0 = _rss_bytes()
         info, outcome = build_or_load(self.cache, index, self.ds.base, data=self.ds.fingerprint,

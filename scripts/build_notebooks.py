@@ -190,6 +190,33 @@ display(retrieval.plots.build_costs(points))"""),
 best = run.cheapest_meeting(TARGET, per_build=True)
 display(pd.DataFrame(best)[["series", "search", "recall", "p95_ms", "qps", "build_s",
                             "memory_bytes"]].sort_values("p95_ms") if best else "none")"""),
+    new_markdown_cell("""\
+## Filtered search: recall and latency by selectivity
+
+Production queries carry filters. At low selectivity a graph walk with the `ef_search` that met
+the target unfiltered can return far fewer matching neighbours; an exact search over the few
+matching rows (pre-filter) is then cheap, and at high selectivity an unfiltered search with
+over-fetch (post-filter) may win. A filtered eval measures every config per selectivity bucket
+and strategy (recall under the fewer-than-k rule); the *cliff* is the selectivity below which a
+strategy no longer meets the target at any measured knob. `rwb sweep --strategy target` on the
+same spec picks the cheapest knob per bucket (`sweeps/filtered-synthetic.yaml`,
+`sweeps/filtered-reuters.yaml`)."""),
+    new_code_cell("""\
+FSPEC = {
+    "name": "nb02-filtered",
+    "dataset": {"kind": "synthetic", "n": 5000, "dim": 32, "n_queries": 100, "n_clusters": 16,
+                "attributes": True, "correlation": 1.0},
+    "k": 10, "target_recall": TARGET, "warmup": 4, "batch_repeats": 1,
+    "indexes": [{"backend": "hnswlib", "build": {"M": 16, "ef_construction": 64},
+                 "search": {"ef_search": [16, 64, 256]}},
+                {"backend": "faiss-ivf", "build": {"nlist": 64}, "search": {"nprobe": [4, 16]}}],
+    "filters": {"selectivities": [0.005, 0.05, 0.5], "attribute": "clustered",
+                "strategies": ["engine", "prefilter", "postfilter"], "overfetch": 8},
+}
+frun = retrieval.evaluate(FSPEC, out=WORK / "filtered", force=True).to_dict()
+display(retrieval.plots.recall_vs_selectivity(frun))
+display(retrieval.plots.p95_vs_selectivity(frun))
+print("cliffs:", frun["cliff_by_strategy"])"""),
 ]
 
 NB03 = [

@@ -4,7 +4,8 @@ function returning a :class:`matplotlib.figure.Figure` (headless; display it in 
 Index runs (points from :meth:`retrieval.api.results.IndexRun.points` / ``chosen()``):
 ``recall_vs_latency``, ``recall_vs_qps``, ``per_query_recall``, ``param_surface``,
 ``build_costs``. RAG-layer runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
-``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``.
+``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``. Filtered runs (a spec with
+``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``.
 """
 
 from retrieval.report.ann import (
@@ -14,6 +15,7 @@ from retrieval.report.ann import (
     recall_vs_latency,
     recall_vs_qps,
 )
+from retrieval.report.filtered import p95_vs_selectivity, recall_vs_selectivity
 from retrieval.report.rag import cache_curve, embed_batch_sweep, fanout_speedups, rerank_depth_curve
 
 __all__ = [
@@ -21,9 +23,11 @@ __all__ = [
     "cache_curve",
     "embed_batch_sweep",
     "fanout_speedups",
+    "p95_vs_selectivity",
     "param_surface",
     "per_query_recall",
     "recall_vs_latency",
     "recall_vs_qps",
+    "recall_vs_selectivity",
     "rerank_depth_curve",
 ]

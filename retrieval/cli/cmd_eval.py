@@ -45,6 +45,11 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.summary)
         return 0
+    if "filters" in result.summary:
+        from retrieval.cli._filtered import print_filtered_eval
+
+        print_filtered_eval(result.summary, str(result.run.path))
+        return 0
     rows = [
         (
             r["backend"],

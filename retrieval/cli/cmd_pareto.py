@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from retrieval.cli._common import print_json, print_table
+from retrieval.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     from retrieval.store import RunDir
 
     summary = RunDir.open(args.run).read_json("summary.json")
+    if "filters" in summary:  # one front across selectivity buckets would mix workloads
+        raise ConfigError(f"{args.run}: a filtered-search run has one trade-off per selectivity "
+                          f"bucket; see its rows, operating_points, or rwb report {args.run}")
     points = front_of(summary)
     if args.json:
         print_json(points)

@@ -77,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         close_bar(bar)
     if args.json:
         print_json(result.summary)
+    elif "operating_points" in result.summary:
+        from retrieval.cli._filtered import print_filtered_sweep
+
+        print_filtered_sweep(result.summary, str(result.run.path))
     else:
         print_result(result.summary, str(result.run.path))
     return strict_exit(result.summary) if args.strict else 0

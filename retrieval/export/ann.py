@@ -23,6 +23,7 @@ from retrieval import __version__
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.export.engines import ANN_ENGINES, own_backends, translate
 from retrieval.export.files import FORMAT_VERSION, write_config
+from retrieval.export.filtered import FilteredExported, export_filtered
 from retrieval.export.portable import portable
 from retrieval.export.registry import NothingToExport, register_exporter
 from retrieval.indexes.registry import get_backend
@@ -180,11 +181,14 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str) -> dict[s
     RunKind.SWEEP, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
     made_by="rwb sweep SPEC --target-recall R", dedicated=False,
 )
-def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None) -> Exported:
+def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
+                 ) -> Exported | FilteredExported:
     """Write the engine-native config of run ``run``; NothingToExport when nothing qualifies."""
     summary = run.read_summary(SweepSummary)
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
+    if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
+        return export_filtered(run, engine, out, summary.to_json_dict(), manifest)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

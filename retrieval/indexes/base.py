@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from retrieval.data import Metric
+from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.portable import Portable
 from retrieval.params import Params
 
@@ -125,6 +127,24 @@ class SupportsBruteForceCheck(Protocol):
     recall must move between the lowest and highest knob setting. Raises BackendError."""
 
     def verify_not_brute_force(self, queries: np.ndarray, k: int, exact_ids: np.ndarray) -> Any: ...
+
+
+@runtime_checkable
+class SupportsFilter(Protocol):
+    """In-engine filtered search (the ``engine`` strategy; any index supports ``prefilter`` and
+    ``postfilter``, which live outside it in :mod:`retrieval.indexes.filtered`).
+
+    ``attach_attributes(attrs)`` is called before ``build`` when filters will be used: an engine
+    that stores attributes beside the vectors (Milvus, a database) writes them at build time;
+    an in-process library may ignore it. ``filtered_search(queries, k, flt)`` returns the top-k
+    among the rows where ``flt.mask`` is True, rows numbered in build order (ids as
+    ``search``); ``flt.where`` is the predicate for engines that take an expression, ``flt.mask``
+    / ``flt.bitmap`` / ``flt.rows`` for those that take an id filter. Fewer than k ids (-1
+    padded) when the engine finds fewer."""
+
+    def attach_attributes(self, attrs: Attributes) -> None: ...
+
+    def filtered_search(self, queries: np.ndarray, k: int, flt: RowFilter) -> SearchResult: ...
 
 
 @runtime_checkable

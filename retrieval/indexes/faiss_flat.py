@@ -10,7 +10,10 @@ import numpy as np
 
 from retrieval.data import as_matrix
 from retrieval.errors import ConfigError
+from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.workload import RowFilter
 from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._filter_common import faiss_selector
 from retrieval.indexes._inprocess import check_ids, check_k
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.portable import Flat
@@ -71,6 +74,23 @@ class FaissFlatIndex(IndexBackend):
         d, i = self._index.search(fc.prepare(queries, self.metric), k)
         if self._ids is not None:
             i = np.where(i >= 0, self._ids[np.maximum(i, 0)], -1)
+        return fc.to_result(d, i, self.metric)
+
+    def attach_attributes(self, attrs: Attributes) -> None:
+        """Filters travel as row masks: nothing to store (SupportsFilter)."""
+
+    def filtered_search(self, queries: np.ndarray, k: int, flt: RowFilter) -> SearchResult:
+        """Exact top-k among the rows ``flt`` matches (``SearchParameters(sel=...)``)."""
+        if self._index is None:
+            raise ConfigError("faiss-flat: search() called before build()")
+        if self._ids is not None or flt.mask.shape[0] != self._index.ntotal:
+            raise ConfigError(f"faiss-flat: the filter must cover the {self._index.ntotal} rows "
+                              f"of an index built without custom ids")
+        k = check_k(k, "faiss-flat search")
+        queries = as_matrix(queries, "faiss-flat queries", dim=self.dim)
+        sel = faiss_selector(flt)  # kept alive for the call
+        params = fc.faiss_module().SearchParameters(sel=sel)
+        d, i = self._index.search(fc.prepare(queries, self.metric), k, params=params)
         return fc.to_result(d, i, self.metric)
 
     def close(self) -> None:

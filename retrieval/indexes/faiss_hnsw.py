@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.filtering.workload import RowFilter
 from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes._inprocess import SnapshotIndex
 from retrieval.indexes.registry import register
@@ -25,7 +27,7 @@ from retrieval.params import Params
 
 
 @register
-class FaissHnswIndex(SnapshotIndex, HnswChecks):
+class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     name = "faiss-hnsw"
     snapshot_format = "faiss write_index"
     export_engine = "faiss"
@@ -80,6 +82,18 @@ class FaissHnswIndex(SnapshotIndex, HnswChecks):
             self._params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
             self._params_for = sp
         d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """``SearchParametersHNSW(efSearch, sel=IDSelectorBitmap)``: the graph walk skips
+        non-matching ids as results (it still traverses them)."""
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        faiss = fc.faiss_module()
+        sel = faiss_selector(flt)  # kept alive for the call
+        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search, sel=sel)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 

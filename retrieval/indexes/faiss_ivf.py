@@ -30,7 +30,9 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.filtering.workload import RowFilter
 from retrieval.indexes import _faiss_common as fc
+from retrieval.indexes._filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes._inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
@@ -98,7 +100,7 @@ def _build_where(name: str) -> str:
 
 
 @register
-class FaissIvfIndex(SnapshotIndex):
+class FaissIvfIndex(InProcessFilter, SnapshotIndex):
     name = "faiss-ivf"
     snapshot_format = "faiss write_index"
     #: where trained coarse quantizers are shared (see :meth:`share_training`)
@@ -291,6 +293,22 @@ class FaissIvfIndex(SnapshotIndex):
                 )
             self._params_for = sp
         d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """``SearchParametersIVF(nprobe, sel=IDSelectorBitmap)`` (under the refine params when
+        the build refines): the lists visited are scanned for matching ids only."""
+        p, sp = self.build_params, self.search_params
+        assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
+        faiss = fc.faiss_module()
+        sel = faiss_selector(flt)  # kept alive for the call
+        ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe, sel=sel)
+        params = ivf_params
+        if p.refine:
+            params = faiss.IndexRefineSearchParameters(
+                k_factor=float(sp.k_factor), base_index_params=ivf_params)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 

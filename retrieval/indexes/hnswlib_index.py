@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import DataError
+from retrieval.filtering.workload import RowFilter
+from retrieval.indexes._filter_common import InProcessFilter, pad
 from retrieval.indexes._hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes._inprocess import SnapshotIndex
 from retrieval.indexes.registry import package_version, register
@@ -30,7 +32,7 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
 
 @register
-class HnswlibIndex(SnapshotIndex, HnswChecks):
+class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     name = "hnswlib"
     snapshot_format = "hnswlib save_index"
     export_engine = "hnswlib"
@@ -132,13 +134,37 @@ class HnswlibIndex(SnapshotIndex, HnswChecks):
 
         return call, rows
 
-    def _query_at_most(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """hnswlib's filter function (called on each visited label; one thread, as hnswlib
+        advises for Python filters); fewer than k found: the largest answer it gives."""
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        self._index.set_ef(sp.ef_search)
+        keep = flt.mask.__getitem__
+        kk = min(k, flt.count)
+        try:
+            labels, dist = self._index.knn_query(x, k=kk, num_threads=1, filter=keep)
+            d, i = dist, labels.astype(np.int64)
+        except RuntimeError:  # some query found fewer than kk matches: row by row
+            i = np.full((x.shape[0], kk), -1, dtype=np.int64)
+            d = np.full((x.shape[0], kk), np.inf, dtype=np.float32)
+            for row in range(x.shape[0]):
+                got = self._query_at_most(x[row:row + 1], kk, keep)
+                if got is not None:
+                    m = got[0].shape[1]
+                    i[row, :m], d[row, :m] = got[0][0], got[1][0]
+        if self.metric == "ip":
+            d = d - np.float32(1.0)
+        return pad(d, i, k)
+
+    def _query_at_most(self, q: np.ndarray, k: int, keep: Any = None
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
         """Largest m <= k for which hnswlib answers (bisection), with its answer."""
         lo, hi, best = 1, k, None
         while lo <= hi:
             mid = (lo + hi) // 2
             try:
-                best = self._index.knn_query(q, k=mid, num_threads=1)
+                best = self._index.knn_query(q, k=mid, num_threads=1, filter=keep)
                 lo = mid + 1
             except RuntimeError:
                 hi = mid - 1

@@ -38,16 +38,14 @@ Milvus Lite traps this module defeats (each checked, not assumed):
 
 Distances: Milvus "L2" returns the squared Euclidean distance (as rwb's ``l2``); "IP" and
 "COSINE" return similarities, converted to ``-ip`` and ``1 - cos``. Embedded runs pin faiss's
-OpenMP threads to ``threads`` in every Milvus Lite thread that runs faiss (see
-:mod:`retrieval.indexes._milvus_lite`: a thread count set in the caller's thread does not
-reach them); with 1 thread builds are reproducible.
+OpenMP threads to ``threads`` in every Milvus Lite thread that runs faiss (see ``_milvus_lite``:
+a thread count set in the caller's thread does not reach them); 1 thread: reproducible builds.
 
 This module is the registered backend; its helpers are private modules beside it:
 ``_milvus_params`` (params models and their checks), ``_milvus_common`` (names, redaction, log
 silencer, ids, results), ``_milvus_build`` (schema, index params, wait, read-back check),
 ``_milvus_lite`` (the in-process server and its files on disk), ``_milvus_checks`` (the
-brute-force check).
-"""
+brute-force check), ``_milvus_filter`` (attributes as fields, filters as expressions)."""
 
 from __future__ import annotations
 
@@ -86,6 +84,7 @@ from retrieval.indexes._milvus_common import (
     redact_uri,
     to_result,
 )
+from retrieval.indexes._milvus_filter import MilvusFilter
 from retrieval.indexes._milvus_lite import InProcessLite, lite_files, segment_facts
 from retrieval.indexes._milvus_params import (
     BUILD_KINDS,
@@ -111,7 +110,7 @@ _VIEWS: dict[type[MilvusBuild], type[MilvusIndex]] = {}
 
 
 @register
-class MilvusIndex(IndexBackend):
+class MilvusIndex(MilvusFilter, IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
@@ -345,14 +344,15 @@ class MilvusIndex(IndexBackend):
         if self._built_n:
             self._call("drop_collection", client.drop_collection, self.collection)
             self._built_n = 0
-        schema = collection_schema(client, self.dim)
+        schema = self._add_attribute_fields(collection_schema(client, self.dim))
         self._call("create_collection", client.create_collection, self.collection, schema=schema)
         self._built_n = n
         pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()
         batch = self.insert_batch
         for s in range(0, n, batch):
-            rows = [{PK: i, VEC: v} for i, v in zip(pk[s:s + batch].tolist(), x[s:s + batch])]
+            rows = self._attribute_rows(
+                [{PK: i, VEC: v} for i, v in zip(pk[s:s + batch].tolist(), x[s:s + batch])], s)
             self._call("insert", client.insert, self.collection, rows)
         t1 = time.perf_counter_ns()
         self._call("flush", client.flush, self.collection)

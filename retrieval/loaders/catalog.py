@@ -9,6 +9,7 @@ current directory). Unknown fields, kinds and names are ConfigErrors naming the 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 from collections.abc import Callable, Mapping
@@ -65,6 +66,8 @@ class SyntheticSpec(_Spec):
     cluster_spread: float = Field(1.5, gt=0.0)
     metric: Metric = "l2"
     seed: int = 0
+    attributes: bool = False  # per-vector attributes for filtered search (see make_synthetic)
+    correlation: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class Hdf5Spec(_Spec):
@@ -93,6 +96,7 @@ class NpySpec(_Spec):
     queries: str
     groundtruth: str | None = None
     metric: Metric
+    attributes: str | None = None  # .parquet / structured .npy: one row per base vector
 
 
 class TextSpec(_Spec):
@@ -108,6 +112,8 @@ class TextSpec(_Spec):
     metric: Metric = "cosine"
     dedupe: bool = True
     batch_size: int = Field(32, ge=1)
+    #: per-vector attribute fields: reuters topics/places, or BEIR corpus metadata fields
+    attributes: list[str] = Field(default_factory=list)
 
     @field_validator("collection")
     @classmethod
@@ -130,6 +136,17 @@ class TextSpec(_Spec):
             raise ValueError(f"'test' (collection '{collection}' has no splits)")
         return v
 
+
+    @field_validator("attributes")
+    @classmethod
+    def _attributes_exist(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        collection = info.data.get("collection", "")
+        if v and collection == "reuters" and not set(v) <= {"topics", "places"}:
+            raise ValueError(f"a subset of topics, places for reuters; received {v}")
+        if v and collection != "reuters" and not collection.startswith("beir:"):
+            raise ValueError(f"empty for collection '{collection}' (attribute fields exist for "
+                             f"reuters: topics, places; and beir:<folder> metadata fields)")
+        return v
 
     @field_validator("n_queries")
     @classmethod
@@ -360,8 +377,14 @@ def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
 
 def _build_npy(spec: NpySpec, name: str, base_dir: Path) -> VectorDataset:
     gt = None if spec.groundtruth is None else _resolve(spec.groundtruth, base_dir)
-    return load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
-                    spec.metric, groundtruth=gt, name=name)
+    ds = load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
+                  spec.metric, groundtruth=gt, name=name)
+    if spec.attributes is None:
+        return ds
+    from retrieval.loaders.attributes import read_attribute_file
+
+    attrs = read_attribute_file(_resolve(spec.attributes, base_dir), ds.n_base)
+    return dataclasses.replace(ds, attributes=attrs)
 
 
 def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDataset:
@@ -371,7 +394,7 @@ def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDa
         candidate = base_dir / Path(model).expanduser()
         if candidate.exists():
             model = str(candidate)
-    return embed_collection(
+    td = embed_collection(
         coll,
         name=name,
         n_queries=spec.n_queries,
@@ -383,6 +406,17 @@ def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDa
         batch_size=spec.batch_size,
         where=where,
     )
+    if not spec.attributes:
+        return td
+    from retrieval.loaders.attributes import beir_attributes, reuters_attributes
+    from retrieval.loaders.shared import shared_folder
+
+    if spec.collection == "reuters":
+        attrs = reuters_attributes(shared_folder("reuters21578"), td.base_ids, spec.attributes)
+    else:  # beir:<folder> (the only other collection with attribute fields, see TextSpec)
+        attrs = beir_attributes(_resolve(spec.collection[5:], base_dir), td.base_ids,
+                                spec.attributes)
+    return dataclasses.replace(td, dataset=dataclasses.replace(td.dataset, attributes=attrs))
 
 
 _BUILDERS: dict[str, Callable[[Any, str, Path], VectorDataset]] = {

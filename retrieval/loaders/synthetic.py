@@ -4,6 +4,16 @@ Points are drawn from a mixture of anisotropic Gaussian clusters whose per-dimen
 (a power-law spectrum, like real embeddings), with cluster sizes that vary; queries come from the
 same distribution (not copies of base points). Uniform noise would make every ANN index look bad
 and every parameter look the same; this does not.
+
+With ``attributes=True`` every base vector also gets (from a separate seeded stream, so the
+vectors are the same as without):
+
+- ``uniform``: int in [0, 1_000_000), independent of the vectors (uncorrelated filters);
+- ``clustered``: int in [0, 1_000_000); with probability ``correlation`` it lies in its
+  cluster's slot of the range (slot ``c`` = [c, c+1) * 1e6 / n_clusters), else uniform: a range
+  filter then matches whole clusters (correlation 1) or scattered points (0);
+- ``tag``: one label of ``t0..t19`` with Zipf-like frequencies, independent of the vectors;
+- ``cluster``: the label ``c<cluster>`` (perfectly correlated).
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import numpy as np
 
 from retrieval.data import Metric, VectorDataset, check_metric
 from retrieval.errors import param_error
+from retrieval.filtering.attrs import Attributes, LabelColumn
 
 
 def make_synthetic(
@@ -25,6 +36,8 @@ def make_synthetic(
     metric: Metric = "l2",
     seed: int = 0,
     name: str | None = None,
+    attributes: bool = False,
+    correlation: float = 1.0,
 ) -> VectorDataset:
     """Clustered vectors with a decaying spectrum (float32, deterministic for a seed)."""
     for field, value, low in (
@@ -37,6 +50,8 @@ def make_synthetic(
             raise param_error(field, f"an integer >= {low}", value, where="synthetic dataset")
     if not 0.0 <= decay <= 3.0:
         raise param_error("decay", "in [0, 3]", decay, where="synthetic dataset")
+    if not 0.0 <= correlation <= 1.0:
+        raise param_error("correlation", "in [0, 1]", correlation, where="synthetic dataset")
     check_metric(metric, where="synthetic dataset")
     rng = np.random.default_rng(seed)
     scales = (np.arange(1, dim + 1, dtype=np.float64) ** -decay).astype(np.float32)
@@ -46,13 +61,17 @@ def make_synthetic(
     q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
     rot = q.astype(np.float32)
 
+    drawn: list[np.ndarray] = []
+
     def draw(m: int) -> np.ndarray:
         labels = rng.choice(n_clusters, size=m, p=weights)
+        drawn.append(labels)
         noise = rng.standard_normal((m, dim)).astype(np.float32) * scales * cluster_spread
         return np.ascontiguousarray((centers[labels] + noise) @ rot, dtype=np.float32)
 
     base = draw(n)
     queries = draw(n_queries)
+    attrs = _attributes(drawn[0], n_clusters, correlation, seed) if attributes else None
     return VectorDataset(
         name=name or f"synthetic-{n}x{dim}",
         base=base,
@@ -60,5 +79,24 @@ def make_synthetic(
         metric=metric,
         source=f"synthetic(n={n}, dim={dim}, n_queries={n_queries}, n_clusters={n_clusters}, "
         f"decay={decay}, seed={seed})",
-        info={"generator": "make_synthetic", "seed": seed},
+        info={"generator": "make_synthetic", "seed": seed,
+              **({"attribute_correlation": correlation} if attributes else {})},
+        attributes=attrs,
     )
+
+
+def _attributes(cluster: np.ndarray, n_clusters: int, correlation: float,
+                seed: int) -> Attributes:
+    rng = np.random.default_rng([seed, 1])
+    n = cluster.shape[0]
+    span = 1_000_000
+    uniform = np.asarray(rng.integers(0, span, size=n), dtype=np.int64)
+    slot = span // n_clusters
+    in_slot = cluster * slot + rng.integers(0, max(slot, 1), size=n)
+    clustered = np.where(rng.random(n) < correlation, in_slot, rng.integers(0, span, size=n))
+    zipf = 1.0 / np.arange(1, 21)
+    tags = np.asarray(rng.choice(20, size=n, p=zipf / zipf.sum()))
+    return Attributes(n, {"uniform": uniform,
+                          "clustered": clustered.astype(np.int64)},
+                      {"tag": LabelColumn.from_rows(f"t{t}" for t in tags),
+                       "cluster": LabelColumn.from_rows(f"c{c}" for c in cluster)})

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import redact_text
-from retrieval.report import ann, rag
+from retrieval.report import ann, filtered, rag
 from retrieval.report.exports import exports_table
 from retrieval.report.html import Section, Table, render
 from retrieval.report.load import Run, load_run, typed_summary
@@ -306,6 +306,8 @@ INDEX_KINDS = (RunKind.EVAL, RunKind.SWEEP)
 
 
 def figures_for(run: Run, *, remeasure: bool = False) -> Figures:
+    if run.kind in INDEX_KINDS and "filters" in run.summary:  # filtered search
+        return filtered.figures(run.summary)
     if run.kind in INDEX_KINDS:
         return index_figures(run, remeasure=remeasure)
     return rag_figures(run)
@@ -317,6 +319,8 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         keys = ("run_id", "dataset", "metric", "k", "target_recall", "strategy", "objective",
                 "recall_definition", "latency_unit", "cheapest_rule")
         head: dict[str, Any] = {k: s.get(k) for k in keys if k in s}
+        if "filters" in s:
+            return [("Summary", scalar_table(head)), *filtered.tables(s)]
         tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
         exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None
         return tables + ([("Exports: measured or translated", exports)] if exports else [])

@@ -136,6 +136,10 @@ def _eval_into(
     run: RunDir, spec: SweepSpec, progress: Progress | None, dataset: VectorDataset | None
 ) -> EvalResult:
     ds = dataset or load_vectors(spec)
+    if spec.filters is not None:  # filtered search: rows per selectivity bucket and strategy
+        from retrieval.tune.frun import filtered_eval_into
+
+        return EvalResult(run, filtered_eval_into(run, spec, ds, progress, dataset_info(ds)), [])
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
         kind=RunKind.EVAL,

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
 from retrieval.params import Params, RunName
@@ -70,9 +71,19 @@ class SweepSpec(SpecModel):
     indexes: list[IndexEntry] = Field(min_length=1)
     #: tuning options (strategy, confidence, held-out split, ...); see retrieval.tune.config
     tune: TuneSpec = Field(default_factory=TuneSpec)
+    #: filtered-search workload (retrieval.filtering.spec); absent: unfiltered, as before
+    filters: FilterSpec | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
+
+    @model_serializer(mode="wrap")
+    def _no_empty_filters(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An unfiltered spec dumps exactly as before (no ``filters`` key)."""
+        out: dict[str, Any] = handler(self)
+        if out.get("filters", 0) is None:
+            out.pop("filters")
+        return out
 
 
 def build_grid(entry: BaseEntry) -> list[dict[str, Any]]:

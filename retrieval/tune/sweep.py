@@ -129,11 +129,31 @@ def run_sweep(
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
+    if spec.filters is not None:  # filtered search: cheapest knob per bucket and strategy
+        if storage is not None or study is not None:
+            raise ConfigError(f"{spec.source}: a spec with 'filters' is tuned without an Optuna "
+                              f"study (not resumable): drop --storage / --study")
+        return _filtered_sweep(spec, out, dataset, progress, force, started)
     name = study or spec.name
     resumable = resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started)
+
+
+def _filtered_sweep(spec: SweepSpec, out: Path | str | None, dataset: VectorDataset | None,
+                    progress: Progress | None, force: bool, started: float) -> SweepResult:
+    from retrieval.tune.fsweep import filtered_sweep_into
+
+    if spec.tune.strategy != "target":
+        raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket knob "
+                          "search; rwb eval measures a grid)", spec.tune.strategy,
+                          where=spec.source)
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        ds = dataset or load_vectors(spec)
+        summary = filtered_sweep_into(run, spec, ds, progress, started)
+    return SweepResult(run, summary, len(summary["choices"]), int(summary["evaluations"]))
 
 
 def _sweep_into(

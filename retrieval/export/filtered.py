@@ -1,0 +1,127 @@
+"""Export the operating-point table of a filtered target sweep in an engine's own names.
+
+One entry per selectivity bucket: the strategy, the engine-native index config of the setting
+chosen there (``config``, via :mod:`retrieval.export.engines`; none for ``prefilter``, which is an
+exact search over the matching rows), the search depth a post-filter fetches, how the filter
+travels in that engine (``filter_in_engine``), and the evidence (p95, recall and its lower
+bound, held-out recall). A bucket whose chosen setting the engine cannot express names the
+reason. The file's ``kind`` is ``ann-filtered`` (``rwb verify`` does not re-measure it yet).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from retrieval import __version__
+from retrieval.errors import ConfigError
+from retrieval.export.engines import translate
+from retrieval.export.files import FORMAT_VERSION, write_config
+from retrieval.export.portable import portable
+from retrieval.export.registry import NothingToExport
+from retrieval.indexes.registry import get_backend
+from retrieval.params import validate_params
+from retrieval.store import RunDir
+
+FILE_KIND = "ann-filtered"
+
+
+@dataclass(frozen=True)
+class FilteredExported:
+    path: Path
+    engine: str
+    label: str
+    backend: str
+    config: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "path": str(self.path)}
+
+
+def tidy(obj: Any) -> Any:
+    """Floats to 6 significant digits (as the ANN export)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}")
+    if isinstance(obj, dict):
+        return {k: tidy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [tidy(v) for v in obj]
+    return obj
+
+
+def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
+    cls = get_backend(backend)
+    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
+
+#: how an in-engine filter is expressed in each engine
+FILTER_FORMS: dict[str, str] = {
+    "milvus": "search(..., filter='<boolean expression on scalar fields>')",
+    "faiss": "SearchParameters*(sel=faiss.IDSelectorBitmap(n, bitmap)) (or IDSelectorBatch)",
+    "hnswlib": "knn_query(q, k, filter=lambda label: matches(label))",
+    "qdrant": "QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
+    "weaviate": "where filter (pre-filtered allow-list)",
+}
+
+
+def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
+    strategy = op["strategy"]
+    doc: dict[str, Any] = {
+        "bucket": op["bucket"], "selectivity": op["selectivity"], "strategy": strategy,
+        "measured_with": {"backend": op.get("backend"), "label": op.get("label")},
+        "evidence": {"p95_ms": op.get("p95_ms"), "qps": op.get("qps"), "recall": op.get("recall"),
+                     "recall_lower_bound": op.get("recall_lb"),
+                     "heldout_recall": op.get("heldout_recall")},
+    }
+    if strategy == "prefilter":
+        doc.update({"config": None, "search": f"exact search over the rows the filter matches "
+                    f"(an attribute index, then brute force), limit {k}"})
+        return doc
+    name = str(op["backend"])
+    try:
+        native = translate(engine, portable(name, op["build"], full_search(name, op["search"])),
+                           metric, dim, k)
+    except ConfigError as exc:
+        doc.update({"config": None, "note": f"not expressible in {engine}: {exc}"})
+        return doc
+    doc["config"] = native
+    if strategy == "postfilter":
+        doc["search"] = (f"unfiltered search with limit {k * int(op.get('overfetch') or 1)} "
+                         f"(over-fetch {op.get('overfetch')}), then keep the first {k} matches")
+    else:
+        doc["filter_in_engine"] = FILTER_FORMS.get(engine, "the engine's filtered search")
+    return doc
+
+
+def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[str, Any],
+                    manifest: Mapping[str, Any]) -> FilteredExported:
+    ops = [o for o in summary.get("operating_points", []) if o.get("strategy")]
+    if not ops:
+        raise NothingToExport(f"run '{run.path}': no bucket has a setting meeting target recall "
+                              f"{summary.get('target_recall')}")
+    dim = int((manifest.get("dataset") or {}).get("dim") or 0)
+    metric, k = str(summary.get("metric")), int(summary.get("k") or 0)
+    table = [_entry(o, engine, metric, dim, k) for o in ops]
+    ds = manifest.get("dataset") or {}
+    doc = {
+        "rwb_export": FORMAT_VERSION, "kind": FILE_KIND, "engine": engine,
+        "operating_points": tidy(table),
+        "evidence": tidy({
+            "target_recall": summary.get("target_recall"), "k": k,
+            "recall_definition": summary.get("recall_definition"),
+            "cheapest_rule": summary.get("cheapest_rule"),
+            "cliff_selectivity": summary.get("cliff_selectivity"),
+            "buckets": (summary.get("filters") or {}).get("buckets"),
+            "dataset": {key: ds.get(key) for key in ("name", "fingerprint", "n_base", "dim",
+                                                     "metric")},
+            "cpu": manifest.get("cpu"), "run_id": summary.get("run_id"),
+            "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "exported_by": f"rwb {__version__}",
+        }),
+    }
+    path = write_config(out, doc)
+    first = next((t for t in table if t.get("config")), table[0])
+    return FilteredExported(path, engine, "operating points",
+                    str(first["measured_with"]["backend"]), first.get("config") or {})

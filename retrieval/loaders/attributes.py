@@ -1,0 +1,110 @@
+"""Per-vector attributes from the forms users have them in:
+
+- an attribute column file beside the vector files: ``.parquet`` (one column per attribute,
+  one row per base vector) or ``.npy`` (a structured array: one field per attribute);
+- BEIR corpus metadata: ``corpus.jsonl`` rows' ``metadata`` fields (by document id);
+- Reuters-21578 labels: each paragraph gets its article's ``TOPICS`` and ``PLACES`` (``<D>``
+  entries; an article may have several or none).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.errors import DataError, param_error
+from retrieval.filtering.attrs import Attributes
+
+REUTERS_FIELDS: tuple[str, ...] = ("topics", "places")
+_REC = re.compile(r"<REUTERS (.*?)>(.*?)</REUTERS>", re.S)
+_NEWID = re.compile(r'NEWID="(\d+)"')
+_D = re.compile(r"<D>(.*?)</D>", re.S)
+
+
+def read_attribute_file(path: Path, n: int) -> Attributes:
+    """Attributes of ``n`` base vectors from a ``.parquet`` or structured ``.npy`` file."""
+    if not path.is_file():
+        raise DataError(f"attributes file not found: {path}")
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        cols: dict[str, Any] = {}
+        for c in frame.columns:
+            s = frame[c]
+            cols[str(c)] = (s.to_numpy() if s.dtype.kind in "iub" else
+                            [list(v) if isinstance(v, list | tuple | np.ndarray) else v
+                             for v in s.tolist()])
+    elif path.suffix == ".npy":
+        arr = np.load(path, allow_pickle=False)
+        if arr.dtype.names is None:
+            raise DataError(f"{path}: an attributes .npy must be a structured array (one field "
+                            f"per attribute); received dtype {arr.dtype}")
+        cols = {name: arr[name] for name in arr.dtype.names}
+    else:
+        raise param_error("attributes", "a .parquet or .npy file", str(path))
+    attrs = Attributes.from_columns(cols, where=str(path))
+    if attrs.n != n:
+        raise DataError(f"{path}: {attrs.n} attribute rows for {n} base vectors (one per base "
+                        f"vector)")
+    return attrs
+
+
+@functools.lru_cache(maxsize=2)
+def _reuters_labels(folder: Path) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = {}
+    for i in range(22):
+        raw = (folder / f"reut2-{i:03d}.sgm").read_text(encoding="latin-1")
+        for attrs, rec in _REC.findall(raw):
+            m = _NEWID.search(attrs)
+            if m is None:
+                continue
+            out[m.group(1)] = {f: _D.findall(_section(rec, f.upper())) for f in REUTERS_FIELDS}
+    return out
+
+
+def _section(rec: str, tag: str) -> str:
+    m = re.search(rf"<{tag}>(.*?)</{tag}>", rec, re.S)
+    return m.group(1) if m else ""
+
+
+def reuters_attributes(folder: Path, base_ids: Sequence[str], fields: Sequence[str]
+                       ) -> Attributes:
+    """TOPICS / PLACES of each paragraph's article (ids ``<NEWID>-<j>``)."""
+    for f in fields:
+        if f not in REUTERS_FIELDS:
+            raise param_error("attributes", f"a subset of {', '.join(REUTERS_FIELDS)} for "
+                              f"reuters", f)
+    labels = _reuters_labels(folder)
+    cols = {f: [labels.get(i.split("-")[0], {}).get(f, []) for i in base_ids] for f in fields}
+    return Attributes.from_columns(cols, n=len(base_ids), where="reuters labels")
+
+
+def beir_attributes(folder: Path, base_ids: Sequence[str], fields: Sequence[str]) -> Attributes:
+    """``metadata`` fields of a BEIR ``corpus.jsonl`` (ints stay ints, strings/lists are
+    labels; a document without the field gets no label, or -1 for an int field)."""
+    path = folder / "corpus.jsonl"
+    meta: dict[str, dict[str, Any]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                meta[str(row.get("_id"))] = dict(row.get("metadata") or {})
+    cols: dict[str, Any] = {}
+    for f in fields:
+        vals = [meta.get(i, {}).get(f) for i in base_ids]
+        present = [v for v in vals if v is not None]
+        if not present:
+            raise DataError(f"{path}: no document has metadata field '{f}'")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            cols[f] = np.asarray([-1 if v is None else v for v in vals], dtype=np.int64)
+        else:
+            cols[f] = [v if isinstance(v, list) else (None if v is None else str(v))
+                       for v in vals]
+    return Attributes.from_columns(cols, n=len(base_ids), where=str(path))

@@ -1,0 +1,183 @@
+"""Measuring filtered search: one config x strategy x selectivity bucket on a built index.
+
+:class:`FilteredBench` holds the buckets with their exact filtered ground truth (computed once,
+cached by data + filter) and measures, on the queries given:
+
+- **single** mode: each query timed alone with its own filter (the strategy's whole call: the
+  engine's filtered search, the pre-filter's gather + exact search, or the post-filter's
+  over-fetch + filter), after a warm-up; p50/p95/p99 in ms;
+- **batch** mode: one call per distinct filter over the queries using it, the whole pass timed
+  (best of ``batch_repeats``): QPS.
+
+Recall is under the fewer-than-k rule (:mod:`retrieval.filtering.gt`), computed after timing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.filtering.gt import (
+    FilteredGT,
+    filtered_ground_truth,
+    filtered_recall,
+    filtered_recall_tie,
+)
+from retrieval.filtering.workload import Bucket
+from retrieval.groundtruth import exact_distances
+from retrieval.indexes.base import SearchResult
+from retrieval.indexes.entry import SearchConfig, apply_search
+from retrieval.indexes.filtered import (
+    check_strategy,
+    postfilter_depth,
+    prepare_base,
+    raise_ef_for,
+    strategy_call,
+)
+from retrieval.metrics import latency_summary, recall_summary
+from retrieval.timing import gc_paused
+
+
+@dataclass(frozen=True, eq=False)
+class FilterPoint:
+    """One measured (config, strategy, bucket). Latencies in ms (single mode), QPS from batch
+    mode (else 1000 / mean single latency)."""
+
+    backend: str
+    label: str
+    build: dict[str, Any]
+    search: dict[str, Any]
+    strategy: str
+    overfetch: int | None
+    bucket: Bucket
+    per_query_recall: np.ndarray
+    per_query_recall_tie: np.ndarray
+    latency_ms: np.ndarray | None
+    qps: float
+    query_set: str = "all"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, target: float | None) -> dict[str, Any]:
+        desc = self.bucket.describe()
+        out: dict[str, Any] = {
+            "backend": self.backend, "label": self.label, "build": dict(self.build),
+            "search": dict(self.search), "strategy": self.strategy, "overfetch": self.overfetch,
+            "bucket": self.bucket.name, "filter": desc["filter"],
+            "selectivity": desc["selectivity"], "target_selectivity": self.bucket.target,
+            "query_set": self.query_set, "n_queries": int(self.per_query_recall.shape[0]),
+            **recall_summary(self.per_query_recall, target),
+            "recall_tie": float(self.per_query_recall_tie.mean()),
+            "p50_ms": None, "p95_ms": None, "p99_ms": None, "qps": self.qps,
+            **self.extra,
+        }
+        if self.latency_ms is not None:
+            lat = latency_summary(self.latency_ms)
+            out.update({k: lat[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")})
+        return out
+
+
+class FilteredBench:
+    """Buckets + filtered ground truth over an :class:`Evaluator` (which builds the indexes)."""
+
+    def __init__(self, ev: Evaluator, buckets: Sequence[Bucket]) -> None:
+        ds = ev.ds
+        self.ev = ev
+        self.buckets = list(buckets)
+        self.base = prepare_base(ds.base, ds.metric)
+        self.gt: dict[str, FilteredGT] = {
+            b.name: filtered_ground_truth(ds.base, ds.queries, ds.metric, b, ev.k,
+                                          fingerprint=ds.fingerprint)
+            for b in self.buckets
+        }
+        ev.attributes = ds.attributes
+
+    def measure(self, built: BuiltIndex, config: SearchConfig | dict[str, Any], strategy: str,
+                bucket: Bucket, *, label: str, overfetch: int | None = None,
+                modes: Sequence[str] = ("single", "batch"), query_idx: np.ndarray | None = None,
+                query_set: str = "all", warmup: int | None = None,
+                repeats: int | None = None) -> FilterPoint:
+        ev = self.ev
+        k = ev.k
+        cfg = ev.check_search(built, config)
+        apply_search(built.index, cfg)
+        check_strategy(built.index, strategy, built.backend)
+        n = ev.ds.n_base
+        extra: dict[str, Any] = {}
+        if strategy == "postfilter":
+            depth = postfilter_depth(k, overfetch or 1, n)
+            raised = raise_ef_for(built.index, depth)
+            extra = {"fetch_depth": depth, **({"raised": raised} if raised else {})}
+        call = strategy_call(built.index, strategy, k, base=self.base, metric=ev.ds.metric,
+                             overfetch=overfetch or 1, n=n)
+        qidx = np.arange(ev.ds.n_queries) if query_idx is None else np.asarray(query_idx)
+        queries = np.ascontiguousarray(ev.ds.queries[qidx])
+        flts = [bucket.filter_for(int(q)) for q in qidx]
+        for i in range(min(ev.warmup if warmup is None else warmup, len(qidx))):
+            call(queries[i:i + 1], flts[i])
+        res: SearchResult | None = None
+        lat = None
+        qps = 0.0
+        if "single" in modes:
+            res, lat = _time_single(call, queries, flts, k)
+            qps = 1000.0 / float(lat.mean())
+        if "batch" in modes:
+            res, best_s = _time_batch(call, queries, bucket, qidx, k,
+                                      ev.batch_repeats if repeats is None else repeats)
+            qps = len(qidx) / best_s
+        assert res is not None
+        gt = self.gt[bucket.name].rows(qidx)
+        ids = res.ids
+        rec = filtered_recall(ids, gt, k)
+        inside = (ids >= 0) & np.stack([f.mask[np.maximum(r, 0)] for f, r in zip(flts, ids)])
+        exact = exact_distances(ev.ds, np.where(inside, ids, -1), queries)
+        return FilterPoint(
+            backend=built.backend, label=label, build=built.build_dict,
+            search=cfg.search.model_dump(mode="json"), strategy=strategy,
+            overfetch=overfetch if strategy == "postfilter" else None, bucket=bucket,
+            per_query_recall=rec, per_query_recall_tie=filtered_recall_tie(exact, gt, k),
+            latency_ms=lat, qps=float(qps), query_set=query_set, extra=extra,
+        )
+
+
+def _time_single(call: Any, queries: np.ndarray, flts: list[Any], k: int
+                 ) -> tuple[SearchResult, np.ndarray]:
+    nq = len(queries)
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    dist = np.full((nq, k), np.inf, dtype=np.float32)
+    lat = np.empty(nq, dtype=np.int64)
+    clock = time.perf_counter_ns
+    outs = [None] * nq
+    with gc_paused():
+        for i in range(nq):
+            q, f = queries[i:i + 1], flts[i]
+            t0 = clock()
+            outs[i] = call(q, f)
+            lat[i] = clock() - t0
+    for i, r in enumerate(outs):
+        assert r is not None
+        m = min(r.ids.shape[1], k)
+        ids[i, :m], dist[i, :m] = r.ids[0, :m], r.distances[0, :m]
+    return SearchResult(ids, dist), lat / 1e6
+
+
+def _time_batch(call: Any, queries: np.ndarray, bucket: Bucket, qidx: np.ndarray, k: int,
+                repeats: int) -> tuple[SearchResult, float]:
+    nq = len(queries)
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    dist = np.full((nq, k), np.inf, dtype=np.float32)
+    groups = bucket.groups(qidx)
+    best = float("inf")
+    for _ in range(max(1, repeats)):
+        with gc_paused():
+            t0 = time.perf_counter_ns()
+            outs = [call(np.ascontiguousarray(queries[pos]), f) for f, pos in groups]
+            best = min(best, (time.perf_counter_ns() - t0) / 1e9)
+    for (_, pos), r in zip(groups, outs):
+        m = min(r.ids.shape[1], k)
+        ids[pos, :m], dist[pos, :m] = r.ids[:, :m], r.distances[:, :m]
+    return SearchResult(ids, dist), max(best, 1e-9)
