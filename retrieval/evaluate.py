@@ -198,6 +198,8 @@ class Evaluator:
         self.trained = TrainedStore(self.cache, ds.fingerprint)
         #: one record per build or load: backend, build params, cache use, times (s)
         self.build_log: list[dict[str, Any]] = []
+        #: set by filtered evaluation: given to SupportsFilter backends before each build
+        self.attributes: Any = None
 
     def cache_report(self) -> dict[str, Any]:
         """What the build cache did in this evaluator (for the run manifest)."""
@@ -226,8 +228,6 @@ class Evaluator:
                     "builds of the same seed; IVF k-means/add are not affected. Set "
                     "index_build.threads: 1 (or --build-threads 1) for reproducible builds.",
         }
-        #: set by filtered evaluation: given to SupportsFilter backends before each build
-        self.attributes: Any = None
 
     @classmethod
     def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
