@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--backend", help="put every collection on this backend (default params)")
     f.add_argument("--server", action="store_true",
                    help="with --backend milvus: a Milvus Lite server process by URI")
+    f.add_argument("--servers", choices=["shared", "per-collection"],
+                   help="server collections share one server process or get one each")
     f.add_argument("--queries", type=int, help="override the number of queries")
     f.add_argument("--rounds", type=int,
                    help="repeat all modes N times, interleaved; speedup = median over rounds")
@@ -160,7 +162,12 @@ def run_fanout(args: argparse.Namespace) -> int:
     if args.server and args.backend != "milvus":
         raise ConfigError("bench fanout: --server needs --backend milvus")
     if args.backend:
-        spec = with_backend(spec, args.backend, server=args.server)
+        spec = with_backend(spec, args.backend, server=args.server, servers=args.servers)
+    elif args.servers:
+        from retrieval.bench.fanout.spec import validate_fanout_spec
+        from retrieval.specfile import with_overrides
+
+        spec = with_overrides(spec, servers=args.servers, check=validate_fanout_spec)
     if args.queries is not None or args.rounds is not None:
         data = spec.model_dump(mode="json")
         if args.queries is not None:

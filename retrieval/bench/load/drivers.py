@@ -15,6 +15,7 @@ wakes within microseconds, and the interpreter's switch interval is lowered whil
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import itertools
 import logging
@@ -22,7 +23,6 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,10 +65,8 @@ class LoopOptions:
 def _fine_timer() -> None:
     """Timer slack 1 ns for the calling thread (Linux), so sleeps end on time."""
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: default slack
             ctypes.CDLL(None).prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - not glibc
-            pass
 
 
 def sleep_until(t_ns: int) -> None:
@@ -78,7 +76,7 @@ def sleep_until(t_ns: int) -> None:
         time.sleep(rest / 1e9)
 
 
-@contextmanager
+@contextlib.contextmanager
 def fine_switching(ms: float) -> Iterator[None]:
     old = sys.getswitchinterval()
     sys.setswitchinterval(max(ms, 0.05) / 1000.0)

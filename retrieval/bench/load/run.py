@@ -29,7 +29,7 @@ from retrieval.bench.load.drivers import (
     open_loop_asyncio,
     open_loop_threads,
 )
-from retrieval.bench.load.spec import LoadSpec
+from retrieval.bench.load.spec import LoadSpec, max_lag_us
 from retrieval.bench.load.stats import meets_slo, schedule_offsets_ns, summarise_point
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Measurer:
         s = self.spec
         row = {"config": self.label, "client": self.client, **extra,
                **summarise_point(rec, mode=mode, closed=mode == "closed",
-                                 max_lag_us=s.max_lag_us, timeout_ms=s.timeout_ms,
+                                 max_lag_us=max_lag_us(s), timeout_ms=s.timeout_ms,
                                  cpu_count=self.cpus)}
         row["meets_slo"] = meets_slo(row, s.slo.p99_ms, s.slo.target_recall,
                                      s.slo.max_error_rate)
@@ -241,7 +241,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
         c["points"] = [r for r in rows if r["config"] == c["label"]]
     summary = {
         "kind": "bench-load", "name": spec.name, "k": spec.k, "client": spec.client,
-        "slo": spec.slo.model_dump(mode="json"),
+        "slo": spec.slo.model_dump(mode="json"), "max_lag_us": max_lag_us(spec),
         "warmup_s": spec.warmup_s, "duration_s": spec.duration_s,
         "latency_unit": "ms; corrected = from the intended send time, uncorrected = from the "
                         "actual send (closed loop: HdrHistogram record_corrected_value with the "
@@ -266,6 +266,7 @@ def write_load_run(spec: LoadSpec, result: LoadBenchResult, out: str | Path | No
                            seeds={"schedule": spec.seed, "index": spec.seed},
                            index_threads=spec.threads, client=spec.client)
         run.write_table("points.parquet", result.rows)
+        result.summary["run_id"] = run.run_id
         run.write_summary(LoadBenchSummary.model_validate(result.summary))
         run.record_threads(spec.threads)
     if result.partial:

@@ -10,6 +10,7 @@ entries). ``server: true`` serves a Milvus config from a Milvus Lite server proc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import threading
@@ -101,7 +102,9 @@ class LoadSpec(Params):
     duration_s: float = Field(3.0, description="seconds per point, warm-up included; "
                               "> warmup_s + MIN_MEASURED_S")
     timeout_ms: float = Field(1000.0, gt=0.0, description="a later answer is a timeout")
-    max_lag_us: float = Field(1000.0, gt=0.0, description="generator lag p99 allowed, us")
+    max_lag_us: float | None = Field(
+        None, gt=0.0, description="generator lag p99 allowed, us (None: a tenth of the SLO's "
+        "p99: the generator's own lateness may use at most 10% of the latency budget)")
     abort_errors: int = Field(50, ge=1, description="consecutive errors that end a point")
     closed: ClosedSpec | None = Field(default_factory=ClosedSpec)
     open: OpenSpec | None = Field(default_factory=OpenSpec)
@@ -113,6 +116,11 @@ class LoadSpec(Params):
     source: str = Field("<memory>", exclude=True)
 
 
+def max_lag_us(spec: LoadSpec) -> float:
+    """The generator lag (p99, us) above which a point measures the client, not the server."""
+    return spec.max_lag_us if spec.max_lag_us is not None else spec.slo.p99_ms * 100.0
+
+
 def os_client_limit() -> int:
     """The most client threads this process may start now: RLIMIT_NPROC (soft, when finite)
     and the kernel's threads-max, less the threads already running."""
@@ -120,10 +128,8 @@ def os_client_limit() -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
     if soft != resource.RLIM_INFINITY and os.geteuid() != 0:
         limits.append(int(soft))
-    try:
+    with contextlib.suppress(OSError, ValueError):
         limits.append(int(Path("/proc/sys/kernel/threads-max").read_text().strip()))
-    except (OSError, ValueError):
-        pass
     return max(1, min(limits or [1 << 20]) - threading.active_count())
 
 
@@ -220,6 +226,7 @@ __all__ = [
     "RateSearch",
     "SloSpec",
     "load_load_spec",
+    "max_lag_us",
     "os_client_limit",
     "parse_load_spec",
     "validate_load_spec",

@@ -44,7 +44,7 @@ def schedule_offsets_ns(rate_qps: float, duration_s: float, arrival: Arrival,
         raise ValueError(f"rate_qps must be a finite number > 0; received {rate_qps!r}")
     if not duration_s > 0:
         raise ValueError(f"duration_s must be > 0; received {duration_s!r}")
-    n = max(1, int(math.floor(rate_qps * duration_s)))
+    n = max(1, math.floor(rate_qps * duration_s))
     if arrival == "fixed":
         t = np.arange(n, dtype=np.float64) / rate_qps
     elif arrival == "poisson":
@@ -101,10 +101,11 @@ class Recording:
     ``intended``: scheduled send time (closed loop: the actual send); ``sent``/``done``: clock
     reads around the call; ``status``: OK / ERROR / TIMEOUT / NOT_SENT; ``waited``: the client
     was idle and waited for the intended time (so ``sent - intended`` is the generator's own
-    lag, not queueing); ``correct``: the answer's recall@k (NaN where none). ``window_ns``: the
+    lag, not queueing); ``recall``: the answer's recall@k (NaN where none). ``window_ns``: the
     measurement window's length; ``completed_in_window``: OK answers of any request that
-    arrived inside the window (achieved QPS = that / window); ``in_system``: samples of the number of queries in the system
-    (scheduled and not done) taken live; ``cpu_s``: client process CPU seconds in the window.
+    arrived inside the window (achieved QPS = that / window); ``in_system``: samples of the
+    number of queries in the system (scheduled and not done) taken live; ``cpu_s``: client
+    process CPU seconds in the window.
     """
 
     intended: np.ndarray

@@ -50,33 +50,33 @@ def _label(c: LoadConfig, i: int) -> str:
 def from_sweep(run_dir: str, label: str | None, where: str) -> Resolved:
     """The chosen config of a sweep run (``label``: its index entry; default the chosen one
     with the lowest p95)."""
+    from retrieval.specfile import read_yaml
     from retrieval.store import RunDir
-    from retrieval.tune.summary import SweepSummary
 
     run = RunDir.open(run_dir)
-    summary = run.read_summary(SweepSummary)
-    from retrieval.specfile import read_yaml
-
-    if not run.file("spec.yaml").is_file():
-        raise DataError(f"{where}: run '{run_dir}' has no spec.yaml (not a sweep run)")
+    summary = run.read_json("summary.json")  # plain JSON: tune is a sibling layer
+    if not run.file("spec.yaml").is_file() or summary.get("kind") not in (None, "sweep"):
+        raise DataError(f"{where}: run '{run_dir}' is not a sweep run (no spec.yaml, or kind "
+                        f"{summary.get('kind')!r})")
     spec = read_yaml(run.file("spec.yaml"))
     spec = spec if isinstance(spec, dict) else {}
-    chosen = {k: b for k, b in summary.backends.items() if b.chosen is not None}
+    chosen = {k: b for k, b in (summary.get("backends") or {}).items()
+              if isinstance(b, dict) and b.get("chosen")}
     if not chosen:
         raise DataError(f"{where}: run '{run_dir}' has no chosen config (rwb sweep with "
                         f"--target-recall chooses one)")
     if label is None:
-        label = min(chosen, key=lambda k: chosen[k].chosen.p95_ms or 0.0)  # type: ignore[union-attr]
+        label = min(chosen, key=lambda k: chosen[k]["chosen"].get("p95_ms") or 0.0)
     if label not in chosen:
         raise ConfigError(f"{where}: field 'label' must name an entry of run '{run_dir}' with a "
                           f"chosen config ({', '.join(sorted(chosen))}); received {label!r}")
     b = chosen[label]
-    c = b.chosen
-    assert c is not None
-    return Resolved(label=f"{label} (chosen, {run.run_id})", backend=str(b.backend),
-                    build=dict(c.build_params), search=dict(c.search), server=False,
+    c = b["chosen"]
+    return Resolved(label=f"{label} (chosen, {run.run_id})", backend=str(b.get("backend")),
+                    build=dict(c.get("build_params") or c.get("build") or {}),
+                    search=dict(c.get("search") or {}), server=False,
                     dataset=spec.get("dataset"), source_run=str(Path(run_dir).resolve()),
-                    source_run_id=summary.run_id or run.run_id, source_label=label)
+                    source_run_id=summary.get("run_id") or run.run_id, source_label=label)
 
 
 def resolve_configs(spec: LoadSpec) -> list[Resolved]:
