@@ -127,3 +127,19 @@ def test_bench_load_flag_overrides_are_checked(tmp_path: Path,
     assert "slo.p99_ms" in capsys.readouterr().err
     assert main(["bench", "load", str(path), "--duration", "0.1"]) == 2
     assert "duration_s" in capsys.readouterr().err
+
+
+def test_bench_load_asyncio_clients(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = SPEC.replace("  search: {start_qps: 50, max_qps: 400, growth: 2.0, steps: 3}",
+                        "  search: null").replace("rates: [40]", "rates: [100]").replace(
+                            "arrival: poisson", "arrival: fixed")
+    assert main(["bench", "load", str(_write(tmp_path, text)), "--client", "asyncio", "--json",
+                 "--out", str(tmp_path / "run")]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["client"] == "asyncio"
+    closed1, closed2, opened = s["configs"][0]["points"]
+    assert {p["client"] for p in (closed1, closed2, opened)} == {"asyncio"}
+    assert closed2["achieved_qps"] > 1.3 * closed1["achieved_qps"]  # 2 server workers
+    assert opened["achieved_qps"] == pytest.approx(100, rel=0.2)
+    assert all(p["errors"] == 0 and p["recall"] == pytest.approx(1.0)
+               for p in (closed1, closed2, opened))

@@ -96,14 +96,45 @@ def test_semantic_cache_lookups_under_load(redis_url: str) -> None:
 
     spec = parse_load_spec({
         **BASE, "name": "cache", "closed": {"clients": [1, 4]},
-        "open": {"arrival": "poisson", "clients": 8, "rates": [200.0], "search": None},
-        "cache": {"entries": 500, "threshold": {"value": 0.05}, "name": "rwb-load-test"}})
+        "open": {"arrival": "fixed", "clients": 8, "rates": [200.0], "search": None},
+        "cache": {"entries": 500, "threshold": {"value": 0.15}, "name": "rwb-load-test"}})
     cfg = parse_cache_load(spec.cache, spec.source)
     result = run_load_bench(spec, extra=(lambda ds: lookup_target(cfg, ds, None, redis_url),))
     (c,) = result.summary["configs"]
     assert c["backend"] == "redis-semantic-cache" and c["entries"] == 500
-    assert 0.0 < c["hit_fraction_unloaded"] <= 1.0
+    assert 0.0 <= c["hit_fraction_unloaded"] <= 1.0
     for p in c["points"]:
         assert p["errors"] == 0 and p["achieved_qps"] > 20, p
         assert p["recall"] == pytest.approx(1.0), p  # load never changed an answer
-    assert c["points"][1]["achieved_qps"] > 0.8 * c["points"][0]["achieved_qps"]
+    assert c["points"][2]["achieved_qps"] == pytest.approx(200.0, rel=0.15)  # kept the rate
+
+
+@pytest.mark.milvus
+def test_milvus_server_killed_mid_run_keeps_partial_results(tmp_path: Path) -> None:
+    import psutil
+
+    spec = parse_load_spec({
+        **BASE, "name": "dies", "abort_errors": 5, "timeout_ms": 3000.0,
+        "closed": {"clients": [1, 1, 1]}, "open": None,
+        "configs": [{"backend": "milvus", "label": "doomed", "server": True,
+                     "build": {"index_type": "HNSW", "M": 8, "efConstruction": 64},
+                     "search": {"ef": 32}}]})
+    killed: list[int] = []
+
+    def kill_after_first_point(done: int, total: int, what: str) -> None:
+        if done == 1:
+            for child in psutil.Process().children(recursive=True):
+                if "milvus_lite" in " ".join(child.cmdline()):
+                    child.kill()
+                    killed.append(child.pid)
+
+    result = run_load_bench(spec, progress=kill_after_first_point, workdir=tmp_path / "w")
+    assert killed, "no Milvus Lite server process found"
+    assert result.partial and "consecutive errors" in result.summary["aborted"]
+    first, second = result.summary["configs"][0]["points"]  # the third was never started
+    assert first["errors"] == 0 and not first["partial"] and first["recall"] >= 0.8
+    assert second["partial"] and second["errors"] >= 5
+    run = write_load_run(spec, result, tmp_path / "run")
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    assert manifest["status"] == "partial"
+    assert json.loads((run.path / "summary.json").read_text())["partial"] is True

@@ -127,8 +127,8 @@ def _recording(book: _Book, target: Target, start_ns: int, opt: LoopOptions,
     """The requests of the measurement window, scored (recall computed outside the timer)."""
     w0 = start_ns + opt.warmup_ns
     w1 = w0 + opt.duration_ns
-    if book.aborted is not None:
-        w1 = max(w0, min(w1, book.abort_ns))
+    if book.aborted is not None:  # partial: everything from the start to the abort is kept
+        w0, w1 = start_ns, max(start_ns + 1, min(w1, book.abort_ns + 1))
     t = book.sent if closed else book.intended
     keep = (t >= w0) & (t < w1)
     if closed:
@@ -255,6 +255,7 @@ def closed_loop_threads(target: Target, clients: int, opt: LoopOptions,
         _fine_timer()
         b = books[c]
         ready.wait()
+        sleep_until(start[0])  # every client starts at the common start time
         end = start[0] + opt.warmup_ns + opt.duration_ns
         call, nq = target.call, target.nq
         for i in itertools.count(c, clients):

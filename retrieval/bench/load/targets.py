@@ -79,6 +79,14 @@ def from_sweep(run_dir: str, label: str | None, where: str) -> Resolved:
                     source_run_id=summary.get("run_id") or run.run_id, source_label=label)
 
 
+def _close_quietly(index: Any, label: str) -> None:
+    """Close an index whose server may have died mid-run (the run's results come first)."""
+    try:
+        index.close()
+    except Exception as exc:
+        log.warning("load: closing config '%s' failed: %s", label, exc)
+
+
 def resolve_configs(spec: LoadSpec) -> list[Resolved]:
     out = []
     for i, c in enumerate(spec.configs):
@@ -124,7 +132,7 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
                                    threads=spec.threads))
         index: Any = cls(ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads,
                          workdir=workdir, **kwargs)
-        stack.callback(index.close)
+        stack.callback(_close_quietly, index, r.label)
         info = index.build(ds.base)
         if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(bp):
             n = min(ds.n_queries, 100)
