@@ -289,7 +289,7 @@ def _print_load(s: dict[str, Any]) -> None:
           f"clients as {s['client']}; latency ms")
     for c in s["configs"]:
         print(f"{c['label']} ({c['backend']}): capacity {fmt(c['capacity_qps'])} QPS "
-              f"(limited by {c['limited_by']})")
+              f"(limited by {c['limited_by']}); {c['scaling']['verdict']}")
         print_table(
             [(p["mode"], p["clients"], p["offered_qps"], p["achieved_qps"], p["p50_ms"],
               p["p99_ms"], p["p99_ms_uncorrected"], p["recall"], p["errors"] + p["timeouts"],

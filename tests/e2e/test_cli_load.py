@@ -143,3 +143,13 @@ def test_bench_load_asyncio_clients(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert opened["achieved_qps"] == pytest.approx(100, rel=0.2)
     assert all(p["errors"] == 0 and p["recall"] == pytest.approx(1.0)
                for p in (closed1, closed2, opened))
+
+
+def test_quickstart_spec_validates() -> None:
+    from retrieval.bench.load.spec import load_load_spec
+    from retrieval.paths import REPO_ROOT
+
+    spec = load_load_spec(Path(REPO_ROOT) / "sweeps" / "load-quickstart.yaml")
+    assert [(c.backend, c.server) for c in spec.configs] == [("hnswlib", False),
+                                                            ("milvus", True)]
+    assert spec.closed and spec.open and spec.open.search and spec.slo.target_recall

@@ -30,11 +30,11 @@ def test_per_collection_servers(tmp_path: Path) -> None:
                         search={"ef": 32})
     assert spec.servers == "per-collection" and spec.name.endswith("-milvus-servers")
     rng = np.random.default_rng(0)
-    prepared = [PreparedCollection(c, tuple(str(i) for i in range(500)),
-                                   normalize_rows(rng.standard_normal((500, 16))
+    prepared = [PreparedCollection(c, tuple(str(i) for i in range(300)),
+                                   normalize_rows(rng.standard_normal((300, 16))
                                                   .astype(np.float32)), "synthetic", "-")
                 for c in spec.collections]
-    q = normalize_rows(rng.standard_normal((12, 16)).astype(np.float32))
+    q = normalize_rows(rng.standard_normal((8, 16)).astype(np.float32))
     with build_members(spec, prepared, tmp_path) as (members, facts):
         assert [f["backend"] for f in facts] == ["milvus (own server)"] * 3
         assert len({m.index._uri for m in members}) == 3

@@ -40,6 +40,7 @@ def test_hnswlib_in_process_and_milvus_lite_server_closed_and_open(tmp_path: Pat
         ]})
     result = run_load_bench(spec, workdir=tmp_path / "work")
     cfgs = _by_label(result.summary)
+    assert all(c["scaling"]["verdict"] for c in cfgs.values())
     assert cfgs["milvus-server"]["server"] is True and cfgs["hnsw"]["hot_path"] is True
     for label, c in cfgs.items():
         modes = [(p["mode"], p["clients"] if p["mode"] == "closed" else p["offered_qps"])

@@ -148,6 +148,28 @@ def _mark_search_rows(rows: list[dict[str, Any]], searched: list[dict[str, Any]]
         mine["search_step"] = theirs["search_step"]
 
 
+def scaling(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Does the config run in parallel inside the client process (a library releasing the
+    GIL)? From the closed loops: QPS at the most clients over QPS at one, and the client
+    process's busy cores (> 1.3 is impossible for GIL-bound Python code)."""
+    closed = sorted((r for r in rows if r["mode"] == "closed" and not r["partial"]),
+                    key=lambda r: r["clients"])
+    if len(closed) < 2 or not closed[0]["achieved_qps"]:
+        return {"verdict": "not measured (needs closed loops at two client counts)"}
+    lo, hi = closed[0], closed[-1]
+    ratio = hi["achieved_qps"] / lo["achieved_qps"]
+    cores = max(r["client_cpu_cores"] or 0.0 for r in closed)
+    if cores >= 1.3:
+        verdict = f"parallel in this process ({cores:.2f} cores busy): the library releases the GIL"
+    elif cores < 0.5:
+        verdict = "the work is outside this process (a server): client CPU is not the limit"
+    else:
+        verdict = (f"{ratio:.2f}x QPS from {lo['clients']} to {hi['clients']} clients with "
+                   f"{cores:.2f} cores busy: GIL-bound, or the cores are busy elsewhere")
+    return {"clients": [lo["clients"], hi["clients"]], "qps_ratio": ratio,
+            "client_cpu_cores_max": cores, "verdict": verdict}
+
+
 def _health(rows: list[dict[str, Any]]) -> list[str]:
     notes = []
     for r in rows:
@@ -223,7 +245,8 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
                 m = Measurer(spec, target, r.label, factory_for(spec, r, ds, gt, base)
                              if spec.client == "processes" else None)
                 cap = measure_config(spec, m, note)
-            out.append({**facts, **cap, "dataset": ds.name, "metric": ds.metric})
+            out.append({**facts, **cap, "scaling": scaling(m.rows), "dataset": ds.name,
+                        "metric": ds.metric})
             rows += m.rows
             aborted = aborted or m.aborted
         for make in extra:
@@ -234,7 +257,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
                 target = Target(t.name, t.nq, t.call, t.score, getattr(t, "acall", None))
                 m = Measurer(spec, target, str(facts["label"]))
                 cap = measure_config(spec, m, note)
-            out.append({**facts, **cap, "dataset": ds.name})
+            out.append({**facts, **cap, "scaling": scaling(m.rows), "dataset": ds.name})
             rows += m.rows
             aborted = aborted or m.aborted
     for c in out:
