@@ -113,7 +113,7 @@ def main() -> None:
             hand = hand_corrected_p(rec.intended, rec.done, q)
             print(f"  {key:8s} rwb {row[key]:9.3f} ms  by hand {hand:9.3f} ms  ratio "
                   f"{row[key] / hand:.4f}  (goal 1.000)")
-        print(f"  uncorrected p99 {row['p99_ms_uncorrected']:.3f} ms (hides the stall's queue)")
+        print(f"  uncorrected p99 (from the actual send) {row['p99_ms_uncorrected']:.3f} ms")
         sidx.close()
 
 

@@ -104,8 +104,8 @@ class _Book:
         self.lock = threading.Lock()
 
     def finish(self, i: int, ok: bool, exc: BaseException | None, timeout_ns: int,
-               abort_errors: int) -> None:
-        self.done[i] = clock_ns()
+               abort_errors: int, done_ns: int = 0) -> None:
+        self.done[i] = done_ns or clock_ns()
         if ok:
             late = self.done[i] - self.intended[i] > timeout_ns
             self.status[i] = TIMEOUT if late else OK
@@ -332,6 +332,13 @@ def open_loop_asyncio(target: Target, offsets_ns: np.ndarray, clients: int,
     return asyncio.run(_open_async(target, offsets_ns, clients, opt))
 
 
+def _timed_call(call: Callable[[int], Any], qi: int) -> tuple[Any, int, int]:
+    """``call(qi)`` timed inside the pool thread (the event loop may notice it later)."""
+    t0 = clock_ns()
+    raw = call(qi)
+    return raw, t0, clock_ns()
+
+
 async def _open_async(target: Target, offsets_ns: np.ndarray, clients: int,
                       opt: LoopOptions) -> Recording:
     from concurrent.futures import ThreadPoolExecutor
@@ -354,11 +361,13 @@ async def _open_async(target: Target, offsets_ns: np.ndarray, clients: int,
                 return
             book.sent[i] = clock_ns()
             try:
+                t_done = 0
                 if acall is not None:
                     book.raw[i] = await acall(i % target.nq)
                 else:
-                    book.raw[i] = await loop.run_in_executor(pool, target.call, i % target.nq)
-                book.finish(i, True, None, opt.timeout_ns, opt.abort_errors)
+                    book.raw[i], book.sent[i], t_done = await loop.run_in_executor(
+                        pool, _timed_call, target.call, i % target.nq)
+                book.finish(i, True, None, opt.timeout_ns, opt.abort_errors, t_done)
             except Exception as exc:
                 book.finish(i, False, exc, opt.timeout_ns, opt.abort_errors)
             done_count[0] += 1
