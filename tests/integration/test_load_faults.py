@@ -49,7 +49,7 @@ def test_stall_is_seen_by_corrected_p99_and_hidden_by_closed_loop():
 def test_fixed_service_time_one_worker_tracks_then_queues_littles_law():
     s_ms = 10.0  # capacity 1/s = 100 QPS
     spec = _spec({"service_ms": s_ms, "workers": 1}, duration_s=2.3, closed=None,
-                 open={"arrival": "fixed", "clients": 4, "rates": [40.0, 80.0, 150.0],
+                 open={"arrival": "fixed", "clients": 4, "rates": [20.0, 50.0, 150.0],
                        "search": None})
     low, mid, over = _points(run_load_bench(spec))
     for p in (low, mid):  # below capacity: achieved = offered, no queueing, Little's law
@@ -61,25 +61,27 @@ def test_fixed_service_time_one_worker_tracks_then_queues_littles_law():
         assert ll["L_sampled"] == pytest.approx(p["offered_qps"] * s_ms / 1000, rel=0.35), ll
     # beyond capacity: achieved is capped near 1/s and the queue grows (latency >> s)
     assert over["achieved_qps"] <= 1.1 * 1000 / s_ms, over
-    assert over["achieved_qps"] >= 0.7 * 1000 / s_ms, over
+    assert over["achieved_qps"] >= 0.6 * 1000 / s_ms, over
     assert over["mean_ms"] > 10 * s_ms, over
     assert over["littles_law"]["L_sampled"] > 5 * mid["littles_law"]["L_sampled"], over
     assert over["p99_ms_uncorrected"] < over["p99_ms"] / 5, over  # the wait is client-side
 
 
 def test_capacity_search_brackets_the_slo():
-    # s = 5 ms, one worker: p99 <= 30 ms holds well below 200 QPS and fails beyond it
-    spec = _spec({"service_ms": 5.0, "workers": 1}, duration_s=1.3, closed=None,
+    # s = 20 ms, one worker: capacity 1/s = 50 QPS; p99 <= 200 ms holds below it (even with a
+    # contended machine's hiccups) and fails beyond it, where the queue grows every second
+    spec = _spec({"service_ms": 20.0, "workers": 1}, duration_s=1.3, closed=None,
                  open={"arrival": "fixed", "clients": 4,
-                       "search": {"start_qps": 50, "max_qps": 800, "steps": 6,
-                                  "rel_tol": 0.25}},
-                 slo={"p99_ms": 30.0, "target_recall": 0.99})
+                       "search": {"start_qps": 5, "max_qps": 800, "steps": 7,
+                                  "rel_tol": 0.2}},
+                 slo={"p99_ms": 200.0, "target_recall": 0.99})
     result = run_load_bench(spec)
     (cfg,) = result.summary["configs"]
     steps = [p["offered_qps"] for p in cfg["points"]]
-    assert steps[:3] == [50.0, 100.0, 200.0] or steps[:2] == [50.0, 100.0], steps
+    assert steps[:4] == [5.0, 10.0, 20.0, 40.0], steps  # grown geometrically, then bisected
     assert cfg["limited_by"] == "slo", cfg
-    assert cfg["capacity_qps"] is not None and 60 <= cfg["capacity_qps"] <= 200, cfg
+    assert cfg["capacity_qps"] is not None and 20 <= cfg["capacity_qps"] <= 62.5, cfg
     assert cfg["first_fail_qps"] > cfg["capacity_qps"]
     passing = [p for p in cfg["points"] if p["meets_slo"]]
     assert max(p["offered_qps"] for p in passing) == cfg["capacity_qps"]
+    assert len(steps) < 7 or cfg["first_fail_qps"] / cfg["capacity_qps"] <= 1.2

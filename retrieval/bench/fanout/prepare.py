@@ -126,11 +126,12 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
         if any(p.spec.server for p in prepared) and not per:
             uri = stack.enter_context(milvus_lite_server(workdir / "milvus-server",
                                                          threads=spec.threads))
+        own = _start_servers(stack, [workdir / f"milvus-server-{p.spec.name}"
+                                     for p in prepared if p.spec.server and per], spec.threads)
         for p in prepared:
             c = p.spec
             if c.server and per:  # its own server process
-                uri = stack.enter_context(milvus_lite_server(
-                    workdir / f"milvus-server-{c.name}", threads=spec.threads))
+                uri = own.pop(0)
             dim = int(p.vectors.shape[1])
             ce = checked(spec, spec.collections.index(c))  # validated at load: remembered
             (bp,) = ce.builds()
@@ -156,6 +157,31 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
                 "model_id": p.model_id, "fingerprint": p.fingerprint,
             })
         yield members, facts
+
+
+def _start_servers(stack: contextlib.ExitStack, dirs: list[Path], threads: int) -> list[str]:
+    """One Milvus Lite server per folder, started at the same time (each takes seconds to
+    import and answer); their stops are pushed on ``stack``. The URIs, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retrieval.services.milvus_server import milvus_lite_server
+
+    if not dirs:
+        return []
+    cms = [milvus_lite_server(d, threads=threads) for d in dirs]
+    with ThreadPoolExecutor(len(cms)) as pool:
+        futures = [pool.submit(cm.__enter__) for cm in cms]
+    uris, first = [], None
+    for cm, fut in zip(cms, futures):
+        exc = fut.exception()
+        if exc is None:
+            stack.push(cm.__exit__)
+            uris.append(fut.result())
+        else:
+            first = first or exc
+    if first is not None:
+        raise first
+    return uris
 
 
 def _close_quietly(index: Any, name: str) -> None:
