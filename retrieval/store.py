@@ -273,6 +273,7 @@ class RunKind(StrEnum):
     SWEEP = "sweep"  # rwb sweep of an index spec
     BENCH_EMBED = "bench-embed"  # rwb bench embed
     BENCH_FANOUT = "bench-fanout"  # rwb bench fanout
+    BENCH_LOAD = "bench-load"  # rwb bench load
     RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
     CACHE_TUNE = "cache-tune"  # rwb tune cache
     RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml

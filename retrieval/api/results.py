@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
+    from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.run import CacheTuneSummary
     from retrieval.report.load import Run
     from retrieval.rerank.run import RerankSweepSummary
@@ -172,7 +172,7 @@ class CacheRun(RunResult):
 
 @dataclass(frozen=True)
 class BenchRun(RunResult):
-    summary: EmbedBenchSummary | FanoutBenchSummary
+    summary: EmbedBenchSummary | FanoutBenchSummary | LoadBenchSummary
     rows: tuple[dict[str, Any], ...] = ()
 
     def to_frame(self) -> pd.DataFrame:

@@ -306,6 +306,7 @@ def open_run(path: PathLike) -> RunResult:
         RunKind.EVAL: EvalRun, RunKind.SWEEP: SweepRun, RunKind.RAG_STUDY: StudyRun,
         RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
         RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
+        RunKind.BENCH_LOAD: BenchRun,
     }
     return by_kind[run.kind](run.path, run.model)
 

@@ -58,4 +58,21 @@ class FanoutBenchSummary(RunSummary):
     quality: dict[str, Any] | None = None
 
 
-__all__ = ["EmbedBenchSummary", "FanoutBenchSummary"]
+class LoadBenchSummary(RunSummary):
+    """Latency under load: per config its points (closed / open loop; corrected and uncorrected
+    percentiles in ms, achieved vs offered QPS, recall, generator health) and ``capacity_qps``,
+    the highest offered rate meeting the SLO; ``partial`` when a point was aborted."""
+
+    KIND: ClassVar[RunKind] = RunKind.BENCH_LOAD
+
+    name: str | None = None
+    k: int | None = None
+    client: str | None = None
+    slo: dict[str, Any] = Field(default_factory=dict)
+    configs: list[dict[str, Any]] = Field(default_factory=list)
+    health: list[str] = Field(default_factory=list)
+    partial: bool | None = None
+    aborted: str | None = None
+
+
+__all__ = ["EmbedBenchSummary", "FanoutBenchSummary", "LoadBenchSummary"]

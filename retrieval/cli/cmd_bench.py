@@ -1,6 +1,7 @@
 """`rwb bench embed`: batched vs one-at-a-time embedding; `rwb bench fanout SPEC`: querying
-several collections serially, with threads and with asyncio, fused. Both write a run directory
-and print a table (or JSON)."""
+several collections serially, with threads and with asyncio, fused; `rwb bench load SPEC`:
+latency under closed- and open-loop load and the capacity at a p99 SLO. Each writes a run
+directory and prints a table (or JSON)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--backend", help="put every collection on this backend (default params)")
     f.add_argument("--server", action="store_true",
                    help="with --backend milvus: a Milvus Lite server process by URI")
+    f.add_argument("--servers", choices=["shared", "per-collection"],
+                   help="server collections share one server process or get one each")
     f.add_argument("--queries", type=int, help="override the number of queries")
     f.add_argument("--rounds", type=int,
                    help="repeat all modes N times, interleaved; speedup = median over rounds")
@@ -83,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--force", action="store_true",
                    help="write into --out even if it is a non-empty folder")
     f.set_defaults(func=run_fanout)
+    _register_load(bsub)
 
 
 def _bar(desc: str) -> tuple[Any, Callable[[int, int, str], None] | None]:
@@ -199,7 +203,12 @@ def run_fanout(args: argparse.Namespace) -> int:
     if args.server and args.backend != "milvus":
         raise ConfigError("bench fanout: --server needs --backend milvus")
     if args.backend:
-        spec = with_backend(spec, args.backend, server=args.server)
+        spec = with_backend(spec, args.backend, server=args.server, servers=args.servers)
+    elif args.servers:
+        from retrieval.bench.fanout.spec import validate_fanout_spec
+        from retrieval.specfile import with_overrides
+
+        spec = with_overrides(spec, servers=args.servers, check=validate_fanout_spec)
     if args.queries is not None or args.rounds is not None:
         data = spec.model_dump(mode="json")
         if args.queries is not None:
@@ -248,3 +257,86 @@ def _print_fanout(s: dict[str, Any]) -> None:
             print(f"RRF vs ranx.fuse: {rc['identical']}/{rc['queries']} queries identical")
     else:
         print(f"quality: {q.get('reason')}")
+
+
+# --------------------------------------------------------------------------- load
+
+
+def _register_load(bsub: argparse._SubParsersAction) -> None:
+    g = bsub.add_parser(
+        "load", help="latency under closed/open-loop load; max QPS within a p99 SLO",
+        description="Load each config of SPEC with closed loops (N clients) and open loops "
+        "(fixed or Poisson arrivals), record corrected (from the intended send time) and "
+        "uncorrected latency in HDR histograms, and search the highest offered rate whose "
+        "corrected p99 meets the SLO with recall at the target.",
+    )
+    g.add_argument("spec", help="load spec YAML (e.g. sweeps/load-quickstart.yaml)")
+    g.add_argument("--p99-ms", type=float, help="SLO: corrected p99 in ms (overrides slo.p99_ms)")
+    g.add_argument("--target-recall", type=float, help="SLO: recall@k at least this")
+    g.add_argument("--duration", type=float, help="seconds per point, warm-up included")
+    g.add_argument("--client", choices=["threads", "asyncio", "processes"],
+                   help="how the clients run (default: the spec's)")
+    g.add_argument("--redis-url", help="Redis for the cache section (default $REDIS_URL, else "
+                   "a private server)")
+    g.add_argument("--json", action="store_true", help="print summary.json")
+    g.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    g.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
+    g.set_defaults(func=run_load)
+
+
+def run_load(args: argparse.Namespace) -> int:
+    from retrieval.bench.load.run import run_load_bench, write_load_run
+    from retrieval.bench.load.spec import load_load_spec, validate_load_spec
+    from retrieval.specfile import with_overrides
+
+    spec = load_load_spec(args.spec)
+    if args.p99_ms is not None or args.target_recall is not None:
+        slo = with_overrides(spec.slo, source=spec.source, p99_ms=args.p99_ms,
+                             target_recall=args.target_recall)
+        spec = with_overrides(spec, slo=slo, check=validate_load_spec)
+    spec = with_overrides(spec, duration_s=args.duration, client=args.client,
+                          check=validate_load_spec)
+    extra: tuple[Any, ...] = ()
+    if spec.cache is not None:
+        from retrieval.cache.loadtarget import lookup_target, parse_cache_load
+
+        cfg = parse_cache_load(spec.cache, spec.source)
+        extra = (lambda ds: lookup_target(cfg, ds, spec.queries, args.redis_url),)
+    check_out_dir(args.out, force=args.force)  # before minutes of measuring
+    bar, progress = _bar("bench load")
+    try:
+        result = run_load_bench(spec, progress=progress, extra=extra)
+    finally:
+        if bar is not None:
+            bar.close()
+    run = write_load_run(spec, result, args.out, force=args.force)
+    s = result.summary
+    if args.json:
+        print_json({**s, "run_dir": str(run.path)})
+    else:
+        _print_load(s)
+        print(f"run directory: {run.path}")
+    if result.partial:
+        print(f"rwb: error: run ended early, partial results kept: {s['aborted']}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_load(s: dict[str, Any]) -> None:
+    slo = s["slo"]
+    print(f"SLO: corrected p99 <= {slo['p99_ms']:g} ms, recall >= {slo['target_recall']}; "
+          f"clients as {s['client']}; latency ms")
+    for c in s["configs"]:
+        print(f"{c['label']} ({c['backend']}): capacity {fmt(c['capacity_qps'])} QPS "
+              f"(limited by {c['limited_by']}); {c['scaling']['verdict']}")
+        print_table(
+            [(p["mode"], p["clients"], p["offered_qps"], p["achieved_qps"], p["p50_ms"],
+              p["p99_ms"], p["p99_ms_uncorrected"], p["recall"], p["errors"] + p["timeouts"],
+              p["lag_p99_us"], "yes" if p["meets_slo"] else "no") for p in c["points"]],
+            ["mode", "clients", "offered", "achieved", "p50", "p99", "p99_uncorr", "recall",
+             "failed", "lag_us", "slo"],
+        )
+    for line in s["health"]:
+        print(f"  note: {line}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import __version__
+from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.export.engines import ANN_ENGINES, own_backends, translate
 from retrieval.export.files import FORMAT_VERSION, write_config
@@ -207,12 +208,16 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
         except ConfigError as exc:
             reasons.append(f"{label}: {exc}")
             continue
+        proof = evidence(summary, manifest, spec, label, engine)
+        cap = capacity_for(run.path, summary.run_id, label)  # a `rwb bench load` of this config
+        if cap is not None:
+            proof["capacity_at_slo"] = cap
         doc = {
             "rwb_export": FORMAT_VERSION,
             "kind": FILE_KIND,
             "engine": engine,
             "config": native,
-            "evidence": tidy(evidence(summary, manifest, spec, label, engine)),
+            "evidence": tidy(proof),
             "source": source(summary, spec, label),
         }
         path = write_config(out, doc)

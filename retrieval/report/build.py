@@ -221,6 +221,13 @@ def rag_figures(run: Run) -> Figures:
         rows = _typed(run, EmbedBenchSummary).rows or _rows(run, "results.parquet")
         return [("embed_batch_sweep", "Embedding batch sweep", rag.embed_batch_sweep(rows, s),
                  "Throughput and per-call latency per batching setting.")]
+    if run.kind == RunKind.BENCH_LOAD:
+        from retrieval.report import loadcurves
+
+        return [("load_qps_p99", "QPS vs p99 under load", loadcurves.qps_p99_curves(s),
+                 "Open loop per config: corrected and uncorrected p99, SLO line, capacity."),
+                ("load_closed", "Closed loop", loadcurves.closed_loop_curves(s),
+                 "Clients vs achieved QPS and p99.")]
     if run.kind == RunKind.BENCH_FANOUT:
         return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
                  "Per-query latency of serial, thread-pool and asyncio fan-out.")]
@@ -266,6 +273,10 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
     s = run.summary
     if run.kind == RunKind.RAG_STUDY:
         return study_tables(s)
+    if run.kind == RunKind.BENCH_LOAD:
+        from retrieval.report.loadcurves import load_tables
+
+        return load_tables(s)
     if run.kind == RunKind.BENCH_EMBED and _typed(run, EmbedBenchSummary).rows:
         e = _typed(run, EmbedBenchSummary)
         cols = ["setting", "mode", "batch_size", "token_budget", "texts_per_s", "tokens_per_s",

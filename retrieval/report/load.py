@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
+from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
@@ -40,7 +40,7 @@ KINDS: tuple[RunKind, ...] = tuple(RunKind)
 #: each kind's summary model
 SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
     m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
-                        RerankSweepSummary, CacheTuneSummary, StudySummary)
+                        RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary)
 }
 #: summary keys that identify a kind when neither file names it
 _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
@@ -49,6 +49,7 @@ _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
     (RunKind.CACHE_TUNE, ("threshold", "curve", "max_false_hit")),
     (RunKind.BENCH_EMBED, ("best_setting", "max_abs_diff")),
     (RunKind.BENCH_FANOUT, ("modes", "speedup")),
+    (RunKind.BENCH_LOAD, ("configs", "slo", "client")),
     (RunKind.SWEEP, ("builds", "backends", "pareto")),
     (RunKind.EVAL, ("rows", "dataset")),
 )

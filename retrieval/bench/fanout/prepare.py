@@ -111,21 +111,27 @@ def check_dims(spec: FanoutSpec, prepared: list[PreparedCollection],
 @contextlib.contextmanager
 def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
                   workdir: Path) -> Iterator[tuple[list[Member], list[dict[str, Any]]]]:
-    """Build one index per collection (a Milvus Lite server process is started for collections
-    with ``server: true``); yield the members and their build facts; close everything after."""
+    """Build one index per collection (collections with ``server: true`` are served by a Milvus
+    Lite server process: one shared, or one each with ``servers: per-collection``); yield the
+    members and their build facts; close everything after."""
     from retrieval.indexes.registry import create_index, get_backend
 
     members: list[Member] = []
     facts: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
-        uri = None
-        if any(p.spec.server for p in prepared):
-            from retrieval.services.milvus_server import milvus_lite_server
+        from retrieval.services.milvus_server import milvus_lite_server
 
+        uri = None
+        per = spec.servers == "per-collection"
+        if any(p.spec.server for p in prepared) and not per:
             uri = stack.enter_context(milvus_lite_server(workdir / "milvus-server",
                                                          threads=spec.threads))
+        own = _start_servers(stack, [workdir / f"milvus-server-{p.spec.name}"
+                                     for p in prepared if p.spec.server and per], spec.threads)
         for p in prepared:
             c = p.spec
+            if c.server and per:  # its own server process
+                uri = own.pop(0)
             dim = int(p.vectors.shape[1])
             ce = checked(spec, spec.collections.index(c))  # validated at load: remembered
             (bp,) = ce.builds()
@@ -145,11 +151,37 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
                                   namespace=c.namespace))
             facts.append({
                 "name": c.name, "source": c.source, "n": len(p.doc_ids), "dim": dim,
-                "backend": c.backend + (" (server)" if c.server else ""),
+                "backend": c.backend + ((" (own server)" if per else " (server)")
+                                        if c.server else ""),
                 "build": c.build, "search": c.search, "build_s": info.build_s,
                 "model_id": p.model_id, "fingerprint": p.fingerprint,
             })
         yield members, facts
+
+
+def _start_servers(stack: contextlib.ExitStack, dirs: list[Path], threads: int) -> list[str]:
+    """One Milvus Lite server per folder, started at the same time (each takes seconds to
+    import and answer); their stops are pushed on ``stack``. The URIs, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retrieval.services.milvus_server import milvus_lite_server
+
+    if not dirs:
+        return []
+    cms = [milvus_lite_server(d, threads=threads) for d in dirs]
+    with ThreadPoolExecutor(len(cms)) as pool:
+        futures = [pool.submit(cm.__enter__) for cm in cms]
+    uris, first = [], None
+    for cm, fut in zip(cms, futures):
+        exc = fut.exception()
+        if exc is None:
+            stack.push(cm.__exit__)
+            uris.append(fut.result())
+        else:
+            first = first or exc
+    if first is not None:
+        raise first
+    return uris
 
 
 def _close_quietly(index: Any, name: str) -> None:

@@ -72,6 +72,9 @@ class FanoutSpec(Params):
     warmup: int = Field(20, ge=0, description="untimed queries before each mode")
     rounds: int = Field(1, ge=1, le=100, description="repeat all modes, interleaved")
     timeout_s: float = Field(5.0, gt=0.0, description="default per-collection deadline, s")
+    servers: Literal["shared", "per-collection"] = Field(
+        "shared", description="collections with server: true share one Milvus Lite server "
+        "process, or each gets its own (then a parallel fan-out waits on 3 processes at once)")
     fusion: Literal["rrf", "score"] = "rrf"
     rrf_k: float = Field(DEFAULT_RRF_K, ge=0.0)
     embed_batch_size: int = Field(64, ge=1)
@@ -124,15 +127,19 @@ def load_fanout_spec(path: str | Path) -> FanoutSpec:
 
 def with_backend(spec: FanoutSpec, backend: str, *, server: bool = False,
                  build: dict[str, Any] | None = None,
-                 search: dict[str, Any] | None = None) -> FanoutSpec:
-    """The same spec with every collection on ``backend`` (default params unless given)."""
+                 search: dict[str, Any] | None = None,
+                 servers: str | None = None) -> FanoutSpec:
+    """The same spec with every collection on ``backend`` (default params unless given);
+    ``servers``: "shared" | "per-collection" server processes (default: the spec's)."""
     b, s = DEFAULT_PARAMS.get(backend, ({}, {}))
     cols = [with_overrides(c, source=spec.source, backend=backend, server=server,
                            build=dict(build if build is not None else b),
                            search=dict(search if search is not None else s))
             for c in spec.collections]
-    return with_overrides(spec, collections=cols,
-                          name=f"{spec.name}-{backend}" + ("-server" if server else ""),
+    per = (servers or spec.servers) == "per-collection"
+    return with_overrides(spec, collections=cols, servers=servers,
+                          name=f"{spec.name}-{backend}" + (
+                              ("-servers" if per else "-server") if server else ""),
                           check=validate_fanout_spec)
 
 

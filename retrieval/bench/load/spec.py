@@ -1,0 +1,233 @@
+"""The load benchmark spec (YAML, ``extra="forbid"``, read through :mod:`retrieval.specfile`):
+:class:`LoadSpec`; see ``sweeps/load-quickstart.yaml``. Times in seconds (``*_s``) or
+milliseconds (``*_ms``), rates in queries per second (QPS).
+
+A config is either an index entry (``backend`` + ``build`` + ``search``, validated once by
+:func:`retrieval.indexes.entry.check_entry` for the spec's ``k``: any registered backend) or
+``run: DIR`` (the chosen config of a sweep run directory, ``label`` picking one of its index
+entries). ``server: true`` serves a Milvus config from a Milvus Lite server process by URI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.entry import IndexEntry, check_entry
+from retrieval.params import Params, RunName
+from retrieval.specfile import load_model
+
+#: backends living outside ``retrieval.indexes`` that a spec may name (imported on demand)
+TEST_BACKENDS = {"fault": "retrieval.testing.faulty", "fake": "retrieval.testing.fake"}
+MIN_MEASURED_S = 0.2  # the shortest measured window of a point, s
+ClientKind = Literal["threads", "asyncio", "processes"]
+
+
+class LoadConfig(IndexEntry):
+    """One config under load: an index entry, or ``run`` (a sweep run directory's chosen
+    config; ``label`` names its index entry, default the cheapest chosen one)."""
+
+    backend: str = ""
+    run: str | None = Field(None, description="a sweep run directory: its chosen config")
+    label: str | None = Field(None, description="name shown in tables (run: which entry)")
+    server: bool = Field(False, description="milvus only: a Milvus Lite server process by URI")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LoadConfig:
+        if bool(self.backend) == bool(self.run):
+            raise ValueError("give exactly one of 'backend' (an index entry) or 'run' (a sweep "
+                             "run directory)")
+        if self.run and (self.build or self.search or self.server):
+            raise ValueError("'run' takes the run's chosen build and search; drop 'build', "
+                             "'search' and 'server'")
+        return self
+
+
+class ClosedSpec(Params):
+    """Closed loop: N clients, each sending its next query when the last returns."""
+
+    clients: list[int] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1)
+
+
+class RateSearch(Params):
+    """The capacity search over offered rates (QPS): grow from ``start_qps`` by ``growth``
+    until a point fails the SLO, then bisect; at most ``steps`` points."""
+
+    start_qps: float = Field(100.0, description="> 0")
+    max_qps: float = Field(20_000.0, description=">= start_qps")
+    growth: float = Field(2.0, gt=1.0, le=10.0)
+    steps: int = Field(8, ge=1, le=50)
+    rel_tol: float = Field(0.1, gt=0.0, le=1.0, description="bracket width to stop at")
+
+
+class OpenSpec(Params):
+    """Open loop: queries on a schedule (``fixed`` interval or ``poisson``), at the explicit
+    ``rates`` and along the capacity ``search`` (null: no search)."""
+
+    arrival: Literal["fixed", "poisson"] = "poisson"
+    clients: int = Field(16, description="concurrent senders (the in-flight limit), >= 1")
+    rates: list[float] = Field(default_factory=list, description="QPS, each > 0")
+    search: RateSearch | None = Field(default_factory=RateSearch)
+
+
+class SloSpec(Params):
+    """The SLO: corrected p99 within ``p99_ms`` (ms), recall@k >= ``target_recall`` (null: not
+    checked), failed queries at most ``max_error_rate`` (a fraction)."""
+
+    p99_ms: float = Field(10.0, description="ms, > 0")
+    target_recall: float | None = Field(None, gt=0.0, le=1.0)
+    max_error_rate: float = Field(0.001, ge=0.0, le=1.0)
+
+
+class LoadSpec(Params):
+    """A load benchmark over one or more configs (see the module docstring)."""
+
+    name: RunName = "load"
+    dataset: str | dict[str, Any] | None = Field(
+        None, description="required unless every config is a sweep run (then its dataset)")
+    k: int = Field(10, ge=1, le=1000)
+    seed: int = 0
+    threads: int = Field(1, ge=1, le=512, description="threads inside each index")
+    queries: int | None = Field(None, ge=1, description="distinct queries cycled (None: all)")
+    client: ClientKind = "threads"
+    processes: int = Field(2, ge=1, le=256, description="client processes (client: processes)")
+    warmup_s: float = Field(0.5, ge=0.0, le=3600.0)
+    duration_s: float = Field(3.0, description="seconds per point, warm-up included; "
+                              "> warmup_s + MIN_MEASURED_S")
+    timeout_ms: float = Field(1000.0, gt=0.0, description="a later answer is a timeout")
+    max_lag_us: float | None = Field(
+        None, gt=0.0, description="generator lag p99 allowed, us (None: a tenth of the SLO's "
+        "p99: the generator's own lateness may use at most 10% of the latency budget)")
+    abort_errors: int = Field(50, ge=1, description="consecutive errors that end a point")
+    closed: ClosedSpec | None = Field(default_factory=ClosedSpec)
+    open: OpenSpec | None = Field(default_factory=OpenSpec)
+    slo: SloSpec = Field(default_factory=SloSpec)
+    configs: list[LoadConfig] = Field(default_factory=list)
+    cache: dict[str, Any] | None = Field(
+        None, description="semantic-cache lookups under load (retrieval.cache.loadtarget."
+        "CacheLoad, validated by the command that runs it)")
+    source: str = Field("<memory>", exclude=True)
+
+
+def max_lag_us(spec: LoadSpec) -> float:
+    """The generator lag (p99, us) above which a point measures the client, not the server."""
+    return spec.max_lag_us if spec.max_lag_us is not None else spec.slo.p99_ms * 100.0
+
+
+def os_client_limit() -> int:
+    """The most client threads this process may start now: RLIMIT_NPROC (soft, when finite)
+    and the kernel's threads-max, less the threads already running."""
+    limits = []
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and os.geteuid() != 0:
+        limits.append(int(soft))
+    with contextlib.suppress(OSError, ValueError):
+        limits.append(int(Path("/proc/sys/kernel/threads-max").read_text().strip()))
+    return max(1, min(limits or [1 << 20]) - threading.active_count())
+
+
+def _check_rates(spec: LoadSpec) -> None:
+    where = spec.source
+    if spec.duration_s <= 0:
+        raise param_error("duration_s", "a number of seconds > 0", spec.duration_s, where=where)
+    least = spec.warmup_s + MIN_MEASURED_S
+    if spec.duration_s < least:
+        raise param_error("duration_s", f">= warmup_s + {MIN_MEASURED_S:g} = {least:g} s (the "
+                          f"warm-up of {spec.warmup_s:g} s leaves no measured window)",
+                          spec.duration_s, where=where)
+    if spec.slo.p99_ms <= 0:
+        raise param_error("slo.p99_ms", "a number of ms > 0", spec.slo.p99_ms, where=where)
+    o = spec.open
+    if o is not None:
+        for i, r in enumerate(o.rates):
+            if not r > 0:
+                raise param_error(f"open.rates[{i}]", "a rate in QPS > 0", r, where=where)
+        s = o.search
+        if s is not None:
+            if not s.start_qps > 0:
+                raise param_error("open.search.start_qps", "a rate in QPS > 0", s.start_qps,
+                                  where=where)
+            if s.max_qps < s.start_qps:
+                raise param_error("open.search.max_qps", f">= start_qps ({s.start_qps:g})",
+                                  s.max_qps, where=where)
+        if o.clients < 1:
+            raise param_error("open.clients", "an integer >= 1", o.clients, where=where)
+
+
+def _check_clients(spec: LoadSpec) -> None:
+    limit = os_client_limit()
+    asked = [("open.clients", spec.open.clients)] if spec.open else []
+    asked += [(f"closed.clients[{i}]", c) for i, c in enumerate(spec.closed.clients)] \
+        if spec.closed else []
+    for field, c in asked:
+        if c < 1:
+            raise param_error(field, "an integer >= 1", c, where=spec.source)
+        if c > limit:
+            raise param_error(field, f"<= {limit} (the threads this OS lets this process "
+                              f"start: RLIMIT_NPROC / kernel threads-max)", c, where=spec.source)
+
+
+def validate_load_spec(spec: LoadSpec) -> LoadSpec:
+    """Cross-field checks (rates, durations, clients vs the OS) and every index entry against
+    its backend's own models."""
+    _check_rates(spec)
+    _check_clients(spec)
+    if spec.closed is None and spec.open is None:
+        raise ConfigError(f"{spec.source}: give 'closed', 'open' or both; received neither")
+    if not spec.configs and spec.cache is None:
+        raise param_error("configs", "a non-empty list (or a 'cache' section)", [],
+                          where=spec.source)
+    for i, c in enumerate(spec.configs):
+        field = f"configs[{i}]"
+        if c.run:
+            if not Path(c.run).is_dir():
+                raise param_error(f"{field}.run", "a sweep run directory", c.run,
+                                  where=spec.source)
+            continue
+        if c.backend in TEST_BACKENDS:
+            import importlib
+
+            importlib.import_module(TEST_BACKENDS[c.backend])
+        check_entry(c, spec.k, where=spec.source, field=field)
+        if c.server and c.backend != "milvus":
+            raise param_error(f"{field}.server", "false unless backend is 'milvus'", c.server,
+                              where=spec.source)
+    if spec.dataset is None and (spec.cache is not None or any(c.backend for c in spec.configs)):
+        raise param_error("dataset", "a dataset name, path or mapping (index entries and the "
+                          "cache need one)", None, where=spec.source)
+    return spec
+
+
+def parse_load_spec(data: Any, source: str = "<memory>") -> LoadSpec:
+    return load_model(data, LoadSpec, source=source, what="a load spec",
+                      extra={"source": source}, check=validate_load_spec)
+
+
+def load_load_spec(path: str | Path) -> LoadSpec:
+    """Read and validate a load spec file; errors name the file and the field."""
+    p = Path(path)
+    return load_model(p, LoadSpec, what="a load spec", extra={"source": str(p)},
+                      check=validate_load_spec)
+
+
+__all__ = [
+    "ClientKind",
+    "ClosedSpec",
+    "LoadConfig",
+    "LoadSpec",
+    "OpenSpec",
+    "RateSearch",
+    "SloSpec",
+    "load_load_spec",
+    "max_lag_us",
+    "os_client_limit",
+    "parse_load_spec",
+    "validate_load_spec",
+]

@@ -1,0 +1,179 @@
+"""The live side before any load: resolve each config (an index entry, or the chosen config of a
+sweep run directory), build it through the backend registry (any registered backend; a Milvus
+config with ``server: true`` on a Milvus Lite server process by URI), and wrap it as a
+:class:`~retrieval.bench.load.drivers.Target`. The semantic cache's target lives in
+:mod:`retrieval.cache.loadtarget` (the CLI hands it in: bench and cache are sibling layers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.bench.load.drivers import Target
+from retrieval.bench.load.spec import LoadConfig, LoadSpec
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError, DataError
+from retrieval.indexes.base import SupportsAsyncSearch, SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.entry import apply_search, check_entry, check_search
+from retrieval.metrics import recall_by_id
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A config ready to build: ``source_run`` / ``source_label`` when it came from a sweep."""
+
+    label: str
+    backend: str
+    build: dict[str, Any]
+    search: dict[str, Any]
+    server: bool
+    dataset: Any
+    source_run: str | None = None
+    source_run_id: str | None = None
+    source_label: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _label(c: LoadConfig, i: int) -> str:
+    return c.label or f"{c.backend}{'-server' if c.server else ''}#{i}"
+
+
+def from_sweep(run_dir: str, label: str | None, where: str) -> Resolved:
+    """The chosen config of a sweep run (``label``: its index entry; default the chosen one
+    with the lowest p95)."""
+    from retrieval.specfile import read_yaml
+    from retrieval.store import RunDir
+
+    run = RunDir.open(run_dir)
+    summary = run.read_json("summary.json")  # plain JSON: tune is a sibling layer
+    if not run.file("spec.yaml").is_file() or summary.get("kind") not in (None, "sweep"):
+        raise DataError(f"{where}: run '{run_dir}' is not a sweep run (no spec.yaml, or kind "
+                        f"{summary.get('kind')!r})")
+    spec = read_yaml(run.file("spec.yaml"))
+    spec = spec if isinstance(spec, dict) else {}
+    chosen = {k: b for k, b in (summary.get("backends") or {}).items()
+              if isinstance(b, dict) and b.get("chosen")}
+    if not chosen:
+        raise DataError(f"{where}: run '{run_dir}' has no chosen config (rwb sweep with "
+                        f"--target-recall chooses one)")
+    if label is None:
+        label = min(chosen, key=lambda k: chosen[k]["chosen"].get("p95_ms") or 0.0)
+    if label not in chosen:
+        raise ConfigError(f"{where}: field 'label' must name an entry of run '{run_dir}' with a "
+                          f"chosen config ({', '.join(sorted(chosen))}); received {label!r}")
+    b = chosen[label]
+    c = b["chosen"]
+    return Resolved(label=f"{label} (chosen, {run.run_id})", backend=str(b.get("backend")),
+                    build=dict(c.get("build_params") or c.get("build") or {}),
+                    search=dict(c.get("search") or {}), server=False,
+                    dataset=spec.get("dataset"), source_run=str(Path(run_dir).resolve()),
+                    source_run_id=summary.get("run_id") or run.run_id, source_label=label)
+
+
+def _close_quietly(index: Any, label: str) -> None:
+    """Close an index whose server may have died mid-run (the run's results come first)."""
+    try:
+        index.close()
+    except Exception as exc:
+        log.warning("load: closing config '%s' failed: %s", label, exc)
+
+
+def resolve_configs(spec: LoadSpec) -> list[Resolved]:
+    out = []
+    for i, c in enumerate(spec.configs):
+        where = f"{spec.source}: configs[{i}]"
+        if c.run:
+            r = from_sweep(c.run, c.label, where)
+            out.append(r if spec.dataset is None else Resolved(**{**r.__dict__,
+                                                                  "dataset": spec.dataset}))
+            continue
+        out.append(Resolved(_label(c, i), c.backend, dict(c.build), dict(c.search), c.server,
+                            spec.dataset))
+    return out
+
+
+def query_rows(ds: VectorDataset, n: int | None) -> list[np.ndarray]:
+    """The first ``n`` queries as contiguous float32 (1, dim) rows (prepared before timing)."""
+    m = ds.n_queries if n is None else min(n, ds.n_queries)
+    q = np.ascontiguousarray(ds.queries[:m], dtype=np.float32)
+    return [q[i:i + 1] for i in range(m)]
+
+
+@contextlib.contextmanager
+def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadSpec,
+                 workdir: Path) -> Iterator[tuple[Target, dict[str, Any]]]:
+    """Build ``r`` on ``ds`` and yield it as a Target with its build facts; closed after."""
+    from retrieval.indexes.registry import get_backend
+
+    cls = get_backend(r.backend, where=f"{spec.source}: config '{r.label}'")
+    where = f"{spec.source}: config '{r.label}'"
+    ce = check_entry(LoadConfig(backend=r.backend, build=r.build, search=r.search), spec.k,
+                     where=where, field=r.label)
+    (bp,) = ce.builds()
+    k = spec.k
+    with contextlib.ExitStack() as stack:
+        kwargs: dict[str, Any] = {}
+        if r.extra.get("uri"):  # a client process on the parent's server
+            kwargs["uri"] = r.extra["uri"]
+        elif r.server:
+            from retrieval.services.milvus_server import milvus_lite_server
+
+            kwargs["uri"] = stack.enter_context(
+                milvus_lite_server(workdir / f"milvus-server-{abs(hash(r.label))}",
+                                   threads=spec.threads))
+        index: Any = cls(ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads,
+                         workdir=workdir, **kwargs)
+        stack.callback(_close_quietly, index, r.label)
+        info = index.build(ds.base)
+        if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(bp):
+            n = min(ds.n_queries, 100)
+            index.verify_not_brute_force(ds.queries[:n], k, gt_ids[:n])
+        apply_search(index, check_search(cls, bp, r.search, k, where=where))
+        rows = query_rows(ds, spec.queries)
+        exact = gt_ids[: len(rows), :k]
+        if isinstance(index, SupportsHotSearch):
+            hot, finish = index.hot_search(k)
+
+            def call(qi: int) -> Any:
+                return hot(rows[qi])
+
+            def score(qi: int, raw: Any) -> float:
+                return float(recall_by_id(finish(raw).ids, exact[qi:qi + 1], k)[0])
+        else:
+            search = index.search
+
+            def call(qi: int) -> Any:
+                return search(rows[qi], k)
+
+            def score(qi: int, raw: Any) -> float:
+                return float(recall_by_id(raw.ids, exact[qi:qi + 1], k)[0])
+
+        acall = None
+        if isinstance(index, SupportsAsyncSearch):
+            asearch = index.asearch
+
+            def acall(qi: int) -> Any:
+                return asearch(rows[qi], k)
+
+        r.extra["served_at"] = kwargs.get("uri")  # for client processes (not reported)
+        facts = {"label": r.label, "backend": r.backend, "server": r.server,
+                 "build": bp.model_dump(mode="json"), "search": dict(r.search),
+                 "build_s": info.build_s, "memory_bytes": info.memory_bytes,
+                 "hot_path": isinstance(index, SupportsHotSearch),
+                 "native_async": acall is not None, "n_base": ds.n_base,
+                 "queries": len(rows), "source_run": r.source_run,
+                 "source_run_id": r.source_run_id, "source_label": r.source_label}
+        yield Target(r.label, len(rows), call, score, acall), facts
+
+
+__all__ = ["Resolved", "from_sweep", "index_target", "query_rows",
+           "resolve_configs"]
