@@ -36,6 +36,7 @@ from retrieval.errors import BackendError, ConfigError, param_error, unknown_nam
 from retrieval.indexes._inprocess import InProcessIndex, check_k
 from retrieval.indexes._knob_check import knob_check
 from retrieval.indexes._milvus_checks import BruteForceCheck
+from retrieval.indexes._redis_filter import RedisFilter, hash_fields, schema_fields
 from retrieval.indexes.portable import Flat, Hnsw, Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
@@ -63,9 +64,15 @@ class RedisBuild(Params):
 
 
 class RedisSearch(Params):
-    """``EF_RUNTIME``: candidates per KNN query (HNSW; >= k, checked at search)."""
+    """``EF_RUNTIME``: candidates per KNN query (HNSW; >= k, checked at search).
+    Filtered (hybrid) queries only: ``HYBRID_POLICY`` ``AUTO`` (none sent: Redis picks by its
+    estimate), ``BATCHES`` (KNN in batches of ``BATCH_SIZE``, filtering each) or ``ADHOC_BF``
+    (brute force over the filter's matches; EF_RUNTIME not sent); ``BATCH_SIZE`` (BATCHES
+    only; None: Redis's default)."""
 
     EF_RUNTIME: int = Field(10, ge=1, le=EF_RUNTIME_MAX)
+    HYBRID_POLICY: Literal["AUTO", "BATCHES", "ADHOC_BF"] = "AUTO"
+    BATCH_SIZE: int | None = Field(None, ge=1, le=1_000_000)
 
 
 def redis_url(url: str | None) -> str:
@@ -106,7 +113,7 @@ def connect(url: str, timeout_s: float) -> Any:
 
 
 @register
-class RedisIndex(InProcessIndex):
+class RedisIndex(RedisFilter, InProcessIndex):
     """Redis vector search (see the module docstring)."""
 
     name = "redis"
@@ -160,6 +167,10 @@ class RedisIndex(InProcessIndex):
         if build.algorithm == "HNSW" and k > search.EF_RUNTIME:
             raise param_error("EF_RUNTIME", f">= k ({k}) and <= {EF_RUNTIME_MAX}",
                               search.EF_RUNTIME, where=f"{WHERE} search params")
+        if search.BATCH_SIZE is not None and search.HYBRID_POLICY != "BATCHES":
+            raise param_error("BATCH_SIZE", "unset unless HYBRID_POLICY is BATCHES",
+                              f"{search.BATCH_SIZE} with HYBRID_POLICY {search.HYBRID_POLICY}",
+                              where=f"{WHERE} search params")
 
     @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
@@ -196,10 +207,13 @@ class RedisIndex(InProcessIndex):
                             METRIC[self.metric]]
         if b.algorithm == "HNSW":
             attrs += ["M", b.M, "EF_CONSTRUCTION", b.EF_CONSTRUCTION, "EPSILON", b.EPSILON]
+        extra = schema_fields(self._attrs) if self._attrs is not None else []
         return ["ON", "HASH", "PREFIX", 1, f"{self.index_name}:", "SCHEMA", "v", "VECTOR",
-                b.algorithm, len(attrs), *attrs]
+                b.algorithm, len(attrs), *attrs, *extra]
 
     def _build(self, x: np.ndarray) -> dict[str, Any]:
+        attrs = self._build_attrs(x.shape[0])
+        self._built_attrs = None
         client = self._connect()
         self._call("FT.CREATE", client.execute_command, "FT.CREATE", self.index_name,
                    *self.ft_create_args())
@@ -209,13 +223,17 @@ class RedisIndex(InProcessIndex):
             for s in range(0, x.shape[0], PIPELINE):
                 pipe = client.pipeline(transaction=False)
                 for i, row in enumerate(x[s:s + PIPELINE]):
-                    pipe.hset(f"{prefix}{s + i}", "v", row.tobytes())
+                    if attrs is None:
+                        pipe.hset(f"{prefix}{s + i}", "v", row.tobytes())
+                    else:
+                        pipe.hset(f"{prefix}{s + i}",
+                                  mapping={"v": row.tobytes(), **hash_fields(attrs, s + i)})
                 self._call("HSET", pipe.execute)
             info = self._wait_indexed(x.shape[0], t0)
         except BaseException:
             self._release()  # a failed build leaves no index or keys behind
             raise
-        self._info = info
+        self._info, self._built_attrs = info, attrs
         return {"ft_info": {k: info.get(k) for k in (
             "num_docs", "vector_index_sz_mb", "total_index_memory_sz_mb", "total_indexing_time",
             "percent_indexed")}, "where": self.where, "index_name": self.index_name}
@@ -265,7 +283,12 @@ class RedisIndex(InProcessIndex):
         return d, ids
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        make, client = self._command(k), self._client
+        return self._run(self._command(k), x, k)
+
+    def _run(self, make: Callable[[np.ndarray], list[Any]], x: np.ndarray,
+             k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``make(row)`` for each row of ``x``: one call, or one pipeline per PIPELINE rows."""
+        client = self._client
         if x.shape[0] == 1:
             return self._rows([self._call("FT.SEARCH", client.execute_command, *make(x[0]))], k)
         replies: list[Any] = []
@@ -275,6 +298,29 @@ class RedisIndex(InProcessIndex):
                 pipe.execute_command(*make(row))
             replies.extend(self._call("FT.SEARCH", pipe.execute))
         return self._rows(replies, k)
+
+    def _hybrid(self, k: int, prefix: str) -> Callable[[np.ndarray], list[Any]]:
+        """One filtered KNN command per query row: ``prefix`` (a query filter), the knobs as
+        ``PARAMS`` (see :class:`RedisSearch` for HYBRID_POLICY / BATCH_SIZE)."""
+        sp = self.search_params
+        assert isinstance(sp, RedisSearch)
+        b = self.build_params
+        assert isinstance(b, RedisBuild)
+        knobs, params = "", ["K", k]
+        if b.algorithm == "HNSW" and sp.HYBRID_POLICY != "ADHOC_BF":
+            knobs, params = " EF_RUNTIME $EF", [*params, "EF", sp.EF_RUNTIME]
+        if sp.HYBRID_POLICY != "AUTO":
+            knobs += f" HYBRID_POLICY {sp.HYBRID_POLICY}"
+        if sp.BATCH_SIZE is not None:
+            knobs, params = f"{knobs} BATCH_SIZE $BS", [*params, "BS", sp.BATCH_SIZE]
+        query = f"{prefix}=>[KNN $K @v $BLOB{knobs} AS d]"
+        head = ["FT.SEARCH", self.index_name, query, "PARAMS", len(params) + 2, *params, "BLOB"]
+        tail = ["SORTBY", "d", "LIMIT", 0, k, "RETURN", 1, "d", "DIALECT", 2]
+        return lambda row: [*head, row.tobytes(), *tail]
+
+    def _knn(self, x: np.ndarray, k: int, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k of each row of ``x`` among the documents matching ``prefix``."""
+        return self._run(self._hybrid(k, prefix), x, k)
 
     def _hot(
         self, k: int
