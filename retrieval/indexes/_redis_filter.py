@@ -133,4 +133,4 @@ class RedisFilter(InProcessFilter):
         if flt.where.attr not in attrs.names:
             raise ConfigError(f"{WHERE}: filter attribute '{flt.where.attr}' is not stored in "
                               f"this index; stored: {', '.join(attrs.names) or 'none'}")
-        return self._knn(x, k, query_filter([flt.where], attrs))  # type: ignore[attr-defined,no-any-return]
+        return self._knn(x, k, query_filter([flt.where], attrs))  # type: ignore[attr-defined]

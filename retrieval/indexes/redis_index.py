@@ -13,6 +13,20 @@ is one pipeline. ``EPSILON`` bounds range queries only: Redis refuses it in a KN
 query attributes were sent for a non-range query"), so it is a build attribute here (the index
 default, exported) and not a KNN search knob.
 
+Filtered search (:class:`~retrieval.indexes.base.SupportsFilter`, the ``engine`` strategy;
+see :mod:`._redis_filter`): ``attach_attributes(attrs)`` before ``build`` adds one schema field
+per attribute (``NUMERIC`` for integers, ``TAG`` with separator U+001F and ``CASESENSITIVE`` for
+labels, a row's labels joined by it) and writes the values into each hash with its vector;
+``filtered_search`` runs a hybrid query, e.g.
+``(@a_topics:{earn|grain} @a_year:[1990 1995])=>[KNN $K @v $BLOB EF_RUNTIME $EF AS d]`` (TAG
+values backslash-escaped; k, vector, ef as ``PARAMS``), -1 padded when fewer documents match.
+Search knobs for hybrid queries only: ``HYBRID_POLICY`` ``AUTO`` (Redis chooses) | ``BATCHES``
+(HNSW in batches of ``BATCH_SIZE``, each filtered) | ``ADHOC_BF`` (brute force over the
+filter's matches; Redis refuses ``EF_RUNTIME`` with it, so it is not sent), so that the
+strategy Redis uses is a measured axis. Unfiltered queries send neither (Redis refuses hybrid
+attributes on a non-hybrid query). Integer attributes must lie within +-2**53 (NUMERIC is a
+double).
+
 Distances: Redis L2 is the squared Euclidean distance (as rwb), IP is ``1 - <x, q>`` (converted to
 ``-<x, q>``), COSINE ``1 - cos`` (as rwb). Memory: ``FT.INFO vector_index_sz_mb`` (the vector index
 as Redis measures it, in bytes); the other FT.INFO figures go to ``BuildInfo.extra``.
