@@ -163,7 +163,7 @@ SPEC = {
     "indexes": [{"backend": "redis", "build": {"M": 8, "EF_CONSTRUCTION": 32},
                  "search": {"EF_RUNTIME": 10, "HYBRID_POLICY": ["BATCHES", "ADHOC_BF"]}}],
     "filters": {"selectivities": [0.01, 0.2], "attribute": "clustered",
-                "strategies": ["engine", "prefilter"]},
+                "strategies": ["engine", "prefilter", "postfilter"]},
 }
 
 
@@ -183,6 +183,8 @@ def test_filtered_rwb_eval_with_redis(redis_env: str, tmp_path: Path,
     adhoc = [r for r in rows if r["search"]["HYBRID_POLICY"] == "ADHOC_BF"]
     assert all(r["recall"] == 1.0 for r in adhoc), adhoc  # exact over the matches
     assert "redis" in summary["cliff_selectivity"]
+    post = [r for r in summary["rows"] if r["strategy"] == "postfilter"]  # EF_RUNTIME raised
+    assert post and all(0.0 <= r["recall"] <= 1.0 for r in post)
     capsys.readouterr()
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**SPEC, "indexes": [
