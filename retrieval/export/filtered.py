@@ -63,7 +63,11 @@ FILTER_FORMS: dict[str, str] = {
     "hnswlib": "knn_query(q, k, filter=lambda label: matches(label))",
     "qdrant": "QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
     "weaviate": "where filter (pre-filtered allow-list)",
+    "redis": "FT.SEARCH idx '(@tag:{a|b} @num:[lo hi])=>[KNN $K @v $BLOB EF_RUNTIME $EF]' "
+             "(hybrid query on TAG / NUMERIC fields; TAG values backslash-escaped)",
 }
+#: search params of a Redis hybrid query, carried beside its filter form
+REDIS_HYBRID = ("HYBRID_POLICY", "BATCH_SIZE")
 
 
 def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
@@ -92,6 +96,10 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
                          f"(over-fetch {op.get('overfetch')}), then keep the first {k} matches")
     else:
         doc["filter_in_engine"] = FILTER_FORMS.get(engine, "the engine's filtered search")
+        hybrid = {p: v for p, v in (op.get("search") or {}).items()
+                  if p in REDIS_HYBRID and v is not None}
+        if engine == "redis" and name == "redis" and hybrid:
+            doc["hybrid_query"] = hybrid
     return doc
 
 

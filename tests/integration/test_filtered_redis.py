@@ -192,3 +192,23 @@ def test_filtered_rwb_eval_with_redis(redis_env: str, tmp_path: Path,
     assert main(["eval", str(bad), "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "HYBRID_POLICY" in err and "ADHOC_BF" in err, err
+
+
+def test_filtered_target_sweep_and_redis_export(redis_env: str, tmp_path: Path) -> None:
+    from retrieval.export import export_run
+    from retrieval.tune.spec import parse_spec
+    from retrieval.tune.sweep import run_sweep
+
+    spec = parse_spec({**SPEC, "tune": {"strategy": "target"},
+                       "indexes": [{**SPEC["indexes"][0], "search": {
+                           "EF_RUNTIME": 10, "HYBRID_POLICY": "ADHOC_BF"}}],
+                       "filters": {**SPEC["filters"], "strategies": ["engine"]}})
+    run = run_sweep(spec, tmp_path / "sweep").run
+    out = tmp_path / "ops.redis.yaml"
+    export_run(run.path, "redis", out)
+    doc = yaml.safe_load(out.read_text())
+    assert [op["strategy"] for op in doc["operating_points"]] == ["engine", "engine"]
+    for op in doc["operating_points"]:
+        assert "KNN" in op["filter_in_engine"] and op["evidence"]["recall"] == 1.0
+        assert op["hybrid_query"] == {"HYBRID_POLICY": "ADHOC_BF"}
+        assert op["config"]["vector_field"]["algorithm"] == "HNSW"
