@@ -36,7 +36,7 @@ import numpy as np
 from retrieval.data import Metric
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes._inprocess import InProcessIndex
-from retrieval.indexes._pgvector_filter import PgVectorFilter
+from retrieval.indexes._pgvector_filter import PgVectorFilter, _to_rows
 from retrieval.indexes._pgvector_params import OPERATOR, OPS, check_dim
 from retrieval.indexes.registry import package_version
 from retrieval.params import Params
@@ -387,22 +387,3 @@ def _plan_nodes(node: dict[str, Any]) -> Any:
     yield node
     for child in node.get("Plans", []) or []:
         yield from _plan_nodes(child)
-
-
-def _to_rows(raws: list[list[tuple[int, float]]], k: int,
-             square: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Fetched (id, distance) rows per query -> (distances float32 ascending, ids int64),
-    padded with inf / -1; Euclidean distances squared for rwb's l2."""
-    nq = len(raws)
-    ids = np.full((nq, k), -1, dtype=np.int64)
-    d = np.full((nq, k), np.inf, dtype=np.float32)
-    for r, raw in enumerate(raws):
-        m = len(raw)
-        if not m:
-            continue
-        got = np.asarray(raw, dtype=np.float64).reshape(m, 2)
-        dist = got[:, 1] ** 2 if square else got[:, 1]
-        order = np.argsort(dist, kind="stable")  # relaxed_order scans may come out of order
-        ids[r, :m] = got[order, 0].astype(np.int64)
-        d[r, :m] = dist[order]
-    return d, ids

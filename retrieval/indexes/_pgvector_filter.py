@@ -202,8 +202,6 @@ class PgVectorFilter:
         ORDER BY on the vector index); ids as :meth:`search`, -1 padded when fewer are found."""
         import psycopg
 
-        from retrieval.indexes._pgvector_base import _to_rows
-
         x = queries
         if not (k == self._checked_k and type(x) is np.ndarray and x.dtype == np.float32
                 and x.ndim == 2 and x.shape[1] == self.dim and x.flags.c_contiguous):
@@ -227,3 +225,22 @@ class PgVectorFilter:
         if self._ids is not None:
             ids = np.where(ids >= 0, self._ids[np.maximum(ids, 0)], -1)
         return SearchResult(ids=ids, distances=d)
+
+
+def _to_rows(raws: list[list[tuple[int, float]]], k: int,
+             square: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Fetched (id, distance) rows per query -> (distances float32 ascending, ids int64),
+    padded with inf / -1; Euclidean distances squared for rwb's l2."""
+    nq = len(raws)
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    d = np.full((nq, k), np.inf, dtype=np.float32)
+    for r, raw in enumerate(raws):
+        m = len(raw)
+        if not m:
+            continue
+        got = np.asarray(raw, dtype=np.float64).reshape(m, 2)
+        dist = got[:, 1] ** 2 if square else got[:, 1]
+        order = np.argsort(dist, kind="stable")  # relaxed_order scans may come out of order
+        ids[r, :m] = got[order, 0].astype(np.int64)
+        d[r, :m] = dist[order]
+    return d, ids
