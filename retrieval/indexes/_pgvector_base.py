@@ -191,7 +191,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
         acols = self._attr_columns()
         avals = self._attr_values(x.shape[0])
-        self._fplans = {}
+        self._fplans, self._fbuilt = {}, self._fattrs
         self._run("create table",
                   f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim})"
                   + "".join(f", {c} {t}" for c, t in acols) + ")")
@@ -349,7 +349,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
 
     def _release(self) -> None:
         conn, self._sql, self._plan_ok_k = self._conn, "", -1
-        self._fplans = {}
+        self._fplans, self._fbuilt = {}, None
         if conn is not None and not conn.closed:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")

@@ -78,6 +78,8 @@ class PgVectorFilter:
     """Mixin for :class:`retrieval.indexes._pgvector_base.PgVectorIndex` (SupportsFilter)."""
 
     _fattrs: Attributes | None = None
+    #: the attributes the current table holds (set by the build)
+    _fbuilt: Attributes | None = None
     #: build GIN / B-tree indexes on the attribute columns (see the module docstring)
     attribute_indexes: bool = False
     #: (predicate shape, k) -> the scan EXPLAIN showed (cleared on every search-param change)
@@ -182,10 +184,10 @@ class PgVectorFilter:
         return cache[key]
 
     def _check_filter(self, where: Where) -> str:
-        a = self._fattrs
+        a = self._fbuilt
         if a is None:
             raise ConfigError(f"{self._where()}: filtered search needs attach_attributes() "  # type: ignore[attr-defined]
-                              f"before build()")
+                              f"before build() (this table was built without attributes)")
         if where.attr not in a.names:
             raise unknown_name_error("attribute", where.attr, a.names, where=self._where())  # type: ignore[attr-defined]
         kind = a.kind(where.attr)

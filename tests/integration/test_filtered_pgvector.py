@@ -135,8 +135,14 @@ def test_bad_attribute_name_and_filters_one_line() -> None:
         ok = Attributes.from_columns({"tag": ["a"] * 50, "year": np.arange(50)})
         with pytest.raises(ConfigError, match="attach_attributes"):
             index.filtered_search(x[:1], 5, bind(Where(attr="year", eq=3), ok, label="t"))
-        index.attach_attributes(ok)
+        index.attach_attributes(ok)  # attached after the build: the table has no columns
+        with pytest.raises(ConfigError, match="built without attributes"):
+            index.filtered_search(x[:1], 5, bind(Where(attr="year", eq=3), ok, label="t"))
         index.build(x)
+        index.set_search_params(iterative_scan="strict_order")
+        assert index.filtered_search(x[:1], 5, bind(Where(attr="year", eq=3), ok,
+                                                    label="t")).ids[0].tolist() == [3, -1, -1,
+                                                                                   -1, -1]
         with pytest.raises(ConfigError, match=r"field 'tag\.range'"):
             index.filtered_search(x[:1], 5, RowFilter(Where(attr="tag", range=(1, 2)),
                                                       np.ones(50, dtype=bool)))
@@ -195,3 +201,14 @@ def test_rwb_eval_refuses_an_unsafe_attribute_name(tmp_path: Path, capsys) -> No
                  "--out", str(tmp_path / "run")]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if "safe SQL identifier" in ln]
     assert len(err) == 1 and "'bad-name'" in err[0]
+
+
+def test_filtered_pgvector_spec_loads() -> None:
+    from retrieval.paths import REPO_ROOT
+    from retrieval.tune.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "sweeps" / "filtered-pgvector.yaml")
+    assert spec.filters is not None and "engine" in spec.filters.strategies
+    scans = {e.label: e.search.get("iterative_scan") for e in spec.indexes
+             if e.backend == "pgvector"}
+    assert scans == {"pgvector-relaxed": "relaxed_order", "pgvector-off": "off"}
