@@ -212,3 +212,26 @@ def test_filtered_pgvector_spec_loads() -> None:
     scans = {e.label: e.search.get("iterative_scan") for e in spec.indexes
              if e.backend == "pgvector"}
     assert scans == {"pgvector-relaxed": "relaxed_order", "pgvector-off": "off"}
+
+
+def test_target_sweep_exports_the_iterative_scan(tmp_path: Path) -> None:
+    """An engine operating point with an iterative scan exports to pgvector with its SET lines
+    (the scan has no library-neutral form, so only pgvector itself can carry it)."""
+    from retrieval.export import export_run
+    from retrieval.tune.spec import load_spec
+    from retrieval.tune.sweep import run_sweep
+
+    doc = yaml.safe_load(_spec(tmp_path).read_text())
+    doc["indexes"][0]["search"] = {"ef_search": [10, 200], "iterative_scan": "relaxed_order"}
+    doc["tune"] = {"strategy": "target"}
+    path = tmp_path / "target.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run = run_sweep(load_spec(path), tmp_path / "sweep").run
+    out = tmp_path / "ops.pgvector.yaml"
+    export_run(run.path, "pgvector", out)
+    ops = yaml.safe_load(out.read_text())["operating_points"]
+    assert [o["strategy"] for o in ops] == ["engine", "engine"]
+    for op in ops:
+        assert "SET hnsw.iterative_scan = relaxed_order;" in op["config"]["set"]
+        assert op["config"]["search_params"]["iterative_scan"] == "relaxed_order"
+        assert "WHERE" in op["filter_in_engine"]
