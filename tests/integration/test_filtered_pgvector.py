@@ -14,7 +14,7 @@ import yaml
 pytest.importorskip("psycopg", reason="psycopg not installed (extra 'pgvector')")
 pytest.importorskip("pgvector", reason="pgvector not installed (extra 'pgvector')")
 
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
 from retrieval.filtering.spec import Where
@@ -146,6 +146,10 @@ def test_bad_attribute_name_and_filters_one_line() -> None:
         with pytest.raises(ConfigError, match=r"field 'tag\.range'"):
             index.filtered_search(x[:1], 5, RowFilter(Where(attr="tag", range=(1, 2)),
                                                       np.ones(50, dtype=bool)))
+        with pytest.raises(DataError) as short:  # 50 attribute rows for 40 vectors
+            index.build(x[:40])
+        assert "\n" not in str(short.value) and "50 rows for 40 vectors" in str(short.value)
+        index.build(x)
         with pytest.raises(ConfigError, match="unknown attribute 'yeer'"):
             index.filtered_search(x[:1], 5, RowFilter(Where(attr="yeer", eq=1),
                                                       np.ones(50, dtype=bool)))
