@@ -59,6 +59,9 @@ def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
 #: how an in-engine filter is expressed in each engine
 FILTER_FORMS: dict[str, str] = {
     "milvus": "search(..., filter='<boolean expression on scalar fields>')",
+    "pgvector": "SELECT id FROM t WHERE <condition on the attribute columns, values as "
+                "parameters> ORDER BY embedding <-> $1 LIMIT k (hnsw.iterative_scan and "
+                "hnsw.max_scan_tuples apply)",
     "faiss": "SearchParameters*(sel=faiss.IDSelectorBitmap(n, bitmap)) (or IDSelectorBatch)",
     "hnswlib": "knn_query(q, k, filter=lambda label: matches(label))",
     "qdrant": "QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
@@ -68,6 +71,19 @@ FILTER_FORMS: dict[str, str] = {
 }
 #: search params of a Redis hybrid query, carried beside its filter form
 REDIS_HYBRID = ("HYBRID_POLICY", "BATCH_SIZE")
+
+
+def _pg_iterative(backend: str, engine: str, search: dict[str, Any]) -> dict[str, Any]:
+    """A pgvector HNSW iterative scan (no neutral form) exported to pgvector itself: removed
+    from ``search`` (so the rest translates) and returned as ``{iterative_scan, max_scan_tuples}``
+    ({} otherwise)."""
+    if backend != "pgvector" or engine != "pgvector" or search.get("iterative_scan",
+                                                                     "off") == "off":
+        return {}
+    scan = {"iterative_scan": search["iterative_scan"],
+            "max_scan_tuples": int(search.get("max_scan_tuples", 20000))}
+    search["iterative_scan"] = "off"
+    return scan
 
 
 def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
@@ -84,12 +100,16 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
                     f"(an attribute index, then brute force), limit {k}"})
         return doc
     name = str(op["backend"])
+    search = full_search(name, op["search"])
+    scan = _pg_iterative(name, engine, search)
     try:
-        native = translate(engine, portable(name, op["build"], full_search(name, op["search"])),
-                           metric, dim, k)
+        native = translate(engine, portable(name, op["build"], search), metric, dim, k)
     except ConfigError as exc:
         doc.update({"config": None, "note": f"not expressible in {engine}: {exc}"})
         return doc
+    if scan:  # pgvector's own iterative scan, measured with pgvector: carried as SET lines
+        native["search_params"].update(scan)
+        native["set"] += [f"SET hnsw.{key} = {val};" for key, val in scan.items()]
     doc["config"] = native
     if strategy == "postfilter":
         doc["search"] = (f"unfiltered search with limit {k * int(op.get('overfetch') or 1)} "

@@ -16,7 +16,8 @@ session (the planner would otherwise answer a large ef_search on a small table w
 sequential scan). Before any measurement the plan is checked
 with ``EXPLAIN``: a plan that does not scan this index (a sequential scan is exact, silently)
 raises BackendError. Search: one server-side prepared statement, executed once per query (a batch
-is a loop of them), vector parameter in binary.
+is a loop of them), vector parameter in binary. Filtered search (attributes as columns, a WHERE
+clause, iterative scans): :mod:`retrieval.indexes._pgvector_filter`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 from retrieval.data import Metric
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes._inprocess import InProcessIndex
+from retrieval.indexes._pgvector_filter import PgVectorFilter, _to_rows
 from retrieval.indexes._pgvector_params import OPERATOR, OPS, check_dim
 from retrieval.indexes.registry import package_version
 from retrieval.params import Params
@@ -63,7 +65,7 @@ def first_line(exc: BaseException) -> str:
     return redact_text(text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
-class PgVectorIndex(InProcessIndex):
+class PgVectorIndex(PgVectorFilter, InProcessIndex):
     """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
     Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
 
@@ -86,6 +88,7 @@ class PgVectorIndex(InProcessIndex):
         url: str | None = None,
         maintenance_work_mem: str | None = None,
         connect_timeout_s: float = 5.0,
+        attribute_indexes: bool = False,
     ) -> None:
         super().__init__(dim, metric, build, seed=seed, threads=threads, workdir=workdir)
         self._url_arg = url
@@ -95,6 +98,8 @@ class PgVectorIndex(InProcessIndex):
         self._conn: Any = None
         self._sql = ""
         self._plan_ok_k = -1
+        self.attribute_indexes = bool(attribute_indexes)
+        self._fplans = {}
 
     # --- class hooks ------------------------------------------------------------------------
     @classmethod
@@ -184,8 +189,12 @@ class PgVectorIndex(InProcessIndex):
         conn = self.connect()
         self._plan_ok_k = -1
         self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+        acols = self._attr_columns()
+        avals = self._attr_values(x.shape[0])
+        self._fplans, self._fbuilt = {}, self._fattrs
         self._run("create table",
-                  f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim}))")
+                  f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim})"
+                  + "".join(f", {c} {t}" for c, t in acols) + ")")
         notices: list[str] = []
         def on_notice(diag: Any) -> None:
             notices.append(str(diag.message_primary))
@@ -194,11 +203,16 @@ class PgVectorIndex(InProcessIndex):
         t0 = time.perf_counter_ns()
         try:
             with conn.cursor() as cur, cur.copy(
-                f"COPY {self.table} (id, embedding) FROM STDIN WITH (FORMAT BINARY)"
+                f"COPY {self.table} (id, embedding{''.join(', ' + c for c, _ in acols)}) "
+                f"FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["int8", "vector"])
-                for i in range(x.shape[0]):
-                    copy.write_row((i, x[i]))
+                copy.set_types(["int8", "vector", *(t for _, t in acols)])
+                if avals:
+                    for i, vals in enumerate(zip(*avals)):
+                        copy.write_row((i, x[i], *vals))
+                else:
+                    for i in range(x.shape[0]):
+                        copy.write_row((i, x[i]))
         except psycopg.Error as exc:
             raise self._fail("COPY", exc) from None
         t1 = time.perf_counter_ns()
@@ -210,6 +224,8 @@ class PgVectorIndex(InProcessIndex):
         t2 = time.perf_counter_ns()
         self._run("CREATE INDEX", create)
         t3 = time.perf_counter_ns()
+        for stmt in self._attr_indexes():
+            self._run("CREATE INDEX", stmt)
         self._run("ANALYZE", f"ANALYZE {self.table}")
         self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
                      f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
@@ -218,6 +234,8 @@ class PgVectorIndex(InProcessIndex):
         # would be timed as if it were the index. rwb measures the index: sequential scans are
         # disabled for this session and the plan is checked below (and before each measurement)
         self._run("SET", "SET enable_seqscan = off")
+        if self.attribute_indexes:  # each filtered execution planned for its own values
+            self._run("SET", "SET plan_cache_mode = force_custom_plan")
         self._apply_search_params()
         shown = {
             "enable_seqscan": self._show("enable_seqscan"),
@@ -225,6 +243,11 @@ class PgVectorIndex(InProcessIndex):
             "max_parallel_maintenance_workers": int(self._show("max_parallel_maintenance_workers")),
         }
         plan = self.check_plan(x[:1], 10)
+        fextra: dict[str, Any] = {}
+        if self._fattrs is not None:
+            fextra = {"attributes": self._fattrs.describe(),
+                      "attribute_indexes": self._attr_indexes(),
+                      "filter_plans": self._sample_filter_plans(x)}
         conn.remove_notice_handler(on_notice)
         return {
             "method": self.method,
@@ -238,6 +261,7 @@ class PgVectorIndex(InProcessIndex):
             "plan": plan,
             **self.server_facts(),
             **self._sizes(),
+            **fextra,
         }
 
     def _show(self, name: str) -> str:
@@ -248,10 +272,8 @@ class PgVectorIndex(InProcessIndex):
         """EXPLAIN the search statement for ``query`` (1, dim) with the current settings; return
         the scan node (``Index Scan using <table>_idx``) or raise BackendError when the planner
         would not use this index (a sequential scan answers exactly, silently)."""
-        row = self._run("EXPLAIN", "EXPLAIN (FORMAT JSON) " + self._sql,
-                        {"q": np.ascontiguousarray(query[0]), "k": int(k)}).fetchone()
-        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-        nodes = list(_plan_nodes(doc[0]["Plan"]))
+        nodes = self._explain_nodes(self._sql, {"q": np.ascontiguousarray(query[0]),
+                                                "k": int(k)})
         index = f"{self.table}_idx"
         for node in nodes:
             if node.get("Index Name") == index and "Index" in node.get("Node Type", ""):
@@ -263,9 +285,16 @@ class PgVectorIndex(InProcessIndex):
             f"exists and its operator class matches metric '{self.metric}' ({OPS[self.metric]})"
         )
 
+    def _explain_nodes(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every node of ``EXPLAIN (FORMAT JSON) sql`` with ``params``."""
+        row = self._run("EXPLAIN", "EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        return list(_plan_nodes(doc[0]["Plan"]))
+
     # --- search -----------------------------------------------------------------------------
     def _apply_search_params(self) -> None:
         self._plan_ok_k = -1  # the plan is checked again before the next measurement
+        self._fplans = {}
         if self._conn is None or not self._built_or_building():
             return
         for line in self._set_lines():
@@ -320,6 +349,7 @@ class PgVectorIndex(InProcessIndex):
 
     def _release(self) -> None:
         conn, self._sql, self._plan_ok_k = self._conn, "", -1
+        self._fplans, self._fbuilt = {}, None
         if conn is not None and not conn.closed:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
@@ -357,22 +387,3 @@ def _plan_nodes(node: dict[str, Any]) -> Any:
     yield node
     for child in node.get("Plans", []) or []:
         yield from _plan_nodes(child)
-
-
-def _to_rows(raws: list[list[tuple[int, float]]], k: int,
-             square: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Fetched (id, distance) rows per query -> (distances float32 ascending, ids int64),
-    padded with inf / -1; Euclidean distances squared for rwb's l2."""
-    nq = len(raws)
-    ids = np.full((nq, k), -1, dtype=np.int64)
-    d = np.full((nq, k), np.inf, dtype=np.float32)
-    for r, raw in enumerate(raws):
-        m = len(raw)
-        if not m:
-            continue
-        got = np.asarray(raw, dtype=np.float64).reshape(m, 2)
-        dist = got[:, 1] ** 2 if square else got[:, 1]
-        order = np.argsort(dist, kind="stable")  # relaxed_order scans may come out of order
-        ids[r, :m] = got[order, 0].astype(np.int64)
-        d[r, :m] = dist[order]
-    return d, ids

@@ -7,6 +7,11 @@ monotone knob), ``iterative_scan`` and ``max_scan_tuples`` (``hnsw.iterative_sca
 :mod:`retrieval.indexes._pgvector_base` for connection, load, plan check and search, and
 :mod:`retrieval.indexes._pgvector_params` for limits and the metric/operator table). IVFFlat is
 the sibling backend ``pgvector-ivfflat``.
+
+Filtered search (``SupportsFilter``, the ``engine`` strategy): attributes are stored as columns
+beside the vectors and each filter is a parameterised WHERE clause on the k-NN ORDER BY, with
+``hnsw.iterative_scan`` / ``hnsw.max_scan_tuples`` applying; see
+:mod:`retrieval.indexes._pgvector_filter`.
 """
 
 from __future__ import annotations

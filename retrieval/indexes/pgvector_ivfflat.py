@@ -4,6 +4,11 @@ Build param ``lists`` (k-means cells, [1, 32768] and at most the number of rows)
 ``probes`` (``ivfflat.probes``, [1, lists], the monotone knob). Shared machinery (connection,
 binary COPY, timed build, EXPLAIN check, prepared search, sizes):
 :mod:`retrieval.indexes._pgvector_base`. HNSW is the sibling backend ``pgvector``.
+
+Filtered search (``SupportsFilter``, the ``engine`` strategy): attributes are stored as columns
+beside the vectors and each filter is a parameterised WHERE clause on the k-NN ORDER BY (no
+iterative scan here: the matches inside the ``probes`` lists, -1 padded); see
+:mod:`retrieval.indexes._pgvector_filter`.
 """
 
 from __future__ import annotations
