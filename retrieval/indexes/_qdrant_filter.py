@@ -76,8 +76,8 @@ def condition(where: Where, attrs: Attributes, *, label: str = "backend 'qdrant'
             raise param_error(f"{where.attr}.range", f"eq or in (attribute '{where.attr}' holds "
                               f"labels; range needs an integer attribute)", [lo, hi], where=label)
         if max(abs(lo), abs(hi)) > EXACT_INT:
-            raise param_error(f"{where.attr}.range", f"bounds within +-2**53 (Qdrant compares "
-                              f"ranges as floats)", [lo, hi], where=label)
+            raise param_error(f"{where.attr}.range", "bounds within +-2**53 (Qdrant compares "
+                              "ranges as floats)", [lo, hi], where=label)
         return q.FieldCondition(key=key, range=q.RangeFloat(gte=float(lo), lte=float(hi)))
     values: list[Any] = ([str(v) for v in where.values] if attrs.kind(where.attr) == "label"
                          else [int(v) for v in where.values])

@@ -271,11 +271,11 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
 
         nearest, req = q.Query.Nearest, q.QueryRequest
         if x.shape[0] == 1:
-            hits = [self._shard.query(req(limit=k, query=nearest(x[0]), filter=flt,  # type: ignore[arg-type]
+            hits = [self._shard.query(req(limit=k, query=nearest(x[0]), filter=flt,
                                           params=params))]
         else:
             hits = self._shard.query_batch(q.QueryBatchRequest(
-                [req(limit=k, query=nearest(row), filter=flt, params=params)  # type: ignore[arg-type]
+                [req(limit=k, query=nearest(row), filter=flt, params=params)
                  for row in x]))
         return self._rows(hits, k)
 
