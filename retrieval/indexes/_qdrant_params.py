@@ -52,11 +52,19 @@ class QdrantBuild(Params):
 class QdrantSearch(Params):
     """``hnsw_ef``: candidate list per query (>= k, checked at search); with quantization,
     ``rescore`` re-ranks the candidates by the original vectors and ``oversampling`` (>= 1)
-    fetches ``oversampling * k`` candidates from the quantized index first."""
+    fetches ``oversampling * k`` candidates from the quantized index first.
+
+    Filtered searches only (unfiltered ones ignore them): ``acorn`` turns on Qdrant's ACORN
+    filtered graph walk (``SearchParams(acorn=AcornSearchParams(enable=True))``: neighbours of
+    filtered-out neighbours are explored too); ``acorn_max_selectivity`` (0..1, Qdrant's
+    default 0.4 when unset): ACORN is used only for filters whose estimated selectivity is
+    below it."""
 
     hnsw_ef: int = Field(64, ge=1, le=HNSW_EF_MAX)
     rescore: bool = True
     oversampling: float = Field(1.0, ge=1.0, le=64.0)
+    acorn: bool = False
+    acorn_max_selectivity: float | None = Field(None, gt=0.0, le=1.0)
 
 
 def check_dim(dim: int) -> None:
@@ -87,6 +95,25 @@ def check_search(build: Params, search: Params, k: int) -> None:
     if build.quantization == "none" and search.oversampling != 1.0:
         raise param_error("oversampling", "1.0 when quantization is 'none'", search.oversampling,
                           where=where)
+    if search.acorn_max_selectivity is not None and not search.acorn:
+        raise param_error("acorn_max_selectivity", "unset unless acorn is true",
+                          search.acorn_max_selectivity, where=where)
+    if search.acorn:
+        check_acorn()
+
+
+def check_acorn(module: Any = None) -> None:
+    """``acorn: true`` needs a qdrant-edge-py whose ``SearchParams`` takes ``acorn`` (Qdrant's
+    ACORN came with Qdrant 1.16); ``module`` defaults to the installed ``qdrant_edge``."""
+    if module is None:
+        import qdrant_edge as module
+    if getattr(module, "AcornSearchParams", None) is None:
+        from retrieval.indexes.registry import package_version
+
+        raise param_error("acorn", f"false: the installed qdrant-edge-py "
+                          f"{package_version('qdrant-edge-py')} has no ACORN "
+                          f"(AcornSearchParams); it needs Qdrant >= 1.16's engine", True,
+                          where=f"{WHERE} search params")
 
 
 #: build params the neutral HNSW form carries as Qdrant's own (Hnsw.native)
@@ -104,5 +131,5 @@ def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
                 native_engine="qdrant", native=native)
 
 
-__all__ = ["DIM_MAX", "HNSW_EF_MAX", "QdrantBuild", "QdrantSearch", "check_build", "check_dim",
-           "check_search", "portable_of"]
+__all__ = ["DIM_MAX", "HNSW_EF_MAX", "QdrantBuild", "QdrantSearch", "check_acorn", "check_build",
+           "check_dim", "check_search", "portable_of"]

@@ -27,7 +27,7 @@ from retrieval.indexes.base import SearchResult, SupportsFilter
 Call = Callable[[np.ndarray, RowFilter], SearchResult]
 
 #: HNSW candidate-list knobs a post-filter depth may raise
-EF_KNOBS: tuple[str, ...] = ("ef_search", "ef", "EF_RUNTIME")
+EF_KNOBS: tuple[str, ...] = ("ef_search", "ef", "EF_RUNTIME", "hnsw_ef")
 
 
 def prepare_base(base: np.ndarray, metric: str) -> np.ndarray:

@@ -16,6 +16,22 @@ draws node levels from an unseeded generator (``deterministic = False``).
 Memory: the bytes of the files Qdrant wrote for its indexed segments (vector storage, HNSW
 graph and links, quantized codes), Qdrant's own structures; pre-allocated pages of its empty
 appendable segments, its WAL and payload storage are not counted.
+
+Filtered search (``SupportsFilter``, the ``engine`` strategy, through Qdrant's own filters; see
+:mod:`._qdrant_filter`): ``attach_attributes(attrs)`` before ``build`` makes the build create a
+payload index per attribute (integer: lookup + range; label: keyword) and then write each
+attribute as point payload (``a_<name>``: an integer, or the row's list of labels), so the
+optimizer builds the filterable-HNSW extra links with the graph (their bytes are in the HNSW
+files, hence in memory; payload indexes are not); ``BuildInfo.extra["payload_indexes"]`` lists
+what Qdrant reports indexed. ``filtered_search(queries, k, flt)`` sends ``flt.where`` as
+``QueryRequest(filter=Filter(must=[FieldCondition(...)]))`` (``MatchValue`` for ``eq``,
+``MatchAny`` for ``in``, ``RangeFloat(gte, lte)`` for an inclusive integer range). Qdrant's
+planner answers a filter it estimates to match fewer points than ``full_scan_threshold`` by
+scanning the payload index's matches, otherwise by a filtered HNSW walk. The search knob
+``acorn`` (``true``/``false``, default false; ``acorn_max_selectivity`` optional) turns on
+Qdrant's ACORN walk for filtered searches only (``SearchParams(acorn=AcornSearchParams(
+enable=True))``); a qdrant-edge-py without ACORN refuses ``acorn: true`` in one line.
+Results have fewer than k ids (-1 padded) when Qdrant finds fewer.
 """
 
 from __future__ import annotations
@@ -30,10 +46,11 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import Metric
-from retrieval.errors import BackendError, unknown_name_error
+from retrieval.errors import BackendError, DataError, unknown_name_error
 from retrieval.indexes._inprocess import InProcessIndex, check_k
 from retrieval.indexes._knob_check import knob_check
 from retrieval.indexes._milvus_checks import BruteForceCheck
+from retrieval.indexes._qdrant_filter import QdrantFilter, create_payload_indexes, payloads
 from retrieval.indexes._qdrant_params import (
     HNSW_EF_MAX,
     QdrantBuild,
@@ -88,8 +105,20 @@ def search_params(sp: QdrantSearch, quantized: bool) -> Any:
     return q.SearchParams(hnsw_ef=sp.hnsw_ef, exact=False, quantization=quant)
 
 
+def filtered_search_params(sp: QdrantSearch, quantized: bool) -> Any:
+    """:func:`search_params` plus ACORN (``acorn``, ``acorn_max_selectivity``) when it is on."""
+    import qdrant_edge as q
+
+    if not sp.acorn:
+        return search_params(sp, quantized)
+    quant = (q.QuantizationSearchParams(rescore=sp.rescore, oversampling=sp.oversampling)
+             if quantized else None)
+    acorn = q.AcornSearchParams(enable=True, max_selectivity=sp.acorn_max_selectivity)
+    return q.SearchParams(hnsw_ef=sp.hnsw_ef, exact=False, quantization=quant, acorn=acorn)
+
+
 @register
-class QdrantIndex(InProcessIndex):
+class QdrantIndex(QdrantFilter, InProcessIndex):
     """Qdrant's engine in process (see the module docstring)."""
 
     name = "qdrant"
@@ -104,6 +133,7 @@ class QdrantIndex(InProcessIndex):
     _shard: Any = None
     _dir: Path | None = None
     _params: Any = None
+    _fparams: Any = None
 
     def __init__(self, dim: int, metric: Metric, build: Params | None = None, **kw: Any) -> None:
         super().__init__(dim, metric, build, **kw)
@@ -142,14 +172,26 @@ class QdrantIndex(InProcessIndex):
 
         b = self.build_params
         assert isinstance(b, QdrantBuild)
+        attrs = self._attrs
+        if attrs is not None and attrs.n != x.shape[0]:
+            raise DataError(f"backend 'qdrant': attributes have {attrs.n} rows for "
+                            f"{x.shape[0]} vectors (one per vector is required)")
+        self._payload_attrs, self._filters = None, {}
         base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-qdrant-"))
         self._dir = Path(tempfile.mkdtemp(prefix="shard-", dir=base))
         self._owned = self.workdir is None
         try:
             shard = q.EdgeShard.create(str(self._dir / "shard"),
                                        edge_config(self.dim, self.metric, b, self.threads))
+            if attrs is not None:  # before the points: the optimizer builds extra links
+                create_payload_indexes(shard, attrs)
             for s in range(0, x.shape[0], UPSERT_BATCH):
-                points = [q.Point(s + i, row) for i, row in enumerate(x[s:s + UPSERT_BATCH])]
+                rows = x[s:s + UPSERT_BATCH]
+                if attrs is None:
+                    points = [q.Point(s + i, row) for i, row in enumerate(rows)]
+                else:
+                    points = [q.Point(s + i, row, p) for i, (row, p) in
+                              enumerate(zip(rows, payloads(attrs, s, s + len(rows))))]
                 shard.update(q.UpdateOperation.upsert_points(points))
             shard.optimize()  # blocks until no optimization is planned
             info = shard.info()
@@ -166,9 +208,15 @@ class QdrantIndex(InProcessIndex):
                 f"{b.indexing_threshold} KB); the rest would be brute-forced"
             )
         self._apply_search_params()
-        return {"segments": int(info.segments_count),
-                "indexed_vectors": int(info.indexed_vectors_count),
-                "distance": DISTANCE[self.metric], "library": self.library_version()}
+        extra = {"segments": int(info.segments_count),
+                 "indexed_vectors": int(info.indexed_vectors_count),
+                 "distance": DISTANCE[self.metric], "library": self.library_version()}
+        if attrs is not None:
+            self._payload_attrs = attrs
+            extra["payload_indexes"] = {
+                k: {"type": str(v.data_type).rsplit(".", 1)[-1], "points": int(v.points)}
+                for k, v in sorted(info.payload_schema.items())}
+        return extra
 
     def _apply_search_params(self) -> None:
         sp = self.search_params
@@ -176,6 +224,10 @@ class QdrantIndex(InProcessIndex):
         b = self.build_params
         assert isinstance(b, QdrantBuild)
         self._params = search_params(sp, b.quantization != "none")
+        self._fparams = filtered_search_params(sp, b.quantization != "none")
+
+    def _filtered_params(self) -> Any:
+        return self._fparams
 
     # --- search ----------------------------------------------------------------------------
     def _request(self, k: int) -> Callable[[np.ndarray], Any]:
@@ -210,6 +262,21 @@ class QdrantIndex(InProcessIndex):
             hits = [self._shard.query(make(x[0]))]
         else:
             hits = self._shard.query_batch(q.QueryBatchRequest([make(row) for row in x]))
+        return self._rows(hits, k)
+
+    def _query(self, x: np.ndarray, k: int, flt: Any, params: Any
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k under the Qdrant ``Filter`` ``flt`` (see :mod:`._qdrant_filter`)."""
+        import qdrant_edge as q
+
+        nearest, req = q.Query.Nearest, q.QueryRequest
+        if x.shape[0] == 1:
+            hits = [self._shard.query(req(limit=k, query=nearest(x[0]), filter=flt,
+                                          params=params))]
+        else:
+            hits = self._shard.query_batch(q.QueryBatchRequest(
+                [req(limit=k, query=nearest(row), filter=flt, params=params)
+                 for row in x]))
         return self._rows(hits, k)
 
     def _hot(
