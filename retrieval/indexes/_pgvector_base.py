@@ -25,8 +25,9 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -95,6 +96,11 @@ class PgVectorIndex(InProcessIndex):
         self._conn: Any = None
         self._sql = ""
         self._plan_ok_k = -1
+        #: connections of other threads' hot paths (one per thread; closed with the index)
+        self._thread_conns: list[Any] = []
+        self._lock = threading.Lock()
+        #: searching a table another process built (attach): never dropped here
+        self._attached = False
 
     # --- class hooks ------------------------------------------------------------------------
     @classmethod
@@ -134,6 +140,10 @@ class PgVectorIndex(InProcessIndex):
         self._check_open()
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        self._conn = self._open_connection()
+        return self._conn
+
+    def _open_connection(self) -> Any:
         import psycopg
         from pgvector.psycopg import register_vector
 
@@ -158,7 +168,6 @@ class PgVectorIndex(InProcessIndex):
                 f"extension ({type(exc).__name__}: {first_line(exc)}); CREATE EXTENSION vector "
                 f"needs the extension installed and the privilege to create it"
             ) from None
-        self._conn = conn
         return conn
 
     def _run(self, what: str, sql: str, params: Any = None) -> Any:
@@ -211,14 +220,7 @@ class PgVectorIndex(InProcessIndex):
         self._run("CREATE INDEX", create)
         t3 = time.perf_counter_ns()
         self._run("ANALYZE", f"ANALYZE {self.table}")
-        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
-                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
-        # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
-        # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
-        # would be timed as if it were the index. rwb measures the index: sequential scans are
-        # disabled for this session and the plan is checked below (and before each measurement)
-        self._run("SET", "SET enable_seqscan = off")
-        self._apply_search_params()
+        self._start_searching()
         shown = {
             "enable_seqscan": self._show("enable_seqscan"),
             "maintenance_work_mem": self._show("maintenance_work_mem"),
@@ -239,6 +241,57 @@ class PgVectorIndex(InProcessIndex):
             **self.server_facts(),
             **self._sizes(),
         }
+
+    def _start_searching(self) -> None:
+        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
+                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
+        # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
+        # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
+        # would be timed as if it were the index. rwb measures the index: sequential scans are
+        # disabled for this session and the plan is checked below (and before each measurement)
+        self._run("SET", "SET enable_seqscan = off")
+        self._apply_search_params()
+
+    # --- another process's table (SupportsServerAttach) -------------------------------------
+    def server_handle(self) -> dict[str, Any]:
+        """The built table (name and rows), for a process that searches it (:meth:`attach`)."""
+        if not self._sql:
+            raise ConfigError(f"{self._where()}: server_handle() called before build()")
+        return {"table": self.table, "n": self._n}
+
+    def attach(self, handle: Mapping[str, Any]) -> None:
+        """Search the table ``handle`` names (built by another process with the same params)
+        instead of building one; the plan is checked as after a build; :meth:`close` leaves the
+        table to its owner."""
+        import re
+
+        table = str(handle.get("table", ""))
+        if not re.fullmatch(r"rwb_[0-9a-f]{12}", table):
+            raise ConfigError(f"{self._where()}: attach handle field 'table' must be an rwb "
+                              f"table name (rwb_ and 12 hex digits); received {table!r}")
+        self._check_open()
+        self.table, self._attached = table, True
+        self.connect()
+        self._start_searching()
+        self.check_plan(np.zeros((1, self.dim), dtype=np.float32) + 0.5, 10)
+        self._ids, self._n, self._built = None, int(handle.get("n", 0)), True
+        self._checked_k = -1
+
+    def _thread_session(self) -> Any:
+        """A connection for a thread other than the index's own: one session per thread (a
+        psycopg cursor is not shared between threads, and one connection is one server
+        backend, which would serialise every client), with this index's session settings."""
+        conn = self._open_connection()
+        try:
+            conn.execute("SET enable_seqscan = off")
+            for line in self._set_lines():
+                conn.execute(line)
+        except Exception as exc:
+            conn.close()
+            raise self._fail("SET", exc) from None
+        with self._lock:
+            self._thread_conns.append(conn)
+        return conn
 
     def _show(self, name: str) -> str:
         return str(self._run("SHOW", f"SHOW {name}").fetchone()[0])
@@ -284,10 +337,20 @@ class PgVectorIndex(InProcessIndex):
             self._plan_ok_k = k
         cur = self.connect().cursor()
         sql, fail = self._sql, self._fail
+        owner = threading.get_ident()
+        local = threading.local()
+
+        def cursor() -> Any:
+            if threading.get_ident() == owner:
+                return cur
+            c = getattr(local, "cur", None)
+            if c is None:
+                c = local.cur = self._thread_session().cursor()
+            return c
 
         def call(x: np.ndarray) -> Any:
             try:
-                return cur.execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
+                return cursor().execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
             except psycopg.Error as exc:
                 raise fail("search", exc) from None
 
@@ -320,13 +383,25 @@ class PgVectorIndex(InProcessIndex):
 
     def _release(self) -> None:
         conn, self._sql, self._plan_ok_k = self._conn, "", -1
+        self._close_thread_conns()
+        if self._attached:  # another process's table
+            self._attached = False
+            return
         if conn is not None and not conn.closed:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
 
+    def _close_thread_conns(self) -> None:
+        with self._lock:
+            conns, self._thread_conns = self._thread_conns, []
+        for c in conns:
+            with contextlib.suppress(Exception):
+                c.close()
+
     def close(self) -> None:
         """Drop the table, close the connection; idempotent, quiet for a dead server."""
         super().close()
+        self._close_thread_conns()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):

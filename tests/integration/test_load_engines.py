@@ -1,0 +1,95 @@
+"""`rwb bench load` on the out-of-process engines: pgvector on a real PostgreSQL and Redis vector
+search on a real Redis, closed loop + open loop + a capacity search, with thread clients and with
+client processes that search the index the parent built on the server (never rebuilt). Recall
+under load must equal the recall of the same index with no load: at a fixed offered rate whose
+window holds every query the same number of times the two are equal exactly; a closed loop's
+window holds a near-even mix, so it is within a small margin. About 3-5 s per backend and client
+kind on 2 cores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from retrieval.cli import main
+
+# 40 queries; the open point at 100 QPS with a fixed interval asks requests 20..99 in its
+# 0.8 s window: every query exactly twice
+DATASET = {"kind": "synthetic", "n": 2000, "n_queries": 60, "dim": 32, "metric": "l2",
+           "seed": 5}
+BASE: dict[str, Any] = {
+    "dataset": DATASET, "k": 10, "queries": 40, "warmup_s": 0.2, "duration_s": 1.0,
+    "max_lag_us": 50_000.0, "slo": {"p99_ms": 100.0, "target_recall": 0.5},
+    "closed": {"clients": [1, 3]},
+    "open": {"arrival": "fixed", "clients": 8, "rates": [100.0],
+             "search": {"start_qps": 100, "max_qps": 900, "growth": 3.0, "steps": 2}},
+}
+# small graphs and a low ef so that recall is well below 1 (a wrong answer would show)
+CONFIGS = {
+    "pgvector": {"backend": "pgvector", "label": "pg", "build": {"m": 4, "ef_construction": 16},
+                 "search": {"ef_search": 10}},
+    "redis": {"backend": "redis", "label": "redis", "build": {"M": 4, "EF_CONSTRUCTION": 16},
+              "search": {"EF_RUNTIME": 10}},
+}
+POINT_KEYS = {"mode", "clients", "offered_qps", "achieved_qps", "p99_ms", "p99_ms_uncorrected",
+              "recall", "errors", "timeouts"}
+
+
+def _run(tmp_path: Path, capsys: Any, engine: str, client: str) -> dict[str, Any]:
+    spec = tmp_path / f"{engine}-{client}.yaml"
+    spec.write_text(yaml.safe_dump({**BASE, "name": f"{engine}-{client}", "client": client,
+                                    "processes": 2, "configs": [CONFIGS[engine]]}))
+    rc = main(["bench", "load", str(spec), "--json", "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return json.loads(out)
+
+
+def _check(s: dict[str, Any], client: str) -> None:
+    assert s["partial"] is False and s["client"] == client
+    (c,) = s["configs"]
+    assert set(c) >= {"capacity_qps", "recall_unloaded", "points"}
+    unloaded = c["recall_unloaded"]
+    assert 0.5 < unloaded < 0.99, unloaded  # an approximate index: answers can differ
+    # the highest rate meeting the SLO, 100 QPS at least (measured at 100 QPS above)
+    assert c["capacity_qps"] is not None and c["capacity_qps"] >= 100.0, c
+    modes = [p["mode"] for p in c["points"]]
+    assert modes[:3] == ["closed", "closed", "open"] and len(modes) >= 4, modes
+    for p in c["points"]:
+        assert POINT_KEYS <= set(p), set(POINT_KEYS) - set(p)
+        assert p["client"] == client
+        assert p["errors"] == 0 and p["timeouts"] == 0, p
+        assert p["achieved_qps"] > 0 and p["p99_ms"] >= p["p50_ms"] > 0, p
+        assert p["p99_ms_uncorrected"] > 0, p
+        if p["mode"] == "closed":
+            assert p["clients"] in (1, 3) and p["offered_qps"] is None
+            assert abs(p["recall"] - unloaded) <= 0.03, (p["recall"], unloaded)
+    fixed = next(p for p in c["points"] if p["mode"] == "open" and p["offered_qps"] == 100.0)
+    assert fixed["clients"] == 8 and fixed["n"] == 80, fixed
+    assert fixed["recall"] == pytest.approx(unloaded, abs=1e-9)
+
+
+@pytest.mark.pgvector
+@pytest.mark.parametrize("client", ["threads", "processes"])
+def test_pgvector_under_load(tmp_path, capsys, pg_url, client):
+    import psycopg
+
+    def tables() -> int:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'rwb_%'")
+            return int(row.fetchone()[0])
+
+    before = tables()
+    _check(_run(tmp_path, capsys, "pgvector", client), client)
+    assert tables() == before  # one table, built and dropped by the parent (not by a client)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("client", ["threads", "processes"])
+def test_redis_under_load(tmp_path, capsys, redis_url, monkeypatch, client):
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    _check(_run(tmp_path, capsys, "redis", client), client)
