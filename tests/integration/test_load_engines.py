@@ -41,8 +41,12 @@ POINT_KEYS = {"mode", "clients", "offered_qps", "achieved_qps", "p99_ms", "p99_m
 
 def _run(tmp_path: Path, capsys: Any, engine: str, client: str) -> dict[str, Any]:
     spec = tmp_path / f"{engine}-{client}.yaml"
-    spec.write_text(yaml.safe_dump({**BASE, "name": f"{engine}-{client}", "client": client,
-                                    "processes": 2, "configs": [CONFIGS[engine]]}))
+    data = {**BASE, "name": f"{engine}-{client}", "client": client, "processes": 2,
+            "configs": [CONFIGS[engine]]}
+    if client == "processes":  # each point starts its processes (~2 s): two points
+        data["closed"] = {"clients": [3]}
+        data["open"] = {**BASE["open"], "search": None}
+    spec.write_text(yaml.safe_dump(data))
     rc = main(["bench", "load", str(spec), "--json", "--out", str(tmp_path / "run")])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -55,10 +59,13 @@ def _check(s: dict[str, Any], client: str) -> None:
     assert set(c) >= {"capacity_qps", "recall_unloaded", "points"}
     unloaded = c["recall_unloaded"]
     assert 0.5 < unloaded < 0.99, unloaded  # an approximate index: answers can differ
-    # the highest rate meeting the SLO, 100 QPS at least (measured at 100 QPS above)
-    assert c["capacity_qps"] is not None and c["capacity_qps"] >= 100.0, c
     modes = [p["mode"] for p in c["points"]]
-    assert modes[:3] == ["closed", "closed", "open"] and len(modes) >= 4, modes
+    if client == "processes":
+        assert modes == ["closed", "open"] and c["capacity_qps"] is None, modes
+    else:
+        assert modes[:3] == ["closed", "closed", "open"] and len(modes) >= 4, modes
+        # the highest rate meeting the SLO: 100 QPS at least (the search starts there)
+        assert c["capacity_qps"] is not None and c["capacity_qps"] >= 100.0, c
     for p in c["points"]:
         assert POINT_KEYS <= set(p), set(POINT_KEYS) - set(p)
         assert p["client"] == client
