@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -96,8 +97,10 @@ class PgVectorIndex(InProcessIndex):
         self._conn: Any = None
         self._sql = ""
         self._plan_ok_k = -1
-        #: connections of other threads' hot paths (one per thread; closed with the index)
+        #: sessions of other threads' hot-path calls: a pool of idle cursors (as many sessions
+        #: as calls ran at once), closed with the index or when the search params change
         self._thread_conns: list[Any] = []
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         #: searching a table another process built (attach): never dropped here
         self._attached = False
@@ -278,9 +281,9 @@ class PgVectorIndex(InProcessIndex):
         self._checked_k = -1
 
     def _thread_session(self) -> Any:
-        """A connection for a thread other than the index's own: one session per thread (a
-        psycopg cursor is not shared between threads, and one connection is one server
-        backend, which would serialise every client), with this index's session settings."""
+        """A session for a call from a thread other than the index's own (a psycopg cursor is
+        not shared between threads, and one connection is one server backend, which would
+        serialise every client), with this index's session settings."""
         conn = self._open_connection()
         try:
             conn.execute("SET enable_seqscan = off")
@@ -319,6 +322,7 @@ class PgVectorIndex(InProcessIndex):
     # --- search -----------------------------------------------------------------------------
     def _apply_search_params(self) -> None:
         self._plan_ok_k = -1  # the plan is checked again before the next measurement
+        self._close_thread_conns()  # their sessions hold the old settings
         if self._conn is None or not self._built_or_building():
             return
         for line in self._set_lines():
@@ -337,22 +341,23 @@ class PgVectorIndex(InProcessIndex):
             self._plan_ok_k = k
         cur = self.connect().cursor()
         sql, fail = self._sql, self._fail
-        owner = threading.get_ident()
-        local = threading.local()
-
-        def cursor() -> Any:
-            if threading.get_ident() == owner:
-                return cur
-            c = getattr(local, "cur", None)
-            if c is None:
-                c = local.cur = self._thread_session().cursor()
-            return c
+        owner, idle, session = threading.get_ident(), self._idle, self._thread_session
 
         def call(x: np.ndarray) -> Any:
+            if threading.get_ident() == owner:
+                c = cur
+            else:  # an idle session of the pool, or a new one (as many as calls at once)
+                try:
+                    c = idle.get_nowait()
+                except queue.Empty:
+                    c = session().cursor()
             try:
-                return cursor().execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
+                return c.execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
             except psycopg.Error as exc:
                 raise fail("search", exc) from None
+            finally:
+                if c is not cur:
+                    idle.put(c)
 
         square = self.metric == "l2"
 
@@ -394,6 +399,7 @@ class PgVectorIndex(InProcessIndex):
     def _close_thread_conns(self) -> None:
         with self._lock:
             conns, self._thread_conns = self._thread_conns, []
+            self._idle = queue.SimpleQueue()
         for c in conns:
             with contextlib.suppress(Exception):
                 c.close()
