@@ -4,7 +4,8 @@ client processes that search the index the parent built on the server (never reb
 under load must equal the recall of the same index with no load: at a fixed offered rate whose
 window holds every query the same number of times the two are equal exactly; a closed loop's
 window holds a near-even mix, so it is within a small margin. About 3-5 s per backend and client
-kind on 2 cores."""
+kind on 2 cores. The attach tests show that a second index on the owner's server-side index
+answers the same without building (what a client process does)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,58 @@ def test_pgvector_under_load(tmp_path, capsys, pg_url, client):
 def test_redis_under_load(tmp_path, capsys, redis_url, monkeypatch, client):
     monkeypatch.setenv("REDIS_URL", redis_url)
     _check(_run(tmp_path, capsys, "redis", client), client)
+
+
+def _attach_roundtrip(make: Any, bad: dict[str, Any], field: str) -> None:
+    """A second index attached to the first's server-side index answers the same, leaves it in
+    place when closed, and a handle naming no rwb index is one line naming the field."""
+    import numpy as np
+
+    from retrieval.errors import ConfigError
+    from retrieval.indexes.base import SupportsServerAttach
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 16)).astype(np.float32)
+    q = rng.standard_normal((20, 16)).astype(np.float32)
+    owner, other = make(), make()
+    try:
+        assert isinstance(owner, SupportsServerAttach)
+        owner.build(x)
+        other.attach(owner.server_handle())
+        np.testing.assert_array_equal(other.search(q, 10).ids, owner.search(q, 10).ids)
+        other.close()  # the owner's index stays
+        assert (owner.search(q, 10).ids >= 0).all()
+        third = make()
+        with pytest.raises(ConfigError) as err:
+            third.attach(bad)
+        assert field in str(err.value) and "\n" not in str(err.value)
+        third.close()
+    finally:
+        other.close()
+        owner.close()
+
+
+@pytest.mark.pgvector
+def test_pgvector_attach_searches_the_owners_table(pg_url):
+    from retrieval.indexes import create_index
+
+    def make() -> Any:
+        idx = create_index("pgvector", 16, "l2", {"m": 8, "ef_construction": 32})
+        idx.set_search_params(ef_search=20)
+        return idx
+
+    _attach_roundtrip(make, {"table": "pg_class; DROP TABLE x"}, "'table'")
+
+
+@pytest.mark.redis
+def test_redis_attach_searches_the_owners_index(redis_url, monkeypatch):
+    from retrieval.indexes import create_index
+
+    monkeypatch.setenv("REDIS_URL", redis_url)
+
+    def make() -> Any:
+        idx = create_index("redis", 16, "l2", {"M": 8, "EF_CONSTRUCTION": 32})
+        idx.set_search_params(EF_RUNTIME=20)
+        return idx
+
+    _attach_roundtrip(make, {"index_name": "idx:*"}, "'index_name'")
