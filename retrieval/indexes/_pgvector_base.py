@@ -26,8 +26,10 @@ import contextlib
 import json
 import logging
 import os
+import queue
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,6 +102,13 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         self._plan_ok_k = -1
         self.attribute_indexes = bool(attribute_indexes)
         self._fplans = {}
+        #: sessions of other threads' hot-path calls: a pool of idle cursors (as many sessions
+        #: as calls ran at once), closed with the index or when the search params change
+        self._thread_conns: list[Any] = []
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        #: searching a table another process built (attach): never dropped here
+        self._attached = False
 
     # --- class hooks ------------------------------------------------------------------------
     @classmethod
@@ -139,6 +148,10 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         self._check_open()
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        self._conn = self._open_connection()
+        return self._conn
+
+    def _open_connection(self) -> Any:
         import psycopg
         from pgvector.psycopg import register_vector
 
@@ -163,7 +176,6 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
                 f"extension ({type(exc).__name__}: {first_line(exc)}); CREATE EXTENSION vector "
                 f"needs the extension installed and the privilege to create it"
             ) from None
-        self._conn = conn
         return conn
 
     def _run(self, what: str, sql: str, params: Any = None) -> Any:
@@ -227,16 +239,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         for stmt in self._attr_indexes():
             self._run("CREATE INDEX", stmt)
         self._run("ANALYZE", f"ANALYZE {self.table}")
-        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
-                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
-        # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
-        # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
-        # would be timed as if it were the index. rwb measures the index: sequential scans are
-        # disabled for this session and the plan is checked below (and before each measurement)
-        self._run("SET", "SET enable_seqscan = off")
-        if self.attribute_indexes:  # each filtered execution planned for its own values
-            self._run("SET", "SET plan_cache_mode = force_custom_plan")
-        self._apply_search_params()
+        self._start_searching()
         shown = {
             "enable_seqscan": self._show("enable_seqscan"),
             "maintenance_work_mem": self._show("maintenance_work_mem"),
@@ -263,6 +266,61 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
             **self._sizes(),
             **fextra,
         }
+
+    def _start_searching(self) -> None:
+        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
+                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
+        # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
+        # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
+        # would be timed as if it were the index. rwb measures the index: sequential scans are
+        # disabled for this session and the plan is checked below (and before each measurement)
+        self._run("SET", "SET enable_seqscan = off")
+        if self.attribute_indexes:  # each filtered execution planned for its own values
+            self._run("SET", "SET plan_cache_mode = force_custom_plan")
+        self._apply_search_params()
+
+    # --- another process's table (SupportsServerAttach) -------------------------------------
+    def server_handle(self) -> dict[str, Any]:
+        """The built table (name and rows), for a process that searches it (:meth:`attach`)."""
+        if not self._sql:
+            raise ConfigError(f"{self._where()}: server_handle() called before build()")
+        return {"table": self.table, "n": self._n}
+
+    def attach(self, handle: Mapping[str, Any]) -> None:
+        """Search the table ``handle`` names (built by another process with the same params)
+        instead of building one; the plan is checked as after a build; :meth:`close` leaves the
+        table to its owner."""
+        import re
+
+        table = str(handle.get("table", ""))
+        if not re.fullmatch(r"rwb_[0-9a-f]{12}", table):
+            raise ConfigError(f"{self._where()}: attach handle field 'table' must be an rwb "
+                              f"table name (rwb_ and 12 hex digits); received {table!r}")
+        self._check_open()
+        self.table, self._attached = table, True
+        self.connect()
+        self._start_searching()
+        self.check_plan(np.zeros((1, self.dim), dtype=np.float32) + 0.5, 10)
+        self._ids, self._n, self._built = None, int(handle.get("n", 0)), True
+        self._checked_k = -1
+
+    def _thread_session(self) -> Any:
+        """A session for a call from a thread other than the index's own (a psycopg cursor is
+        not shared between threads, and one connection is one server backend, which would
+        serialise every client), with this index's session settings."""
+        conn = self._open_connection()
+        try:
+            conn.execute("SET enable_seqscan = off")
+            if self.attribute_indexes:
+                conn.execute("SET plan_cache_mode = force_custom_plan")
+            for line in self._set_lines():
+                conn.execute(line)
+        except Exception as exc:
+            conn.close()
+            raise self._fail("SET", exc) from None
+        with self._lock:
+            self._thread_conns.append(conn)
+        return conn
 
     def _show(self, name: str) -> str:
         return str(self._run("SHOW", f"SHOW {name}").fetchone()[0])
@@ -295,6 +353,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
     def _apply_search_params(self) -> None:
         self._plan_ok_k = -1  # the plan is checked again before the next measurement
         self._fplans = {}
+        self._close_thread_conns()  # their sessions hold the old settings
         if self._conn is None or not self._built_or_building():
             return
         for line in self._set_lines():
@@ -313,12 +372,23 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
             self._plan_ok_k = k
         cur = self.connect().cursor()
         sql, fail = self._sql, self._fail
+        owner, idle, session = threading.get_ident(), self._idle, self._thread_session
 
         def call(x: np.ndarray) -> Any:
+            if threading.get_ident() == owner:
+                c = cur
+            else:  # an idle session of the pool, or a new one (as many as calls at once)
+                try:
+                    c = idle.get_nowait()
+                except queue.Empty:
+                    c = session().cursor()
             try:
-                return cur.execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
+                return c.execute(sql, {"q": x[0], "k": k}, prepare=True).fetchall()
             except psycopg.Error as exc:
                 raise fail("search", exc) from None
+            finally:
+                if c is not cur:
+                    idle.put(c)
 
         square = self.metric == "l2"
 
@@ -350,13 +420,26 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
     def _release(self) -> None:
         conn, self._sql, self._plan_ok_k = self._conn, "", -1
         self._fplans, self._fbuilt = {}, None
+        self._close_thread_conns()
+        if self._attached:  # another process's table
+            self._attached = False
+            return
         if conn is not None and not conn.closed:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
 
+    def _close_thread_conns(self) -> None:
+        with self._lock:
+            conns, self._thread_conns = self._thread_conns, []
+            self._idle = queue.SimpleQueue()
+        for c in conns:
+            with contextlib.suppress(Exception):
+                c.close()
+
     def close(self) -> None:
         """Drop the table, close the connection; idempotent, quiet for a dead server."""
         super().close()
+        self._close_thread_conns()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):

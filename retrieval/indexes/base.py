@@ -153,6 +153,21 @@ class SupportsAsyncSearch(Protocol):
 
 
 @runtime_checkable
+class SupportsServerAttach(Protocol):
+    """An index that lives on a server (a PostgreSQL table, a Redis search index) and that
+    another process can search without building it again (load clients in separate processes).
+
+    ``server_handle()`` names the built index (picklable, no credentials: the child reads the
+    server's URL from the same environment); ``attach(handle)`` makes a freshly constructed
+    index with the same dim, metric and build params search that index, and its ``close`` then
+    leaves the index on the server for its owner to drop."""
+
+    def server_handle(self) -> dict[str, Any]: ...
+
+    def attach(self, handle: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
 class SupportsPortable(Protocol):
     """A backend whose tuned params can be exported: ``portable(build, search)`` (full params,
     defaults filled in) says what they mean in library-neutral terms

@@ -149,6 +149,8 @@ class RedisIndex(RedisFilter, InProcessIndex):
         self.index_name = f"rwb_{uuid.uuid4().hex[:12]}"
         self._client: Any = None
         self._info: dict[str, Any] = {}
+        #: searching an index another process built (attach): never dropped here
+        self._attached = False
 
     @property
     def where(self) -> str:
@@ -270,6 +272,33 @@ class RedisIndex(RedisFilter, InProcessIndex):
                                    f"vectors within {self.index_timeout_s:g} s")
             time.sleep(0.02)
 
+    # --- another process's index (SupportsServerAttach) -------------------------------------
+    def server_handle(self) -> dict[str, Any]:
+        """The built index (name and rows), for a process that searches it (:meth:`attach`)."""
+        if not self._built:
+            raise ConfigError(f"{WHERE}: server_handle() called before build()")
+        return {"index_name": self.index_name, "n": self._n}
+
+    def attach(self, handle: Mapping[str, Any]) -> None:
+        """Search the index ``handle`` names (built by another process with the same params)
+        instead of building one; it must report every row indexed; :meth:`close` leaves it to
+        its owner."""
+        import re
+
+        name, n = str(handle.get("index_name", "")), int(handle.get("n", 0))
+        if not re.fullmatch(r"rwb_[0-9a-f]{12}", name):
+            raise ConfigError(f"{WHERE}: attach handle field 'index_name' must be an rwb index "
+                              f"name (rwb_ and 12 hex digits); received {name!r}")
+        self._check_open()
+        self._connect()
+        self.index_name, self._attached = name, True
+        info = self._ft_info()
+        if int(info.get("num_docs", 0)) < n:
+            raise BackendError(f"{WHERE}: index {name} on {self.where} holds "
+                               f"{info.get('num_docs')} of {n} vectors")
+        self._info, self._ids, self._n, self._built = info, None, n, True
+        self._checked_k = -1
+
     # --- search ----------------------------------------------------------------------------
     def _command(self, k: int) -> Callable[[np.ndarray], list[Any]]:
         sp = self.search_params
@@ -364,7 +393,9 @@ class RedisIndex(RedisFilter, InProcessIndex):
 
     def _release(self) -> None:
         client = self._client
-        if client is not None:
+        if self._attached:  # another process's index
+            self._attached = False
+        elif client is not None:
             with contextlib.suppress(Exception):
                 client.execute_command("FT.DROPINDEX", self.index_name, "DD")
         self.index_name = f"rwb_{uuid.uuid4().hex[:12]}"

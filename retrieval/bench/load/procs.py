@@ -1,7 +1,9 @@
 """Clients as separate processes (``client: processes``), so one Python process's GIL is not the
 ceiling of the load generator. Each child (``spawn``) rebuilds the target from a picklable
 :class:`ProcFactory` (the dataset arrays saved once as .npy; a config served by a server process
-connects to that same server by URI, an in-process library gets its own copy of the index),
+connects to that same server by URI; an index kept on a server (pgvector's table, a Redis search
+index: :class:`~retrieval.indexes.base.SupportsServerAttach`) is searched where the parent built
+it, never rebuilt; an in-process library gets its own copy of the index),
 reports ready, and runs the threaded loop of :mod:`.drivers` on its share of the work from one
 common start time (``perf_counter_ns`` is CLOCK_MONOTONIC: one clock for every process).
 
@@ -20,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.bench.load.drivers import LoopOptions, closed_loop_threads, open_loop_threads
+from retrieval.bench.load.drivers import (
+    LoopOptions,
+    Target,
+    closed_loop_threads,
+    open_loop_threads,
+)
 from retrieval.bench.load.stats import Recording
 from retrieval.errors import BackendError
 from retrieval.timing import clock_ns
@@ -47,8 +54,9 @@ def factory_for(spec: Any, r: Any, ds: Any, gt: np.ndarray, workdir: Path) -> Pr
     np.save(folder / "base.npy", ds.base)
     np.save(folder / "queries.npy", ds.queries)
     np.save(folder / "gt.npy", gt)
-    served = r.extra.get("served_at")
-    res = replace(r, extra={"uri": served} if served else {})
+    served, attach = r.extra.get("served_at"), r.extra.get("attach")
+    res = replace(r, extra={**({"uri": served} if served else {}),
+                            **({"attach": attach} if attach else {})})
     data = spec.model_dump(mode="json")
     data["source"] = spec.source
     return ProcFactory(data, res, str(folder), str(ds.metric), str(ds.name))
@@ -81,6 +89,7 @@ def _child(factory: ProcFactory, role: str, args: dict[str, Any], conn: Any) -> 
             start_ns = conn.recv()
             opt: LoopOptions = args["opt"]
             if role == "open":
+                target = _strided(target, args["first"], args["stride"], len(args["offsets"]))
                 rec = open_loop_threads(target, args["offsets"], args["clients"], opt, start_ns)
             else:
                 rec = closed_loop_threads(target, args["clients"], opt, start_ns)
@@ -89,6 +98,18 @@ def _child(factory: ProcFactory, role: str, args: dict[str, Any], conn: Any) -> 
         conn.send(("error", f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
     finally:
         conn.close()
+
+
+def _strided(t: Target, first: int, stride: int, n: int) -> Target:
+    """The child's local request ``i`` is the schedule's request ``first + i * stride``: it asks
+    that request's query, so every process mix asks the queries the threaded run asks."""
+    nq = t.nq
+
+    def qi(i: int) -> int:
+        return (first + i * stride) % nq
+
+    return Target(t.name, max(1, n), lambda i: t.call(qi(i)),
+                  lambda i, raw: t.score(qi(i), raw))
 
 
 def _run(factory: ProcFactory, role: str, shares: list[dict[str, Any]]) -> Recording:
@@ -143,8 +164,8 @@ def open_loop_processes(factory: ProcFactory, offsets_ns: np.ndarray, clients: i
                         processes: int, opt: LoopOptions) -> Recording:
     p = max(1, min(processes, offsets_ns.shape[0]))
     per = max(1, math.ceil(clients / p))
-    return _run(factory, "open", [{"offsets": offsets_ns[i::p], "clients": per, "opt": opt}
-                                  for i in range(p)])
+    return _run(factory, "open", [{"offsets": offsets_ns[i::p], "clients": per, "opt": opt,
+                                   "first": i, "stride": p} for i in range(p)])
 
 
 def closed_loop_processes(factory: ProcFactory, clients: int, processes: int,

@@ -20,7 +20,12 @@ from retrieval.bench.load.drivers import Target
 from retrieval.bench.load.spec import LoadConfig, LoadSpec
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError
-from retrieval.indexes.base import SupportsAsyncSearch, SupportsBruteForceCheck, SupportsHotSearch
+from retrieval.indexes.base import (
+    SupportsAsyncSearch,
+    SupportsBruteForceCheck,
+    SupportsHotSearch,
+    SupportsServerAttach,
+)
 from retrieval.indexes.entry import apply_search, check_entry, check_search
 from retrieval.metrics import recall_by_id
 
@@ -87,6 +92,19 @@ def _close_quietly(index: Any, label: str) -> None:
         log.warning("load: closing config '%s' failed: %s", label, exc)
 
 
+def _unloaded_recall(index: Any, rows: list[np.ndarray], exact: np.ndarray, k: int,
+                     label: str) -> float | None:
+    """Mean recall@k of the queries answered with no load (one batch search): the answers
+    under load must give the same (None when the server failed it: the load run reports why)."""
+    from retrieval.errors import BackendError
+
+    try:
+        return float(np.mean(recall_by_id(index.search(np.vstack(rows), k).ids, exact, k)))
+    except BackendError as exc:
+        log.warning("load: config '%s': the unloaded pass failed: %s", label, exc)
+        return None
+
+
 def resolve_configs(spec: LoadSpec) -> list[Resolved]:
     out = []
     for i, c in enumerate(spec.configs):
@@ -133,10 +151,19 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
         index: Any = cls(ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads,
                          workdir=workdir, **kwargs)
         stack.callback(_close_quietly, index, r.label)
-        info = index.build(ds.base)
-        if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(bp):
-            n = min(ds.n_queries, 100)
-            index.verify_not_brute_force(ds.queries[:n], k, gt_ids[:n])
+        handle = r.extra.get("attach")
+        if handle is not None and isinstance(index, SupportsServerAttach):
+            # a client process: search the index the parent built on the server (no rebuild)
+            index.attach(handle)
+            build_s, memory = None, None
+        else:
+            info = index.build(ds.base)
+            build_s, memory = info.build_s, info.memory_bytes
+            if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(bp):
+                n = min(ds.n_queries, 100)
+                index.verify_not_brute_force(ds.queries[:n], k, gt_ids[:n])
+            if isinstance(index, SupportsServerAttach):  # for client processes
+                r.extra["attach"] = index.server_handle()
         apply_search(index, check_search(cls, bp, r.search, k, where=where))
         rows = query_rows(ds, spec.queries)
         exact = gt_ids[: len(rows), :k]
@@ -164,13 +191,16 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
             def acall(qi: int) -> Any:
                 return asearch(rows[qi], k)
 
+        unloaded = None if handle is not None else _unloaded_recall(index, rows, exact, k,
+                                                                    r.label)
         r.extra["served_at"] = kwargs.get("uri")  # for client processes (not reported)
         facts = {"label": r.label, "backend": r.backend, "server": r.server,
                  "build": bp.model_dump(mode="json"), "search": dict(r.search),
-                 "build_s": info.build_s, "memory_bytes": info.memory_bytes,
+                 "build_s": build_s, "memory_bytes": memory,
                  "hot_path": isinstance(index, SupportsHotSearch),
                  "native_async": acall is not None, "n_base": ds.n_base,
-                 "queries": len(rows), "source_run": r.source_run,
+                 "queries": len(rows), "recall_unloaded": unloaded,
+                 "source_run": r.source_run,
                  "source_run_id": r.source_run_id, "source_label": r.source_label}
         yield Target(r.label, len(rows), call, score, acall), facts
 
