@@ -156,8 +156,12 @@ def evidence(
     return out
 
 
-def source(summary: SweepSummary, spec: Mapping[str, Any], label: str) -> dict[str, Any]:
+def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
+           manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The sweep settings verify rebuilds and re-measures with; ``build_threads`` is the number
+    of threads the sweep built with (its manifest's ``builds``; more than one: not reproducible)."""
     b, c = _chosen(summary, label)
+    builds = (manifest or {}).get("builds") or {}
     backend = str(b.backend)
     tune = spec.get("tune") or {}
     return {
@@ -170,6 +174,8 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str) -> dict[s
         "k": summary.k,
         "seed": spec.get("seed", 0),
         "threads": spec.get("threads", 1),
+        **({"build_threads": int(builds["build_threads"])} if builds.get("build_threads")
+           else {}),
         "warmup": spec.get("warmup", 32),
         "batch_repeats": spec.get("batch_repeats", 3),
         "modes": spec.get("modes", ["single", "batch"]),
@@ -218,7 +224,7 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
             "engine": engine,
             "config": native,
             "evidence": tidy(proof),
-            "source": source(summary, spec, label),
+            "source": source(summary, spec, label, manifest),
         }
         path = write_config(out, doc)
         return Exported(path, engine, label, name, native)

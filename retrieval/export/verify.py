@@ -161,7 +161,9 @@ def _tolerance(r: float, n: int, k: int) -> float:
 
 def evidence_checks(ev: Mapping[str, Any], res: PointResult, held: HeldOut | None,
                     backend: str, k: int, threads: int) -> list[dict[str, Any]]:
-    """The recorded figures against a re-measurement on the backend that produced them."""
+    """The recorded figures against a re-measurement on the backend that produced them;
+    ``threads``: 1 when the index is the one the evidence was measured on (a seeded one-thread
+    build, or that build loaded from the cache), else the build threads of a fresh rebuild."""
     out = []
     measured_on = ev.get("measured_on")
     if measured_on is not None and measured_on != backend:
@@ -179,7 +181,8 @@ def evidence_checks(ev: Mapping[str, Any], res: PointResult, held: HeldOut | Non
             continue
         # a seeded one-thread build reproduces its figures (to the 6 digits the file keeps)
         tol = 2e-6 if exact else _tolerance(float(now), n, k)
-        why = "" if exact else ", an unseeded build"
+        why = "" if exact else (", an unseeded build" if threads == 1 else
+                                f", a {threads}-thread build")
         ok = abs(float(recorded) - float(now)) <= tol
         out.append({"check": name, "passed": ok, "measured": round(float(now), 6),
                     "expected": f"{recorded} (within {tol:.2g}, re-measured on {backend}{why})",
@@ -238,6 +241,9 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
                                       "number", default=0.5, gt=0.0, le=1.0))
     split_seed = field_of(doc, "source.query_split.seed", where, "integer", default=seed)
     threads = field_of(doc, "source.threads", where, "integer", default=1, ge=1)
+    # the sweep's build threads (files before they were recorded: built with the search threads)
+    build_threads = field_of(doc, "source.build_threads", where, "integer", default=threads,
+                             ge=1)
     warmup = field_of(doc, "source.warmup", where, "integer", default=32, ge=0)
     repeats = field_of(doc, "source.batch_repeats", where, "integer", default=3, ge=1)
     conf_doc = field_of(doc, "evidence.confidence", where, "mapping", default={})
@@ -269,7 +275,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
     split = split_queries(ds.n_queries, heldout_fraction, split_seed)
     modes = src.get("modes") or ["single", "batch"]
     with Evaluator(ds, k, threads=threads, seed=seed, warmup=warmup,
-                   batch_repeats=repeats) as e:
+                   batch_repeats=repeats, build_threads=build_threads) as e:
         m = Measurer(e, split, modes, target, conf, seed)
         built = e.build(measure_on.backend, measure_on.build)
         res = m.full(built, measure_on.search)
@@ -278,12 +284,17 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
             src_build = _need(src, "build", f"{where}: source")
             src_search = _need(src, "search", f"{where}: source")
             same = src_backend == measure_on.backend and checks[0]["passed"]
+            ev_built = built
             if same:
                 ev_res, ev_held = res, held
             else:  # the evidence came from another backend (or other params): re-measure it
                 ev_built = e.build(src_backend, src_build)
                 ev_res, ev_held = m.full(ev_built, src_search), m.heldout(ev_built, src_search)
-            checks += evidence_checks(ev, ev_res, ev_held, src_backend, k, threads)
+            # the same index as the sweep's: a one-thread seeded rebuild, or the sweep's own
+            # build loaded from the index cache; else a multi-threaded rebuild (not reproducible)
+            same_index = build_threads == 1 or ev_built.outcome.cache == "hit"
+            checks += evidence_checks(ev, ev_res, ev_held, src_backend, k,
+                                      1 if same_index else build_threads)
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     bound = bool(res.recall_lb >= target - EPS)
     return VerifyReport(
