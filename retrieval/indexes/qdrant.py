@@ -239,6 +239,8 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
 
     def _rows(self, hits: list[list[Any]], k: int) -> tuple[np.ndarray, np.ndarray]:
         nq = len(hits)
+        if nq == 1:  # the single-query hot path: no per-element array work beyond the row
+            return self._row(hits[0], k)
         ids = np.full((nq, k), -1, dtype=np.int64)
         score = np.full((nq, k), np.nan, dtype=np.float64)
         for r, row in enumerate(hits):
@@ -252,6 +254,23 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
         else:
             d = 1.0 - score
         d = np.where(ids >= 0, d, np.inf).astype(np.float32)
+        return d, ids
+
+    def _row(self, row: list[Any], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """One query's hits as (1, k) distances (float32, ascending) and ids (-1 padded)."""
+        m = min(len(row), k)
+        ids = np.full((1, k), -1, dtype=np.int64)
+        d = np.full((1, k), np.inf, dtype=np.float32)
+        if m:
+            ids[0, :m] = [p.id for p in row[:m]]
+            score = np.array([p.score for p in row[:m]], dtype=np.float64)
+            if self.metric == "l2":
+                score = score * score
+            elif self.metric == "ip":
+                score = -score
+            else:
+                score = 1.0 - score
+            d[0, :m] = score
         return d, ids
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
