@@ -1,13 +1,17 @@
-"""The ``start`` / ``stop`` / ``status`` command line every service module shares (for scripts and
-the Makefile; this entry point prints): ``start`` prints ``ENV=URL``, ``status`` prints it or
-"not running" (exit 1), an RwbError is one line on stderr (exit 2)."""
+"""What every service module shares: the ``start`` / ``stop`` / ``status`` command line (for
+scripts and the Makefile; this entry point prints): ``start`` prints ``ENV=URL``, ``status``
+prints it or "not running" (exit 1), an RwbError is one line on stderr (exit 2); and the
+private-server context manager body."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from retrieval.errors import RwbError
@@ -44,3 +48,19 @@ def service_main(argv: Sequence[str] | None, *, name: str, description: str, env
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def private_server(start: Callable[..., Any], prefix: str, dir: str | Path | None,
+                   port: int | None, timeout_s: float) -> Iterator[Any]:
+    """The body of each service's context manager: ``start(dir, port, timeout_s=)`` in ``dir``
+    (a fresh temp folder when None), yield the server, stop it after (and remove the temp
+    folder); ``timeout_s`` in seconds."""
+    tmp = dir is None
+    path = Path(tempfile.mkdtemp(prefix=prefix)) if dir is None else Path(dir)
+    srv = start(path, port, timeout_s=timeout_s)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        if tmp:
+            shutil.rmtree(path, ignore_errors=True)

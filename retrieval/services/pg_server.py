@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -340,15 +339,9 @@ def pg_server(
     dir: Path | str | None = None, port: int | None = None, *, timeout_s: float = 30.0
 ) -> Iterator[PgServer]:
     """Context manager: a private server for the block, stopped (temp dir removed) after."""
-    tmp = dir is None
-    path = Path(tempfile.mkdtemp(prefix="rwb-pg-")) if tmp else Path(dir)  # type: ignore[arg-type]
-    srv = start_pg(path, port, timeout_s=timeout_s)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        if tmp:
-            shutil.rmtree(path, ignore_errors=True)
+    from retrieval.services._cli import private_server
+
+    yield from private_server(start_pg, "rwb-pg-", dir, port, timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

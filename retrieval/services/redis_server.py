@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -367,15 +366,9 @@ def redis_server(
     dir: Path | str | None = None, port: int | None = None, *, timeout_s: float = 15.0
 ) -> Iterator[RedisServer]:
     """Context manager: a private server for the block, stopped (and temp dir removed) after."""
-    tmp = dir is None
-    path = Path(tempfile.mkdtemp(prefix="rwb-redis-")) if tmp else Path(dir)  # type: ignore[arg-type]
-    srv = start_redis(path, port, timeout_s=timeout_s)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-        if tmp:
-            shutil.rmtree(path, ignore_errors=True)
+    from retrieval.services._cli import private_server
+
+    yield from private_server(start_redis, "rwb-redis-", dir, port, timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
