@@ -44,6 +44,11 @@ ENV_SERVER = "RWB_REDIS_SERVER"
 ENV_MODULE = "RWB_REDISEARCH_MODULE"
 STATE_FILE = "redis.json"
 HOST = "127.0.0.1"
+#: RediSearch load-time settings of the servers rwb starts. The module's defaults (500 ms, policy
+#: RETURN) answer a query that overruns with partial results and no error, so on a stalled
+#: machine a cache lookup silently became a miss (a CI flake in the threshold-boundary test) and a
+#: measured hit rate would be wrong. Here a query gets 10 s, and one that overruns fails loudly.
+SEARCH_MODULE_ARGS = ("TIMEOUT", "10000", "ON_TIMEOUT", "FAIL")
 
 
 @dataclass(frozen=True)
@@ -286,7 +291,7 @@ def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
         "--loglevel", "notice",
     ]
     if binaries.search_module is not None:
-        cmd += ["--loadmodule", str(binaries.search_module)]
+        cmd += ["--loadmodule", str(binaries.search_module), *SEARCH_MODULE_ARGS]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     if proc.returncode != 0:
         raise BackendError(

@@ -25,6 +25,9 @@ def test_context_manager_starts_search_capable_server_and_stops_it() -> None:
         modules = {m[b"name"] for m in client.module_list()}
         assert b"search" in modules
         assert client.info("server")["redis_version"].startswith("8.")
+        # an overrunning query fails loudly instead of answering partial results (a silent miss)
+        conf = dict(client.execute_command("FT.CONFIG", "GET", "*"))
+        assert conf[b"ON_TIMEOUT"] == b"fail" and conf[b"TIMEOUT"] == b"10000"
         client.close()
         pid = srv.pid
     assert not rs._pid_alive(pid)
