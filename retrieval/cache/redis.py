@@ -193,7 +193,32 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
             f"Redis at {shown} has no search module (FT._LIST: {exc}); "
             f"the semantic cache needs Redis 8 or Redis Stack"
         ) from None
+    _warn_partial_results(client, shown)
     return client
+
+
+_WARNED_PARTIAL: set[str] = set()
+
+
+def _warn_partial_results(client: Any, shown: str) -> None:
+    """Warn (once per server) when its search module answers an overrunning query with partial
+    results and no error (``ON_TIMEOUT return``, RediSearch's default): a lookup that overruns
+    ``TIMEOUT`` ms then reads as a miss, and a measured hit rate is too low without a sign."""
+    if shown in _WARNED_PARTIAL:
+        return
+    try:
+        conf = dict(client.execute_command("FT.CONFIG", "GET", "ON_TIMEOUT"))
+        policy = conf.get(b"ON_TIMEOUT", b"").decode().lower()
+        timeout_ms = dict(client.execute_command("FT.CONFIG", "GET", "TIMEOUT")).get(b"TIMEOUT")
+    except Exception:  # an older or managed server without FT.CONFIG: nothing to say
+        return
+    if policy == "return":
+        _WARNED_PARTIAL.add(shown)
+        ms = timeout_ms.decode() if isinstance(timeout_ms, bytes) else "?"
+        log.warning(
+            "Redis at %s answers a search that overruns %s ms with partial results and no error "
+            "(FT.CONFIG ON_TIMEOUT return): a slow lookup reads as a miss. Set ON_TIMEOUT FAIL "
+            "(search-on-timeout fail) to see them as errors", shown, ms)
 
 
 def _short_reply(exc: BaseException, limit: int = 80) -> str:

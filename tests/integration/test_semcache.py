@@ -170,3 +170,22 @@ def test_redis_killed_mid_run_bypasses_and_counts(private_redis: RedisServer) ->
     finally:
         c.close()
         srv.stop()
+
+
+def test_a_server_that_answers_partial_results_on_timeout_is_named(
+    private_redis: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis
+
+    from retrieval.cache import redis as cache_redis
+
+    client = redis.Redis.from_url(private_redis.url)
+    cache_redis.connect_redis(private_redis.url).close()  # rwb's own server: FAIL, no warning
+    assert "partial results" not in caplog.text
+    client.execute_command("FT.CONFIG", "SET", "ON_TIMEOUT", "RETURN")  # RediSearch's default
+    with caplog.at_level("WARNING", logger="retrieval.cache.redis"):
+        cache_redis.connect_redis(private_redis.url).close()
+        cache_redis.connect_redis(private_redis.url).close()
+    lines = [r.getMessage() for r in caplog.records if "partial results" in r.getMessage()]
+    assert len(lines) == 1 and "10000 ms" in lines[0] and "ON_TIMEOUT" in lines[0]
+    client.close()
