@@ -203,10 +203,18 @@ class QdrantQuantSearch(Params):
     oversampling: float = Field(1.0, ge=1.0, le=64.0)
 
 
+class QdrantAcorn(Params):
+    """``SearchParams.acorn``: the ACORN filtered walk (filtered searches only)."""
+
+    enable: bool = True
+    max_selectivity: float | None = Field(None, gt=0.0, le=1.0)
+
+
 class QdrantSearch(Params):
     hnsw_ef: int = Field(ge=1, le=4096)
     exact: Literal[False] = False
     quantization: QdrantQuantSearch | None = None
+    acorn: QdrantAcorn | None = None
 
 
 class QdrantScalar(Params):

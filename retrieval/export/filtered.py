@@ -18,7 +18,7 @@ from typing import Any
 
 from retrieval import __version__
 from retrieval.errors import ConfigError
-from retrieval.export.engines import translate
+from retrieval.export.engines import QdrantConfig, translate
 from retrieval.export.files import FORMAT_VERSION, write_config
 from retrieval.export.portable import portable
 from retrieval.export.registry import NothingToExport
@@ -86,6 +86,20 @@ def _pg_iterative(backend: str, engine: str, search: dict[str, Any]) -> dict[str
     return scan
 
 
+def _qdrant_acorn(backend: str, engine: str, search: dict[str, Any]) -> dict[str, Any]:
+    """Qdrant's ACORN filtered walk (no neutral form) exported to Qdrant itself: removed from
+    ``search`` and returned in Qdrant's REST names, ``{"enable": true, "max_selectivity": x}``
+    (``SearchParams.acorn``; {} when off or another engine)."""
+    if backend != "qdrant" or engine != "qdrant" or not search.get("acorn"):
+        return {}
+    acorn: dict[str, Any] = {"enable": True}
+    if search.get("acorn_max_selectivity") is not None:
+        acorn["max_selectivity"] = float(search["acorn_max_selectivity"])
+    search["acorn"] = False
+    search.pop("acorn_max_selectivity", None)
+    return acorn
+
+
 def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
     strategy = op["strategy"]
     doc: dict[str, Any] = {
@@ -102,6 +116,7 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
     name = str(op["backend"])
     search = full_search(name, op["search"])
     scan = _pg_iterative(name, engine, search)
+    acorn = _qdrant_acorn(name, engine, search)
     try:
         native = translate(engine, portable(name, op["build"], search), metric, dim, k)
     except ConfigError as exc:
@@ -110,6 +125,10 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
     if scan:  # pgvector's own iterative scan, measured with pgvector: carried as SET lines
         native["search_params"].update(scan)
         native["set"] += [f"SET hnsw.{key} = {val};" for key, val in scan.items()]
+    if acorn:  # Qdrant's ACORN, measured with Qdrant: its search_params.acorn
+        native["search_params"]["acorn"] = acorn
+        native = validate_params(QdrantConfig, native, where=f"{engine} export").model_dump(
+            exclude_none=True)
     doc["config"] = native
     if strategy == "postfilter":
         doc["search"] = (f"unfiltered search with limit {k * int(op.get('overfetch') or 1)} "

@@ -148,6 +148,11 @@ def from_qdrant(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: st
         raise param_error("config.quantization_config", "one of scalar, binary, product",
                           ", ".join(kinds), where=where)
     search: dict[str, Any] = {"hnsw_ef": c.search_params.hnsw_ef}
+    acorn = c.search_params.acorn
+    if acorn is not None and acorn.enable:  # used by filtered searches only
+        search["acorn"] = True
+        if acorn.max_selectivity is not None:
+            search["acorn_max_selectivity"] = acorn.max_selectivity
     if kinds and q is not None:
         kind = kinds[0]
         build["quantization"] = kind

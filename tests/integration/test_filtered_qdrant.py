@@ -189,3 +189,23 @@ def test_filtered_qdrant_spec_loads() -> None:
     assert spec.filters is not None and "engine" in spec.filters.strategies
     assert sorted(e.search["acorn"] for e in spec.indexes if e.backend == "qdrant") == [False,
                                                                                       True]
+
+
+def test_an_acorn_operating_point_exports_to_qdrant_with_its_acorn_params() -> None:
+    """ACORN has no library-neutral form: exported to Qdrant it is ``search_params.acorn`` (REST
+    names), read back by verify's inverse; exported to another engine it is left out."""
+    from retrieval.export.filtered import _entry
+    from retrieval.export.inverse import from_qdrant
+
+    op = {"bucket": "sel=0.02", "selectivity": 0.02, "strategy": "engine", "backend": "qdrant",
+          "label": "qdrant-acorn", "build": BUILD, "p95_ms": 1.0, "recall": 0.95,
+          "search": {"hnsw_ef": 64, "acorn": True, "acorn_max_selectivity": 0.3}}
+    doc = _entry(op, "qdrant", "l2", 16, K)
+    sp = doc["config"]["search_params"]
+    assert sp["hnsw_ef"] == 64 and sp["acorn"] == {"enable": True, "max_selectivity": 0.3}
+    back = from_qdrant(doc["config"], "l2", 16, K, where="f.yaml")
+    assert back.search["acorn"] is True and back.search["acorn_max_selectivity"] == 0.3
+    off = _entry({**op, "search": {"hnsw_ef": 64, "acorn": False}}, "qdrant", "l2", 16, K)
+    assert "acorn" not in off["config"]["search_params"]
+    other = _entry(op, "hnswlib", "l2", 16, K)
+    assert other["config"] is not None and "acorn" not in json.dumps(other["config"])
