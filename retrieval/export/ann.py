@@ -195,7 +195,7 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
     if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
-        return export_filtered(run, engine, out, summary.to_json_dict(), manifest)
+        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

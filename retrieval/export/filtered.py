@@ -5,7 +5,8 @@ chosen there (``config``, via :mod:`retrieval.export.engines`; none for ``prefil
 exact search over the matching rows), the search depth a post-filter fetches, how the filter
 travels in that engine (``filter_in_engine``), and the evidence (p95, recall and its lower
 bound, held-out recall). A bucket whose chosen setting the engine cannot express names the
-reason. The file's ``kind`` is ``ann-filtered`` (``rwb verify`` does not re-measure it yet).
+reason. The file's ``kind`` is ``ann-filtered``; ``rwb verify`` re-measures each point from its
+``source`` params and the sweep spec in ``source.spec`` (:mod:`retrieval.export.verify_filtered`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
     doc: dict[str, Any] = {
         "bucket": op["bucket"], "selectivity": op["selectivity"], "strategy": strategy,
         "measured_with": {"backend": op.get("backend"), "label": op.get("label")},
+        # the params it was measured with (what `rwb verify` rebuilds and re-measures)
+        "source": {"backend": op.get("backend"), "build": dict(op.get("build") or {}),
+                   "search": dict(op.get("search") or {}), "overfetch": op.get("overfetch")},
         "evidence": {"p95_ms": op.get("p95_ms"), "qps": op.get("qps"), "recall": op.get("recall"),
                      "recall_lower_bound": op.get("recall_lb"),
                      "heldout_recall": op.get("heldout_recall")},
@@ -142,8 +146,24 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
     return doc
 
 
+def entry_config(file_op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int
+                 ) -> dict[str, Any] | None:
+    """The ``config`` the export writes for a point of an exported table, from its ``source``
+    params (what `rwb verify` compares the file's ``config`` with)."""
+    src = file_op.get("source") or {}
+    op = {"bucket": file_op.get("bucket"), "selectivity": file_op.get("selectivity"),
+          "strategy": file_op.get("strategy"), "backend": src.get("backend"),
+          "build": src.get("build") or {}, "search": src.get("search") or {},
+          "overfetch": src.get("overfetch")}
+    config: dict[str, Any] | None = tidy(_entry(op, engine, metric, dim, k)).get("config")
+    return config
+
+
 def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[str, Any],
-                    manifest: Mapping[str, Any]) -> FilteredExported:
+                    manifest: Mapping[str, Any], spec: Mapping[str, Any] | None = None
+                    ) -> FilteredExported:
+    """Write the operating-point table of a filtered target sweep; ``spec``: the run's resolved
+    sweep spec, kept in ``source.spec`` for `rwb verify`."""
     ops = [o for o in summary.get("operating_points", []) if o.get("strategy")]
     if not ops:
         raise NothingToExport(f"run '{run.path}': no bucket has a setting meeting target recall "
@@ -155,6 +175,7 @@ def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[
     doc = {
         "rwb_export": FORMAT_VERSION, "kind": FILE_KIND, "engine": engine,
         "operating_points": tidy(table),
+        "source": {"spec": dict(spec) if spec else None, "run": str(run.path)},
         "evidence": tidy({
             "target_recall": summary.get("target_recall"), "k": k,
             "recall_definition": summary.get("recall_definition"),

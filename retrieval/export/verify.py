@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
@@ -130,6 +130,30 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def config_diffs(given: Any, expected: Any) -> list[str]:
+    """``field: file says X, the evidence was measured with Y`` for each field of the ``given``
+    config that differs from the ``expected`` one (both engine-native mappings)."""
+    g, e = _flat(given or {}, "config"), _flat(expected or {}, "config")
+    return [f"{key}: file says {g.get(key)!r}, the evidence was measured with {e.get(key)!r}"
+            for key in sorted(set(e) | set(g)) if not _same(g.get(key), e.get(key))]
+
+
+class Remeasured(Protocol):
+    """A re-measured mean recall over ``n_queries`` queries (a held-out one)."""
+
+    @property
+    def recall(self) -> float: ...
+    @property
+    def n_queries(self) -> int: ...
+
+
+class RemeasuredBound(Remeasured, Protocol):
+    """... with its lower confidence bound."""
+
+    @property
+    def recall_lb(self) -> float: ...
+
+
 def config_check(doc: Mapping[str, Any], src: Mapping[str, Any], engine: str, metric: str,
                  dim: int, k: int) -> dict[str, Any]:
     """Each field of ``config`` against the export of the measured ``source`` params."""
@@ -137,15 +161,12 @@ def config_check(doc: Mapping[str, Any], src: Mapping[str, Any], engine: str, me
     try:
         p = portable(backend, src.get("build_params") or {}, full_search(backend,
                                                                         src.get("search") or {}))
-        expected = _flat(translate(engine, p, metric, dim, k), "config")
+        expected = translate(engine, p, metric, dim, k)
     except ConfigError as exc:
         return {"check": "config is the one measured", "passed": False,
                 "measured": f"source params cannot be exported to {engine}: {exc}",
                 "expected": "an exportable source"}
-    given = _flat(doc.get("config") or {}, "config")
-    diffs = [f"{key}: file says {given.get(key)!r}, the evidence was measured with "
-             f"{expected.get(key)!r}" for key in sorted(set(expected) | set(given))
-             if not _same(given.get(key), expected.get(key))]
+    diffs = config_diffs(doc.get("config"), expected)
     return {"check": "config is the one measured", "passed": not diffs,
             "measured": "; ".join(diffs) or "every field matches the source params",
             "expected": f"the {engine} export of source {backend} params",
@@ -161,7 +182,7 @@ def _tolerance(r: float, n: int, k: int) -> float:
     return max(0.05, 4.0 * math.sqrt(max(r * (1 - r), 1e-4) / max(n, 1)))
 
 
-def evidence_checks(ev: Mapping[str, Any], res: PointResult, held: HeldOut | None,
+def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasured | None,
                     backend: str, k: int, threads: int) -> list[dict[str, Any]]:
     """The recorded figures against a re-measurement on the backend that produced them;
     ``threads``: 1 when the index is the one the evidence was measured on (a seeded one-thread

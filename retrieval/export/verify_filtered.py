@@ -1,0 +1,184 @@
+"""``rwb verify FILE`` for a filtered operating-point table (kind ``ann-filtered``).
+
+The file's ``source.spec`` is the resolved sweep spec the table came from: the dataset, the
+filter workload (rebuilt with the spec's seed: the same per-query filters), ``k``, the query
+split and the confidence rule. Each operating point is rebuilt from its ``source`` (backend,
+build, search, over-fetch: the params it was measured with) and re-measured on its bucket with
+its strategy. The table holds when, for every bucket that has a strategy:
+
+- the dataset is the one the table was tuned on (fingerprint);
+- the point's ``config`` is the export of its ``source`` params (an edited field fails, named);
+- the re-measured lower confidence bound on filtered mean recall@k over the tuning queries is
+  >= the target, and the held-out recall is >= the target (the sweep's own two rules);
+- the recorded recall, bound and held-out recall are reproduced within the sampling tolerance
+  of :mod:`retrieval.export.verify` (exactly for a seeded one-thread build or a cached one).
+
+The points are measured on the backend that produced them. A point whose backend does not run
+the file's engine (a translation) is not measured on that engine: the file is then "not
+measurable here" (exit 3), never HOLDS. Latency (p95, ms) is reported, not judged.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retrieval.errors import ConfigError
+from retrieval.export.engines import own_backends
+from retrieval.export.files import field_of
+from retrieval.export.filtered import FILE_KIND, entry_config
+from retrieval.export.registry import register_verifier
+from retrieval.export.verify import NotMeasurable, config_diffs, evidence_checks
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class FilteredVerifyReport:
+    """``holds`` when every check passed (``checks``: one row per check, bucket named)."""
+
+    path: str
+    holds: bool
+    engine: str
+    target: float
+    dataset: str
+    fingerprint_matches: bool
+    checks: list[dict[str, Any]]
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "measurable": True}
+
+
+def _check(name: str, measured: Any, expected: Any, passed: bool) -> dict[str, Any]:
+    return {"check": name, "measured": measured, "expected": expected, "passed": bool(passed)}
+
+
+def _source_of(op: Mapping[str, Any], where: str) -> dict[str, Any]:
+    src = op.get("source")
+    if not isinstance(src, Mapping) or not src.get("backend"):
+        raise ConfigError(f"{where}: field 'source' is missing; the file was exported before "
+                          f"rwb recorded each point's params: export the run again")
+    return dict(src)
+
+
+@register_verifier(FILE_KIND)
+def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
+                         ) -> FilteredVerifyReport | NotMeasurable:
+    """Re-measure every operating point of a filtered export (see the module doc)."""
+    from retrieval.tune.spec import parse_spec
+
+    where = str(path)
+    engine = str(field_of(doc, "engine", where, "string"))
+    ops = field_of(doc, "operating_points", where, "list")
+    spec_doc = doc.get("source", {}).get("spec") if isinstance(doc.get("source"), Mapping) \
+        else None
+    if not isinstance(spec_doc, Mapping):
+        raise ConfigError(f"{where}: field 'source.spec' is missing; the file was exported "
+                          f"before rwb recorded the sweep spec in it: export the run again")
+    spec = parse_spec(spec_doc, source=f"{where}: source.spec")
+    if spec.filters is None:
+        raise ConfigError(f"{where}: field 'source.spec.filters' is missing (an ann-filtered "
+                          f"file comes from a sweep with filters)")
+    target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
+    measured = [o for o in ops if isinstance(o, Mapping) and o.get("strategy")]
+    for i, op in enumerate(measured):
+        src = _source_of(op, f"{where}: operating_points[{i}]")
+        if op.get("strategy") != "prefilter" and src["backend"] not in own_backends(engine):
+            return NotMeasurable(where, engine, (
+                f"bucket {op.get('bucket')}: measured on {src['backend']}, exported as a "
+                f"translation to {engine}; rwb verifies a filtered table on the backend that "
+                f"measured it: export it to that backend's engine"))
+    return _measure(doc, where, engine, spec, target, measured)
+
+
+def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target: float,
+             ops: list[Mapping[str, Any]]) -> FilteredVerifyReport:
+    from retrieval.evaluate import Evaluator
+    from retrieval.tune.decide import lower_bound, split_queries
+    from retrieval.tune.fmeasure import FilteredBench
+    from retrieval.tune.frun import bind_spec_workload
+    from retrieval.tune.runner import load_vectors
+
+    ds = load_vectors(spec)
+    recorded_fp = (doc.get("evidence") or {}).get("dataset", {}).get("fingerprint")
+    same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
+    checks = [_check("dataset fingerprint", ds.fingerprint, recorded_fp, same_data)]
+    metric, dim, k = str(ds.metric), int(ds.dim), int(spec.k)
+    split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+    points: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="rwb-verify-") as work, \
+            Evaluator.for_spec(spec, ds, Path(work)) as ev:
+        buckets = {b.name: b for b in bind_spec_workload(spec, ds, ev)}
+        bench = FilteredBench(ev, list(buckets.values()))
+        for op in ops:
+            name, strategy = str(op.get("bucket")), str(op["strategy"])
+            src = _source_of(op, f"{where}: bucket {name}")
+            tag = f"[{name}] "
+            b = buckets.get(name)
+            if b is None:
+                checks.append(_check(tag + "bucket exists", None,
+                                     f"one of {', '.join(buckets)}", False))
+                continue
+            diffs = config_diffs(op.get("config"), entry_config(op, engine, metric, dim, k))
+            checks.append(_check(tag + "config is the one measured",
+                                 "; ".join(diffs) or "every field matches the source params",
+                                 f"the {engine} export of source {src['backend']} params",
+                                 not diffs))
+            built = ev.build(str(src["backend"]), src.get("build") or {})
+            search, overfetch = dict(src.get("search") or {}), src.get("overfetch")
+            full = bench.measure(built, search, strategy, b, label=str(src["backend"]),
+                                 overfetch=overfetch, modes=spec.modes, query_idx=split.tune,
+                                 query_set="tune")
+            row = full.row(target)
+            lb = lower_bound(full.per_query_recall, k, spec.tune.confidence, spec.seed)
+            checks.append(_check(tag + "lower bound >= target", round(lb, 6), target,
+                                 lb >= target - EPS))
+            held = None
+            if split.heldout.size:
+                h = bench.measure(built, search, strategy, b, label=str(src["backend"]),
+                                  overfetch=overfetch, modes=("batch",),
+                                  query_idx=split.heldout, query_set="heldout", warmup=0,
+                                  repeats=1)
+                held = float(h.row(None)["recall"])
+                checks.append(_check(tag + "held-out recall >= target", round(held, 6), target,
+                                     held >= target - EPS))
+            same_index = ev.build_threads == 1 or built.outcome.cache == "hit"
+            ev_doc = op.get("evidence") or {}
+            for c in evidence_checks(
+                {"recall": ev_doc.get("recall"),
+                 "recall_lower_bound": ev_doc.get("recall_lower_bound"),
+                 "heldout_recall": ev_doc.get("heldout_recall")},
+                _Measured(float(row["recall"]), lb, int(full.per_query_recall.shape[0])),
+                None if held is None else _Held(held, int(split.heldout.size)),
+                str(src["backend"]), k, 1 if same_index else ev.build_threads,
+            ):
+                checks.append({**c, "check": tag + str(c["check"])})
+            points.append({"bucket": name, "strategy": strategy, "backend": src["backend"],
+                           "recall": row["recall"], "recall_lower_bound": lb,
+                           "heldout_recall": held, "p95_ms": row.get("p95_ms"),
+                           "recorded_p95_ms": ev_doc.get("p95_ms")})
+            ev.release(built)
+    return FilteredVerifyReport(where, all(c["passed"] for c in checks), engine, target,
+                                ds.name, same_data, checks, points)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """The two figures of a re-measurement :func:`evidence_checks` compares."""
+
+    recall: float
+    recall_lb: float
+    n_queries: int
+
+
+@dataclass(frozen=True)
+class _Held:
+    recall: float
+    n_queries: int
+
+
+__all__ = ["FilteredVerifyReport", "verify_filtered_file"]
