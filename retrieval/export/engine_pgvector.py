@@ -148,6 +148,10 @@ def _parse_create(sql: str) -> tuple[str, str, dict[str, int]]:
     return m.group("method").lower(), m.group("ops").lower(), with_
 
 
+#: the iterative-scan SET lines a filtered operating point carries (issue 13)
+_SCAN_SETS = ("hnsw.iterative_scan", "hnsw.max_scan_tuples")
+
+
 def _parse_sets(lines: Any) -> dict[str, str]:
     if not isinstance(lines, list):
         raise param_error("config.set", "a list of SET statements", lines, where=WHERE)
@@ -189,16 +193,23 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
     if method == "hnsw":
         build = validate_params(PgHnswBuild, with_, where=WHERE, prefix="config.create_index.")
         check_hnsw_build(build, WHERE)
-        unknown = set(sets) - {"hnsw.ef_search"}
+        unknown = set(sets) - {"hnsw.ef_search", *_SCAN_SETS}
         if unknown or "hnsw.ef_search" not in sets:
-            raise param_error("config.set", "exactly one line SET hnsw.ef_search = N", sorted(sets),
-                              where=WHERE)
-        search = validate_params(PgHnswSearch,
-                                 {"ef_search": _int(sets["hnsw.ef_search"], "config.set")},
-                                 where=WHERE, prefix="config.set.hnsw.")
+            raise param_error("config.set", "one line SET hnsw.ef_search = N (and, for a "
+                              "filtered point, hnsw.iterative_scan / hnsw.max_scan_tuples)",
+                              sorted(sets), where=WHERE)
+        given: dict[str, Any] = {"ef_search": _int(sets["hnsw.ef_search"], "config.set")}
+        if "hnsw.iterative_scan" in sets:
+            given["iterative_scan"] = sets["hnsw.iterative_scan"]
+        if "hnsw.max_scan_tuples" in sets:
+            given["max_scan_tuples"] = _int(sets["hnsw.max_scan_tuples"], "config.set")
+        search = validate_params(PgHnswSearch, given, where=WHERE, prefix="config.set.hnsw.")
         if k is not None:
             check_hnsw_search(search, k, WHERE)
         sp: dict[str, Any] = {"ef_search": search.ef_search}
+        if search.iterative_scan != "off":  # a filtered operating point's own scan
+            sp.update(iterative_scan=search.iterative_scan,
+                      max_scan_tuples=search.max_scan_tuples)
         portable: Portable = Hnsw(build.m, build.ef_construction, search.ef_search)
     else:
         ivf = validate_params(PgIvfBuild, with_, where=WHERE, prefix="config.create_index.")

@@ -13,9 +13,10 @@ its strategy. The table holds when, for every bucket that has a strategy:
 - the recorded recall, bound and held-out recall are reproduced within the sampling tolerance
   of :mod:`retrieval.export.verify` (exactly for a seeded one-thread build or a cached one).
 
-The points are measured on the backend that produced them. A point whose backend does not run
-the file's engine (a translation) is not measured on that engine: the file is then "not
-measurable here" (exit 3), never HOLDS. Latency (p95, ms) is reported, not judged.
+What is judged is the file's ``config`` run on the file's engine (its inverse, as for ANN files):
+a point translated from another backend is measured on that engine, and its recorded evidence is
+re-measured on the backend that produced it. An engine rwb cannot run is "not measurable here"
+(exit 3), never HOLDS. Latency (p95, ms) is reported, not judged.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.errors import ConfigError
-from retrieval.export.engines import own_backends
 from retrieval.export.files import field_of
 from retrieval.export.filtered import FILE_KIND, entry_config
+from retrieval.export.inverse import Rebuilt, inverse_for
 from retrieval.export.registry import register_verifier
 from retrieval.export.verify import NotMeasurable, config_diffs, evidence_checks
 
@@ -86,12 +87,11 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
     target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
     measured = [o for o in ops if isinstance(o, Mapping) and o.get("strategy")]
     for i, op in enumerate(measured):
-        src = _source_of(op, f"{where}: operating_points[{i}]")
-        if op.get("strategy") != "prefilter" and src["backend"] not in own_backends(engine):
-            return NotMeasurable(where, engine, (
-                f"bucket {op.get('bucket')}: measured on {src['backend']}, exported as a "
-                f"translation to {engine}; rwb verifies a filtered table on the backend that "
-                f"measured it: export it to that backend's engine"))
+        _source_of(op, f"{where}: operating_points[{i}]")
+    if inverse_for(engine) is None and any(o.get("config") for o in measured):
+        return NotMeasurable(where, engine, (
+            f"rwb cannot run {engine}: the table is a translation, never measured on {engine}; "
+            f"export the run to an engine rwb runs and verify that"))
     return _measure(doc, where, engine, spec, target, measured)
 
 
@@ -128,9 +128,11 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
                                  "; ".join(diffs) or "every field matches the source params",
                                  f"the {engine} export of source {src['backend']} params",
                                  not diffs))
-            built = ev.build(str(src["backend"]), src.get("build") or {})
-            search, overfetch = dict(src.get("search") or {}), src.get("overfetch")
-            full = bench.measure(built, search, strategy, b, label=str(src["backend"]),
+            # what the file says, on the engine it names (a translated point is measured there)
+            run_on = _measure_on(op, src, engine, metric, dim, k, f"{where}: bucket {name}")
+            overfetch = src.get("overfetch")
+            built = ev.build(run_on.backend, run_on.build)
+            full = bench.measure(built, run_on.search, strategy, b, label=run_on.backend,
                                  overfetch=overfetch, modes=spec.modes, query_idx=split.tune,
                                  query_set="tune")
             row = full.row(target)
@@ -139,31 +141,68 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
                                  lb >= target - EPS))
             held = None
             if split.heldout.size:
-                h = bench.measure(built, search, strategy, b, label=str(src["backend"]),
-                                  overfetch=overfetch, modes=("batch",),
-                                  query_idx=split.heldout, query_set="heldout", warmup=0,
-                                  repeats=1)
-                held = float(h.row(None)["recall"])
+                held = _heldout(bench, built, run_on.search, strategy, b, overfetch, split)
                 checks.append(_check(tag + "held-out recall >= target", round(held, 6), target,
                                      held >= target - EPS))
-            same_index = ev.build_threads == 1 or built.outcome.cache == "hit"
+            # the evidence, against the backend and params that produced it
+            ev_built, ev_row, ev_lb, ev_n, ev_held = built, row, lb, full.per_query_recall.size, \
+                held
+            same = run_on.backend == src["backend"] and not diffs
+            if not same:
+                ev_built = ev.build(str(src["backend"]), src.get("build") or {})
+                s_full = bench.measure(ev_built, dict(src.get("search") or {}), strategy, b,
+                                       label=str(src["backend"]), overfetch=overfetch,
+                                       modes=("batch",), query_idx=split.tune, query_set="tune",
+                                       warmup=0, repeats=1)
+                ev_row, ev_n = s_full.row(target), s_full.per_query_recall.size
+                ev_lb = lower_bound(s_full.per_query_recall, k, spec.tune.confidence, spec.seed)
+                ev_held = None if held is None else _heldout(
+                    bench, ev_built, dict(src.get("search") or {}), strategy, b, overfetch, split)
+            same_index = ev.build_threads == 1 or ev_built.outcome.cache == "hit"
             ev_doc = op.get("evidence") or {}
             for c in evidence_checks(
                 {"recall": ev_doc.get("recall"),
                  "recall_lower_bound": ev_doc.get("recall_lower_bound"),
                  "heldout_recall": ev_doc.get("heldout_recall")},
-                _Measured(float(row["recall"]), lb, int(full.per_query_recall.shape[0])),
-                None if held is None else _Held(held, int(split.heldout.size)),
+                _Measured(float(ev_row["recall"]), ev_lb, int(ev_n)),
+                None if ev_held is None else _Held(ev_held, int(split.heldout.size)),
                 str(src["backend"]), k, 1 if same_index else ev.build_threads,
             ):
                 checks.append({**c, "check": tag + str(c["check"])})
-            points.append({"bucket": name, "strategy": strategy, "backend": src["backend"],
+            points.append({"bucket": name, "strategy": strategy, "backend": run_on.backend,
+                           "measured_with": src["backend"],
                            "recall": row["recall"], "recall_lower_bound": lb,
                            "heldout_recall": held, "p95_ms": row.get("p95_ms"),
                            "recorded_p95_ms": ev_doc.get("p95_ms")})
             ev.release(built)
+            if ev_built is not built:
+                ev.release(ev_built)
     return FilteredVerifyReport(where, all(c["passed"] for c in checks), engine, target,
                                 ds.name, same_data, checks, points)
+
+
+def _measure_on(op: Mapping[str, Any], src: Mapping[str, Any], engine: str, metric: str,
+                dim: int, k: int, where: str) -> Rebuilt:
+    """The backend + params that run the point's ``config`` on ``engine`` (its inverse); a
+    prefilter point (no config: exact over the matches) runs its source params."""
+    if op.get("strategy") == "prefilter" or not op.get("config"):
+        return Rebuilt(str(src["backend"]), dict(src.get("build") or {}),
+                       dict(src.get("search") or {}))
+    inv = inverse_for(engine)
+    assert inv is not None  # checked before anything was measured
+    r = inv(op["config"], metric, dim, k, where)
+    hybrid = op.get("hybrid_query")
+    if r.backend == "redis" and isinstance(hybrid, Mapping):  # carried beside the filter form
+        r = Rebuilt(r.backend, r.build, {**r.search, **hybrid})
+    return r
+
+
+def _heldout(bench: Any, built: Any, search: dict[str, Any], strategy: str, b: Any,
+             overfetch: int | None, split: Any) -> float:
+    h = bench.measure(built, search, strategy, b, label=built.backend, overfetch=overfetch,
+                      modes=("batch",), query_idx=split.heldout, query_set="heldout", warmup=0,
+                      repeats=1)
+    return float(h.row(None)["recall"])
 
 
 @dataclass(frozen=True)

@@ -239,3 +239,10 @@ def test_target_sweep_exports_the_iterative_scan(tmp_path: Path) -> None:
         assert "SET hnsw.iterative_scan = relaxed_order;" in op["config"]["set"]
         assert op["config"]["search_params"]["iterative_scan"] == "relaxed_order"
         assert "WHERE" in op["filter_in_engine"]
+    # verify reads the scan back from the SET lines and re-measures each bucket on pgvector
+    from retrieval.export import verify_file
+
+    rep = verify_file(out).to_dict()
+    assert rep["measurable"] and {p["backend"] for p in rep["points"]} == {"pgvector"}
+    assert all(c["passed"] for c in rep["checks"] if "config is" in c["check"]
+               or "evidence." in c["check"]), rep["checks"]

@@ -88,11 +88,25 @@ def test_other_data_fails_on_the_fingerprint(run_path: Path, tmp_path: Path,
     assert not next(c for c in rep["checks"] if c["check"] == "dataset fingerprint")["passed"]
 
 
-def test_a_translation_is_not_measurable_here(run_path: Path, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    out, _ = _export(run_path, tmp_path, "milvus")
+def test_a_translation_is_measured_on_its_engine(run_path: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """hnswlib points exported to Faiss run as faiss-hnsw (the file's config, its engine); the
+    recorded evidence is re-measured on hnswlib, which produced it."""
+    out, _ = _export(run_path, tmp_path, "faiss")
     code, rep = _verify(out, capsys)
-    assert code == 3 and rep["measurable"] is False and "translation to milvus" in rep["reason"]
+    assert code in (0, 1) and rep["measurable"] is True
+    assert {(p["backend"], p["measured_with"]) for p in rep["points"]} == {
+        ("faiss-hnsw", "hnswlib")}
+    evidence = [c for c in rep["checks"] if "evidence." in c["check"]]
+    assert evidence and all(c["passed"] for c in evidence)
+    assert code == (0 if all(c["passed"] for c in rep["checks"]) else 1)
+
+
+def test_an_engine_rwb_cannot_run_is_not_measurable(run_path: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = _export(run_path, tmp_path, "weaviate")
+    code, rep = _verify(out, capsys)
+    assert code == 3 and rep["measurable"] is False and "weaviate" in rep["reason"]
 
 
 def test_a_file_without_its_spec_is_one_line_exit_2(run_path: Path, tmp_path: Path,
