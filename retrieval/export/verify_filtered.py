@@ -164,8 +164,8 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
                 {"recall": ev_doc.get("recall"),
                  "recall_lower_bound": ev_doc.get("recall_lower_bound"),
                  "heldout_recall": ev_doc.get("heldout_recall")},
-                _Measured(float(ev_row["recall"]), ev_lb, int(ev_n)),
-                None if ev_held is None else _Held(ev_held, int(split.heldout.size)),
+                _Figures(float(ev_row["recall"]), int(ev_n), ev_lb),
+                None if ev_held is None else _Figures(ev_held, int(split.heldout.size)),
                 str(src["backend"]), k, 1 if same_index else ev.build_threads,
             ):
                 checks.append({**c, "check": tag + str(c["check"])})
@@ -206,18 +206,13 @@ def _heldout(bench: Any, built: Any, search: dict[str, Any], strategy: str, b: A
 
 
 @dataclass(frozen=True)
-class _Measured:
-    """The two figures of a re-measurement :func:`evidence_checks` compares."""
+class _Figures:
+    """A re-measured mean recall over ``n_queries`` queries (and its lower bound, for the tuning
+    queries), as :func:`evidence_checks` reads it."""
 
     recall: float
-    recall_lb: float
     n_queries: int
-
-
-@dataclass(frozen=True)
-class _Held:
-    recall: float
-    n_queries: int
+    recall_lb: float = 0.0
 
 
 __all__ = ["FilteredVerifyReport", "verify_filtered_file"]
