@@ -21,6 +21,7 @@ re-measured on the backend that produced it. An engine rwb cannot run is "not me
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -75,9 +76,8 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
     where = str(path)
     engine = str(field_of(doc, "engine", where, "string"))
     ops = field_of(doc, "operating_points", where, "list")
-    spec_doc = doc.get("source", {}).get("spec") if isinstance(doc.get("source"), Mapping) \
-        else None
-    if not isinstance(spec_doc, Mapping):
+    spec_doc = field_of(doc, "source.spec", where, "mapping", default=None)
+    if spec_doc is None:
         raise ConfigError(f"{where}: field 'source.spec' is missing; the file was exported "
                           f"before rwb recorded the sweep spec in it: export the run again")
     spec = parse_spec(spec_doc, source=f"{where}: source.spec")
@@ -98,7 +98,7 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
 def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target: float,
              ops: list[Mapping[str, Any]]) -> FilteredVerifyReport:
     from retrieval.evaluate import Evaluator
-    from retrieval.tune.decide import lower_bound, split_queries
+    from retrieval.tune.decide import split_queries
     from retrieval.tune.fmeasure import FilteredBench
     from retrieval.tune.frun import bind_spec_workload
     from retrieval.tune.runner import load_vectors
@@ -114,6 +114,14 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
             Evaluator.for_spec(spec, ds, Path(work)) as ev:
         buckets = {b.name: b for b in bind_spec_workload(spec, ds, ev)}
         bench = FilteredBench(ev, list(buckets.values()))
+        built: dict[str, Any] = {}  # one build per backend + build params, shared by buckets
+
+        def index(backend: str, build: Mapping[str, Any]) -> Any:
+            key = json.dumps([backend, build], sort_keys=True, default=str)
+            if key not in built:
+                built[key] = ev.build(backend, dict(build))
+            return built[key]
+
         for op in ops:
             name, strategy = str(op.get("bucket")), str(op["strategy"])
             src = _source_of(op, f"{where}: bucket {name}")
@@ -131,52 +139,39 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
             # what the file says, on the engine it names (a translated point is measured there)
             run_on = _measure_on(op, src, engine, metric, dim, k, f"{where}: bucket {name}")
             overfetch = src.get("overfetch")
-            built = ev.build(run_on.backend, run_on.build)
-            full = bench.measure(built, run_on.search, strategy, b, label=run_on.backend,
-                                 overfetch=overfetch, modes=spec.modes, query_idx=split.tune,
-                                 query_set="tune")
-            row = full.row(target)
-            lb = lower_bound(full.per_query_recall, k, spec.tune.confidence, spec.seed)
-            checks.append(_check(tag + "lower bound >= target", round(lb, 6), target,
-                                 lb >= target - EPS))
-            held = None
-            if split.heldout.size:
-                held = _heldout(bench, built, run_on.search, strategy, b, overfetch, split)
-                checks.append(_check(tag + "held-out recall >= target", round(held, 6), target,
-                                     held >= target - EPS))
+            scope = (strategy, b, overfetch, split, spec)
+
+            on = index(run_on.backend, run_on.build)
+            now = _remeasure(bench, on, run_on.search, *scope, modes=spec.modes)
+            checks.append(_check(tag + "lower bound >= target", round(now.recall_lb, 6),
+                                 target, now.recall_lb >= target - EPS))
+            if now.heldout is not None:
+                checks.append(_check(tag + "held-out recall >= target", round(now.heldout, 6),
+                                     target, now.heldout >= target - EPS))
             # the evidence, against the backend and params that produced it
-            ev_built, ev_row, ev_lb, ev_n, ev_held = built, row, lb, full.per_query_recall.size, \
-                held
-            same = run_on.backend == src["backend"] and not diffs
-            if not same:
-                ev_built = ev.build(str(src["backend"]), src.get("build") or {})
-                s_full = bench.measure(ev_built, dict(src.get("search") or {}), strategy, b,
-                                       label=str(src["backend"]), overfetch=overfetch,
-                                       modes=("batch",), query_idx=split.tune, query_set="tune",
-                                       warmup=0, repeats=1)
-                ev_row, ev_n = s_full.row(target), s_full.per_query_recall.size
-                ev_lb = lower_bound(s_full.per_query_recall, k, spec.tune.confidence, spec.seed)
-                ev_held = None if held is None else _heldout(
-                    bench, ev_built, dict(src.get("search") or {}), strategy, b, overfetch, split)
-            same_index = ev.build_threads == 1 or ev_built.outcome.cache == "hit"
+            ev_idx, was = on, now
+            if run_on.backend != src["backend"] or diffs:
+                ev_idx = index(str(src["backend"]), src.get("build") or {})
+                was = _remeasure(bench, ev_idx, dict(src.get("search") or {}), *scope,
+                                 modes=("batch",), warmup=0, repeats=1)
+            same_index = ev.build_threads == 1 or ev_idx.outcome.cache == "hit"
             ev_doc = op.get("evidence") or {}
+            held = None if was.heldout is None else _Figures(was.heldout,
+                                                             int(split.heldout.size))
             for c in evidence_checks(
                 {"recall": ev_doc.get("recall"),
                  "recall_lower_bound": ev_doc.get("recall_lower_bound"),
                  "heldout_recall": ev_doc.get("heldout_recall")},
-                _Figures(float(ev_row["recall"]), int(ev_n), ev_lb),
-                None if ev_held is None else _Figures(ev_held, int(split.heldout.size)),
-                str(src["backend"]), k, 1 if same_index else ev.build_threads,
+                was, held, str(src["backend"]), k, 1 if same_index else ev.build_threads,
             ):
                 checks.append({**c, "check": tag + str(c["check"])})
             points.append({"bucket": name, "strategy": strategy, "backend": run_on.backend,
                            "measured_with": src["backend"],
-                           "recall": row["recall"], "recall_lower_bound": lb,
-                           "heldout_recall": held, "p95_ms": row.get("p95_ms"),
+                           "recall": now.recall, "recall_lower_bound": now.recall_lb,
+                           "heldout_recall": now.heldout, "p95_ms": now.p95_ms,
                            "recorded_p95_ms": ev_doc.get("p95_ms")})
-            ev.release(built)
-            if ev_built is not built:
-                ev.release(ev_built)
+        for idx in built.values():
+            ev.release(idx)
     return FilteredVerifyReport(where, all(c["passed"] for c in checks), engine, target,
                                 ds.name, same_data, checks, points)
 
@@ -197,22 +192,36 @@ def _measure_on(op: Mapping[str, Any], src: Mapping[str, Any], engine: str, metr
     return r
 
 
-def _heldout(bench: Any, built: Any, search: dict[str, Any], strategy: str, b: Any,
-             overfetch: int | None, split: Any) -> float:
-    h = bench.measure(built, search, strategy, b, label=built.backend, overfetch=overfetch,
-                      modes=("batch",), query_idx=split.heldout, query_set="heldout", warmup=0,
-                      repeats=1)
-    return float(h.row(None)["recall"])
+def _remeasure(bench: Any, idx: Any, search: dict[str, Any], strategy: str, b: Any,
+               overfetch: int | None, split: Any, spec: Any, **timing: Any) -> _Figures:
+    """Filtered recall of ``search`` on the tuning queries (its lower bound by the spec's
+    confidence rule, p95 ms when ``timing`` has a single mode) and on the held-out ones."""
+    from retrieval.tune.decide import lower_bound
+
+    full = bench.measure(idx, search, strategy, b, label=idx.backend, overfetch=overfetch,
+                         query_idx=split.tune, query_set="tune", **timing)
+    row = full.row(None)
+    held = None
+    if split.heldout.size:
+        h = bench.measure(idx, search, strategy, b, label=idx.backend, overfetch=overfetch,
+                          modes=("batch",), query_idx=split.heldout, query_set="heldout",
+                          warmup=0, repeats=1)
+        held = float(h.row(None)["recall"])
+    return _Figures(float(row["recall"]), int(full.per_query_recall.size),
+                    lower_bound(full.per_query_recall, spec.k, spec.tune.confidence, spec.seed),
+                    held, row.get("p95_ms"))
 
 
 @dataclass(frozen=True)
 class _Figures:
-    """A re-measured mean recall over ``n_queries`` queries (and its lower bound, for the tuning
-    queries), as :func:`evidence_checks` reads it."""
+    """A re-measured mean recall over ``n_queries`` queries (and, for the tuning queries, its
+    lower bound, the held-out recall and p95 ms), as :func:`evidence_checks` reads it."""
 
     recall: float
     n_queries: int
     recall_lb: float = 0.0
+    heldout: float | None = None
+    p95_ms: float | None = None
 
 
 __all__ = ["FilteredVerifyReport", "verify_filtered_file"]
