@@ -4,9 +4,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
 pytest.importorskip("psycopg", reason="psycopg not installed (extra 'pgvector')")
@@ -18,18 +15,9 @@ pytestmark = pytest.mark.pgvector
 HNSW = {"m": 16, "ef_construction": 64}
 
 
+@pytest.mark.usefixtures("pg_url")  # it points $RWB_PG_URL, which the backends read, at its server
 class _PgConformance(BackendConformance):
-    @pytest.fixture(autouse=True, scope="class")
-    @classmethod
-    def _server(cls, pg_url: str) -> Iterator[None]:
-        """The backends read $RWB_PG_URL: point it at the session's server for the class."""
-        before = os.environ.get("RWB_PG_URL")
-        os.environ["RWB_PG_URL"] = pg_url
-        yield
-        if before is None:
-            os.environ.pop("RWB_PG_URL", None)
-        else:
-            os.environ["RWB_PG_URL"] = before
+    pass
 
 
 class TestPgvectorHnswL2(_PgConformance):

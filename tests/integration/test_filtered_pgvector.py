@@ -3,8 +3,6 @@ clause, iterative scans; a filtered `rwb eval` with the engine strategy; bad inp
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,19 +23,9 @@ from retrieval.indexes.pgvector import PgVectorHnsw
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.filter_conformance import check_filtering
 
-pytestmark = pytest.mark.pgvector
+# the session's pg_url fixture points $RWB_PG_URL (which the backends read) at its server
+pytestmark = [pytest.mark.pgvector, pytest.mark.usefixtures("pg_url")]
 K = 10
-
-
-@pytest.fixture(autouse=True)
-def _server(pg_url: str) -> Iterator[None]:
-    before = os.environ.get("RWB_PG_URL")
-    os.environ["RWB_PG_URL"] = pg_url
-    yield
-    if before is None:
-        os.environ.pop("RWB_PG_URL", None)
-    else:
-        os.environ["RWB_PG_URL"] = before
 
 
 def test_conformance_with_a_relaxed_iterative_scan() -> None:
