@@ -247,14 +247,17 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
             m = min(len(row), k)
             ids[r, :m] = [p.id for p in row[:m]]
             score[r, :m] = [p.score for p in row[:m]]
-        if self.metric == "l2":
-            d = score * score
-        elif self.metric == "ip":
-            d = -score
-        else:
-            d = 1.0 - score
-        d = np.where(ids >= 0, d, np.inf).astype(np.float32)
+        d = np.where(ids >= 0, self._distance(score), np.inf).astype(np.float32)
         return d, ids
+
+    def _distance(self, score: np.ndarray) -> np.ndarray:
+        """Qdrant scores as rwb distances: l2 squared (Qdrant's Euclid is unsquared), ip
+        negated, cosine 1 - similarity (0..2)."""
+        if self.metric == "l2":
+            return score * score
+        if self.metric == "ip":
+            return -score
+        return 1.0 - score
 
     def _row(self, row: list[Any], k: int) -> tuple[np.ndarray, np.ndarray]:
         """One query's hits as (1, k) distances (float32, ascending) and ids (-1 padded)."""
@@ -263,14 +266,7 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
         d = np.full((1, k), np.inf, dtype=np.float32)
         if m:
             ids[0, :m] = [p.id for p in row[:m]]
-            score = np.array([p.score for p in row[:m]], dtype=np.float64)
-            if self.metric == "l2":
-                score = score * score
-            elif self.metric == "ip":
-                score = -score
-            else:
-                score = 1.0 - score
-            d[0, :m] = score
+            d[0, :m] = self._distance(np.array([p.score for p in row[:m]], dtype=np.float64))
         return d, ids
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
