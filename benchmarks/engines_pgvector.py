@@ -37,7 +37,7 @@ def server() -> Iterator[str]:
     if url:
         yield url
         return
-    from retrieval.services.pg_server import pg_server
+    from retrieval.engines.pgvector.server import pg_server
 
     with pg_server() as srv:
         os.environ["RWB_PG_URL"] = srv.url

@@ -18,13 +18,13 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-if [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/services/redis_server.py ]]; then
+if [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/engines/redis/server.py ]]; then
   line=$($BIN/python -m retrieval.services.redis_server start --dir .services/redis)
   export "${line?}"
   started_redis=1
   echo "started Redis for the tests: $REDIS_URL"
 fi
-if [[ -z "${RWB_PG_URL:-}" ]] && [[ -f retrieval/services/pg_server.py ]]; then
+if [[ -z "${RWB_PG_URL:-}" ]] && [[ -f retrieval/engines/pgvector/server.py ]]; then
   line=$($BIN/python -m retrieval.services.pg_server start --dir .services/pg)
   export "${line?}"
   started_pg=1

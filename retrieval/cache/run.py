@@ -114,7 +114,7 @@ class CacheTuneSummary(RunSummary):
 @contextlib.contextmanager
 def redis_for_run(redis_url: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
     """The URL to use: argument, $REDIS_URL, else a private server for the block."""
-    from retrieval.services.redis_server import binaries_available, redis_server
+    from retrieval.engines.redis.server import binaries_available, redis_server
 
     url = redis_url or os.environ.get("REDIS_URL")
     if url:

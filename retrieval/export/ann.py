@@ -27,6 +27,7 @@ from retrieval.export.files import FORMAT_VERSION, write_config
 from retrieval.export.filtered import FilteredExported, export_filtered
 from retrieval.export.portable import portable
 from retrieval.export.registry import NothingToExport, register_exporter
+from retrieval.indexes.engine import all_engines
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
 from retrieval.specfile import read_yaml
@@ -34,9 +35,8 @@ from retrieval.store import RunDir, RunKind
 from retrieval.tune.decide import objective_value
 from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
 
-LIBRARIES = (
-    "retrieval-workbench", "numpy", "faiss-cpu", "hnswlib", "pymilvus", "milvus-lite", "optuna",
-)
+LIBRARIES = ("retrieval-workbench", "numpy", "optuna",
+             *(lib for d in all_engines().values() for lib in d.libraries))
 #: the ``kind`` of an exported ANN file
 FILE_KIND = "ann-index"
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from retrieval import __version__
 from retrieval.errors import ConfigError
-from retrieval.export.engines import QdrantConfig, translate
+from retrieval.export.engines import translate
 from retrieval.export.files import FORMAT_VERSION, write_config
 from retrieval.export.portable import portable
 from retrieval.export.registry import NothingToExport
+from retrieval.indexes.engine import all_engines, engine_of_backend
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
 from retrieval.store import RunDir
@@ -57,50 +58,6 @@ def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
     cls = get_backend(backend)
     return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
 
-#: how an in-engine filter is expressed in each engine
-FILTER_FORMS: dict[str, str] = {
-    "milvus": "search(..., filter='<boolean expression on scalar fields>')",
-    "pgvector": "SELECT id FROM t WHERE <condition on the attribute columns, values as "
-                "parameters> ORDER BY embedding <-> $1 LIMIT k (hnsw.iterative_scan and "
-                "hnsw.max_scan_tuples apply)",
-    "faiss": "SearchParameters*(sel=faiss.IDSelectorBitmap(n, bitmap)) (or IDSelectorBatch)",
-    "hnswlib": "knn_query(q, k, filter=lambda label: matches(label))",
-    "qdrant": "QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
-    "weaviate": "where filter (pre-filtered allow-list)",
-    "redis": "FT.SEARCH idx '(@tag:{a|b} @num:[lo hi])=>[KNN $K @v $BLOB EF_RUNTIME $EF]' "
-             "(hybrid query on TAG / NUMERIC fields; TAG values backslash-escaped)",
-}
-#: search params of a Redis hybrid query, carried beside its filter form
-REDIS_HYBRID = ("HYBRID_POLICY", "BATCH_SIZE")
-
-
-def _pg_iterative(backend: str, engine: str, search: dict[str, Any]) -> dict[str, Any]:
-    """A pgvector HNSW iterative scan (no neutral form) exported to pgvector itself: removed
-    from ``search`` (so the rest translates) and returned as ``{iterative_scan, max_scan_tuples}``
-    ({} otherwise)."""
-    if backend != "pgvector" or engine != "pgvector" or search.get("iterative_scan",
-                                                                     "off") == "off":
-        return {}
-    scan = {"iterative_scan": search["iterative_scan"],
-            "max_scan_tuples": int(search.get("max_scan_tuples", 20000))}
-    search["iterative_scan"] = "off"
-    return scan
-
-
-def _qdrant_acorn(backend: str, engine: str, search: dict[str, Any]) -> dict[str, Any]:
-    """Qdrant's ACORN filtered walk (no neutral form) exported to Qdrant itself: removed from
-    ``search`` and returned in Qdrant's REST names, ``{"enable": true, "max_selectivity": x}``
-    (``SearchParams.acorn``; {} when off or another engine)."""
-    if backend != "qdrant" or engine != "qdrant" or not search.get("acorn"):
-        return {}
-    acorn: dict[str, Any] = {"enable": True}
-    if search.get("acorn_max_selectivity") is not None:
-        acorn["max_selectivity"] = float(search["acorn_max_selectivity"])
-    search["acorn"] = False
-    search.pop("acorn_max_selectivity", None)
-    return acorn
-
-
 def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
     strategy = op["strategy"]
     doc: dict[str, Any] = {
@@ -119,30 +76,27 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
         return doc
     name = str(op["backend"])
     search = full_search(name, op["search"])
-    scan = _pg_iterative(name, engine, search)
-    acorn = _qdrant_acorn(name, engine, search)
+    own = engine_of_backend(name)
+    extras = None
+    if own is not None and own.name == engine and own.filter_knobs is not None:
+        extras = own.filter_knobs(search, op.get("search") or {})
     try:
         native = translate(engine, portable(name, op["build"], search), metric, dim, k)
     except ConfigError as exc:
         doc.update({"config": None, "note": f"not expressible in {engine}: {exc}"})
         return doc
-    if scan:  # pgvector's own iterative scan, measured with pgvector: carried as SET lines
-        native["search_params"].update(scan)
-        native["set"] += [f"SET hnsw.{key} = {val};" for key, val in scan.items()]
-    if acorn:  # Qdrant's ACORN, measured with Qdrant: its search_params.acorn
-        native["search_params"]["acorn"] = acorn
-        native = validate_params(QdrantConfig, native, where=f"{engine} export").model_dump(
-            exclude_none=True)
+    entry_extra: dict[str, Any] = {}
+    if extras is not None:  # the engine's own filter-only knobs, measured on that engine
+        native, entry_extra = extras(native)
     doc["config"] = native
     if strategy == "postfilter":
         doc["search"] = (f"unfiltered search with limit {k * int(op.get('overfetch') or 1)} "
                          f"(over-fetch {op.get('overfetch')}), then keep the first {k} matches")
     else:
-        doc["filter_in_engine"] = FILTER_FORMS.get(engine, "the engine's filtered search")
-        hybrid = {p: v for p, v in (op.get("search") or {}).items()
-                  if p in REDIS_HYBRID and v is not None}
-        if engine == "redis" and name == "redis" and hybrid:
-            doc["hybrid_query"] = hybrid
+        desc = all_engines().get(engine)
+        doc["filter_in_engine"] = (desc.filter_form if desc is not None and desc.filter_form
+                                   else "the engine's filtered search")
+        doc.update(entry_extra)
     return doc
 
 

@@ -23,11 +23,10 @@ from retrieval.filtering.gt import subset_knn
 from retrieval.filtering.spec import STRATEGIES
 from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.base import SearchResult, SupportsFilter
+from retrieval.indexes.engine import ef_knobs
 
 Call = Callable[[np.ndarray, RowFilter], SearchResult]
 
-#: HNSW candidate-list knobs a post-filter depth may raise
-EF_KNOBS: tuple[str, ...] = ("ef_search", "ef", "EF_RUNTIME", "hnsw_ef")
 
 
 def prepare_base(base: np.ndarray, metric: str) -> np.ndarray:
@@ -55,7 +54,7 @@ def raise_ef_for(index: Any, depth: int) -> dict[str, Any] | None:
     None when nothing changed."""
     sp = getattr(index, "search_params", None)
     current = sp.model_dump() if sp is not None else {}
-    knob = next((n for n in EF_KNOBS if n in current), None)
+    knob = next((n for n in ef_knobs() if n in current), None)
     if knob is None or int(current[knob]) >= depth:
         return None
     index.set_search_params(**{knob: depth})

@@ -1,12 +1,12 @@
-"""Backends register themselves by name; discovery imports every module of this package."""
+"""Backends register themselves by name when their engine package is imported; discovery is
+:func:`retrieval.indexes.engine.discover` (built-in engine folders + ``rwb.engines`` entry
+points)."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
 import logging
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from retrieval.data import Metric
 from retrieval.errors import BackendError, unknown_name_error
 from retrieval.indexes.base import IndexBackend
+from retrieval.indexes.engine import install_hint
 from retrieval.params import Params, validate_params
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,9 @@ def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
-    import retrieval.indexes as pkg
+    from retrieval.indexes.engine import discover
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name in ("base", "registry", "buildcache"):
-            continue
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    discover()
     _DISCOVERED = True
 
 
@@ -87,7 +85,7 @@ def get_backend(name: str, *, where: str | None = None) -> type[IndexBackend]:
     if missing:
         raise BackendError(
             f"{where + ': ' if where else ''}backend '{name}' needs {', '.join(missing)}, "
-            f"which is not installed (pip install 'retrieval-workbench[{name.split('-')[0]}]')"
+            f"which is not installed ({install_hint(name)})"
         )
     return cls
 

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from retrieval.indexes import _faiss_common as fc
-from retrieval.indexes._inprocess import InProcessIndex, check_k, unknown_knob
+from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.inprocess import InProcessIndex, check_k, unknown_knob
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 

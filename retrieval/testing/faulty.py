@@ -28,8 +28,8 @@ import numpy as np
 from pydantic import Field
 
 from retrieval.errors import BackendError
-from retrieval.indexes import _faiss_common as fc
-from retrieval.indexes._inprocess import InProcessIndex, check_k
+from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.registry import register
 from retrieval.params import Params
 

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
 pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
 
-from retrieval.indexes.milvus import MilvusIndex
+from retrieval.engines.milvus.index import MilvusIndex
 from retrieval.testing.conformance import (
     BackendConformance,
     Conformance,

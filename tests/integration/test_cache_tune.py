@@ -166,7 +166,7 @@ def test_cli_tune_cache_json_and_bad_input(
     tuned: dict[str, Any], redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from retrieval.cli import main
-    from retrieval.services.redis_server import free_port
+    from retrieval.engines.redis.server import free_port
 
     spec = tmp_path / "small.yaml"
     spec.write_text(yaml.safe_dump({**SMALL, "latency": {"sizes": [1000], "queries": 50,

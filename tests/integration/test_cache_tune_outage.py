@@ -18,8 +18,8 @@ import pytest
 import redis
 import yaml
 
+from retrieval.engines.redis.server import RedisServer, port_in_use, start_redis
 from retrieval.paths import data_dir
-from retrieval.services.redis_server import RedisServer, port_in_use, start_redis
 
 pytestmark = [
     pytest.mark.redis,

@@ -154,7 +154,7 @@ def _dead_port() -> int:
 def test_redis_down_at_start_is_one_line_without_the_password(data):
     ds, _ = data
     url = f"redis://bob:hunter2@127.0.0.1:{_dead_port()}/0"
-    from retrieval.indexes.redis_index import RedisIndex
+    from retrieval.engines.redis.index import RedisIndex
 
     index = RedisIndex(ds.dim, ds.metric, url=url)
     with pytest.raises(BackendError) as e:

@@ -13,10 +13,10 @@ pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'mil
 
 from retrieval.bench.fanout.retriever import MODES, FanOut, Member
 from retrieval.data import normalize_rows
+from retrieval.engines.milvus.index import MilvusIndex
+from retrieval.engines.milvus.params import HnswBuild
+from retrieval.engines.milvus.server import milvus_lite_server
 from retrieval.indexes import create_index
-from retrieval.indexes._milvus_params import HnswBuild
-from retrieval.indexes.milvus import MilvusIndex
-from retrieval.services.milvus_server import milvus_lite_server
 
 pytestmark = [pytest.mark.milvus, pytest.mark.slow]
 

@@ -37,7 +37,7 @@ def test_milvus_filter_expressions(tmp_path: Path) -> None:
 
 def test_the_check_catches_a_filter_the_engine_ignores() -> None:
     """A backend whose filtered_search ignored the filter would fail the conformance check."""
-    from retrieval.indexes.faiss_flat import FaissFlatIndex
+    from retrieval.engines.faiss.flat import FaissFlatIndex
 
     original = FaissFlatIndex.filtered_search
     try:

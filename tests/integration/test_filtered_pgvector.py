@@ -12,14 +12,14 @@ import yaml
 pytest.importorskip("psycopg", reason="psycopg not installed (extra 'pgvector')")
 pytest.importorskip("pgvector", reason="pgvector not installed (extra 'pgvector')")
 
+from retrieval.engines.pgvector.hnsw import PgVectorHnsw
+from retrieval.engines.pgvector.params import PgHnswBuild
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
 from retrieval.filtering.spec import Where
 from retrieval.filtering.workload import Bucket, RowFilter, bind
-from retrieval.indexes._pgvector_params import PgHnswBuild
 from retrieval.indexes.base import SupportsFilter
-from retrieval.indexes.pgvector import PgVectorHnsw
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.filter_conformance import check_filtering
 

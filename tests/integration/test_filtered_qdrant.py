@@ -14,11 +14,11 @@ import yaml
 pytest.importorskip("qdrant_edge", reason="qdrant-edge-py not installed")
 
 from retrieval.cli import main
+from retrieval.engines.qdrant.params import check_acorn
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
 from retrieval.filtering.spec import Where
 from retrieval.filtering.workload import Bucket, RowFilter, bind
-from retrieval.indexes._qdrant_params import check_acorn
 from retrieval.indexes.registry import create_index
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.filter_conformance import check_filtering
@@ -194,8 +194,8 @@ def test_filtered_qdrant_spec_loads() -> None:
 def test_an_acorn_operating_point_exports_to_qdrant_with_its_acorn_params() -> None:
     """ACORN has no library-neutral form: exported to Qdrant it is ``search_params.acorn`` (REST
     names), read back by verify's inverse; exported to another engine it is left out."""
+    from retrieval.engines.qdrant.export import from_qdrant
     from retrieval.export.filtered import _entry
-    from retrieval.export.inverse import from_qdrant
 
     op = {"bucket": "sel=0.02", "selectivity": 0.02, "strategy": "engine", "backend": "qdrant",
           "label": "qdrant-acorn", "build": BUILD, "p95_ms": 1.0, "recall": 0.95,

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from retrieval.cli import main
+from retrieval.engines.redis.filter import query_filter
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.spec import Where
 from retrieval.filtering.workload import bind, where_mask
 from retrieval.indexes import create_index
-from retrieval.indexes._redis_filter import query_filter
 from retrieval.testing.filter_conformance import check_filtering
 
 pytestmark = pytest.mark.redis

@@ -18,11 +18,11 @@ pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')"
 pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
 
 from retrieval.data import VectorDataset
+from retrieval.engines.milvus.index import MilvusIndex, redact_uri
+from retrieval.engines.milvus.params import BUILD_KINDS, IvfFlatBuild
 from retrieval.errors import BackendError, ConfigError, DataError
 from retrieval.groundtruth import exact_knn
 from retrieval.indexes import BuildInfo, create_index, get_backend
-from retrieval.indexes._milvus_params import BUILD_KINDS, IvfFlatBuild
-from retrieval.indexes.milvus import MilvusIndex, redact_uri
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.metrics import recall_by_id
 
@@ -330,8 +330,8 @@ def test_asearch_matches_search(built: Callable[[str], Built], ds: VectorDataset
 
 _SEGMENTS_SCRIPT = """
 import json, numpy as np
-from retrieval.indexes.milvus import MilvusIndex
-from retrieval.indexes._milvus_params import IvfFlatBuild
+from retrieval.engines.milvus.index import MilvusIndex
+from retrieval.engines.milvus.params import IvfFlatBuild
 from retrieval.loaders.synthetic import make_synthetic
 ds = make_synthetic(3000, 32, 50, seed=0)
 out = []

@@ -12,14 +12,14 @@ import pytest
 pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
 pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
 
+from retrieval.engines.milvus.index import MilvusIndex
+from retrieval.engines.milvus.params import FlatBuild
+from retrieval.engines.milvus.server import free_port, milvus_lite_server
 from retrieval.errors import BackendError, ConfigError
 from retrieval.groundtruth import exact_knn
 from retrieval.indexes import create_index
-from retrieval.indexes._milvus_params import FlatBuild
-from retrieval.indexes.milvus import MilvusIndex
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.metrics import recall_by_id
-from retrieval.services.milvus_server import free_port, milvus_lite_server
 
 pytestmark = pytest.mark.milvus
 

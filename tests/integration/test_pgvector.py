@@ -22,9 +22,9 @@ pytest.importorskip("psycopg", reason="psycopg not installed (extra 'pgvector')"
 pytest.importorskip("pgvector", reason="pgvector not installed (extra 'pgvector')")
 
 from retrieval.cli import main
+from retrieval.engines.pgvector import server as pg_server
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes import create_index
-from retrieval.services import pg_server
 
 pytestmark = pytest.mark.pgvector
 
@@ -236,7 +236,7 @@ def test_export_rebuilds_from_the_file_on_pgvector(tmp_path, pg_url, capsys):
     """A pgvector sweep exported to pgvector's own SQL: from_pgvector reads the file back into
     the backend and params that built it, and an index rebuilt from them measures the recorded
     recall again."""
-    from retrieval.export.engine_pgvector import from_pgvector
+    from retrieval.engines.pgvector.export import from_pgvector
     from retrieval.export.files import read_config
     from retrieval.loaders.catalog import resolve_dataset
     from retrieval.testing.conformance import exact_neighbours

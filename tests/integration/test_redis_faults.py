@@ -19,7 +19,7 @@ import yaml
 
 pytest.importorskip("redis", reason="redis-py not installed (extra 'redis')")
 
-from retrieval.services.redis_server import binaries_available, start_redis
+from retrieval.engines.redis.server import binaries_available, start_redis
 
 pytestmark = pytest.mark.redis
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from retrieval.engines.redis import server as rs
 from retrieval.errors import BackendError, ConfigError
-from retrieval.services import redis_server as rs
 
 pytestmark = [
     pytest.mark.redis,

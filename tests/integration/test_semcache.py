@@ -11,8 +11,8 @@ import pytest
 from retrieval.cache.live import SemanticCache
 from retrieval.cache.redis import IndexParams, redact_url
 from retrieval.cache.thresholds import Threshold
+from retrieval.engines.redis.server import RedisServer, free_port, start_redis
 from retrieval.errors import BackendError, ConfigError
-from retrieval.services.redis_server import RedisServer, free_port, start_redis
 
 pytestmark = pytest.mark.redis
 DIM = 16

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from retrieval.engines.faiss.hnsw import FaissHnswIndex
+from retrieval.engines.hnswlib.index import HnswlibIndex
 from retrieval.errors import ConfigError
 from retrieval.indexes import registry
-from retrieval.indexes.faiss_hnsw import FaissHnswIndex
-from retrieval.indexes.hnswlib_index import HnswlibIndex
 from retrieval.params import Params
 from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase, run_conformance
 

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
+from retrieval.engines.pgvector.export import from_pgvector, to_pgvector
 from retrieval.errors import ConfigError
-from retrieval.export.engine_pgvector import from_pgvector, to_pgvector
 from retrieval.export.engines import translate
 from retrieval.indexes.portable import Flat, Hnsw, Ivf
 

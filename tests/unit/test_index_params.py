@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from retrieval.engines.faiss.ivf import IvfBuild, IvfSearch
+from retrieval.engines.hnswlib.index import HnswlibIndex
 from retrieval.errors import ConfigError, DataError
 from retrieval.indexes import create_index, get_backend
-from retrieval.indexes.faiss_ivf import IvfBuild, IvfSearch
-from retrieval.indexes.hnswlib_index import HnswlibIndex
 from retrieval.params import validate_params
 
 DIM = 16

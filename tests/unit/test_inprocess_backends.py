@@ -10,10 +10,10 @@ import faiss
 import numpy as np
 import pytest
 
+from retrieval.engines.faiss.hnsw import FaissHnswIndex
+from retrieval.engines.faiss.ivf import FaissIvfIndex, IvfBuild, IvfSearch
+from retrieval.engines.hnswlib.index import HnswlibIndex
 from retrieval.indexes import create_index, get_backend
-from retrieval.indexes.faiss_hnsw import FaissHnswIndex
-from retrieval.indexes.faiss_ivf import FaissIvfIndex, IvfBuild, IvfSearch
-from retrieval.indexes.hnswlib_index import HnswlibIndex
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.conformance import exact_neighbours, true_distances
 

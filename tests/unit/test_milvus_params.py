@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.errors import ConfigError
-from retrieval.indexes._milvus_params import (
+from retrieval.engines.milvus.params import (
     BUILD_KINDS,
     AutoBuild,
     FlatBuild,
@@ -22,6 +21,7 @@ from retrieval.indexes._milvus_params import (
     resolve_build,
     search_model_for,
 )
+from retrieval.errors import ConfigError
 from retrieval.params import Params, validate_params
 
 W = "backend 'milvus' build params"

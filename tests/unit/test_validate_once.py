@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from retrieval.engines.hnswlib.index import HnswlibIndex
 from retrieval.errors import ConfigError
 from retrieval.indexes import create_index
-from retrieval.indexes._hnsw_common import HnswBuild, HnswSearch
 from retrieval.indexes.entry import IndexEntry, SearchConfig, check_entry
-from retrieval.indexes.hnswlib_index import HnswlibIndex
+from retrieval.indexes.hnsw_common import HnswBuild, HnswSearch
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import apply_overrides, run_sweep

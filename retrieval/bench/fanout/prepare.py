@@ -119,7 +119,7 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
     members: list[Member] = []
     facts: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
-        from retrieval.services.milvus_server import milvus_lite_server
+        from retrieval.engines.milvus.server import milvus_lite_server
 
         uri = None
         per = spec.servers == "per-collection"
@@ -164,7 +164,7 @@ def _start_servers(stack: contextlib.ExitStack, dirs: list[Path], threads: int) 
     import and answer); their stops are pushed on ``stack``. The URIs, in order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from retrieval.services.milvus_server import milvus_lite_server
+    from retrieval.engines.milvus.server import milvus_lite_server
 
     if not dirs:
         return []

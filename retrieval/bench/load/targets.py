@@ -143,7 +143,7 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
         if r.extra.get("uri"):  # a client process on the parent's server
             kwargs["uri"] = r.extra["uri"]
         elif r.server:
-            from retrieval.services.milvus_server import milvus_lite_server
+            from retrieval.engines.milvus.server import milvus_lite_server
 
             kwargs["uri"] = stack.enter_context(
                 milvus_lite_server(workdir / f"milvus-server-{abs(hash(r.label))}",

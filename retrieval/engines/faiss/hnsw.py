@@ -1,0 +1,112 @@
+"""HNSW graph index from Faiss (``IndexHNSWFlat``, built with the factory string ``HNSW{M}``).
+
+``ef_search`` travels with each call as ``faiss.SearchParametersHNSW(efSearch=...)``: no
+mutable state is shared between calls. Level assignment is drawn from ``seed`` (the HNSW
+random generator); with one build thread the build is reproducible (``build_threads`` is set
+with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Snapshots are
+Faiss's own ``write_index`` / ``read_index`` file. Metrics: ``l2`` (squared
+Euclidean), ``ip`` and ``cosine`` (inner product on normalised vectors), converted to rwb
+distances by :func:`retrieval.indexes.faiss_common.to_result`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.filtering.workload import RowFilter
+from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
+from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
+from retrieval.indexes.inprocess import SnapshotIndex
+from retrieval.indexes.registry import register
+from retrieval.params import Params
+
+
+@register
+class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
+    name = "faiss-hnsw"
+    snapshot_format = "faiss write_index"
+    export_engine = "faiss"
+    requires = ("faiss",)
+
+    _index: Any = None
+    _params: Any = None
+    _params_for: Any = None
+
+    @classmethod
+    def library_version(cls) -> str:
+        return fc.version()
+
+    @classmethod
+    def factory_string(cls, build: Params) -> str:
+        """Faiss ``index_factory`` string of this build, e.g. ``HNSW32`` (the metric is passed
+        to the factory separately; ``efConstruction`` is a field set after construction)."""
+        assert isinstance(build, HnswBuild)
+        return f"HNSW{build.M}"
+
+    @classmethod
+    def parameter_space_string(cls, search: Params, build: Params | None = None) -> str:
+        """Faiss ``ParameterSpace`` string of these search params, e.g. ``efSearch=64``."""
+        assert isinstance(search, HnswSearch)
+        return f"efSearch={search.ef_search}"
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        faiss = fc.faiss_module()
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        factory = self.factory_string(p)
+        index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
+        index.hnsw.efConstruction = p.ef_construction
+        index.hnsw.rng = faiss.RandomGenerator(self.seed)
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            index.add(fc.prepare(x, self.metric))
+        self._index = index
+        return {"factory": factory, "efConstruction": p.ef_construction}
+
+    def _save_files(self, folder: Path) -> list[str]:
+        return fc.write_index(self._index, folder)
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        self._index = fc.read_index(folder, n, self.dim, self.metric, self._where())
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        sp = self.search_params
+        if self._params_for is not sp:  # one SWIG params object per search config, not per call
+            faiss = fc.faiss_module()
+            faiss.omp_set_num_threads(self.threads)
+            assert isinstance(sp, HnswSearch)
+            self._params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
+            self._params_for = sp
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """``SearchParametersHNSW(efSearch, sel=IDSelectorBitmap)``: the graph walk skips
+        non-matching ids as results (it still traverses them)."""
+        sp = self.search_params
+        assert isinstance(sp, HnswSearch)
+        faiss = fc.faiss_module()
+        sel = faiss_selector(flt)  # kept alive for the call
+        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search, sel=sel)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        self._search(np.zeros((1, self.dim), dtype=np.float32), k)  # caches the params object
+        return fc.hot_call(self._index, self._params, k, self.metric)
+
+    def memory_bytes(self) -> int:
+        """Size in bytes of the serialized index (``faiss.serialize_index``): graph plus
+        vectors, measured from the built structure."""
+        return 0 if self._index is None else fc.serialized_bytes(self._index)
+
+    def _release(self) -> None:
+        self._index = None

@@ -1,0 +1,328 @@
+"""Inverted-file index from Faiss: IVF-Flat, IVF-SQ8 or IVF-PQ, with an optional exact refine.
+
+The index is built from its factory string (:meth:`FaissIvfIndex.factory_string`, e.g.
+``IVF256,PQ16x8np,RFlat``), so the exported string is exactly what was measured. k-means (coarse
+quantizer and PQ codebooks) is seeded with ``seed`` and trained on ``train_size`` vectors drawn
+with the same seed; with one build thread the build is reproducible (``build_threads`` is set
+with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Search params
+travel with each call (``SearchParametersIVF`` / ``IndexRefineSearchParameters``): no shared
+mutable state.
+
+``PQ..np`` disables Faiss's polysemous training, which only serves polysemous filtering (not used
+here) and costs tens of seconds per build.
+
+Snapshots are Faiss's own ``write_index`` file. Builds with the same data, ``nlist``, metric,
+training sample and seed share one trained coarse quantizer whatever their encoding or refine
+(:meth:`FaissIvfIndex.share_training`): the first build trains it, the others add its
+centroids to their quantizer before ``train``, which Faiss then skips for the quantizer
+(``IndexIVF::train``: a trained quantizer holding ``nlist`` centroids is not re-trained) and
+spends only on the encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, ValidationInfo, field_validator
+
+from retrieval.errors import ConfigError, param_error
+from retrieval.filtering.workload import RowFilter
+from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
+from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob
+from retrieval.indexes.portable import Ivf
+from retrieval.indexes.registry import register
+from retrieval.params import Params
+
+log = logging.getLogger(__name__)
+
+NLIST_MAX = 1 << 20
+K_FACTOR_MAX = 64
+#: Faiss warns below this many training points per centroid
+MIN_POINTS_PER_CENTROID = 39
+#: default training sample: this many vectors per list (Faiss's own subsampling cap)
+TRAIN_PER_LIST = 256
+
+
+class IvfBuild(Params):
+    """IVF build parameters.
+
+    - ``nlist``: number of inverted lists (k-means centroids); must be <= the number of vectors.
+    - ``encoding``: how vectors are stored in the lists: ``flat`` (float32, exact distances),
+      ``sq8`` (8-bit scalar quantizer), ``pq`` (product quantizer, ``pq_m`` sub-vectors of
+      ``pq_nbits`` bits; ``pq_m`` must divide the dimension).
+    - ``refine``: re-rank ``k * k_factor`` candidates with exact distances (``IndexRefineFlat``,
+      keeps a float32 copy of the vectors).
+    - ``train_size``: vectors used to train (default ``min(n, 256 * nlist)``).
+    """
+
+    nlist: int = Field(256, ge=1, le=NLIST_MAX)
+    encoding: Literal["flat", "sq8", "pq"] = "flat"
+    pq_m: int | None = Field(None, ge=1, le=4096, validate_default=True)
+    pq_nbits: int = Field(8, ge=1, le=16)
+    refine: bool = False
+    train_size: int | None = Field(None, ge=1)
+
+    @field_validator("pq_m")
+    @classmethod
+    def _pq_m_needs_pq(cls, v: int | None, info: ValidationInfo) -> int | None:
+        enc = info.data.get("encoding")
+        if enc == "pq" and v is None:
+            raise ValueError("must be given when encoding is 'pq' (sub-quantizers; divides dim)")
+        if enc is not None and enc != "pq" and v is not None:
+            raise ValueError(f"applies only when encoding is 'pq' (encoding is '{enc}')")
+        return v
+
+    @field_validator("pq_nbits")
+    @classmethod
+    def _pq_nbits_needs_pq(cls, v: int, info: ValidationInfo) -> int:
+        enc = info.data.get("encoding")
+        # the default (8) is accepted for any encoding so that a dumped config validates again
+        if enc is not None and enc != "pq" and v != 8:
+            raise ValueError(f"applies only when encoding is 'pq' (encoding is '{enc}')")
+        return v
+
+
+class IvfSearch(Params):
+    """``nprobe``: lists visited per query (1..nlist); ``k_factor``: with ``refine``, the base
+    index returns ``k * k_factor`` candidates re-ranked exactly (must stay 1 without refine)."""
+
+    nprobe: int = Field(1, ge=1, le=NLIST_MAX)
+    k_factor: int = Field(1, ge=1, le=K_FACTOR_MAX)
+
+
+def _build_where(name: str) -> str:
+    return f"backend '{name}' build params"
+
+
+@register
+class FaissIvfIndex(InProcessFilter, SnapshotIndex):
+    name = "faiss-ivf"
+    snapshot_format = "faiss write_index"
+    #: where trained coarse quantizers are shared (see :meth:`share_training`)
+    _trained: Any = None
+    export_engine = "faiss"
+    _params: Any = None
+    _ivf_params: Any = None
+    _params_for: Any = None
+    family = "ivf"
+    BuildParams = IvfBuild
+    SearchParams = IvfSearch
+    monotone_knobs = ("nprobe", "k_factor")
+    requires = ("faiss",)
+
+    _index: Any = None
+
+    @classmethod
+    def library_version(cls) -> str:
+        return fc.version()
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Ivf:
+        """Export mapping: lists, probes, encoding and refine as Faiss built them."""
+        b, s = build, search
+        return Ivf(
+            nlist=int(b["nlist"]),
+            nprobe=int(s.get("nprobe", 1)),
+            encoding=str(b.get("encoding", "flat")),
+            pq_m=b.get("pq_m"),
+            pq_nbits=int(b.get("pq_nbits", 8)),
+            refine=bool(b.get("refine", False)),
+            k_factor=int(s.get("k_factor", 1)),
+        )
+
+    # --- class-level checks ----------------------------------------------------------------
+    @classmethod
+    def check_build_params(cls, build: Params, dim: int) -> None:
+        assert isinstance(build, IvfBuild)
+        if build.encoding == "pq" and build.pq_m is not None and dim % build.pq_m:
+            raise param_error("pq_m", f"a divisor of the dimension {dim}", build.pq_m,
+                              where=_build_where(cls.name))
+
+    @classmethod
+    def check_combination(cls, build: Params, search: Params, k: int) -> None:
+        """``nprobe <= nlist`` (Faiss would clamp silently); ``k_factor == 1`` unless refine."""
+        assert isinstance(build, IvfBuild) and isinstance(search, IvfSearch)
+        where = f"backend '{cls.name}' search params"
+        check_k(k, where)
+        if search.nprobe > build.nlist:
+            raise param_error("nprobe", f"in [1, nlist={build.nlist}]", search.nprobe,
+                              where=where)
+        if search.k_factor != 1 and not build.refine:
+            raise param_error("k_factor", "1 when build param refine is false", search.k_factor,
+                              where=where)
+
+    @classmethod
+    def most_accurate_search(cls, build: Params) -> dict[str, Any]:
+        assert isinstance(build, IvfBuild)
+        return {"nprobe": build.nlist, "k_factor": K_FACTOR_MAX if build.refine else 1}
+
+    @classmethod
+    def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
+        """nprobe in [1, nlist]; k_factor in [1, 64] with refine, else [1, 1]."""
+        assert isinstance(build, IvfBuild)
+        check_k(k, f"backend '{cls.name}' knob_range")
+        if knob == "nprobe":
+            return 1, build.nlist
+        if knob == "k_factor":
+            return 1, K_FACTOR_MAX if build.refine else 1
+        raise unknown_knob(cls, knob)
+
+    # --- export ------------------------------------------------------------------------------
+    @classmethod
+    def factory_string(cls, build: Params) -> str:
+        """Faiss ``index_factory`` string, e.g. ``IVF1024,SQ8`` or ``IVF256,PQ16x8np,RFlat``
+        (the metric is passed to the factory separately)."""
+        assert isinstance(build, IvfBuild)
+        code = {"flat": "Flat", "sq8": "SQ8"}.get(build.encoding)
+        if code is None:
+            code = f"PQ{build.pq_m}x{build.pq_nbits}np"
+        return f"IVF{build.nlist},{code}" + (",RFlat" if build.refine else "")
+
+    @classmethod
+    def parameter_space_string(cls, search: Params, build: Params | None = None) -> str:
+        """Faiss ``ParameterSpace`` string, e.g. ``nprobe=16`` or ``nprobe=16,k_factor_rf=4``
+        (``k_factor_rf`` is Faiss's name for the refine factor of ``IndexRefine``)."""
+        assert isinstance(search, IvfSearch)
+        text = f"nprobe={search.nprobe}"
+        if isinstance(build, IvfBuild) and build.refine:
+            text += f",k_factor_rf={search.k_factor}"
+        return text
+
+    # --- build / search ----------------------------------------------------------------------
+    def _train_rows(self, n: int) -> np.ndarray | None:
+        """Row numbers of the training sample (None = all rows); checks the sample is enough."""
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        where = _build_where(self.name)
+        if p.nlist > n:
+            raise param_error("nlist", f"<= the number of vectors ({n})", p.nlist, where=where)
+        wanted = p.train_size if p.train_size is not None else TRAIN_PER_LIST * p.nlist
+        if wanted > n:
+            if p.train_size is not None:
+                log.info("%s: train_size %d > n=%d; training on all vectors", self.name, wanted, n)
+            wanted = n
+        if wanted < p.nlist:
+            raise param_error("train_size", f">= nlist ({p.nlist})", wanted, where=where)
+        if p.encoding == "pq" and wanted < 2**p.pq_nbits:
+            raise ConfigError(
+                f"{where}: field 'train_size' must be >= 2**pq_nbits = {2**p.pq_nbits} to train "
+                f"the PQ codebooks; received {wanted} (training vectors available)"
+            )
+        if wanted < MIN_POINTS_PER_CENTROID * p.nlist:
+            log.warning("%s: %d training vectors for nlist=%d (faiss advises >= %d per list)",
+                        self.name, wanted, p.nlist, MIN_POINTS_PER_CENTROID)
+        if wanted == n:
+            return None
+        rng = np.random.default_rng(self.seed)
+        return np.sort(rng.choice(n, size=wanted, replace=False))
+
+    def share_training(self, store: Any) -> None:
+        """Take and give trained coarse quantizers through ``store`` (a
+        :class:`retrieval.indexes.buildcache.TrainedStore`: ``get(key)`` -> centroids or None,
+        ``put(key, centroids)``)."""
+        self._trained = store
+
+    def _quantizer_key(self, rows: np.ndarray | None, n: int) -> dict[str, Any]:
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        return {
+            "kind": "faiss-ivf coarse quantizer", "faiss": fc.version(), "dim": self.dim,
+            "metric": self.metric, "n": n, "nlist": p.nlist, "seed": self.seed,
+            "train_rows": "all" if rows is None else int(rows.shape[0]),
+        }
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        faiss = fc.faiss_module()
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        rows = self._train_rows(x.shape[0])
+        factory = self.factory_string(p)
+        index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        ivf.cp.seed = self.seed
+        ivf.cp.min_points_per_centroid = 1  # we log the advice instead of faiss's stderr
+        if p.encoding == "pq":
+            ivf.pq.cp.seed = self.seed
+            ivf.pq.cp.min_points_per_centroid = 1
+        xp = fc.prepare(x, self.metric)
+        xt = xp if rows is None else np.ascontiguousarray(xp[rows])
+        qkey = self._quantizer_key(rows, x.shape[0]) if self._trained is not None else None
+        shared = self._trained.get(qkey) if qkey is not None else None
+        if shared is not None:
+            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            index.train(xt)  # with a shared quantizer: only the encoding is trained
+            index.add(xp)
+        if qkey is not None and shared is None:
+            self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
+        self._index = index
+        self._ivf = ivf
+        return {
+            "factory": factory,
+            "train_size": int(xt.shape[0]),
+            "imbalance_factor": float(ivf.invlists.imbalance_factor()),
+            "shared_quantizer": shared is not None,
+        }
+
+    def _save_files(self, folder: Path) -> list[str]:
+        return fc.write_index(self._index, folder)
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        faiss = fc.faiss_module()
+        index = fc.read_index(folder, n, self.dim, self.metric, self._where())
+        self._index = index
+        self._ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        p, sp = self.build_params, self.search_params
+        if self._params_for is not sp:  # one SWIG params object per search config, not per call
+            faiss = fc.faiss_module()
+            assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
+            faiss.omp_set_num_threads(self.threads)
+            # keep ivf_params alive: the refine params hold only a raw pointer to it
+            self._ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe)
+            self._params = self._ivf_params
+            if p.refine:
+                self._params = faiss.IndexRefineSearchParameters(
+                    k_factor=float(sp.k_factor), base_index_params=self._ivf_params
+                )
+            self._params_for = sp
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=self._params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
+        """``SearchParametersIVF(nprobe, sel=IDSelectorBitmap)`` (under the refine params when
+        the build refines): the lists visited are scanned for matching ids only."""
+        p, sp = self.build_params, self.search_params
+        assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
+        faiss = fc.faiss_module()
+        sel = faiss_selector(flt)  # kept alive for the call
+        ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe, sel=sel)
+        params = ivf_params
+        if p.refine:
+            params = faiss.IndexRefineSearchParameters(
+                k_factor=float(sp.k_factor), base_index_params=ivf_params)
+        d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
+        res = fc.to_result(d, i, self.metric)
+        return res.distances, res.ids
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        self._search(np.zeros((1, self.dim), dtype=np.float32), k)  # caches the params object
+        return fc.hot_call(self._index, self._params, k, self.metric)
+
+    def memory_bytes(self) -> int:
+        """Size in bytes of the serialized index (``faiss.serialize_index``): centroids, codes,
+        ids and, with refine, the float32 copy; measured from the built structure."""
+        return 0 if self._index is None else fc.serialized_bytes(self._index)
+
+    def _release(self) -> None:
+        self._index = None
+        self._ivf = None

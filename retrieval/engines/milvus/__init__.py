@@ -1,0 +1,20 @@
+"""Milvus (Lite embedded, or any server by URI): the backend, its parameter models and checks,
+filter expressions, export and inverse, and the local Milvus Lite server."""
+
+from retrieval.engines.milvus import export, index  # noqa: F401  (registers the backend)
+from retrieval.indexes.engine import EngineDescriptor, register_engine
+
+ENGINE = register_engine(EngineDescriptor(
+    name="milvus",
+    backends=("milvus",),
+    extra="milvus",
+    libraries=("pymilvus", "milvus-lite"),
+    knobs=("ef", "nprobe"),
+    ef_knob="ef",
+    to_native=export.to_native,
+    from_native=export.from_native,
+    filter_form="search(..., filter='<boolean expression on scalar fields>')",
+    server="retrieval.engines.milvus.server",
+    takes_auto=True,
+    summary="Milvus Lite embedded, or a Milvus server by URI",
+))

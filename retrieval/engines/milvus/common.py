@@ -1,0 +1,122 @@
+"""What the Milvus backend's modules share: names and the metric mapping, URI redaction, the
+pymilvus log silencer, id checks, and turning Milvus hits into a :class:`SearchResult`. Not a
+backend module (the backend is :mod:`retrieval.engines.milvus.index`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from retrieval.errors import BackendError, DataError
+from retrieval.indexes.base import SearchResult
+
+URI_ENV = "RWB_MILVUS_URI"
+TOKEN_ENV = "RWB_MILVUS_TOKEN"
+METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
+PK, VEC = "id", "vec"
+WHERE = "backend 'milvus'"
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` without user/password and query string (safe to log or raise)."""
+    if "://" not in uri:
+        return uri
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+_QUIET_LOCK = threading.Lock()
+_QUIET_DEPTH = 0
+_QUIET_SAVED: dict[str, int] = {}
+_NOISY_LOGGERS = ("pymilvus", "milvus_lite", "grpc._server")
+
+
+@contextlib.contextmanager
+def quiet_pymilvus() -> Iterator[None]:
+    """Silence pymilvus/milvus-lite loggers (they log a traceback for every failed RPC, even
+    one the caller catches) while the block runs; the error is raised to the caller instead."""
+    global _QUIET_DEPTH
+    with _QUIET_LOCK:
+        if _QUIET_DEPTH == 0:
+            for name in _NOISY_LOGGERS:
+                logger = logging.getLogger(name)
+                _QUIET_SAVED[name] = logger.level
+                logger.setLevel(logging.CRITICAL + 1)
+        _QUIET_DEPTH += 1
+    try:
+        yield
+    finally:
+        with _QUIET_LOCK:
+            _QUIET_DEPTH -= 1
+            if _QUIET_DEPTH == 0:
+                for name, level in _QUIET_SAVED.items():
+                    logging.getLogger(name).setLevel(level)
+
+
+def check_ids(ids: np.ndarray | None, n: int) -> np.ndarray:
+    """Build ids as int64 primary keys (default ``0..n-1``): shape ``(n,)``, integers, unique,
+    never -1 (rwb's "no result")."""
+    if ids is None:
+        return np.arange(n, dtype=np.int64)
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise DataError(f"{WHERE} build ids: expected shape ({n},); received {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise DataError(f"{WHERE} build ids: expected integers; received dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if (arr == -1).any():
+        raise DataError(f"{WHERE} build ids: -1 is reserved for 'no result'")
+    if np.unique(arr).shape[0] != n:
+        raise DataError(f"{WHERE} build ids: must be unique (Milvus primary keys)")
+    return arr
+
+
+def to_result(parts: list[Any], nq: int, k: int, metric: str) -> SearchResult:
+    """Milvus search answers (one list of hits per query, over ``parts`` calls) as an rwb
+    SearchResult: -1 / +inf padded to ``k``, distances converted to rwb's lower-is-closer
+    convention for ``metric`` (``-ip``, ``1 - cos``), rows sorted by distance."""
+    ids = np.full((nq, k), -1, dtype=np.int64)
+    dist = np.full((nq, k), np.inf, dtype=np.float32)
+    row = 0
+    for res in parts:
+        for hits in res:
+            m = min(len(hits.ids), k)
+            if m:
+                ids[row, :m] = np.asarray(hits.ids[:m], dtype=np.int64)
+                dist[row, :m] = np.asarray(hits.distances[:m], dtype=np.float32)
+            row += 1
+    if row != nq:
+        raise BackendError(f"{WHERE}: Milvus answered {row} result lists for {nq} queries")
+    valid = ids >= 0
+    if metric == "ip":
+        dist = np.where(valid, -dist, np.inf)
+    elif metric == "cosine":
+        dist = np.where(valid, 1.0 - dist, np.inf)
+    dist = dist.astype(np.float32, copy=False)
+    order = np.argsort(dist, axis=1, kind="stable")
+    ids = np.take_along_axis(ids, order, axis=1)
+    dist = np.take_along_axis(dist, order, axis=1)
+    return SearchResult(ids=ids, distances=dist)
+
+
+__all__ = [
+    "METRIC",
+    "PK",
+    "TOKEN_ENV",
+    "URI_ENV",
+    "VEC",
+    "WHERE",
+    "check_ids",
+    "quiet_pymilvus",
+    "redact_uri",
+    "to_result",
+]

@@ -1,0 +1,93 @@
+"""Milvus filtered search: attributes as scalar fields, filters as Milvus boolean expressions.
+
+Not a backend module (the backend is :mod:`retrieval.engines.milvus.index`, which mixes
+:class:`MilvusFilter` in). An integer attribute ``x`` becomes an INT64 field ``a_x``; a label
+attribute an ARRAY of VARCHAR. Predicates translate to ``a_x >= lo and a_x <= hi``,
+``a_x in [..]`` and ``ARRAY_CONTAINS_ANY(a_x, [..])``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from retrieval.engines.milvus.common import WHERE, to_result
+from retrieval.errors import ConfigError
+from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.spec import Where
+from retrieval.filtering.workload import RowFilter
+from retrieval.indexes.base import SearchResult
+
+_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def field_name(attr: str) -> str:
+    """The Milvus field of attribute ``attr`` (letters, digits and _ only)."""
+    return "a_" + _SAFE.sub("_", attr)
+
+
+def expression(where: Where, attrs: Attributes) -> str:
+    """The Milvus boolean expression of ``where`` (attribute kinds from ``attrs``)."""
+    f = field_name(where.attr)
+    if attrs.kind(where.attr) == "label":
+        return f"ARRAY_CONTAINS_ANY({f}, {json.dumps([str(v) for v in where.values])})"
+    if where.range is not None:
+        return f"{f} >= {int(where.range[0])} and {f} <= {int(where.range[1])}"
+    return f"{f} in [{', '.join(str(int(v)) for v in where.values)}]"
+
+
+class MilvusFilter:
+    """Mixin for :class:`retrieval.engines.milvus.index.MilvusIndex` (SupportsFilter)."""
+
+    _attrs: Attributes | None = None
+    collection: str
+    query_batch: int
+    metric: Any
+    _client: Any
+
+    def attach_attributes(self, attrs: Attributes) -> None:
+        """Store ``attrs`` as scalar fields at the next build."""
+        self._attrs = attrs
+
+    def _add_attribute_fields(self, schema: Any) -> Any:
+        from pymilvus import DataType
+
+        a = self._attrs
+        if a is None:
+            return schema
+        for name in a.ints:
+            schema.add_field(field_name(name), DataType.INT64)
+        for name, col in a.labels.items():
+            per_row = int(np.diff(col.indptr).max(initial=1))
+            longest = max((len(v.encode()) for v in col.vocab), default=1)
+            schema.add_field(field_name(name), DataType.ARRAY, element_type=DataType.VARCHAR,
+                             max_capacity=max(per_row, 1), max_length=max(longest, 1))
+        return schema
+
+    def _attribute_rows(self, rows: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+        """``rows`` (inserted from build row ``start`` on) with their attribute values."""
+        a = self._attrs
+        if a is None:
+            return rows
+        for j, row in enumerate(rows, start):
+            for name, ints in a.ints.items():
+                row[field_name(name)] = int(ints[j])
+            for name, col in a.labels.items():
+                row[field_name(name)] = col.row(j)
+        return rows
+
+    def filtered_search(self, queries: np.ndarray, k: int, flt: RowFilter) -> SearchResult:
+        """Top-k with ``filter=<expression of flt.where>`` (Milvus filters during the search)."""
+        if self._attrs is None:
+            raise ConfigError(f"{WHERE}: filtered search needs attach_attributes() before "
+                              f"build()")
+        q, params = self._prepare(queries, k)  # type: ignore[attr-defined]
+        expr = expression(flt.where, self._attrs)
+        parts = []
+        for s in range(0, len(q), self.query_batch):
+            kwargs = self._search_kwargs(q[s:s + self.query_batch], k, params)  # type: ignore[attr-defined]
+            parts.append(self._call("search", self._client.search, filter=expr, **kwargs))  # type: ignore[attr-defined]
+        return to_result(parts, len(q), k, self.metric)

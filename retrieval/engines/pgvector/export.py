@@ -1,0 +1,265 @@
+"""PostgreSQL + pgvector in its own names: ``CREATE INDEX`` SQL, the ``SET`` lines and the query,
+plus the same settings as structured fields; and the way back (:func:`from_pgvector`), so a file
+can be rebuilt and re-measured on pgvector from what it says.
+
+HNSW (``USING hnsw ... WITH (m, ef_construction)``, search ``SET hnsw.ef_search``) and IVFFlat
+(``USING ivfflat ... WITH (lists)``, search ``SET ivfflat.probes``) on the ``vector`` type, with
+pgvector's limits (:mod:`retrieval.engines.pgvector.params`). Operators and distances: rwb
+``l2`` = ``vector_l2_ops`` / ``<->`` (Euclidean; rwb reports its square, the ranking is the
+same), ``ip`` = ``vector_ip_ops`` / ``<#>`` (negative inner product, as rwb), ``cosine`` =
+``vector_cosine_ops`` / ``<=>`` (``1 - cos``, as rwb). The table and column names in the SQL
+(``items``, ``embedding``) are placeholders for yours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.engines.pgvector.params import (
+    OPERATOR,
+    OPS,
+    PgHnswBuild,
+    PgHnswSearch,
+    PgIvfBuild,
+    PgIvfSearch,
+    check_dim,
+    check_hnsw_build,
+    check_hnsw_search,
+    check_ivf_search,
+)
+from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.portable import Hnsw, Ivf, Portable, Rebuilt, dim_is
+from retrieval.params import validate_params
+
+ENGINE = "pgvector"
+WHERE = "pgvector export"
+TABLE, COLUMN = "items", "embedding"
+#: rwb backend that runs each pgvector index method
+BACKENDS = {"hnsw": "pgvector", "ivfflat": "pgvector-ivfflat"}
+_METRIC_OF_OPS = {v: k for k, v in OPS.items()}
+
+
+def _cannot(p: Portable, why: str) -> ConfigError:
+    return ConfigError(f"engine '{ENGINE}' cannot express this config ({type(p).__name__}): {why}")
+
+
+def _sql(method: str, metric: str, with_: Mapping[str, int], sets: Mapping[str, int],
+         k: int) -> dict[str, Any]:
+    args = ", ".join(f"{key} = {int(v)}" for key, v in with_.items())
+    return {
+        "create_index": f"CREATE INDEX ON {TABLE} USING {method} ({COLUMN} {OPS[metric]}) "
+                        f"WITH ({args});",
+        "set": [f"SET {key} = {int(v)};" for key, v in sets.items()],
+        "query": f"SELECT id FROM {TABLE} ORDER BY {COLUMN} {OPERATOR[metric]} $1 LIMIT {k};",
+    }
+
+
+def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
+    """The pgvector config of ``p``: SQL (``create_index``, ``set``, ``query``) and the same
+    settings as fields (``method``, ``opclass``, ``operator``, ``dim``, ``build_params``,
+    ``search_params``). ConfigError (one line) for what pgvector cannot take."""
+    if metric not in OPS:
+        raise param_error("metric", f"one of {', '.join(OPS)}", metric, where=WHERE)
+    check_dim(dim, WHERE)
+    if isinstance(p, Hnsw):
+        if p.quantization:
+            raise _cannot(p, "HNSW over SQ8 has no pgvector form (halfvec is not SQ8)")
+        method = "hnsw"
+        build = validate_params(PgHnswBuild, {"m": p.M, "ef_construction": p.ef_construction},
+                                where=WHERE, prefix="build_params.")
+        check_hnsw_build(build, WHERE)
+        search = validate_params(PgHnswSearch, {"ef_search": p.ef_search}, where=WHERE,
+                                 prefix="search_params.")
+        check_hnsw_search(search, k, WHERE)
+        with_ = build.model_dump()
+        sets = {"hnsw.ef_search": search.ef_search}
+        sp: dict[str, Any] = {"ef_search": search.ef_search}
+    elif isinstance(p, Ivf):
+        if p.encoding != "flat" or p.refine:
+            raise _cannot(p, "pgvector's IVFFlat stores exact vectors (no SQ8/PQ, no refine)")
+        method = "ivfflat"
+        ivf = validate_params(PgIvfBuild, {"lists": p.nlist}, where=WHERE,
+                              prefix="build_params.")
+        probes = validate_params(PgIvfSearch, {"probes": p.nprobe}, where=WHERE,
+                                 prefix="search_params.")
+        check_ivf_search(ivf, probes, WHERE)
+        with_, sets = ivf.model_dump(), {"ivfflat.probes": probes.probes}
+        sp = {"probes": probes.probes}
+    else:
+        raise _cannot(p, "rwb measures pgvector's HNSW and IVFFlat indexes only (no index is "
+                      "a sequential scan, AUTOINDEX is Milvus's)")
+    return {
+        "method": method,
+        "opclass": OPS[metric],
+        "operator": OPERATOR[metric],
+        "dim": dim,
+        "build_params": with_,
+        "search_params": sp,
+        **_sql(method, metric, with_, sets, k),
+    }
+
+
+@dataclass(frozen=True)
+class PgvectorConfig:
+    """What a pgvector config file says, read back: the rwb ``backend`` that runs it, its
+    ``build`` / ``search`` params (rwb's pgvector names), the neutral form, metric and dim."""
+
+    backend: str
+    build: dict[str, Any]
+    search: dict[str, Any]
+    portable: Portable
+    metric: str
+    dim: int
+
+
+_CREATE = re.compile(
+    r"CREATE\s+INDEX\b.*?\bUSING\s+(?P<method>\w+)\s*\(\s*\w+\s+(?P<ops>\w+)\s*\)"
+    r"\s*(?:WITH\s*\((?P<with>[^)]*)\))?", re.IGNORECASE | re.DOTALL)
+_SET = re.compile(r"^\s*SET\s+(?P<name>[\w.]+)\s*(?:=|TO)\s*'?(?P<value>[\w.]+)'?\s*;?\s*$",
+                  re.IGNORECASE)
+
+
+def _need(doc: Mapping[str, Any], key: str) -> Any:
+    if key not in doc or doc[key] is None:
+        raise ConfigError(f"{WHERE}: field 'config.{key}' is missing")
+    return doc[key]
+
+
+def _int(value: str, field: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise param_error(field, "an integer", value, where=WHERE) from None
+
+
+def _parse_create(sql: str) -> tuple[str, str, dict[str, int]]:
+    m = _CREATE.search(sql)
+    if m is None:
+        raise ConfigError(f"{WHERE}: field 'config.create_index' is not a CREATE INDEX ... USING "
+                          f"hnsw|ivfflat (embedding OPCLASS) WITH (...) statement; received "
+                          f"{sql[:120]!r}")
+    with_: dict[str, int] = {}
+    for part in filter(None, (s.strip() for s in (m.group("with") or "").split(","))):
+        key, _, value = part.partition("=")
+        with_[key.strip().lower()] = _int(value.strip(), f"config.create_index WITH {key.strip()}")
+    return m.group("method").lower(), m.group("ops").lower(), with_
+
+
+#: the iterative-scan SET lines a filtered operating point carries (issue 13)
+_SCAN_SETS = ("hnsw.iterative_scan", "hnsw.max_scan_tuples")
+
+
+def _parse_sets(lines: Any) -> dict[str, str]:
+    if not isinstance(lines, list):
+        raise param_error("config.set", "a list of SET statements", lines, where=WHERE)
+    out: dict[str, str] = {}
+    for line in lines:
+        m = _SET.match(str(line))
+        if m is None:
+            raise param_error("config.set", "SET name = value; lines", line, where=WHERE)
+        out[m.group("name").lower()] = m.group("value")
+    return out
+
+
+def _agree(field: str, sql_value: Any, stated: Any) -> None:
+    if sql_value != stated:
+        raise ConfigError(f"{WHERE}: field 'config.{field}' ({stated!r}) disagrees with the SQL "
+                          f"in the same file ({sql_value!r}); one of them was edited")
+
+
+def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfig:
+    """Read a config written by :func:`to_pgvector` back from its SQL (``create_index`` and the
+    ``set`` lines, what a user runs), checked against its structured fields and pgvector's limits
+    (with ``k``: ef_search >= k). ConfigError naming the field for anything edited out of shape."""
+    method, ops, with_ = _parse_create(str(_need(doc, "create_index")))
+    if method not in BACKENDS:
+        raise param_error("config.create_index USING", "hnsw or ivfflat", method, where=WHERE)
+    if ops not in _METRIC_OF_OPS:
+        raise param_error("config.create_index operator class", f"one of {', '.join(OPS.values())}",
+                          ops, where=WHERE)
+    metric = _METRIC_OF_OPS[ops]
+    sets = _parse_sets(_need(doc, "set"))
+    dim = _need(doc, "dim")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise param_error("config.dim", "an integer >= 1", dim, where=WHERE)
+    check_dim(dim, WHERE)
+    _agree("method", method, doc.get("method", method))
+    _agree("opclass", ops, doc.get("opclass", ops))
+    _agree("operator", OPERATOR[metric], doc.get("operator", OPERATOR[metric]))
+    _agree("build_params", with_, dict(doc.get("build_params", with_)))
+    if method == "hnsw":
+        build = validate_params(PgHnswBuild, with_, where=WHERE, prefix="config.create_index.")
+        check_hnsw_build(build, WHERE)
+        unknown = set(sets) - {"hnsw.ef_search", *_SCAN_SETS}
+        if unknown or "hnsw.ef_search" not in sets:
+            raise param_error("config.set", "one line SET hnsw.ef_search = N (and, for a "
+                              "filtered point, hnsw.iterative_scan / hnsw.max_scan_tuples)",
+                              sorted(sets), where=WHERE)
+        given: dict[str, Any] = {"ef_search": _int(sets["hnsw.ef_search"], "config.set")}
+        if "hnsw.iterative_scan" in sets:
+            given["iterative_scan"] = sets["hnsw.iterative_scan"]
+        if "hnsw.max_scan_tuples" in sets:
+            given["max_scan_tuples"] = _int(sets["hnsw.max_scan_tuples"], "config.set")
+        search = validate_params(PgHnswSearch, given, where=WHERE, prefix="config.set.hnsw.")
+        if k is not None:
+            check_hnsw_search(search, k, WHERE)
+        sp: dict[str, Any] = {"ef_search": search.ef_search}
+        if search.iterative_scan != "off":  # a filtered operating point's own scan
+            sp.update(iterative_scan=search.iterative_scan,
+                      max_scan_tuples=search.max_scan_tuples)
+        portable: Portable = Hnsw(build.m, build.ef_construction, search.ef_search)
+    else:
+        ivf = validate_params(PgIvfBuild, with_, where=WHERE, prefix="config.create_index.")
+        if set(sets) != {"ivfflat.probes"}:
+            raise param_error("config.set", "exactly one line SET ivfflat.probes = N",
+                              sorted(sets), where=WHERE)
+        probes = validate_params(PgIvfSearch,
+                                 {"probes": _int(sets["ivfflat.probes"], "config.set")},
+                                 where=WHERE, prefix="config.set.ivfflat.")
+        check_ivf_search(ivf, probes, WHERE)
+        sp = {"probes": probes.probes}
+        build_dump = ivf.model_dump()
+        portable = Ivf(ivf.lists, probes.probes)
+        _agree("search_params", sp, dict(doc.get("search_params", sp)))
+        return PgvectorConfig(BACKENDS[method], build_dump, sp, portable, metric, dim)
+    _agree("search_params", sp, dict(doc.get("search_params", sp)))
+    return PgvectorConfig(BACKENDS[method], build.model_dump(), sp, portable, metric, dim)
+
+
+__all__ = ["BACKENDS", "ENGINE", "PgvectorConfig", "from_pgvector", "to_pgvector"]
+
+
+def from_native(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str) -> Rebuilt:
+    """pgvector: the SQL read back by :func:`from_pgvector`
+    (``create_index`` + ``set`` lines, checked against the structured fields and pgvector's
+    limits), then checked against the data's metric and dimension."""
+    c = from_pgvector(cfg, k)
+    if c.metric != metric:
+        raise param_error("config.create_index operator class",
+                          f"'{OPS.get(metric, metric)}' (the data's metric is {metric})",
+                          OPS.get(c.metric, c.metric), where=where)
+    dim_is(c.dim, dim, "dim", where)
+    return Rebuilt(c.backend, dict(c.build), dict(c.search))
+
+
+to_native = to_pgvector
+
+
+def filter_knobs(search: dict[str, Any], given: Mapping[str, Any]) -> Any:
+    """A pgvector HNSW iterative scan (no neutral form), carried as ``SET`` lines and in
+    ``search_params`` when a filtered point measured on pgvector is exported to pgvector."""
+    if search.get("iterative_scan", "off") == "off":
+        return None
+    scan = {"iterative_scan": search["iterative_scan"],
+            "max_scan_tuples": int(search.get("max_scan_tuples", 20000))}
+    search["iterative_scan"] = "off"
+
+    def apply(native: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        native["search_params"].update(scan)
+        native["set"] += [f"SET hnsw.{key} = {val};" for key, val in scan.items()]
+        return native, {}
+
+    return apply

@@ -1,0 +1,184 @@
+"""The engine descriptor: everything the rest of rwb knows about an engine, in one object.
+
+Each folder of :mod:`retrieval.engines` (and any third-party package that declares an
+``rwb.engines`` entry point) registers ONE :class:`EngineDescriptor` with
+:func:`register_engine`; exporters, verify, the tuner, the report and the CLI read engines from
+here and never name one. Discovery imports every sub-package of ``retrieval.engines`` (found by
+name, so this contract does not import the engines) and then every ``rwb.engines`` entry point:
+its value is a module (importing it registers its engine and backends) or an
+:class:`EngineDescriptor` object.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.errors import unknown_name_error
+from retrieval.indexes.portable import Inverse, PortableReader, Translator
+
+#: a filtered operating point's native extras. Called with the full search params of the
+#: engine's own backend and the params as measured (before defaults were filled in), it removes
+#: the filter-only knobs that have no neutral form (so the rest translates) and returns a
+#: function (native config) -> (native config, extra fields of the exported entry) that adds
+#: them back; None when none apply.
+FilterKnobs = Callable[
+    [dict[str, Any], Mapping[str, Any]],
+    Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None,
+]
+
+log = logging.getLogger(__name__)
+
+#: the package whose sub-packages are the built-in engines
+BUILTIN_PACKAGE = "retrieval.engines"
+#: the entry-point group of third-party engines
+ENTRY_POINT_GROUP = "rwb.engines"
+
+
+@dataclass(frozen=True)
+class EngineDescriptor:
+    """One engine. ``backends``: the rwb backend names its folder registers (the first is the
+    source preferred for an export); ``extra``: the pip extra that installs it
+    (``retrieval-workbench[extra]``); ``libraries``: distributions whose versions a run
+    records; ``knobs``: its search knob names, recall-monotone ones first (``ef``-like, then
+    ``nprobe``-like); ``ef_knob``: its HNSW candidate-list knob (a post-filter depth
+    raises it); ``to_native`` / ``from_native``: export translation and its inverse (None:
+    rwb cannot export to / run that engine); ``portable_reader``: the neutral form of a config of
+    an engine rwb cannot run; ``filter_form``: how a filter is written in the engine (export
+    text); ``filter_knobs``: see :data:`FilterKnobs`; ``server``: the module of its local server
+    (``start`` / ``stop``), if it has one; ``takes_auto``: whether it accepts a
+    let-the-engine-choose (AUTOINDEX) config."""
+
+    name: str
+    backends: tuple[str, ...] = ()
+    extra: str | None = None
+    libraries: tuple[str, ...] = ()
+    knobs: tuple[str, ...] = ()
+    ef_knob: str | None = None
+    to_native: Translator | None = None
+    from_native: Inverse | None = None
+    portable_reader: PortableReader | None = None
+    filter_form: str | None = None
+    filter_knobs: FilterKnobs | None = None
+    server: str | None = None
+    takes_auto: bool = False
+    summary: str = ""
+
+
+_ENGINES: dict[str, EngineDescriptor] = {}
+_DISCOVERED = False
+_DISCOVERING = False
+
+
+def register_engine(desc: EngineDescriptor) -> EngineDescriptor:
+    """Register ``desc`` under its name (twice with another object is an error)."""
+    old = _ENGINES.get(desc.name)
+    if old is not None and old != desc:
+        raise ValueError(f"engine '{desc.name}' registered twice")
+    _ENGINES[desc.name] = desc
+    return desc
+
+
+def _builtin_names() -> list[str]:
+    spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                  if m.ispkg)
+
+
+def _load_entry_points() -> None:
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin is named, never fatal for the others
+            log.warning("rwb.engines entry point '%s' (%s) failed to load: %s: %s",
+                        ep.name, ep.value, type(exc).__name__, exc)
+            continue
+        if isinstance(obj, EngineDescriptor):
+            register_engine(obj)
+
+
+def discover() -> None:
+    """Import every built-in engine package and every ``rwb.engines`` entry point (once)."""
+    global _DISCOVERED, _DISCOVERING
+    if _DISCOVERED or _DISCOVERING:
+        return
+    _DISCOVERING = True
+    try:
+        for name in _builtin_names():
+            importlib.import_module(f"{BUILTIN_PACKAGE}.{name}")
+        _load_entry_points()
+        _DISCOVERED = True
+    finally:
+        _DISCOVERING = False
+
+
+def all_engines() -> dict[str, EngineDescriptor]:
+    """Every registered engine by name (sorted)."""
+    discover()
+    return dict(sorted(_ENGINES.items()))
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(all_engines())
+
+
+def get_engine(name: str, *, where: str | None = None) -> EngineDescriptor:
+    """The engine ``name``, or one line naming the known ones."""
+    engines = all_engines()
+    if name not in engines:
+        raise unknown_name_error("engine", name, engines, where=where)
+    return engines[name]
+
+
+def engine_of_backend(backend: str) -> EngineDescriptor | None:
+    """The engine whose folder registers ``backend`` (None for a backend of no engine)."""
+    for desc in all_engines().values():
+        if backend in desc.backends:
+            return desc
+    return None
+
+
+def install_hint(backend: str) -> str:
+    """``pip install ...`` for the extra that brings ``backend``'s engine."""
+    desc = engine_of_backend(backend)
+    extra = desc.extra if desc is not None and desc.extra else backend.split("-")[0]
+    return f"pip install 'retrieval-workbench[{extra}]'"
+
+
+def ef_knobs() -> tuple[str, ...]:
+    """Every engine's HNSW candidate-list knob name (``ef_search``, ``ef``, ...)."""
+    return tuple(dict.fromkeys(d.ef_knob for d in all_engines().values() if d.ef_knob))
+
+
+def search_knobs() -> tuple[str, ...]:
+    """Every engine's search knob names (recall-monotone first within each engine)."""
+    seen: dict[str, None] = {}
+    for desc in all_engines().values():
+        for knob in desc.knobs:
+            seen.setdefault(knob, None)
+    return tuple(seen)
+
+
+__all__ = [
+    "BUILTIN_PACKAGE",
+    "ENTRY_POINT_GROUP",
+    "EngineDescriptor",
+    "FilterKnobs",
+    "all_engines",
+    "discover",
+    "ef_knobs",
+    "engine_names",
+    "engine_of_backend",
+    "get_engine",
+    "install_hint",
+    "register_engine",
+    "search_knobs",
+]
