@@ -180,14 +180,10 @@ def _locked(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    import fcntl
+    from filelock import FileLock
 
-    with open(f"{path}.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(f"{path}.lock"):
+        yield
 
 
 # --- spec identity ------------------------------------------------------------------------------
