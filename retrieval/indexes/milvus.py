@@ -103,6 +103,7 @@ from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
+from retrieval.redact import redact_text, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +245,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             text = text.replace(self._token, "***")
         if self._uri and not self._embedded:
             text = text.replace(self._uri, redact_uri(self._uri))
+            text = redact_text(text, url_secrets(self._uri))  # pieces a client error shows
         return text
 
     def connect(self) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
-from retrieval.redact import redact_uri
+from retrieval.redact import mask, redact_uri
 from retrieval.specfile import with_overrides
 from retrieval.store import RunDir, RunKind
 from retrieval.tune import trials as tr
@@ -106,7 +106,8 @@ def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bo
         if not isinstance(study, dict) or manifest.get("kind", RunKind.SWEEP) != RunKind.SWEEP:
             return False
         display = storage_display or redact_uri(default_url(path))
-        return study.get("name") == name and study.get("storage") == display
+        # as the manifest recorded it (through the redaction policy of every run file)
+        return study.get("name") == name and study.get("storage") == mask(display)
 
     return check
 
