@@ -114,3 +114,30 @@ def test_a_config_tuned_from_arrays_verifies_with_the_data_given(
     assert main(["verify", "arrays.yaml", "--dataset", "synthetic-small"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fingerprint" in err, err
+
+
+@pytest.mark.slow
+def test_a_rerank_export_of_a_beir_folder_under_the_cwd_verifies(
+        data_folder: Path, capsys) -> None:
+    """``dataset: beir:my-beir`` (relative, in the current folder): export and verify read the
+    folder (issue 20: the cwd was masked, 'pairs/beir folder not found: <cwd>/***/...')."""
+    from retrieval.loaders.shared import load_cranfield
+    from retrieval.testing.byo import write_beir
+
+    pytest.importorskip("ranx")
+    try:
+        coll = load_cranfield(relevance="gain")
+    except DataError as exc:
+        pytest.skip(f"Cranfield data folder absent: {exc}")
+    write_beir(coll, data_folder / "my-beir", n_queries=24, n_docs=200, seed=3)
+    (data_folder / "rerank.yaml").write_text(yaml.safe_dump({
+        "name": "cwd-rerank", "dataset": "beir:my-beir", "depths": [0, 5, 10], "recall_k": 50,
+        "bm25": {"token_pattern": r"\w+"}, "latency": {"sample_queries": 1, "warmup": 0},
+        "router": {"quantiles": 4}}))
+    assert main(["tune", "rerank", "rerank.yaml", "--out", "rr", "--json"]) == 0
+    assert main(["export", "rr", "--engine", "rerank", "--out", "rerank-depth.yaml"]) == 0
+    doc = yaml.safe_load((data_folder / "rerank-depth.yaml").read_text())
+    assert doc["evidence"]["dataset"]["path"] == str(data_folder / "my-beir")
+    capsys.readouterr()
+    assert main(["verify", "rerank-depth.yaml", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["holds"] is True
