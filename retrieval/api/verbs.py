@@ -272,14 +272,19 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
     return ExportedConfig(Path(info.get("path") or out), engine, info)
 
 
-def verify(file: PathLike | ExportedConfig, *, engine: str | None = None) -> Verification:
+def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
+           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None
+           ) -> Verification:
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
-    ``engine``: measure the same settings on that engine (does the target transfer?)."""
+    ``engine``: measure the same settings on that engine (does the target transfer?).
+    ``dataset``: the data of an ANN export when the recorded one is not reachable (the
+    :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
+    manifest / HDF5 path); DataError unless its fingerprint is the recorded one."""
     from retrieval.export import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path, engine=engine)
+    report = verify_file(path, engine=engine, dataset=dataset)
     return Verification(path, bool(report.holds), report.to_dict())
 
 

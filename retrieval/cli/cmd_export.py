@@ -47,6 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "whether the false-hit cap holds there")
     v.add_argument("--engine", help="measure the file's settings on this engine instead "
                    "(does the target transfer?); exit 3: an engine rwb cannot run")
+    v.add_argument("--dataset", metavar="NAME|FILE",
+                   help="ANN exports: the data to re-measure on when the recorded one is not "
+                        "reachable (a dataset name, manifest .yaml or .hdf5 path); its "
+                        "fingerprint must be the recorded one")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -82,7 +86,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
         report = verify_transfer(args.file, args.pairs)
     else:
-        report = verify_file(args.file, engine=getattr(args, "engine", None))
+        report = verify_file(args.file, engine=getattr(args, "engine", None),
+                             dataset=getattr(args, "dataset", None))
     if isinstance(report, NotMeasurable):
         if args.json:
             print_json(report.to_dict())

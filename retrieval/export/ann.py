@@ -156,6 +156,18 @@ def evidence(
     return out
 
 
+def _dataset_ref(manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> Any:
+    ds = manifest.get("dataset") or {}
+    if "ref" not in ds:
+        return spec.get("dataset")
+    return ds["ref"] if ds["ref"] is not None else ds.get("name")
+
+
+def _in_memory(manifest: Mapping[str, Any]) -> bool:
+    ds = manifest.get("dataset") or {}
+    return "ref" in ds and ds["ref"] is None
+
+
 def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
            manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The sweep settings verify rebuilds and re-measures with; ``build_threads`` is the number
@@ -169,7 +181,9 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
         "build": dict(c.build),  # as the spec gave it (validated by the backend)
         "build_params": dict(c.build_params),  # with every default filled in
         "search": full_search(backend, c.search),
-        "dataset": spec.get("dataset"),
+        # absolute (resolves from any folder); runs before the reference was recorded: the
+        # spec's own entry; data given in memory: its name (verify --dataset gives it again)
+        "dataset": _dataset_ref(manifest or {}, spec),
         "metric": summary.metric,
         "k": summary.k,
         "seed": spec.get("seed", 0),
@@ -181,6 +195,7 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
         "modes": spec.get("modes", ["single", "batch"]),
         "query_split": {"heldout_fraction": tune.get("heldout_fraction", 0.5),
                         "seed": spec.get("seed", 0)},
+        **({"dataset_in_memory": True} if _in_memory(manifest or {}) else {}),
     }
 
 

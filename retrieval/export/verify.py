@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from retrieval.errors import ConfigError
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError, DataError, RwbError
 from retrieval.evaluate import Evaluator
 from retrieval.export.ann import FILE_KIND, full_search
 from retrieval.export.engines import translate
@@ -246,12 +247,52 @@ def _transfer(r: Rebuilt | Portable, engine: str, metric: str, dim: int, k: int,
     return _rebuilt(engine, native, metric, dim, k, f"{where} (as {engine})")
 
 
-def verify_ann(doc: Mapping[str, Any], path: Path | str,
-               engine: str | None = None) -> VerifyReport | NotMeasurable:
-    """Measure the config of an exported ANN file on its engine, or on ``engine`` (see module
-    doc)."""
+#: how to give the data when the recorded reference is not reachable
+GIVE_DATA = ("pass the data: rwb verify FILE --dataset NAME|MANIFEST|HDF5, or "
+             "retrieval.verify(FILE, dataset=...) (a VectorDataset for in-memory arrays)")
+
+
+def given_dataset(dataset: Any, where: str) -> VectorDataset:
+    """``dataset`` (a VectorDataset, or a dataset name / manifest / HDF5 path / mapping resolved
+    from the current directory) as a VectorDataset."""
     from retrieval.loaders.catalog import resolve_dataset
 
+    if isinstance(dataset, VectorDataset):
+        return dataset
+    if isinstance(dataset, Path):
+        dataset = str(dataset)
+    return resolve_dataset(dataset, where=f"{where}: --dataset")
+
+
+def _dataset(src: Mapping[str, Any], where: str, dataset: Any,
+             recorded_fp: str | None) -> VectorDataset:
+    """The data to re-measure on: ``dataset`` when given (its fingerprint must be the recorded
+    one: DataError otherwise), else the recorded ``source.dataset``."""
+    from retrieval.loaders.catalog import resolve_dataset
+
+    if dataset is not None:
+        ds = given_dataset(dataset, where)
+        if ds.fingerprint != recorded_fp:
+            raise DataError(
+                f"{where}: --dataset '{ds.name}' is not the data the config was tuned on "
+                f"(fingerprint {ds.fingerprint}; evidence.dataset.fingerprint {recorded_fp})")
+        return ds
+    ref = _need(src, "dataset", f"{where}: source")
+    if src.get("dataset_in_memory"):
+        raise ConfigError(f"{where}: the config was tuned on data given in memory ('{ref}', "
+                          f"fingerprint {recorded_fp}), which no file names; {GIVE_DATA}")
+    try:
+        return resolve_dataset(ref, where=f"{where}: field 'source.dataset'")
+    except RwbError as exc:
+        raise type(exc)(f"{exc}; or {GIVE_DATA}") from None
+
+
+def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = None,
+               dataset: Any = None) -> VerifyReport | NotMeasurable:
+    """Measure the config of an exported ANN file on its engine, or on ``engine`` (see module
+    doc); ``dataset``: the data to measure on instead of the recorded ``source.dataset`` (a
+    VectorDataset, or a dataset name / manifest / HDF5 path), refused unless its fingerprint is
+    the recorded one."""
     where = str(path)
     src = field_of(doc, "source", where, "mapping")
     ev = field_of(doc, "evidence", where, "mapping")
@@ -275,8 +316,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
         "fingerprint")
     if inverse_for(file_engine) is None and engine in (None, file_engine):
         return NotMeasurable(where, file_engine, str(_rebuilt(file_engine, {}, "", 0, k, where)))
-    ds = resolve_dataset(_need(src, "dataset", f"{where}: source"),
-                         where=f"{where}: field 'source.dataset'")
+    ds = _dataset(src, where, dataset, recorded_fp)
     metric, dim = str(ds.metric), int(ds.dim)
     rebuilt: Rebuilt | Portable | str = _rebuilt(file_engine, doc.get("config"), metric, dim,
                                                  k, where)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from retrieval import __version__
 from retrieval.errors import ConfigError
-from retrieval.redact import mask, redact_uri
+from retrieval.redact import mask, redact_error, redact_uri
 from retrieval.tune.config import RESUMABLE_FIELDS
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def open_storage(url: str) -> OpenedStorage:
     except ImportError as exc:  # optuna re-raises the driver's ModuleNotFoundError as this
         raise ConfigError(_driver_hint(display, scheme, url, exc)) from None
     except Exception as exc:  # any driver/IO failure: name the storage, hide credentials
-        reason = redact_uri(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        reason = redact_error(exc, url)  # also a piece of the password a client echoes
         raise ConfigError(f"--storage '{display}': cannot be opened ({reason})") from None
     raise ConfigError(f"--storage: unknown storage '{display}'; allowed: {ALLOWED}")
 

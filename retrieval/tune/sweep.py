@@ -19,7 +19,7 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
-from retrieval.redact import redact_uri
+from retrieval.redact import mask, redact_uri
 from retrieval.specfile import with_overrides
 from retrieval.store import RunDir, RunKind
 from retrieval.tune import trials as tr
@@ -92,6 +92,15 @@ def check_tunable(spec: SweepSpec) -> None:
         )
 
 
+def recorded_ref(spec: SweepSpec, given: VectorDataset | None) -> Any:
+    """The spec's dataset as a reference that resolves from any folder (absolute paths,
+    :func:`retrieval.loaders.catalog.dataset_ref`), what an export records for ``rwb verify``;
+    None for data given in memory (``dataset=``: verify needs it given again)."""
+    from retrieval.loaders.catalog import dataset_ref
+
+    return None if given is not None else dataset_ref(spec.dataset)
+
+
 def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bool]:
     """Whether a non-empty ``--out`` folder holds the sweep being resumed: its manifest names
     kind ``sweep``, study ``name`` and the same (redacted) storage (None: the folder's own
@@ -106,7 +115,8 @@ def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bo
         if not isinstance(study, dict) or manifest.get("kind", RunKind.SWEEP) != RunKind.SWEEP:
             return False
         display = storage_display or redact_uri(default_url(path))
-        return study.get("name") == name and study.get("storage") == display
+        # as the manifest recorded it (through the redaction policy of every run file)
+        return study.get("name") == name and study.get("storage") == mask(display)
 
     return check
 
@@ -180,7 +190,7 @@ def _sweep_into(
     run.write_manifest(
         kind=RunKind.SWEEP,
         seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
-        dataset=dataset_info(ds),
+        dataset={**dataset_info(ds), "ref": recorded_ref(spec, dataset)},
         spec_source=spec.source,
         study={"storage": opened.display, "name": name, "created_here": created},
     )

@@ -9,29 +9,18 @@ import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from retrieval.errors import BackendError, DataError
 from retrieval.indexes.base import SearchResult
+from retrieval.redact import redact_uri  # the one redaction policy (re-exported here)
 
 URI_ENV = "RWB_MILVUS_URI"
 TOKEN_ENV = "RWB_MILVUS_TOKEN"
 METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 PK, VEC = "id", "vec"
 WHERE = "backend 'milvus'"
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` without user/password and query string (safe to log or raise)."""
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 _QUIET_LOCK = threading.Lock()

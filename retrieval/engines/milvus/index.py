@@ -104,6 +104,7 @@ from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
+from retrieval.redact import redact_text, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             text = text.replace(self._token, "***")
         if self._uri and not self._embedded:
             text = text.replace(self._uri, redact_uri(self._uri))
+            text = redact_text(text, url_secrets(self._uri))  # pieces a client error shows
         return text
 
     def connect(self) -> Any:

@@ -42,7 +42,7 @@ from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
 from retrieval.indexes.registry import package_version
 from retrieval.params import Params
-from retrieval.redact import redact_text, redact_uri
+from retrieval.redact import redact_error, redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,9 @@ def resolve_url(url: str | None, where: str) -> str:
     return target
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return redact_text(text.splitlines()[0] if text else type(exc).__name__)[:300]
+def first_line(exc: BaseException, *urls: str | None) -> str:
+    """The first line of ``exc``, safe to show (the passwords of ``urls`` removed too)."""
+    return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
 class PgVectorIndex(PgVectorFilter, InProcessIndex):
@@ -162,7 +162,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         except psycopg.Error as exc:
             raise BackendError(
                 f"{self._where()}: cannot connect to PostgreSQL at {redact_uri(url)}: "
-                f"{type(exc).__name__}: {first_line(exc)}"
+                f"{type(exc).__name__}: {first_line(exc, url)}"
             ) from None
         try:
             has = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
