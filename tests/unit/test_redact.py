@@ -102,7 +102,7 @@ def test_uris_without_credentials_are_kept():
 
 
 def test_one_redaction_policy_for_milvus():
-    from retrieval.indexes import _milvus_common
+    from retrieval.engines.milvus import common as _milvus_common
     from retrieval.redact import redact_uri as policy
 
     assert _milvus_common.redact_uri is policy
