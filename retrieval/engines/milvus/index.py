@@ -101,6 +101,7 @@ from retrieval.engines.milvus.params import (
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.brute_check import BruteForceCheck
+from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
@@ -347,8 +348,13 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         if self._built_n:
             self._call("drop_collection", client.drop_collection, self.collection)
             self._built_n = 0
+        if self._call("has_collection", client.has_collection, self.collection):
+            raise BackendError(f"{WHERE}: Milvus at {self.where} already has a collection "
+                               f"'{self.collection}'; rwb never takes or drops a collection it "
+                               f"did not create")
         schema = self._add_attribute_fields(collection_schema(client, self.dim))
-        self._call("create_collection", client.create_collection, self.collection, schema=schema)
+        self._call("create_collection", client.create_collection, self.collection, schema=schema,
+                   properties=MILVUS_PROPERTIES)
         self._built_n = n
         pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()

@@ -40,6 +40,7 @@ from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
 from retrieval.engines.pgvector.params import OPERATOR, OPS, check_dim
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
+from retrieval.indexes.owned import pg_mark, pg_unlock
 from retrieval.indexes.registry import package_version
 from retrieval.params import Params
 from retrieval.redact import redact_error, redact_uri
@@ -109,6 +110,8 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         self._lock = threading.Lock()
         #: searching a table another process built (attach): never dropped here
         self._attached = False
+        #: this instance created self.table (only then is it dropped here)
+        self._owned = False
 
     # --- class hooks ------------------------------------------------------------------------
     @classmethod
@@ -200,13 +203,20 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
 
         conn = self.connect()
         self._plan_ok_k = -1
-        self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+        if self._owned:  # this instance's previous build
+            self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+            self._owned = False
         acols = self._attr_columns()
         avals = self._attr_values(x.shape[0])
         self._fplans, self._fbuilt = {}, self._fattrs
-        self._run("create table",
+        self._run("create table",  # fails on an existing table: never adopted, never dropped
                   f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim})"
                   + "".join(f", {c} {t}" for c, t in acols) + ")")
+        self._owned = True
+        try:
+            pg_mark(conn, self.table)
+        except psycopg.Error as exc:
+            raise self._fail("COMMENT ON TABLE", exc) from None
         notices: list[str] = []
         def on_notice(diag: Any) -> None:
             notices.append(str(diag.message_primary))
@@ -424,9 +434,11 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         if self._attached:  # another process's table
             self._attached = False
             return
-        if conn is not None and not conn.closed:
+        if conn is not None and not conn.closed and self._owned:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+                pg_unlock(conn, self.table)
+                self._owned = False
 
     def _close_thread_conns(self) -> None:
         with self._lock:
