@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
 pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
 
+from retrieval.engines.milvus.index import MilvusIndex
+from retrieval.engines.milvus.params import FlatBuild
+from retrieval.engines.milvus.server import milvus_lite_server
 from retrieval.errors import BackendError
-from retrieval.indexes._milvus_params import FlatBuild
-from retrieval.indexes.milvus import MilvusIndex
 from retrieval.loaders.synthetic import make_synthetic
-from retrieval.services.milvus_server import milvus_lite_server
 
 pytestmark = pytest.mark.milvus
 

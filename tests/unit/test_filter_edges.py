@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from retrieval.cli import main
+from retrieval.engines.milvus.filter import expression, string_literal
+from retrieval.engines.redis.filter import check_filter, predicate, stored_tag
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.spec import Where
-from retrieval.indexes._milvus_filter import expression, string_literal
-from retrieval.indexes._redis_filter import check_filter, predicate, stored_tag
 from retrieval.loaders.attributes import read_attribute_file
 
 
