@@ -15,6 +15,7 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
+from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.spec import FilterSpec
 from retrieval.filtering.workload import Bucket, bind_workload
 from retrieval.store import RunDir, RunKind
@@ -36,9 +37,34 @@ FEWER_THAN_K = ("a query whose filter matches m < k base vectors is scored over 
 def bind_spec_workload(spec: SweepSpec, ds: VectorDataset, ev: Evaluator) -> list[Bucket]:
     """The spec's filter buckets on ``ds`` (``place: near`` uses the evaluator's exact top-1)."""
     assert spec.filters is not None
-    return bind_workload(spec.filters, ds.attributes, ds.n_queries,
-                         nearest=ev.gt.ids[:, 0], seed=spec.seed,
-                         where=f"{spec.source}: field 'filters'")
+    buckets = bind_workload(spec.filters, ds.attributes, ds.n_queries,
+                            nearest=ev.gt.ids[:, 0], seed=spec.seed,
+                            where=f"{spec.source}: field 'filters'")
+    if ds.attributes is not None:
+        check_engine_filters(spec, buckets, ds.attributes)
+    return buckets
+
+
+def check_engine_filters(spec: SweepSpec, buckets: list[Bucket], attrs: Attributes) -> None:
+    """Refuse, before anything is built or measured, a filter that a backend measured with the
+    ``engine`` strategy cannot express faithfully (its ``check_filter(where, attrs)``, when it
+    has one: e.g. a Redis TAG label that whitespace trimming merges with another)."""
+    from retrieval.indexes.registry import get_backend
+
+    assert spec.filters is not None
+    if "engine" not in spec.filters.strategies:
+        return
+    for i, e in enumerate(spec.indexes):
+        check = getattr(get_backend(e.backend), "check_filter", None)
+        if check is None:
+            continue
+        for b in buckets:
+            for f in b.filters:
+                try:
+                    check(f.where, attrs)
+                except ConfigError as exc:
+                    raise ConfigError(f"{spec.source}: field 'indexes[{i}]' with filter bucket "
+                                      f"'{b.name}': {exc}") from None
 
 
 def check_strategies(spec: SweepSpec) -> None:

@@ -49,6 +49,23 @@ class OpenedStorage:
     kind: str  # "rdb" | "journal-file" | "journal-redis"
 
 
+#: Optuna's SQL schema holds a study name in VARCHAR(512) (PostgreSQL and MySQL refuse a longer
+#: one at the commit, with a misleading message; SQLite does not check)
+STUDY_NAME_MAX = 512
+
+
+def check_study_name(name: str, storage: str | None) -> None:
+    """ConfigError (one line) for a study name an SQL storage (``storage``, None: the run's
+    own SQLite) cannot hold; checked before the run folder is created."""
+    if storage is not None and _scheme(storage) not in RDB_SCHEMES:
+        return
+    if len(name) > STUDY_NAME_MAX:
+        shown = name if len(name) <= 40 else name[:37] + "..."
+        raise ConfigError(f"--study: a study name in an SQL storage holds at most "
+                          f"{STUDY_NAME_MAX} characters (Optuna's schema); received "
+                          f"{len(name)} characters ({shown!r})")
+
+
 def default_url(run_dir: Path) -> str:
     return f"sqlite:///{(run_dir / 'study.db').resolve()}"
 

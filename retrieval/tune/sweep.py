@@ -29,7 +29,13 @@ from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
-from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
+from retrieval.tune.storage import (
+    check_study_name,
+    default_url,
+    open_storage,
+    open_study,
+    spec_document,
+)
 from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
@@ -45,6 +51,21 @@ class SweepResult:
     points_measured: int
 
 
+def is_count(value: object) -> bool:
+    """An int >= 1 (a bool or a string is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_target_recall(target: object, field: str) -> None:
+    """ConfigError (one line) unless ``target`` is None or a number in (0, 1] (the Python API
+    passes it unparsed: ``'high'`` or ``True`` are refused here, not compared)."""
+    if target is None:
+        return
+    if (isinstance(target, bool) or not isinstance(target, int | float)
+            or not 0.0 < target <= 1.0):
+        raise param_error(field, "in (0, 1]", target)
+
+
 def apply_overrides(
     spec: SweepSpec,
     *,
@@ -58,10 +79,9 @@ def apply_overrides(
     field's range is refused as it would be in the file); the index entries are not validated
     again (they did not change)."""
     if strategy is not None and strategy not in STRATEGIES:
-        raise unknown_name_error("strategy", strategy, STRATEGIES, where="--strategy")
-    if target is not None and not (0.0 < target <= 1.0):
-        raise param_error("--target-recall", "in (0, 1]", target)
-    if n_trials is not None and n_trials < 1:
+        raise unknown_name_error("strategy", str(strategy), STRATEGIES, where="--strategy")
+    check_target_recall(target, "--target-recall")
+    if n_trials is not None and not is_count(n_trials):
         raise param_error("--n-trials", "an integer >= 1", n_trials)
     tune = {k: v for k, v in (("strategy", strategy), ("n_trials", n_trials)) if v is not None}
     if build_threads is not None and (isinstance(build_threads, bool) or build_threads < 1):
@@ -145,6 +165,7 @@ def run_sweep(
                               f"study (not resumable): drop --storage / --study")
         return _filtered_sweep(spec, out, dataset, progress, force, started)
     name = study or spec.name
+    check_study_name(name, storage)
     resumable = resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():

@@ -79,6 +79,8 @@ from retrieval.engines.milvus.common import (
     VEC,
     WHERE,
     check_ids,
+    install_call_filter,
+    quiet_call,
     quiet_pymilvus,
     redact_uri,
     to_result,
@@ -258,6 +260,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             return self._client
         from pymilvus import MilvusClient
 
+        install_call_filter()
         if self._embedded:
             self._client = self._open_lite(MilvusClient)
             return self._client
@@ -315,8 +318,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one RPC; a failure becomes a one-line BackendError (pymilvus's own traceback
-        logging is silenced, except on the search hot path)."""
-        quiet = quiet_pymilvus() if what != "search" else contextlib.nullcontext()
+        logging is silenced: a search only in the calling thread, see ``quiet_call``)."""
+        quiet = quiet_pymilvus() if what != "search" else quiet_call()
         try:
             with quiet:
                 return fn(*args, **kwargs)
@@ -499,7 +502,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         for s in range(0, len(q), self.query_batch):
             chunk = q[s:s + self.query_batch]
             try:
-                res = await client.search(**self._search_kwargs(chunk, k, params))
+                with quiet_call():
+                    res = await client.search(**self._search_kwargs(chunk, k, params))
             except Exception as exc:
                 raise BackendError(
                     f"{WHERE}: async search failed on {self.where}: {type(exc).__name__}: "
