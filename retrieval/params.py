@@ -50,7 +50,9 @@ def _describe_expected(err: Mapping[str, Any]) -> str:
         return "a finite number"
     if kind in ("too_short", "too_long"):
         n = ctx.get("min_length" if kind == "too_short" else "max_length")
-        what = {list: "a list", dict: "a mapping"}.get(type(err.get("input")), "a collection")
+        got = err.get("input")
+        what = ("a list" if isinstance(got, list) else "a mapping" if isinstance(got, dict)
+                else "a collection")
         least = "at least" if kind == "too_short" else "at most"
         return f"{what} of {least} {n} item{'s' * (n != 1)}"
     if kind in ("string_too_short", "string_too_long"):

@@ -112,7 +112,8 @@ class LoadSpec(Params):
     timeout_ms: float = Field(1000.0, gt=0.0, le=MAX_DURATION_S * 1000.0, allow_inf_nan=False,
                               description="a later answer is a timeout")
     max_lag_us: float | None = Field(
-        None, gt=0.0, allow_inf_nan=False, description="generator lag p99 allowed, us (None: a tenth of the SLO's "
+        None, gt=0.0, allow_inf_nan=False,
+        description="generator lag p99 allowed, us (None: a tenth of the SLO's "
         "p99: the generator's own lateness may use at most 10% of the latency budget)")
     abort_errors: int = Field(50, ge=1, description="consecutive errors that end a point")
     closed: ClosedSpec | None = Field(default_factory=ClosedSpec)
@@ -163,7 +164,7 @@ def _check_rates(spec: LoadSpec) -> None:
         most = min(MAX_QPS, MAX_SCHEDULED / spec.duration_s)
         for field, r in rates:
             if not 0 < r <= most:  # nan and inf fail too
-                why = (f"the most one load generator keeps to" if most == MAX_QPS else
+                why = ("the most one load generator keeps to" if most == MAX_QPS else
                        f"{MAX_SCHEDULED:,} requests per point of duration_s "
                        f"{spec.duration_s:g} s")
                 raise param_error(field, f"a rate in QPS > 0 and <= {most:,.0f} ({why})", r,
