@@ -143,8 +143,8 @@ def format_validation_error(
     text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
     if err.get("type") == "value_error":
         text = f"field '{field}': {str(err.get('msg', '')).removeprefix('Value error, ')}"
-        if received is not None and not isinstance(received, dict):
-            text += f"; received {received!r}"
+        if received is not None and not isinstance(received, dict) and "received" not in text:
+            text += f"; received {received!r}"  # unless the validator said it already
     return ConfigError(f"{where}: {text}" if where else text)
 
 

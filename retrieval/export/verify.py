@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from retrieval.errors import ConfigError, param_error
+from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
 from retrieval.export.ann import EVIDENCE_FIELDS, FILE_KIND, TOP_FIELDS, full_search
 from retrieval.export.engines import translate
@@ -37,7 +37,7 @@ from retrieval.export.files import check_layout, field_of
 from retrieval.export.inverse import PORTABLE_READERS, Rebuilt, inverse_for
 from retrieval.export.portable import Portable, portable
 from retrieval.export.registry import register_verifier
-from retrieval.indexes.registry import get_backend
+from retrieval.indexes.registry import all_backends, get_backend
 from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
@@ -113,6 +113,16 @@ def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in doc or doc[key] is None:
         raise ConfigError(f"{where}: field '{key}' is missing; is this a file from rwb export?")
     return doc[key]
+
+
+def known_engine(doc: Mapping[str, Any], where: str) -> str:
+    """The file's ``engine``: one rwb exports to (any other name is an edit: ConfigError)."""
+    from retrieval.export.engines import ANN_ENGINES
+
+    engine = field_of(doc, "engine", where, "string")
+    if engine not in ANN_ENGINES:
+        raise unknown_name_error("engine", engine, ANN_ENGINES, where=f"{where}: field 'engine'")
+    return str(engine)
 
 
 def _flat(d: Any, prefix: str) -> dict[str, Any]:
@@ -287,9 +297,12 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
     check_layout(doc, where, FILE_KIND, TOP_FIELDS, EVIDENCE_FIELDS)
     src = field_of(doc, "source", where, "mapping")
     ev = field_of(doc, "evidence", where, "mapping")
-    file_engine = str(_need(doc, "engine", where))
+    file_engine = known_engine(doc, where)
     target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
     src_backend = str(_need(src, "backend", f"{where}: source"))
+    if src_backend not in all_backends():
+        raise unknown_name_error("backend", src_backend, all_backends(),
+                                 where=f"{where}: field 'source.backend'")
     k = field_of(doc, "source.k", where, "integer", ge=1)
     checks: list[dict[str, Any]] = k_check(doc, k, where)
     seed = field_of(doc, "source.seed", where, "integer", default=0)

@@ -34,7 +34,13 @@ from retrieval.export.filtered import EVIDENCE_FIELDS, FILE_KIND, TOP_FIELDS, en
 from retrieval.export.inverse import Rebuilt, inverse_for
 from retrieval.export.portable import stated_build
 from retrieval.export.registry import register_verifier
-from retrieval.export.verify import NotMeasurable, config_diffs, evidence_checks, k_check
+from retrieval.export.verify import (
+    NotMeasurable,
+    config_diffs,
+    evidence_checks,
+    k_check,
+    known_engine,
+)
 from retrieval.filtering.spec import STRATEGIES
 
 EPS = 1e-9
@@ -78,7 +84,7 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
 
     where = str(path)
     check_layout(doc, where, FILE_KIND, TOP_FIELDS, EVIDENCE_FIELDS)
-    engine = str(field_of(doc, "engine", where, "string"))
+    engine = known_engine(doc, where)
     ops = field_of(doc, "operating_points", where, "list")
     if not ops:  # nothing to measure would hold vacuously
         raise param_error("operating_points", "a non-empty list (one point per bucket with a "

@@ -273,3 +273,37 @@ def test_export_backend_picks_that_backends_points(tmp_path: Path,
                  "--out", str(tmp_path / "x.yaml")]) == 2
     err = capsys.readouterr().err
     assert "--backend: unknown backend 'nope'" in err and "hnswlib" in err
+
+
+# --- wording (item 12 of the trust round) ----------------------------------------------------
+@pytest.mark.parametrize("engine", ["../../etc/passwd", "Milvus"])
+def test_an_engine_rwb_does_not_export_to_is_refused_not_unmeasurable(
+        ann_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    path, doc = _export(ann_run, tmp_path)
+    doc["engine"] = engine
+    _refused(_write(path, doc), capsys, "field 'engine': unknown engine", repr(engine))
+
+
+def test_an_unknown_source_backend_names_the_file_and_field(
+        ann_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, doc = _export(ann_run, tmp_path)
+    doc["source"]["backend"] = "nope"
+    _refused(_write(path, doc), capsys, "field 'source.backend': unknown backend 'nope'")
+
+
+def test_export_over_an_earlier_export_says_it_replaced_it(
+        ann_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "h.yaml"
+    args = ["export", str(ann_run), "--engine", "hnswlib", "--out", str(out)]
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "replaced" not in capsys.readouterr().out
+    assert main(args) == 0
+    assert f"wrote {out} (replaced an earlier rwb export)" in capsys.readouterr().out
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("my: notes\n")
+    assert main([*args[:-1], str(mine)]) == 2
+    assert mine.read_text() == "my: notes\n"
+    capsys.readouterr()
+    assert main([*args[:-1], str(mine), "--force"]) == 0
+    assert "(replaced the file that was there: --force)" in capsys.readouterr().out
