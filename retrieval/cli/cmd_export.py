@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from retrieval.cli._common import print_json
@@ -61,6 +62,10 @@ def run_export(args: argparse.Namespace) -> int:
     from retrieval.store import check_out_file
 
     check_out_file(args.out, force=args.force, ours=is_rwb_export)
+    out = Path(args.out)
+    # what is there now: an earlier rwb export (check_out_file let it through), or --force
+    replaced = ("" if not out.is_file() else " (replaced an earlier rwb export)"
+                if is_rwb_export(out) else " (replaced the file that was there: --force)")
     try:
         result = export_run(args.run, args.engine, args.out, backend=args.backend)
     except NothingToExport as exc:
@@ -68,11 +73,11 @@ def run_export(args: argparse.Namespace) -> int:
         return 1
     info = result.to_dict()
     if args.json:
-        print_json(info)
+        print_json({**info, "replaced": bool(replaced)})
     else:
         label = info.get("label")
         extra = f" from {label} ({info.get('backend')})" if label else ""
-        print(f"wrote {info.get('path')}: {args.engine} config{extra}")
+        print(f"wrote {info.get('path')}{replaced}: {args.engine} config{extra}")
     return 0
 
 

@@ -39,6 +39,16 @@ LIBRARIES = ("retrieval-workbench", "numpy", "optuna",
              *(lib for d in all_engines().values() for lib in d.libraries))
 #: the ``kind`` of an exported ANN file
 FILE_KIND = "ann-index"
+#: the top-level and ``evidence`` fields an ANN export has (``rwb verify`` refuses others)
+TOP_FIELDS = ("rwb_export", "kind", "engine", "config", "evidence", "source")
+EVIDENCE_FIELDS = (
+    "target_recall", "k", "recall_definition", "recall", "recall_lower_bound", "confidence",
+    "tuning_queries", "heldout_recall", "heldout_recall_lower_bound", "heldout_queries",
+    "heldout_meets_target", "latency_ms", "qps", "qps_mode", "threads", "build_s",
+    "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
+    "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
+    "exported_at", "exported_by", "note", "capacity_at_slo",
+)
 
 
 @dataclass(frozen=True)
@@ -210,7 +220,8 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
     if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
-        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec)
+        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec,
+                               backend)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

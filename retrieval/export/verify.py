@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from retrieval.data import VectorDataset
-from retrieval.errors import ConfigError, DataError, RwbError
+from retrieval.errors import ConfigError, DataError, RwbError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
-from retrieval.export.ann import FILE_KIND, full_search
+from retrieval.export.ann import EVIDENCE_FIELDS, FILE_KIND, TOP_FIELDS, full_search
 from retrieval.export.engines import translate
-from retrieval.export.files import field_of
+from retrieval.export.files import check_layout, field_of
 from retrieval.export.inverse import PORTABLE_READERS, Rebuilt, inverse_for
 from retrieval.export.portable import Portable, portable
 from retrieval.export.registry import register_verifier
-from retrieval.indexes.registry import get_backend
+from retrieval.indexes.registry import all_backends, get_backend
 from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
@@ -116,6 +116,16 @@ def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
     return doc[key]
 
 
+def known_engine(doc: Mapping[str, Any], where: str) -> str:
+    """The file's ``engine``: one rwb exports to (any other name is an edit: ConfigError)."""
+    from retrieval.export.engines import ANN_ENGINES
+
+    engine = field_of(doc, "engine", where, "string")
+    if engine not in ANN_ENGINES:
+        raise unknown_name_error("engine", engine, ANN_ENGINES, where=f"{where}: field 'engine'")
+    return str(engine)
+
+
 def _flat(d: Any, prefix: str) -> dict[str, Any]:
     if isinstance(d, Mapping):
         out: dict[str, Any] = {}
@@ -181,6 +191,37 @@ def _tolerance(r: float, n: int, k: int) -> float:
     error is taken over queries, not over the n*k neighbours (which are not independent; seen:
     a Qdrant rebuild of a small collection moved the lower bound by 0.08)."""
     return max(0.05, 4.0 * math.sqrt(max(r * (1 - r), 1e-4) / max(n, 1)))
+
+
+def k_check(doc: Mapping[str, Any], k: int, where: str) -> list[dict[str, Any]]:
+    """``evidence.k`` (an integer >= 1, else ConfigError) is the ``k`` verify measures with."""
+    recorded = field_of(doc, "evidence.k", where, "integer", default=None, ge=1)
+    if recorded is None or recorded == k:
+        return []
+    return [{"check": "evidence.k", "passed": False, "measured": k,
+             "expected": f"{recorded} (the evidence's k; the source measures recall@{k})",
+             "fields": ["evidence.k"]}]
+
+
+def heldout_meets_check(ev: Mapping[str, Any], held: Remeasured | None, target: float,
+                        where: str) -> list[dict[str, Any]]:
+    """``evidence.heldout_meets_target`` says what the held-out recall says: the recorded one
+    (itself checked against a re-measurement), else the re-measured one."""
+    meets = ev.get("heldout_meets_target")
+    if meets is None:
+        return []
+    if not isinstance(meets, bool):
+        raise param_error("evidence.heldout_meets_target", "true or false", meets, where=where)
+    recall = ev.get("heldout_recall")
+    if not isinstance(recall, int | float) or isinstance(recall, bool):
+        if held is None:
+            return []
+        recall = held.recall
+    now = bool(float(recall) >= target - EPS)
+    return [{"check": "evidence.heldout_meets_target", "passed": meets == now,
+             "measured": now,
+             "expected": f"{meets} (held-out recall {float(recall):.6g} vs target {target})",
+             "fields": [] if meets == now else ["evidence.heldout_meets_target"]}]
 
 
 def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasured | None,
@@ -294,12 +335,17 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
     VectorDataset, or a dataset name / manifest / HDF5 path), refused unless its fingerprint is
     the recorded one."""
     where = str(path)
+    check_layout(doc, where, FILE_KIND, TOP_FIELDS, EVIDENCE_FIELDS)
     src = field_of(doc, "source", where, "mapping")
     ev = field_of(doc, "evidence", where, "mapping")
-    file_engine = str(_need(doc, "engine", where))
+    file_engine = known_engine(doc, where)
     target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
     src_backend = str(_need(src, "backend", f"{where}: source"))
+    if src_backend not in all_backends():
+        raise unknown_name_error("backend", src_backend, all_backends(),
+                                 where=f"{where}: field 'source.backend'")
     k = field_of(doc, "source.k", where, "integer", ge=1)
+    checks: list[dict[str, Any]] = k_check(doc, k, where)
     seed = field_of(doc, "source.seed", where, "integer", default=0)
     heldout_fraction = float(field_of(doc, "source.query_split.heldout_fraction", where,
                                       "number", default=0.5, gt=0.0, le=1.0))
@@ -325,7 +371,6 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
         if reader is None or not isinstance(doc.get("config"), Mapping):
             return NotMeasurable(where, file_engine, rebuilt)
         rebuilt = reader(doc["config"], metric, where)
-    checks: list[dict[str, Any]] = []
     if engine is not None and engine != file_engine:
         moved = _transfer(rebuilt, engine, metric, dim, k, where)
         if isinstance(moved, str):
@@ -334,7 +379,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
     else:
         assert isinstance(rebuilt, Rebuilt)
         measure_on = rebuilt
-        checks.append(config_check(doc, src, file_engine, metric, dim, k))
+        checks.append(cfg_check := config_check(doc, src, file_engine, metric, dim, k))
     split = split_queries(ds.n_queries, heldout_fraction, split_seed)
     modes = src.get("modes") or ["single", "batch"]
     with Evaluator(ds, k, threads=threads, seed=seed, warmup=warmup,
@@ -346,7 +391,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
         if engine is None or engine == file_engine:
             src_build = _need(src, "build", f"{where}: source")
             src_search = _need(src, "search", f"{where}: source")
-            same = src_backend == measure_on.backend and checks[0]["passed"]
+            same = src_backend == measure_on.backend and cfg_check["passed"]
             ev_built = built
             if same:
                 ev_res, ev_held = res, held
@@ -358,6 +403,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
             same_index = build_threads == 1 or ev_built.outcome.cache == "hit"
             checks += evidence_checks(ev, ev_res, ev_held, src_backend, k,
                                       1 if same_index else build_threads)
+            checks += heldout_meets_check(ev, ev_held, target, where)
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     bound = bool(res.recall_lb >= target - EPS)
     return VerifyReport(

@@ -315,6 +315,13 @@ class IndexCache:
         self.settings = settings or CacheSettings()
         self.enabled, self.root, self.max_bytes = self.settings.resolve()
         self._unwritable = False
+        self._told_too_big = False  # "does not fit" is warned once (then logged at info)
+
+    def _limit_source(self) -> str:
+        """Where the size limit came from, for messages."""
+        if self.settings.max_mb is not None:
+            return "the spec's index_build.cache_max_mb"
+        return ENV_MAX if os.environ.get(ENV_MAX) else f"the default; set {ENV_MAX}"
 
     # --- reading -------------------------------------------------------------------------------
     def _drop(self, folder: Path, why: str) -> None:
@@ -440,8 +447,11 @@ class IndexCache:
                      for n in names}
             total = sum(int(f["bytes"]) for f in files.values())
             if total > self.max_bytes:
-                log.warning("index cache: an entry of %.1f MB does not fit the limit of %.1f MB "
-                            "(%s); not cached", total / 1e6, self.max_bytes / 1e6, ENV_MAX)
+                level = logging.INFO if self._told_too_big else logging.WARNING
+                self._told_too_big = True
+                log.log(level, "index cache: an entry of %.3g MB does not fit the limit of "
+                        "%.3g MB (%s); not cached", total / 1e6, self.max_bytes / 1e6,
+                        self._limit_source())
                 shutil.rmtree(tmp, ignore_errors=True)
                 return None
             meta = {MARKER: FORMAT, "key": key, "identity": identity, "files": files,

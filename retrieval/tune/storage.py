@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval import __version__
-from retrieval.errors import ConfigError
+from retrieval.errors import BackendError, ConfigError
 from retrieval.redact import mask, redact_error, redact_uri
 from retrieval.tune.config import RESUMABLE_FIELDS
 
@@ -64,6 +64,78 @@ def check_study_name(name: str, storage: str | None) -> None:
         raise ConfigError(f"--study: a study name in an SQL storage holds at most "
                           f"{STUDY_NAME_MAX} characters (Optuna's schema); received "
                           f"{len(name)} characters ({shown!r})")
+class StorageLost(BackendError):
+    """The study's storage stopped answering mid-sweep (its server died or became unreachable):
+    every trial finished before is kept in it; the sweep resumes once it answers again.
+    ``run_path``: the run directory to resume into."""
+
+    def __init__(self, message: str, run_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.run_path = run_path
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _connection_error(e: BaseException) -> bool:
+    """A lost connection, by the client library's own exception types (imported only when the
+    library is: a storage that never used it cannot have raised it)."""
+    import sys
+
+    checks = []
+    if "sqlalchemy" in sys.modules:
+        import sqlalchemy.exc as sa
+
+        checks.append(isinstance(e, sa.OperationalError | sa.InterfaceError)
+                      or (isinstance(e, sa.DBAPIError) and bool(e.connection_invalidated)))
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        checks.append(isinstance(e, psycopg.OperationalError | psycopg.InterfaceError))
+    if "redis" in sys.modules:
+        import redis.exceptions as rx
+
+        checks.append(isinstance(e, rx.ConnectionError | rx.TimeoutError))
+    return any(checks) or isinstance(e, ConnectionError)
+
+
+def storage_failure(exc: BaseException) -> BaseException | None:
+    """The connection error behind ``exc`` when ``exc`` is a storage that stopped answering
+    (optuna wraps it as a StorageInternalError, "e.g. exceeding max length"), else None. Only
+    an error raised inside Optuna's storage code counts (a pgvector or Redis index backend that
+    lost its server is that backend's failure, not the study's)."""
+    chain = list(_chain(exc))
+    if not any(_in_optuna_storage(e) for e in chain):
+        return None
+    return next((e for e in chain if _connection_error(e)), None)
+
+
+def _in_optuna_storage(e: BaseException) -> bool:
+    tb = e.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/optuna/storages/" in path:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def storage_lost(display: str, cause: BaseException, run_path: Path | None) -> StorageLost:
+    """One line: which storage (credentials removed) stopped answering, why (the driver's
+    first line), and that the trials finished before are kept."""
+    why = redact_uri(str(cause).strip().splitlines()[0] if str(cause).strip() else "")
+    why = f"{type(cause).__name__}: {why}" if why else type(cause).__name__
+    if len(why) > 200:
+        why = why[:197] + "..."
+    return StorageLost(
+        f"--storage '{display}' stopped answering mid-sweep ({why}); every trial finished "
+        f"before is kept there (the one in flight is failed when the sweep resumes)", run_path)
 
 
 def default_url(run_dir: Path) -> str:

@@ -30,11 +30,14 @@ from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import (
+    OpenedStorage,
     check_study_name,
     default_url,
     open_storage,
     open_study,
     spec_document,
+    storage_failure,
+    storage_lost,
 )
 from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_units
@@ -191,8 +194,6 @@ def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
 ) -> SweepResult:
-    strategy = spec.tune.strategy
-    labels = entry_labels(spec)
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
             if run.file(link).is_symlink():
@@ -200,6 +201,23 @@ def _sweep_into(
                                   f"through links (remove it)")
     opened = open_storage(storage or default_url(run.path))
     ds = dataset or load_vectors(spec)
+    try:
+        return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
+                            recorded_ref(spec, dataset))
+    except Exception as exc:
+        lost = storage_failure(exc)
+        if lost is None:
+            raise
+        raise storage_lost(opened.display, lost, run.path) from None
+
+
+def _sweep_study(
+    run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
+    ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
+    ref: Any,
+) -> SweepResult:
+    strategy = spec.tune.strategy
+    labels = entry_labels(spec)
     doc = spec_document(resolved(spec), ds.fingerprint)
     metric = study_metric(strategy, spec.tune.objective)
     sampler = make_sampler(spec.tune, spec.seed)
@@ -211,7 +229,7 @@ def _sweep_into(
     run.write_manifest(
         kind=RunKind.SWEEP,
         seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
-        dataset={**dataset_info(ds), "ref": recorded_ref(spec, dataset)},
+        dataset={**dataset_info(ds), "ref": ref},
         spec_source=spec.source,
         study={"storage": opened.display, "name": name, "created_here": created},
     )
