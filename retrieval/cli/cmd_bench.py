@@ -75,7 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("spec", help="fan-out spec YAML (e.g. sweeps/fanout-3-collections.yaml)")
     f.add_argument("--backend", help="put every collection on this backend (default params)")
     f.add_argument("--server", action="store_true",
-                   help="with --backend milvus: a Milvus Lite server process by URI")
+                   help="a private server process of the backend's engine, by URI "
+                        "(engines with one)")
     f.add_argument("--servers", choices=["shared", "per-collection"],
                    help="server collections share one server process or get one each")
     f.add_argument("--queries", type=int, help="override the number of queries")
@@ -198,10 +199,12 @@ def _print_runtimes(rt: dict[str, Any]) -> None:
 def run_fanout(args: argparse.Namespace) -> int:
     from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
     from retrieval.bench.fanout.spec import load_fanout_spec, parse_fanout_spec, with_backend
+    from retrieval.indexes.engine import server_backends
 
     spec = load_fanout_spec(args.spec)
-    if args.server and args.backend != "milvus":
-        raise ConfigError("bench fanout: --server needs --backend milvus")
+    if args.server and args.backend not in server_backends():
+        raise ConfigError(f"bench fanout: --server needs --backend one of "
+                          f"{', '.join(server_backends())}; received {args.backend!r}")
     if args.backend:
         spec = with_backend(spec, args.backend, server=args.server, servers=args.servers)
     elif args.servers:

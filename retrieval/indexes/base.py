@@ -195,6 +195,9 @@ class IndexBackend:
     monotone_knobs: ClassVar[tuple[str, ...]] = ()
     #: python modules that must be importable for the backend to be available
     requires: ClassVar[tuple[str, ...]] = ()
+    #: (build, search) params a benchmark uses when it swaps this backend in (``rwb bench
+    #: fanout --backend``): reasonable, not tuned
+    bench_defaults: ClassVar[tuple[dict[str, Any], dict[str, Any]]] = ({}, {})
 
     def __init__(
         self,

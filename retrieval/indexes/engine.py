@@ -17,10 +17,11 @@ import importlib.util
 import logging
 import pkgutil
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.errors import unknown_name_error
+from retrieval.errors import param_error, unknown_name_error
 from retrieval.indexes.portable import Inverse, PortableReader, Translator
 
 #: a filtered operating point's native extras. Called with the full search params of the
@@ -28,6 +29,9 @@ from retrieval.indexes.portable import Inverse, PortableReader, Translator
 #: the filter-only knobs that have no neutral form (so the rest translates) and returns a
 #: function (native config) -> (native config, extra fields of the exported entry) that adds
 #: them back; None when none apply.
+#: a private server process of an engine for one run: ``local_server(data_dir, threads=n)`` is a
+#: context manager that yields the URI its backends take as ``uri=`` (stopped on exit)
+LocalServer = Callable[..., AbstractContextManager[str]]
 FilterKnobs = Callable[
     [dict[str, Any], Mapping[str, Any]],
     Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]] | None,
@@ -52,7 +56,8 @@ class EngineDescriptor:
     rwb cannot export to / run that engine); ``portable_reader``: the neutral form of a config of
     an engine rwb cannot run; ``filter_form``: how a filter is written in the engine (export
     text); ``filter_knobs``: see :data:`FilterKnobs`; ``server``: the module of its local server
-    (``start`` / ``stop``), if it has one; ``takes_auto``: whether it accepts a
+    (``start`` / ``stop``), if it has one; ``local_server``: see :data:`LocalServer`;
+    ``takes_auto``: whether it accepts a
     let-the-engine-choose (AUTOINDEX) config."""
 
     name: str
@@ -67,11 +72,32 @@ class EngineDescriptor:
     filter_form: str | None = None
     filter_knobs: FilterKnobs | None = None
     server: str | None = None
+    local_server: LocalServer | None = None
     takes_auto: bool = False
     summary: str = ""
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}
+
+
+def local_server_of(backend: str) -> LocalServer | None:
+    """The private-server context manager of ``backend``'s engine (None: it has none)."""
+    desc = engine_of_backend(backend)
+    return desc.local_server if desc is not None else None
+
+
+def server_backends() -> tuple[str, ...]:
+    """The backends whose engine can run a private server process (``server: true``)."""
+    return tuple(b for d in all_engines().values() if d.local_server is not None
+                 for b in d.backends)
+
+
+def check_server_flag(server: bool, backend: str, field: str, where: str | None) -> None:
+    """One line when ``server: true`` names a backend whose engine has no local server."""
+    if server and local_server_of(backend) is None:
+        allowed = ", ".join(f"'{b}'" for b in server_backends()) or "none here"
+        raise param_error(field, f"false unless backend is one of {allowed}", server,
+                          where=where)
 _DISCOVERED = False
 _DISCOVERING = False
 
@@ -172,13 +198,17 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "EngineDescriptor",
     "FilterKnobs",
+    "LocalServer",
     "all_engines",
+    "check_server_flag",
     "discover",
     "ef_knobs",
     "engine_names",
     "engine_of_backend",
     "get_engine",
     "install_hint",
+    "local_server_of",
     "register_engine",
     "search_knobs",
+    "server_backends",
 ]

@@ -17,6 +17,7 @@ from retrieval.bench.fanout.retriever import Member
 from retrieval.bench.fanout.spec import ALIASES, FanoutCollection, FanoutSpec, checked
 from retrieval.data import TextCollection, normalize_rows
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.engine import LocalServer, local_server_of
 from retrieval.indexes.entry import apply_search
 from retrieval.timing import timed
 
@@ -111,32 +112,33 @@ def check_dims(spec: FanoutSpec, prepared: list[PreparedCollection],
 @contextlib.contextmanager
 def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
                   workdir: Path) -> Iterator[tuple[list[Member], list[dict[str, Any]]]]:
-    """Build one index per collection (collections with ``server: true`` are served by a Milvus
-    Lite server process: one shared, or one each with ``servers: per-collection``); yield the
-    members and their build facts; close everything after."""
+    """Build one index per collection (collections with ``server: true`` are served by their
+    engine's private server process (:data:`retrieval.indexes.engine.LocalServer`): one shared
+    per engine, or one each with ``servers: per-collection``); yield the members and their build
+    facts; close everything after."""
     from retrieval.indexes.registry import create_index, get_backend
 
     members: list[Member] = []
     facts: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
-        from retrieval.engines.milvus.server import milvus_lite_server
-
-        uri = None
         per = spec.servers == "per-collection"
-        if any(p.spec.server for p in prepared) and not per:
-            uri = stack.enter_context(milvus_lite_server(workdir / "milvus-server",
-                                                         threads=spec.threads))
-        own = _start_servers(stack, [workdir / f"milvus-server-{p.spec.name}"
-                                     for p in prepared if p.spec.server and per], spec.threads)
+        served = [p for p in prepared if p.spec.server]
+        shared: dict[str, str] = {}
+        if served and not per:
+            for backend in dict.fromkeys(p.spec.backend for p in served):
+                serve = _serve(backend)
+                shared[backend] = stack.enter_context(
+                    serve(workdir / f"{backend}-server", threads=spec.threads))
+        own = _start_servers(stack, [(p.spec.backend, workdir / f"server-{p.spec.name}")
+                                     for p in served if per], spec.threads)
         for p in prepared:
             c = p.spec
-            if c.server and per:  # its own server process
-                uri = own.pop(0)
             dim = int(p.vectors.shape[1])
             ce = checked(spec, spec.collections.index(c))  # validated at load: remembered
             (bp,) = ce.builds()
             if c.server:
-                cls = get_backend("milvus")
+                uri = own.pop(0) if per else shared[c.backend]  # its own, or the shared one
+                cls = get_backend(c.backend)
                 index: Any = cls(dim, "cosine", bp, seed=spec.seed,  # type: ignore[call-arg]
                                  threads=spec.threads, workdir=workdir, uri=uri)
             else:
@@ -159,16 +161,22 @@ def build_members(spec: FanoutSpec, prepared: list[PreparedCollection],
         yield members, facts
 
 
-def _start_servers(stack: contextlib.ExitStack, dirs: list[Path], threads: int) -> list[str]:
-    """One Milvus Lite server per folder, started at the same time (each takes seconds to
+def _serve(backend: str) -> LocalServer:
+    serve = local_server_of(backend)
+    if serve is None:  # checked at the spec (check_server_flag)
+        raise ConfigError(f"backend '{backend}' has no local server")
+    return serve
+
+
+def _start_servers(stack: contextlib.ExitStack, dirs: list[tuple[str, Path]],
+                   threads: int) -> list[str]:
+    """One server per (backend, folder), started at the same time (each takes seconds to
     import and answer); their stops are pushed on ``stack``. The URIs, in order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from retrieval.engines.milvus.server import milvus_lite_server
-
     if not dirs:
         return []
-    cms = [milvus_lite_server(d, threads=threads) for d in dirs]
+    cms = [_serve(backend)(d, threads=threads) for backend, d in dirs]
     with ThreadPoolExecutor(len(cms)) as pool:
         futures = [pool.submit(cm.__enter__) for cm in cms]
     uris, first = [], None

@@ -11,21 +11,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from retrieval.bench.fanout.retriever import MODES, Mode
-from retrieval.errors import param_error
 from retrieval.fusion import DEFAULT_RRF_K
+from retrieval.indexes.engine import check_server_flag
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
+from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, RunName
 from retrieval.specfile import load_model, with_overrides
 
 ALIASES = {"qqp": "qqp-questions"}
-#: reasonable defaults when a benchmark swaps the backend of every collection
-DEFAULT_PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "hnswlib": ({"M": 16, "ef_construction": 200}, {"ef_search": 64}),
-    "faiss-hnsw": ({"M": 16, "ef_construction": 200}, {"ef_search": 64}),
-    "faiss-flat": ({}, {}),
-    "faiss-ivf": ({"nlist": 128}, {"nprobe": 16}),
-    "milvus": ({"index_type": "HNSW", "M": 16, "efConstruction": 200}, {"ef": 64}),
-}
 
 
 class FanoutCollection(IndexEntry):
@@ -36,7 +29,8 @@ class FanoutCollection(IndexEntry):
     source: str = Field(description="text collection: qqp, reuters, scifact, cranfield, ...")
     sample: int | None = Field(None, ge=1, description="corpus texts (None: all)")
     backend: str = "hnswlib"
-    server: bool = Field(False, description="milvus only: a Milvus Lite server process by URI")
+    server: bool = Field(False, description="a private server process of the backend's "
+                         "engine, by URI (engines with a local server)")
     weight: float = Field(1.0, ge=0.0, description="RRF weight")
     timeout_s: float | None = Field(None, gt=0.0, description="deadline per query, seconds")
     model: str | None = Field(None, description="embedding model (default: the spec's)")
@@ -101,9 +95,7 @@ def validate_fanout_spec(spec: FanoutSpec) -> FanoutSpec:
     for i, c in enumerate(spec.collections):
         field = f"collections[{i}]"
         check_entry(c, spec.k, where=where, field=field)
-        if c.server and c.backend != "milvus":
-            raise param_error(f"{field}.server", "false unless backend is 'milvus'", c.server,
-                              where=where)
+        check_server_flag(c.server, c.backend, f"{field}.server", where)
     return spec
 
 
@@ -131,7 +123,7 @@ def with_backend(spec: FanoutSpec, backend: str, *, server: bool = False,
                  servers: str | None = None) -> FanoutSpec:
     """The same spec with every collection on ``backend`` (default params unless given);
     ``servers``: "shared" | "per-collection" server processes (default: the spec's)."""
-    b, s = DEFAULT_PARAMS.get(backend, ({}, {}))
+    b, s = get_backend(backend).bench_defaults
     cols = [with_overrides(c, source=spec.source, backend=backend, server=server,
                            build=dict(build if build is not None else b),
                            search=dict(search if search is not None else s))
@@ -145,7 +137,6 @@ def with_backend(spec: FanoutSpec, backend: str, *, server: bool = False,
 
 __all__ = [
     "ALIASES",
-    "DEFAULT_PARAMS",
     "FanoutCollection",
     "FanoutQueries",
     "FanoutSpec",

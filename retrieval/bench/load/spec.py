@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.engine import check_server_flag
 from retrieval.indexes.entry import IndexEntry, check_entry
 from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
@@ -43,7 +44,8 @@ class LoadConfig(IndexEntry):
     backend: str = ""
     run: str | None = Field(None, description="a sweep run directory: its chosen config")
     label: str | None = Field(None, description="name shown in tables (run: which entry)")
-    server: bool = Field(False, description="milvus only: a Milvus Lite server process by URI")
+    server: bool = Field(False, description="a private server process of the backend's "
+                         "engine, by URI (engines with a local server)")
 
     @model_validator(mode="after")
     def _one_source(self) -> LoadConfig:
@@ -211,9 +213,7 @@ def validate_load_spec(spec: LoadSpec) -> LoadSpec:
 
             importlib.import_module(TEST_BACKENDS[c.backend])
         check_entry(c, spec.k, where=spec.source, field=field)
-        if c.server and c.backend != "milvus":
-            raise param_error(f"{field}.server", "false unless backend is 'milvus'", c.server,
-                              where=spec.source)
+        check_server_flag(c.server, c.backend, f"{field}.server", spec.source)
     if spec.dataset is None and (spec.cache is not None or any(c.backend for c in spec.configs)):
         raise param_error("dataset", "a dataset name, path or mapping (index entries and the "
                           "cache need one)", None, where=spec.source)

@@ -26,6 +26,7 @@ from retrieval.indexes.base import (
     SupportsHotSearch,
     SupportsServerAttach,
 )
+from retrieval.indexes.engine import local_server_of
 from retrieval.indexes.entry import apply_search, check_entry, check_search
 from retrieval.metrics import recall_by_id
 from retrieval.params import validate_params
@@ -146,12 +147,9 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
         kwargs: dict[str, Any] = {}
         if r.extra.get("uri"):  # a client process on the parent's server
             kwargs["uri"] = r.extra["uri"]
-        elif r.server:
-            from retrieval.engines.milvus.server import milvus_lite_server
-
+        elif r.server and (serve := local_server_of(r.backend)) is not None:
             kwargs["uri"] = stack.enter_context(
-                milvus_lite_server(workdir / f"milvus-server-{abs(hash(r.label))}",
-                                   threads=spec.threads))
+                serve(workdir / f"server-{abs(hash(r.label))}", threads=spec.threads))
         index: Any = cls(ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads,
                          workdir=workdir, **kwargs)
         stack.callback(_close_quietly, index, r.label)

@@ -29,6 +29,7 @@ from retrieval.params import Params
 @register
 class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     name = "faiss-hnsw"
+    bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
     snapshot_format = "faiss write_index"
     export_engine = "faiss"
     requires = ("faiss",)

@@ -102,6 +102,7 @@ def _build_where(name: str) -> str:
 @register
 class FaissIvfIndex(InProcessFilter, SnapshotIndex):
     name = "faiss-ivf"
+    bench_defaults = ({"nlist": 128}, {"nprobe": 16})
     snapshot_format = "faiss write_index"
     #: where trained coarse quantizers are shared (see :meth:`share_training`)
     _trained: Any = None

@@ -34,6 +34,7 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 @register
 class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     name = "hnswlib"
+    bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
     snapshot_format = "hnswlib save_index"
     export_engine = "hnswlib"
     requires = ("hnswlib",)

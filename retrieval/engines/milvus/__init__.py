@@ -2,6 +2,7 @@
 filter expressions, export and inverse, and the local Milvus Lite server."""
 
 from retrieval.engines.milvus import export, index  # noqa: F401  (registers the backend)
+from retrieval.engines.milvus.server import milvus_lite_server
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -15,6 +16,7 @@ ENGINE = register_engine(EngineDescriptor(
     from_native=export.from_native,
     filter_form="search(..., filter='<boolean expression on scalar fields>')",
     server="retrieval.engines.milvus.server",
+    local_server=milvus_lite_server,
     takes_auto=True,
     summary="Milvus Lite embedded, or a Milvus server by URI",
 ))

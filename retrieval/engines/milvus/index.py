@@ -119,6 +119,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
+    bench_defaults = ({"index_type": "HNSW", "M": 16, "efConstruction": 200},
+                      {"ef": 64})
     export_engine = "milvus"
     family = "hnsw"  # of the default index type; per build: family_for(build)
     BuildParams = MilvusBuild
