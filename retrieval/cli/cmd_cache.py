@@ -44,6 +44,7 @@ def _what(identity: dict[str, Any]) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     from retrieval.indexes.buildcache import IndexCache
+    from retrieval.indexes.engine import backend_for
 
     cache = IndexCache()
     entries = cache.entries()
@@ -61,7 +62,8 @@ def run_list(args: argparse.Namespace) -> int:
     rows = []
     for e in entries:
         ident = e.identity
-        backend = ident.get("backend") or ("faiss-ivf" if e.kind == "quantizer" else "?")
+        backend = ident.get("backend") or (backend_for("quantizer") if e.kind == "quantizer"
+                                           else "?")
         rows.append((
             e.key[:12], e.kind, backend, _what(ident) if not e.problem else e.problem,
             ident.get("n"), ident.get("data"), f"{e.bytes / 1e6:.1f}", e.build_s,

@@ -42,6 +42,7 @@ from retrieval.export.verify import (
     known_engine,
 )
 from retrieval.filtering.spec import STRATEGIES
+from retrieval.indexes.engine import engine_of_backend
 
 EPS = 1e-9
 
@@ -210,9 +211,11 @@ def _measure_on(op: Mapping[str, Any], src: Mapping[str, Any], engine: str, metr
     inv = inverse_for(engine)
     assert inv is not None  # checked before anything was measured
     r = inv(op["config"], metric, dim, k, where)
-    hybrid = op.get("hybrid_query")
-    if r.backend == "redis" and isinstance(hybrid, Mapping):  # carried beside the filter form
-        r = Rebuilt(r.backend, r.build, {**r.search, **hybrid})
+    own = engine_of_backend(r.backend)
+    for name in own.entry_search_fields if own is not None else ():
+        carried = op.get(name)  # search params carried beside the filter form
+        if isinstance(carried, Mapping):
+            r = Rebuilt(r.backend, r.build, {**r.search, **carried})
     return r
 
 

@@ -55,10 +55,13 @@ class EngineDescriptor:
     raises it); ``to_native`` / ``from_native``: export translation and its inverse (None:
     rwb cannot export to / run that engine); ``portable_reader``: the neutral form of a config of
     an engine rwb cannot run; ``filter_form``: how a filter is written in the engine (export
-    text); ``filter_knobs``: see :data:`FilterKnobs`; ``server``: the module of its local server
+    text); ``filter_knobs``: see :data:`FilterKnobs`;
+    ``entry_search_fields``: fields of an exported filtered entry that hold search params of
+    this engine (added back when verify re-measures it); ``server``: the module of its local server
     (``start`` / ``stop``), if it has one; ``local_server``: see :data:`LocalServer`;
     ``takes_auto``: whether it accepts a
-    let-the-engine-choose (AUTOINDEX) config."""
+    let-the-engine-choose (AUTOINDEX) config; ``roles``: (role, backend) pairs this engine
+    fills by default (:data:`ROLES`)."""
 
     name: str
     backends: tuple[str, ...] = ()
@@ -71,13 +74,29 @@ class EngineDescriptor:
     portable_reader: PortableReader | None = None
     filter_form: str | None = None
     filter_knobs: FilterKnobs | None = None
+    entry_search_fields: tuple[str, ...] = ()
     server: str | None = None
     local_server: LocalServer | None = None
     takes_auto: bool = False
+    roles: tuple[tuple[str, str], ...] = ()
     summary: str = ""
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}
+
+#: the roles a backend fills by default somewhere in rwb: ``exact`` (exact search: ground truth
+#: checks, a spec's exact first stage), ``hnsw`` (a fan-out collection's default index), ``ivf``
+#: (a study's default retrieval index), ``quantizer`` (the build cache's shared IVF training)
+ROLES = ("exact", "hnsw", "ivf", "quantizer")
+
+
+def backend_for(role: str) -> str:
+    """The backend that fills ``role`` (the first engine, by name, that claims it)."""
+    for desc in all_engines().values():
+        for r, backend in desc.roles:
+            if r == role:
+                return backend
+    raise unknown_name_error("backend role", role, ROLES)
 
 
 def local_server_of(backend: str) -> LocalServer | None:
@@ -196,10 +215,12 @@ def search_knobs() -> tuple[str, ...]:
 __all__ = [
     "BUILTIN_PACKAGE",
     "ENTRY_POINT_GROUP",
+    "ROLES",
     "EngineDescriptor",
     "FilterKnobs",
     "LocalServer",
     "all_engines",
+    "backend_for",
     "check_server_flag",
     "discover",
     "ef_knobs",

@@ -23,6 +23,7 @@ from retrieval.data import Metric, check_metric
 from retrieval.embed import CachedEmbedder, Embedder
 from retrieval.errors import DataError, param_error
 from retrieval.indexes import create_index
+from retrieval.indexes.engine import backend_for
 from retrieval.rerank.bm25 import BM25Index, BM25Params
 from retrieval.timing import time_each
 
@@ -118,7 +119,7 @@ class DenseStage:
         self,
         embedder: Embedder,
         *,
-        backend: str = "faiss-flat",
+        backend: str | None = None,
         metric: Metric = "cosine",
         build_params: dict[str, Any] | None = None,
         search_params: dict[str, Any] | None = None,
@@ -129,6 +130,7 @@ class DenseStage:
         self.query_embedder = query_embedder or (
             embedder.inner if isinstance(embedder, CachedEmbedder) else embedder
         )
+        backend = backend or backend_for("exact")  # exact search unless told
         self.backend = backend
         self.metric = check_metric(metric, where="dense first stage")
         self.build_params = dict(build_params or {})

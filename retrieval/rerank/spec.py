@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from retrieval.errors import param_error
+from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.params import Params, RunName
 from retrieval.paths import resolve_spec_path as resolve_path
@@ -37,7 +38,7 @@ class DenseSpec(IndexEntry):
     """The dense first stage: any index backend; build/search params are the backend's own
     (checked together for the ``fetch_k`` candidates it is searched for)."""
 
-    backend: str = "faiss-flat"
+    backend: str = Field(default_factory=lambda: backend_for("exact"))
     metric: Literal["cosine", "ip", "l2"] = "cosine"
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from retrieval.embed import CachedEmbedder, Embedder, get_embedder
 from retrieval.indexes import create_index
 from retrieval.indexes.buildcache import IndexCache, build_or_load
+from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import apply_search
 from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
@@ -157,7 +158,7 @@ def measure_retrieval(spec: StudySpec, progress: Progress | None = None) -> Retr
     xq = embedder.embed(qtexts, batch_size=rs.embedder.batch_size)
     k, fetches = rs.k, spec.fetch_sizes
     note("exact dense search (reference for recall)")
-    exact = create_index("faiss-flat", int(xb.shape[1]), idx.metric, {})
+    exact = create_index(backend_for("exact"), int(xb.shape[1]), idx.metric, {})
     exact.build(xb, positions)
     exact_ids = exact.search(xq, k).ids
     exact.close()

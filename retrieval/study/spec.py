@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from retrieval.cache.spec import CacheTuneSpec, check_cache_spec
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, RunName
@@ -30,7 +31,7 @@ class IndexKnobSpec(IndexEntry):
     """The first-stage index and the one search knob the study tunes (any adapter); ``search``:
     the other search params, fixed."""
 
-    backend: str = "faiss-ivf"
+    backend: str = Field(default_factory=lambda: backend_for("ivf"))
     metric: Literal["cosine", "ip", "l2"] = "cosine"
     knob: str = "nprobe"
     values: list[int] = Field(min_length=1)

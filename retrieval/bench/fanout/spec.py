@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from retrieval.bench.fanout.retriever import MODES, Mode
 from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.indexes.engine import check_server_flag
+from retrieval.indexes.engine import backend_for, check_server_flag
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params, RunName
@@ -28,7 +28,7 @@ class FanoutCollection(IndexEntry):
     name: str
     source: str = Field(description="text collection: qqp, reuters, scifact, cranfield, ...")
     sample: int | None = Field(None, ge=1, description="corpus texts (None: all)")
-    backend: str = "hnswlib"
+    backend: str = Field(default_factory=lambda: backend_for("hnsw"))
     server: bool = Field(False, description="a private server process of the backend's "
                          "engine, by URI (engines with a local server)")
     weight: float = Field(1.0, ge=0.0, description="RRF weight")

@@ -14,5 +14,6 @@ ENGINE = register_engine(EngineDescriptor(
     to_native=export.to_native,
     from_native=export.from_native,
     filter_form="SearchParameters*(sel=faiss.IDSelectorBitmap(n, bitmap)) (or IDSelectorBatch)",
+    roles=(("exact", "faiss-flat"), ("ivf", "faiss-ivf"), ("quantizer", "faiss-ivf")),
     summary="Faiss in process: HNSW, IVF (Flat / SQ8 / PQ + refine), exact flat",
 ))

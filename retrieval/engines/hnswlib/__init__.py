@@ -13,5 +13,6 @@ ENGINE = register_engine(EngineDescriptor(
     to_native=export.to_native,
     from_native=export.from_native,
     filter_form="knn_query(q, k, filter=lambda label: matches(label))",
+    roles=(("hnsw", "hnswlib"),),
     summary="hnswlib in process",
 ))

@@ -14,6 +14,7 @@ ENGINE = register_engine(EngineDescriptor(
     to_native=export.to_native,
     from_native=export.from_native,
     filter_knobs=export.filter_knobs,
+    entry_search_fields=("hybrid_query",),
     filter_form="FT.SEARCH idx '(@tag:{a|b} @num:[lo hi])=>[KNN $K @v $BLOB EF_RUNTIME $EF]' "
                 "(hybrid query on TAG / NUMERIC fields; TAG values backslash-escaped)",
     server="retrieval.engines.redis.server",
