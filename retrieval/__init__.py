@@ -23,7 +23,7 @@ import sys
 import types
 from typing import Any
 
-__version__ = "0.1.0"
+from retrieval._version import __version__
 
 #: verbs named like a submodule (``retrieval/evaluate.py``, ``retrieval/export/``,
 #: ``retrieval/report/``): once that module is imported it is the attribute (the import system

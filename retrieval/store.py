@@ -25,7 +25,7 @@ from typing import Any, ClassVar, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.paths import checkout_root
 from retrieval.redact import mask, redact_argv

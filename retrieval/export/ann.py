@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.export.engines import ANN_ENGINES, own_backends, translate

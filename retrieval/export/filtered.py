@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.errors import ConfigError
 from retrieval.export.engines import translate
 from retrieval.export.files import FORMAT_VERSION, write_config

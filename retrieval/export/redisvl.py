@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
 from retrieval.export.files import write_config

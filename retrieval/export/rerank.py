@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.export.files import read_config, write_config
 from retrieval.export.registry import NothingToExport, register_exporter, register_verifier
