@@ -25,7 +25,7 @@ from typing import Any
 
 from retrieval._version import __version__
 
-#: verbs named like a submodule (``retrieval/evaluate.py``, ``retrieval/export/``,
+#: verbs named like a submodule (``retrieval/evaluation.py``, ``retrieval/export/``,
 #: ``retrieval/report/``): once that module is imported it is the attribute (the import system
 #: binds it) and calling it runs the verb; before, the attribute is the verb itself
 _CALLABLE = ("evaluate", "export", "report")

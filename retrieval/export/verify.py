@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from retrieval.errors import ConfigError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.export.ann import FILE_KIND, full_search
 from retrieval.export.engines import translate
 from retrieval.export.files import field_of

@@ -97,7 +97,7 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
 
 def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target: float,
              ops: list[Mapping[str, Any]]) -> FilteredVerifyReport:
-    from retrieval.evaluate import Evaluator
+    from retrieval.evaluation import Evaluator
     from retrieval.tune.decide import split_queries
     from retrieval.tune.fmeasure import FilteredBench
     from retrieval.tune.frun import bind_spec_workload

@@ -34,7 +34,7 @@ def stored_per_query(run: Run, point: Mapping[str, Any]) -> np.ndarray | None:
 def remeasure_per_query(run: Run, point: Mapping[str, Any]) -> np.ndarray:
     """Rebuild ``point``'s index from the run's spec and dataset, search every query once in
     batch mode, and return per-query recall@k (by id). Costs one index build."""
-    from retrieval.evaluate import Evaluator
+    from retrieval.evaluation import Evaluator
     from retrieval.specfile import read_yaml
     from retrieval.tune.runner import load_vectors
     from retrieval.tune.spec import parse_spec

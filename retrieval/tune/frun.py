@@ -14,7 +14,7 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.filtering.spec import FilterSpec
 from retrieval.filtering.workload import Bucket, bind_workload
 from retrieval.store import RunDir, RunKind

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from retrieval.data import VectorDataset
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.filtering.workload import Bucket
 from retrieval.indexes.registry import get_backend
 from retrieval.store import RunDir, RunKind

@@ -18,7 +18,7 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.redact import redact_uri
 from retrieval.specfile import with_overrides
 from retrieval.store import RunDir, RunKind
