@@ -25,7 +25,7 @@ from typing import Any
 
 from retrieval._version import __version__
 
-#: verbs named like a submodule (``retrieval/evaluation.py``, ``retrieval/export/``,
+#: verbs named like a submodule (``retrieval/evaluation.py``, ``retrieval/exporting/``,
 #: ``retrieval/report/``): once that module is imported it is the attribute (the import system
 #: binds it) and calling it runs the verb; before, the attribute is the verb itself
 _CALLABLE = ("evaluate", "export", "report")
@@ -48,7 +48,7 @@ __all__ = sorted([*_LAZY, *_MODULES, *_CALLABLE, "__version__"])  # types: __ini
 
 class _VerbPackage(types.ModuleType):
     """A submodule that is also its verb: ``retrieval.export(run, engine, out)`` calls
-    :func:`retrieval.api.verbs.export` while ``retrieval.export.registry`` is the module."""
+    :func:`retrieval.api.verbs.export` while ``retrieval.exporting.registry`` is the module."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         verb = getattr(importlib.import_module("retrieval.api.verbs"), self.__name__[10:])

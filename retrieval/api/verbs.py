@@ -260,10 +260,10 @@ def bench_fanout(spec: Any, *, out: PathLike | None = None,
 def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
            backend: str | None = None, force: bool = False) -> ExportedConfig:
     """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
-    Raises :class:`retrieval.export.NothingToExport` when nothing meets the target. An existing
+    Raises :class:`retrieval.exporting.NothingToExport` when nothing meets the target. An existing
     ``out`` that is not an earlier rwb export is refused unless ``force``."""
-    from retrieval.export import export_run
-    from retrieval.export.files import is_rwb_export
+    from retrieval.exporting import export_run
+    from retrieval.exporting.files import is_rwb_export
     from retrieval.store import check_out_file
 
     check_out_file(out, force=force, ours=is_rwb_export)
@@ -276,7 +276,7 @@ def verify(file: PathLike | ExportedConfig, *, engine: str | None = None) -> Ver
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
     ``engine``: measure the same settings on that engine (does the target transfer?)."""
-    from retrieval.export import verify_file
+    from retrieval.exporting import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
     report = verify_file(path, engine=engine)

@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from retrieval.export import NothingToExport, export_run
-    from retrieval.export.files import is_rwb_export
+    from retrieval.exporting import NothingToExport, export_run
+    from retrieval.exporting.files import is_rwb_export
     from retrieval.store import check_out_file
 
     check_out_file(args.out, force=args.force, ours=is_rwb_export)
@@ -73,12 +73,12 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.export import ChecksReport, VerifyReport, VerifyResult, verify_file
-    from retrieval.export.verify import NotMeasurable
+    from retrieval.exporting import ChecksReport, VerifyReport, VerifyResult, verify_file
+    from retrieval.exporting.verify import NotMeasurable
 
     report: VerifyResult
     if getattr(args, "pairs", None):
-        from retrieval.export.redisvl import verify_transfer
+        from retrieval.exporting.redisvl import verify_transfer
 
         report = verify_transfer(args.file, args.pairs)
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.export.engines import ANN_ENGINES, own_backends
+from retrieval.exporting.engines import ANN_ENGINES, own_backends
 from retrieval.report.html import Table
 from retrieval.report.style import params_text
 

@@ -4,7 +4,7 @@ An exporter is keyed by (run kind, engine): the ANN exporter takes sweep runs fo
 the redisvl exporter cache-tune runs for ``redisvl``, the rerank exporter rerank-sweep runs for
 ``rerank``. A verifier is keyed by the ``kind`` field of the file an exporter wrote (and, for a
 file whose kind is wrong, by its ``engine``). Discovery imports every module of
-:mod:`retrieval.export` once; a module registers at import with :func:`register_exporter` /
+:mod:`retrieval.exporting` once; a module registers at import with :func:`register_exporter` /
 :func:`register_verifier`.
 
 The registry also explains a miss in each exporter's own words: a *dedicated* exporter (its
@@ -152,7 +152,7 @@ def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
-    import retrieval.export as pkg
+    import retrieval.exporting as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "registry":

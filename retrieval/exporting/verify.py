@@ -2,7 +2,7 @@
 engine, re-measure it on the recorded queries with the recorded bound, and say whether it holds.
 
 What is measured is the file's ``config`` (the engine's own names), mapped back to the rwb
-backend that runs that engine (:mod:`retrieval.export.inverse`); the ``source:`` block only says
+backend that runs that engine (:mod:`retrieval.exporting.inverse`); the ``source:`` block only says
 which data, ``k``, query split, seed and timing settings the evidence used. It holds when:
 
 - the dataset is the one the config was tuned on (its fingerprint equals
@@ -31,12 +31,12 @@ from typing import Any, Protocol
 
 from retrieval.errors import ConfigError
 from retrieval.evaluation import Evaluator
-from retrieval.export.ann import FILE_KIND, full_search
-from retrieval.export.engines import translate
-from retrieval.export.files import field_of
-from retrieval.export.inverse import PORTABLE_READERS, Rebuilt, inverse_for
-from retrieval.export.portable import Portable, portable
-from retrieval.export.registry import register_verifier
+from retrieval.exporting.ann import FILE_KIND, full_search
+from retrieval.exporting.engines import translate
+from retrieval.exporting.files import field_of
+from retrieval.exporting.inverse import PORTABLE_READERS, Rebuilt, inverse_for
+from retrieval.exporting.portable import Portable, portable
+from retrieval.exporting.registry import register_verifier
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec

@@ -1,12 +1,13 @@
 """Export the operating-point table of a filtered target sweep in an engine's own names.
 
 One entry per selectivity bucket: the strategy, the engine-native index config of the setting
-chosen there (``config``, via :mod:`retrieval.export.engines`; none for ``prefilter``, which is an
-exact search over the matching rows), the search depth a post-filter fetches, how the filter
+chosen there (``config``, via :mod:`retrieval.exporting.engines`; none for ``prefilter``, which is
+an exact search over the matching rows), the search depth a post-filter fetches, how the filter
 travels in that engine (``filter_in_engine``), and the evidence (p95, recall and its lower
 bound, held-out recall). A bucket whose chosen setting the engine cannot express names the
 reason. The file's ``kind`` is ``ann-filtered``; ``rwb verify`` re-measures each point from its
-``source`` params and the sweep spec in ``source.spec`` (:mod:`retrieval.export.verify_filtered`).
+``source`` params and the sweep spec in ``source.spec``
+(:mod:`retrieval.exporting.verify_filtered`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 
 from retrieval._version import __version__
 from retrieval.errors import ConfigError
-from retrieval.export.engines import translate
-from retrieval.export.files import FORMAT_VERSION, write_config
-from retrieval.export.portable import portable
-from retrieval.export.registry import NothingToExport
+from retrieval.exporting.engines import translate
+from retrieval.exporting.files import FORMAT_VERSION, write_config
+from retrieval.exporting.portable import portable
+from retrieval.exporting.registry import NothingToExport
 from retrieval.indexes.engine import all_engines, engine_of_backend
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params

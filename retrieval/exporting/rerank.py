@@ -31,8 +31,8 @@ from typing import Any
 
 from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
-from retrieval.export.files import read_config, write_config
-from retrieval.export.registry import NothingToExport, register_exporter, register_verifier
+from retrieval.exporting.files import read_config, write_config
+from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
 from retrieval.rerank.run import DepthPoint, RerankSweepSummary
 from retrieval.specfile import read_yaml
 from retrieval.store import RunDir, RunKind, package_versions

@@ -11,7 +11,7 @@ its strategy. The table holds when, for every bucket that has a strategy:
 - the re-measured lower confidence bound on filtered mean recall@k over the tuning queries is
   >= the target, and the held-out recall is >= the target (the sweep's own two rules);
 - the recorded recall, bound and held-out recall are reproduced within the sampling tolerance
-  of :mod:`retrieval.export.verify` (exactly for a seeded one-thread build or a cached one).
+  of :mod:`retrieval.exporting.verify` (exactly for a seeded one-thread build or a cached one).
 
 What is judged is the file's ``config`` run on the file's engine (its inverse, as for ANN files):
 a point translated from another backend is measured on that engine, and its recorded evidence is
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.errors import ConfigError
-from retrieval.export.files import field_of
-from retrieval.export.filtered import FILE_KIND, entry_config
-from retrieval.export.inverse import Rebuilt, inverse_for
-from retrieval.export.registry import register_verifier
-from retrieval.export.verify import NotMeasurable, config_diffs, evidence_checks
+from retrieval.exporting.files import field_of
+from retrieval.exporting.filtered import FILE_KIND, entry_config
+from retrieval.exporting.inverse import Rebuilt, inverse_for
+from retrieval.exporting.registry import register_verifier
+from retrieval.exporting.verify import NotMeasurable, config_diffs, evidence_checks
 
 EPS = 1e-9
 

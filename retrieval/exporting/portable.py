@@ -3,7 +3,7 @@
 The neutral forms (:class:`Hnsw`, :class:`Ivf`, :class:`Flat`, :class:`Auto`) live in
 :mod:`retrieval.indexes.portable`; each backend maps its own params to them (its ``portable``
 classmethod, :class:`~retrieval.indexes.base.SupportsPortable`), so a new backend becomes
-exportable in its own module. Engines (:mod:`retrieval.export.engines`) translate the neutral
+exportable in its own module. Engines (:mod:`retrieval.exporting.engines`) translate the neutral
 forms into their own names.
 """
 

@@ -35,8 +35,8 @@ import numpy as np
 from retrieval._version import __version__
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
-from retrieval.export.files import write_config
-from retrieval.export.registry import NothingToExport, register_exporter, register_verifier
+from retrieval.exporting.files import write_config
+from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
 from retrieval.specfile import read_yaml
 from retrieval.store import RunDir, RunKind, package_versions
 
@@ -169,7 +169,7 @@ def _verify(doc: Mapping[str, Any], path: Path | str) -> CacheVerifyReport:
 
 def semantic_cache_kwargs(path: Path | str) -> dict[str, Any]:
     """``SemanticCache(**kwargs, vectorizer=..., redis_url=...)`` arguments from an export."""
-    from retrieval.export.files import read_config
+    from retrieval.exporting.files import read_config
 
     doc = read_config(path)
     return dict(_need(doc, "semantic_cache", str(path)))
@@ -273,7 +273,7 @@ def _read_export(path: Path | str) -> tuple[Any, dict[str, Any], Any]:
     and the field otherwise."""
     from retrieval.cache.spec import parse_cache_spec
     from retrieval.cache.thresholds import Threshold
-    from retrieval.export.files import read_config
+    from retrieval.exporting.files import read_config
 
     where = str(path)
     doc = read_config(path)

@@ -1,7 +1,7 @@
 """Export the tuned ANN config of a sweep run in an engine's own parameter names, with its evidence.
 
 The file has four parts: ``engine``, ``config`` (engine-native, validated by
-:mod:`retrieval.export.engines`), ``evidence`` (target, measured recall and its lower bound,
+:mod:`retrieval.exporting.engines`), ``evidence`` (target, measured recall and its lower bound,
 held-out recall, p50/p95/p99 ms, QPS, dataset fingerprint, CPU, library versions, rwb version,
 run id) and ``source`` (the backend, full params, dataset and query split ``rwb verify`` needs to
 rebuild and re-measure exactly what was measured).
@@ -22,11 +22,11 @@ from typing import Any
 from retrieval._version import __version__
 from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
-from retrieval.export.engines import ANN_ENGINES, own_backends, translate
-from retrieval.export.files import FORMAT_VERSION, write_config
-from retrieval.export.filtered import FilteredExported, export_filtered
-from retrieval.export.portable import portable
-from retrieval.export.registry import NothingToExport, register_exporter
+from retrieval.exporting.engines import ANN_ENGINES, own_backends, translate
+from retrieval.exporting.files import FORMAT_VERSION, write_config
+from retrieval.exporting.filtered import FilteredExported, export_filtered
+from retrieval.exporting.portable import portable
+from retrieval.exporting.registry import NothingToExport, register_exporter
 from retrieval.indexes.engine import all_engines
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params

@@ -27,7 +27,7 @@ def ann_engines() -> tuple[str, ...]:
     return tuple(n for n, d in all_engines().items() if d.to_native is not None)
 
 
-#: the ANN engines (the sweep exporter's keys in :mod:`retrieval.export.registry`)
+#: the ANN engines (the sweep exporter's keys in :mod:`retrieval.exporting.registry`)
 ANN_ENGINES: tuple[str, ...] = ann_engines()
 
 

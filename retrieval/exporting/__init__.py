@@ -1,10 +1,10 @@
 """Export a tuned run as an engine-native config file with its evidence, and verify such a file.
 
 Exporters are registered by (run kind, engine) and verifiers by the exported file's ``kind``
-(:mod:`retrieval.export.registry`): ``sweep`` runs (ANN indexes) go to
-:mod:`retrieval.export.ann` / :mod:`retrieval.export.verify`; semantic-cache threshold runs
-(``cache-tune``) to :mod:`retrieval.export.redisvl` (``--engine redisvl``); rerank-depth runs
-(``rerank-sweep``, from ``rwb tune rerank``) to :mod:`retrieval.export.rerank`
+(:mod:`retrieval.exporting.registry`): ``sweep`` runs (ANN indexes) go to
+:mod:`retrieval.exporting.ann` / :mod:`retrieval.exporting.verify`; semantic-cache threshold runs
+(``cache-tune``) to :mod:`retrieval.exporting.redisvl` (``--engine redisvl``); rerank-depth runs
+(``rerank-sweep``, from ``rwb tune rerank``) to :mod:`retrieval.exporting.rerank`
 (``--engine rerank``). The run's kind is ``summary.json`` ``kind``, else ``manifest.json``
 ``kind``, else ``eval``; an unfinished or failed run is refused.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrieval.errors import ConfigError, DataError, unknown_name_error
-from retrieval.export.ann import Exported
-from retrieval.export.files import read_config
-from retrieval.export.registry import (
+from retrieval.exporting.ann import Exported
+from retrieval.exporting.files import read_config
+from retrieval.exporting.registry import (
     ChecksReport,
     ExportResult,
     NothingToExport,
@@ -25,7 +25,7 @@ from retrieval.export.registry import (
     exporter_for,
     verifier_for,
 )
-from retrieval.export.verify import VerifyReport
+from retrieval.exporting.verify import VerifyReport
 from retrieval.store import FAILED, RUNNING, RunDir, RunKind
 
 
@@ -79,7 +79,7 @@ def verify_file(path: Path | str, *, engine: str | None = None) -> VerifyResult:
     transfer?)."""
     doc = read_config(path)
     if engine is not None:
-        from retrieval.export.verify import FILE_KIND, verify_ann
+        from retrieval.exporting.verify import FILE_KIND, verify_ann
 
         check_engine(engine)
         if doc.get("kind") != FILE_KIND:
