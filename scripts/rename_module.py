@@ -11,7 +11,7 @@ text file, ``retrieval.OLD`` becomes ``retrieval.NEW`` where it names the module
 ``retrieval/OLD.py`` paths follow. In pyproject.toml the packages list follows, and the layers
 contract names the new top-level name (or drops the old one, ``--drop-layer``, when the module
 moves inside another package of the contract). Mechanical by design: run it, review the diff,
-commit it alone.
+commit it alone. Changed Python files get ruff's import sorting (``--select I --fix``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main() -> int:
     group.add_argument("--drop-layer", action="store_true")
     args = ap.parse_args()
     move(args.old, args.new)
-    changed = 0
+    changed: list[str] = []
     for rel in _git("ls-files").splitlines():
         p = ROOT / rel
         if not p.is_file() or not rel.endswith(TEXT) or rel == "scripts/rename_module.py":
@@ -88,8 +88,12 @@ def main() -> int:
             out = rewrite_layers(out, args.old, token)
         if out != text:
             p.write_text(out, encoding="utf-8")
-            changed += 1
-    print(f"retrieval.{args.old} -> retrieval.{args.new}: {changed} files rewritten")
+            changed.append(rel)
+    py = [str(ROOT / rel) for rel in changed if rel.endswith((".py", ".pyi"))]
+    if py:  # imports re-sorted and re-wrapped where a longer name moved them
+        subprocess.run([sys.executable, "-m", "ruff", "check", "--quiet", "--select", "I",
+                        "--fix", *py], cwd=ROOT, check=False)
+    print(f"retrieval.{args.old} -> retrieval.{args.new}: {len(changed)} files rewritten")
     return 0
 
 
