@@ -26,7 +26,7 @@ from typing import Any
 from retrieval._version import __version__
 
 #: verbs named like a submodule (``retrieval/evaluation.py``, ``retrieval/exporting/``,
-#: ``retrieval/report/``): once that module is imported it is the attribute (the import system
+#: ``retrieval/reporting/``): once that module is imported it is the attribute (the import system
 #: binds it) and calling it runs the verb; before, the attribute is the verb itself
 _CALLABLE = ("evaluate", "export", "report")
 _VERBS = ("bench_embed", "bench_fanout", "evaluate", "export", "open_run", "report", "sweep",

@@ -287,7 +287,7 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
            target_recall: float | None = None, force: bool = False) -> Report:
     """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs. An
     existing ``out`` that is not an rwb report page is refused unless ``force``."""
-    from retrieval.report import write_report
+    from retrieval.reporting import write_report
     from retrieval.store import check_out_file, written_by_rwb
 
     if out is not None:
@@ -298,7 +298,7 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
 
 def open_run(path: PathLike) -> RunResult:
     """An existing run directory (any kind rwb writes) as its typed result."""
-    from retrieval.report.load import load_run
+    from retrieval.reporting.load import load_run
     from retrieval.store import RunKind
 
     run = load_run(path)

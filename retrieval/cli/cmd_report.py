@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.report import write_report
+    from retrieval.reporting import write_report
     from retrieval.store import check_out_file, written_by_rwb
 
     if args.out:

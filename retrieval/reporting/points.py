@@ -17,7 +17,7 @@ from retrieval.store import flatten
 
 def series_name(p: Mapping[str, Any]) -> str:
     """The line a point belongs to: its label/backend plus its build params."""
-    from retrieval.report.style import params_text
+    from retrieval.reporting.style import params_text
 
     name = str(p.get("label") or p.get("backend") or "?")
     build = p.get("build") or {}
@@ -29,7 +29,7 @@ def series_names(points: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, 
     among that label's builds (all of them when there is one build), so legends stay short."""
     import json as _json
 
-    from retrieval.report.style import params_text
+    from retrieval.reporting.style import params_text
 
     values: dict[str, dict[str, set[str]]] = {}
     for p in points:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from retrieval.report.style import (
+from retrieval.reporting.style import (
     TARGET_COLOR,
     Colors,
     draw_target,

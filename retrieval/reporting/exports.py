@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval.exporting.engines import ANN_ENGINES, own_backends
-from retrieval.report.html import Table
-from retrieval.report.style import params_text
+from retrieval.reporting.html import Table
+from retrieval.reporting.style import params_text
 
 
 def exports_table(chosen: list[dict[str, Any]]) -> Table | None:

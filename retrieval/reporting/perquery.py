@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import DataError
-from retrieval.report.load import Run
+from retrieval.reporting.load import Run
 
 log = logging.getLogger(__name__)
 

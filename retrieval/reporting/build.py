@@ -15,14 +15,14 @@ from matplotlib.figure import Figure
 from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import redact_text
-from retrieval.report import ann, filtered, rag
-from retrieval.report.exports import exports_table
-from retrieval.report.html import Section, Table, render
-from retrieval.report.load import Run, load_run, typed_summary
-from retrieval.report.perquery import per_query_recall
-from retrieval.report.points import cheapest_meeting, points_frame, series_names, timed
-from retrieval.report.study import study_figures, study_tables
-from retrieval.report.style import Colors, params_text, png_bytes
+from retrieval.reporting import ann, filtered, rag
+from retrieval.reporting.exports import exports_table
+from retrieval.reporting.html import Section, Table, render
+from retrieval.reporting.load import Run, load_run, typed_summary
+from retrieval.reporting.perquery import per_query_recall
+from retrieval.reporting.points import cheapest_meeting, points_frame, series_names, timed
+from retrieval.reporting.study import study_figures, study_tables
+from retrieval.reporting.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
 from retrieval.store import RunKind, RunSummary, write_atomic
 from retrieval.tune.pareto import front
@@ -222,7 +222,7 @@ def rag_figures(run: Run) -> Figures:
         return [("embed_batch_sweep", "Embedding batch sweep", rag.embed_batch_sweep(rows, s),
                  "Throughput and per-call latency per batching setting.")]
     if run.kind == RunKind.BENCH_LOAD:
-        from retrieval.report import loadcurves
+        from retrieval.reporting import loadcurves
 
         return [("load_qps_p99", "QPS vs p99 under load", loadcurves.qps_p99_curves(s),
                  "Open loop per config: corrected and uncorrected p99, SLO line, capacity."),
@@ -274,7 +274,7 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
     if run.kind == RunKind.RAG_STUDY:
         return study_tables(s)
     if run.kind == RunKind.BENCH_LOAD:
-        from retrieval.report.loadcurves import load_tables
+        from retrieval.reporting.loadcurves import load_tables
 
         return load_tables(s)
     if run.kind == RunKind.BENCH_EMBED and _typed(run, EmbedBenchSummary).rows:

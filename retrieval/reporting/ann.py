@@ -3,7 +3,7 @@
 points and the target; the per-query recall distribution at one point; parameter surfaces
 (nlist x nprobe, M x ef_construction) with build time and memory beside them.
 
-Every function takes plain points (see :mod:`retrieval.report.points`) and returns a
+Every function takes plain points (see :mod:`retrieval.reporting.points`) and returns a
 :class:`matplotlib.figure.Figure`.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from retrieval.report.points import config_key, points_frame, series_names, timed
-from retrieval.report.style import (
+from retrieval.reporting.points import config_key, points_frame, series_names, timed
+from retrieval.reporting.style import (
     DPI,
     FRONT_COLOR,
     Colors,

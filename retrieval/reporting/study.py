@@ -13,8 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from retrieval.report.html import Table
-from retrieval.report.style import (
+from retrieval.reporting.html import Table
+from retrieval.reporting.style import (
     TARGET_COLOR,
     Colors,
     draw_target,

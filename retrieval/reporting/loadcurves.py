@@ -10,8 +10,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from retrieval.report.html import Table
-from retrieval.report.style import Colors, draw_target, empty_panel, finish, new_figure, note
+from retrieval.reporting.html import Table
+from retrieval.reporting.style import Colors, draw_target, empty_panel, finish, new_figure, note
 
 
 def _f(v: Any) -> float:
