@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from retrieval.cache.run import CacheTuneSummary
     from retrieval.reporting.load import Run
     from retrieval.rerank.run import RerankSweepSummary
-    from retrieval.store import RunKind, RunSummary
+    from retrieval.runs import RunKind, RunSummary
     from retrieval.study.run import StudySummary
     from retrieval.tune.summary import EvalSummary, SweepSummary
 

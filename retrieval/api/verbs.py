@@ -264,7 +264,7 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
     ``out`` that is not an earlier rwb export is refused unless ``force``."""
     from retrieval.exporting import export_run
     from retrieval.exporting.files import is_rwb_export
-    from retrieval.store import check_out_file
+    from retrieval.runs import check_out_file
 
     check_out_file(out, force=force, ours=is_rwb_export)
     result = export_run(_run_path(run), engine, Path(out), backend=backend)
@@ -288,7 +288,7 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
     """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs. An
     existing ``out`` that is not an rwb report page is refused unless ``force``."""
     from retrieval.reporting import write_report
-    from retrieval.store import check_out_file, written_by_rwb
+    from retrieval.runs import check_out_file, written_by_rwb
 
     if out is not None:
         check_out_file(out, force=force, ours=written_by_rwb("<title>rwb report"))
@@ -299,7 +299,7 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
 def open_run(path: PathLike) -> RunResult:
     """An existing run directory (any kind rwb writes) as its typed result."""
     from retrieval.reporting.load import load_run
-    from retrieval.store import RunKind
+    from retrieval.runs import RunKind
 
     run = load_run(path)
     by_kind: dict[str, type[RunResult]] = {

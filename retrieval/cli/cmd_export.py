@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_export(args: argparse.Namespace) -> int:
     from retrieval.exporting import NothingToExport, export_run
     from retrieval.exporting.files import is_rwb_export
-    from retrieval.store import check_out_file
+    from retrieval.runs import check_out_file
 
     check_out_file(args.out, force=args.force, ours=is_rwb_export)
     try:

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrieval.reporting import write_report
-    from retrieval.store import check_out_file, written_by_rwb
+    from retrieval.runs import check_out_file, written_by_rwb
 
     if args.out:
         check_out_file(args.out, force=args.force, ours=written_by_rwb("<title>rwb report"))

@@ -26,12 +26,12 @@ from retrieval.exporting.registry import (
     verifier_for,
 )
 from retrieval.exporting.verify import VerifyReport
-from retrieval.store import FAILED, RUNNING, RunDir, RunKind
+from retrieval.runs import FAILED, RUNNING, RunDir, RunKind
 
 
 def run_kind(run: RunDir) -> str:
     """``sweep``, ``cache-tune``, ``eval``, ...: what kind of run a directory holds (a
-    :class:`~retrieval.store.RunKind` value, or whatever other kind the run names). A run
+    :class:`~retrieval.runs.RunKind` value, or whatever other kind the run names). A run
     whose manifest says it is still running (or was killed) or failed, or that names no kind
     and has no summary.json, is refused (DataError, one line): it is not a finished run."""
     manifest = run.read_json("manifest.json") if run.file("manifest.json").exists() else {}

@@ -30,8 +30,8 @@ from retrieval.exporting.registry import NothingToExport, register_exporter
 from retrieval.indexes.engine import all_engines
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
+from retrieval.runs import RunDir, RunKind
 from retrieval.specfile import read_yaml
-from retrieval.store import RunDir, RunKind
 from retrieval.tune.decide import objective_value
 from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
 

@@ -12,8 +12,8 @@ import yaml
 
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import scrub
+from retrieval.runs import write_atomic, written_by_rwb
 from retrieval.specfile import parse_yaml, read_text
-from retrieval.store import write_atomic, written_by_rwb
 
 FORMAT_VERSION = 1
 

@@ -27,7 +27,7 @@ from retrieval.exporting.registry import NothingToExport
 from retrieval.indexes.engine import all_engines, engine_of_backend
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.store import RunDir
+from retrieval.runs import RunDir
 
 FILE_KIND = "ann-filtered"
 

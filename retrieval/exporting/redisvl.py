@@ -37,8 +37,8 @@ from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
+from retrieval.runs import RunDir, RunKind, package_versions
 from retrieval.specfile import read_yaml
-from retrieval.store import RunDir, RunKind, package_versions
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from retrieval.errors import ConfigError
-from retrieval.store import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind
 
 
 @runtime_checkable

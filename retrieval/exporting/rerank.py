@@ -34,8 +34,8 @@ from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import read_config, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
 from retrieval.rerank.run import DepthPoint, RerankSweepSummary
+from retrieval.runs import RunDir, RunKind, package_versions
 from retrieval.specfile import read_yaml
-from retrieval.store import RunDir, RunKind, package_versions
 
 log = logging.getLogger(__name__)
 

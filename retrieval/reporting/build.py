@@ -24,7 +24,7 @@ from retrieval.reporting.points import cheapest_meeting, points_frame, series_na
 from retrieval.reporting.study import study_figures, study_tables
 from retrieval.reporting.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
-from retrieval.store import RunKind, RunSummary, write_atomic
+from retrieval.runs import RunKind, RunSummary, write_atomic
 from retrieval.tune.pareto import front
 from retrieval.tune.summary import EvalSummary, SweepSummary
 

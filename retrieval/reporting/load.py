@@ -4,7 +4,7 @@ The summary is read back through its kind's typed model (:data:`SUMMARY_MODELS`,
 next to the code that writes it) into :attr:`Run.model`; :attr:`Run.summary` keeps the plain data
 (what the JSON holds) for tables and notebooks.
 
-Kinds (:class:`~retrieval.store.RunKind`, from ``manifest.json``/``summary.json`` ``kind``, else
+Kinds (:class:`~retrieval.runs.RunKind`, from ``manifest.json``/``summary.json`` ``kind``, else
 recognised by their keys):
 
 - ``eval``: ``rwb eval`` (summary rows, measurements.parquet, per_query.parquet);
@@ -30,7 +30,7 @@ from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
 from retrieval.rerank.run import RerankSweepSummary
-from retrieval.store import RunKind, RunSummary
+from retrieval.runs import RunKind, RunSummary
 from retrieval.study.run import StudySummary
 from retrieval.tune.summary import EvalSummary, SweepSummary
 

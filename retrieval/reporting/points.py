@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from retrieval.store import flatten
+from retrieval.runs import flatten
 
 
 def series_name(p: Mapping[str, Any]) -> str:

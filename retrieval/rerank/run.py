@@ -54,7 +54,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
+from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from retrieval.errors import ConfigError
 from retrieval.evaluation import Evaluator
 from retrieval.filtering.spec import FilterSpec
 from retrieval.filtering.workload import Bucket, bind_workload
-from retrieval.store import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary

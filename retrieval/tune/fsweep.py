@@ -27,7 +27,7 @@ from retrieval.data import VectorDataset
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.filtering.workload import Bucket
 from retrieval.indexes.registry import get_backend
-from retrieval.store import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind
 from retrieval.tune.decide import lower_bound, split_queries
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
 from retrieval.tune.frun import (

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-from retrieval import paths, store
+from retrieval import paths
+from retrieval import runs as store
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -274,7 +274,7 @@ def warm_up(engine: EmbedEngine, texts: Sequence[str], calls: int) -> None:
 
 def bf16_support() -> tuple[bool, str]:
     """Whether this CPU runs bf16 natively (AVX512-BF16 or AMX-BF16 in /proc/cpuinfo)."""
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     flags = set(cpu_info()["flags"])
     have = [f for f in BF16_FLAGS if f in flags]
