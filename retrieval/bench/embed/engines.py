@@ -15,7 +15,7 @@ import numpy as np
 from retrieval.bench.embed.plan import Plan, PlanRun, fixed_batches
 from retrieval.bench.embed.spec import EmbedBenchConfig
 from retrieval.embed import RuntimeEmbedder, SentenceTransformerEmbedder, resolve_model
-from retrieval.embedrt import Runtime, parse_runtime
+from retrieval.embed.runtimes import Runtime, parse_runtime
 from retrieval.errors import BackendError, ConfigError, DataError
 from retrieval.timing import timed
 

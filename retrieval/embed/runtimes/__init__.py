@@ -8,7 +8,7 @@ exported file: tokens in, unit-norm sentence embeddings out). The Embedder that 
 :class:`retrieval.embed.RuntimeEmbedder`.
 """
 
-from retrieval.embedrt.names import (
+from retrieval.embed.runtimes.names import (
     DEFAULT_RUNTIME,
     RUNTIMES,
     Runtime,

@@ -1,6 +1,6 @@
 """Text embedders: the Embedder protocol, a sentence-transformers implementation that never
 downloads anything, the same model on ONNX Runtime / OpenVINO (:class:`RuntimeEmbedder`,
-exported once and cached by :mod:`retrieval.embedrt`), and an on-disk cache in front of any
+exported once and cached by :mod:`retrieval.embed.runtimes`), and an on-disk cache in front of any
 embedder.
 
 Vectors are float32 ``(n, dim)``. With ``normalize=True`` rows have unit L2 norm, so cosine
@@ -320,7 +320,7 @@ class SentenceTransformerEmbedder:
 
 class RuntimeEmbedder:
     """The same model folder run through ONNX Runtime (fp32 or dynamic int8) or OpenVINO
-    (fp32) instead of torch: exported once and cached on disk (:mod:`retrieval.embedrt`).
+    (fp32) instead of torch: exported once and cached on disk (:mod:`retrieval.embed.runtimes`).
 
     ``runtime`` is one of ``onnx``, ``onnx-int8``, ``openvino``; ``threads`` intra-op threads
     (None: the runtime's default). Batching is ``encode``'s (longest texts first). Outputs are
@@ -330,7 +330,7 @@ class RuntimeEmbedder:
     def __init__(self, model: str | Path | None = None, *, runtime: str = "onnx",
                  max_seq_length: int | None = None, threads: int | None = None,
                  cache_dir: Path | None = None) -> None:
-        from retrieval.embedrt import parse_runtime
+        from retrieval.embed.runtimes import parse_runtime
 
         rt = parse_runtime(runtime, where="embedder")
         if rt.is_torch:
@@ -359,12 +359,12 @@ class RuntimeEmbedder:
 
     @property
     def encoder(self) -> Any:
-        """The loaded :class:`retrieval.embedrt.session.ExportedEncoder` (on first use)."""
+        """The loaded :class:`retrieval.embed.runtimes.session.ExportedEncoder` (on first use)."""
         if self._encoder is None:
             with self._lock:
                 if self._encoder is None:
                     _set_offline()
-                    from retrieval.embedrt.session import ExportedEncoder
+                    from retrieval.embed.runtimes.session import ExportedEncoder
 
                     self._encoder = ExportedEncoder(
                         self.path, self._model_id, self._rt, max_seq_length=self.max_seq_length,
@@ -394,7 +394,7 @@ def make_embedder(model: str | Path | None = None, runtime: str = "torch",
                   **kwargs: Any) -> SentenceTransformerEmbedder | RuntimeEmbedder:
     """An uncached embedder of ``model`` on ``runtime`` (``torch``, ``torch-bf16``, ``onnx``,
     ``onnx-int8``, ``openvino``); ``kwargs`` go to the class (e.g. ``max_seq_length``)."""
-    from retrieval.embedrt import parse_runtime
+    from retrieval.embed.runtimes import parse_runtime
 
     rt = parse_runtime(runtime, where="embedder")
     if rt.is_torch:
@@ -558,7 +558,7 @@ def get_embedder(model: str | Path | None = None, runtime: str | None = None) ->
     ``torch``: sentence-transformers fp32), one per model and runtime per process."""
     name = "torch" if runtime is None else runtime
     if name != "torch":
-        from retrieval.embedrt import parse_runtime
+        from retrieval.embed.runtimes import parse_runtime
 
         name = parse_runtime(name, where="embedder").name
     if name == "torch" and model is None:

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.embedrt.export import ExportInfo, exported_model
-from retrieval.embedrt.names import Runtime
+from retrieval.embed.runtimes.export import ExportInfo, exported_model
+from retrieval.embed.runtimes.names import Runtime
 from retrieval.errors import BackendError, DataError
 
 log = logging.getLogger(__name__)
