@@ -52,13 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from retrieval.exporting import NothingToExport, export_run
-    from retrieval.exporting.files import is_rwb_export
-    from retrieval.runs import check_out_file
+    from retrieval.api import export
+    from retrieval.exporting import NothingToExport
 
-    check_out_file(args.out, force=args.force, ours=is_rwb_export)
     try:
-        result = export_run(args.run, args.engine, args.out, backend=args.backend)
+        result = export(args.run, args.engine, args.out, backend=args.backend, force=args.force)
     except NothingToExport as exc:
         print(f"rwb: nothing to export: {exc}", file=sys.stderr)
         return 1
