@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.synthetic import make_synthetic
 
 

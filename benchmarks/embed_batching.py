@@ -65,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from retrieval.bench.embed.engines import bf16_support, torch_info
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     cpu = cpu_info()
     print(f"CPU {cpu['model']} ({cpu['logical_cpus']} logical), flags {', '.join(cpu['flags'])}; "

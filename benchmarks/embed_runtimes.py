@@ -147,7 +147,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from retrieval.bench.embed.engines import bf16_support, torch_info
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     args.runtimes = args.runtimes or runtimes_default()
     cpu = cpu_info()

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.synthetic import make_synthetic
 
 M, EFC = 16, 100

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.synthetic import make_synthetic
 
 

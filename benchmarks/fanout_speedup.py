@@ -50,7 +50,7 @@ def main() -> None:
         parse_fanout_spec,
         with_backend,
     )
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     spec = load_fanout_spec(args.spec)
     data = spec.model_dump(mode="json")

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.filtering.gt import filtered_ground_truth
 from retrieval.specfile import with_overrides
 from retrieval.tune.decide import lower_bound, split_queries

@@ -55,7 +55,7 @@ def main() -> None:
     from retrieval.bench.load.procs import ProcFactory, open_loop_processes
     from retrieval.bench.load.stats import hand_corrected_p, schedule_offsets_ns, summarise_point
     from retrieval.bench.load.targets import Resolved
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     cpu = cpu_info()
     print(f"CPU {cpu['model']} ({cpu['logical_cpus']} logical CPUs, load average "

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.catalog import resolve_dataset
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries

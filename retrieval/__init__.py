@@ -19,23 +19,20 @@ Everything is imported on first use, so ``import retrieval`` loads no numpy, pan
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
-__version__ = "0.1.0"
+from retrieval._version import __version__ as __version__
 
-#: verbs named like a submodule (``retrieval/evaluate.py``, ``retrieval/export/``,
-#: ``retrieval/report/``): once that module is imported it is the attribute (the import system
-#: binds it) and calling it runs the verb; before, the attribute is the verb itself
-_CALLABLE = ("evaluate", "export", "report")
 _VERBS = ("bench_embed", "bench_fanout", "evaluate", "export", "open_run", "report", "sweep",
           "tune_cache", "tune_rerank", "verify")
 _RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "RerankRun",
             "Report", "RunResult", "StudyRun", "SweepRun", "Verification")
-#: public name -> module that defines it (imported on first access)
+#: public name -> module that defines it (imported on first access). No submodule of this
+#: package shares a verb's name (the evaluation loop is :mod:`retrieval.evaluation`, the
+#: exporters :mod:`retrieval.exporting`, the plots :mod:`retrieval.reporting`), so each verb
+#: is a plain function whatever was imported before.
 _LAZY: dict[str, str] = {
-    **{name: "retrieval.api" for name in (*_VERBS, *_RESULTS) if name not in _CALLABLE},
+    **{name: "retrieval.api" for name in (*_VERBS, *_RESULTS)},
     "VectorDataset": "retrieval.data",
     "RwbError": "retrieval.errors",
     "ConfigError": "retrieval.errors",
@@ -43,32 +40,10 @@ _LAZY: dict[str, str] = {
 }
 _MODULES = {"plots": "retrieval.api.plots"}
 
-__all__ = sorted([*_LAZY, *_MODULES, *_CALLABLE, "__version__"])  # types: __init__.pyi
-
-
-class _VerbPackage(types.ModuleType):
-    """A submodule that is also its verb: ``retrieval.export(run, engine, out)`` calls
-    :func:`retrieval.api.verbs.export` while ``retrieval.export.registry`` is the module."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        verb = getattr(importlib.import_module("retrieval.api.verbs"), self.__name__[10:])
-        return verb(*args, **kwargs)
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
-        # the import system binds each imported submodule here: make the verb ones callable
-        if name in _CALLABLE and type(value) is types.ModuleType:
-            value.__class__ = _VerbPackage
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__all__ = sorted([*_LAZY, *_MODULES, "__version__"])  # types: __init__.pyi
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE:  # the verb (not bound in globals: the submodule may replace it)
-        return getattr(importlib.import_module("retrieval.api.verbs"), name)
     if name in _MODULES:
         value: Any = importlib.import_module(_MODULES[name])
     elif name in _LAZY:

@@ -6,7 +6,9 @@
 - figures: :mod:`retrieval.api.plots` (``retrieval.plots``).
 
 This package sits below the CLI and above every other layer (pyproject ``[tool.importlinter]``);
-the CLI does not go through it, so the command line keeps its own behaviour.
+the CLI parses its arguments and calls these verbs (one front door); spec overrides, the
+command-line options and the verbs' keyword options alike, are applied in one place,
+:func:`retrieval.api.overrides.apply_overrides`.
 """
 
 from retrieval.api.results import (

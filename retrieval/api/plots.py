@@ -8,15 +8,20 @@ Index runs (points from :meth:`retrieval.api.results.IndexRun.points` / ``chosen
 ``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``.
 """
 
-from retrieval.report.ann import (
+from retrieval.reporting.ann import (
     build_costs,
     param_surface,
     per_query_recall,
     recall_vs_latency,
     recall_vs_qps,
 )
-from retrieval.report.filtered import p95_vs_selectivity, recall_vs_selectivity
-from retrieval.report.rag import cache_curve, embed_batch_sweep, fanout_speedups, rerank_depth_curve
+from retrieval.reporting.filtered import p95_vs_selectivity, recall_vs_selectivity
+from retrieval.reporting.rag import (
+    cache_curve,
+    embed_batch_sweep,
+    fanout_speedups,
+    rerank_depth_curve,
+)
 
 __all__ = [
     "build_costs",

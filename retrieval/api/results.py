@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.run import CacheTuneSummary
-    from retrieval.report.load import Run
+    from retrieval.reporting.load import Run
     from retrieval.rerank.run import RerankSweepSummary
-    from retrieval.store import RunKind, RunSummary
+    from retrieval.runs import RunKind, RunSummary
     from retrieval.study.run import StudySummary
     from retrieval.tune.summary import EvalSummary, SweepSummary
 
@@ -61,7 +61,7 @@ class RunResult:
 
     def _run(self) -> Run:
         from retrieval.errors import ConfigError
-        from retrieval.report.load import load_run
+        from retrieval.reporting.load import load_run
 
         if self.path is None:
             raise ConfigError(f"this {self.kind} run was not written to a directory")
@@ -74,14 +74,14 @@ class IndexRun(RunResult):
 
     def points(self) -> list[dict[str, Any]]:
         """Every measured config (plot input of :mod:`retrieval.api.plots`)."""
-        from retrieval.report.build import index_points
+        from retrieval.reporting.build import index_points
 
         return index_points(self._run())
 
     def chosen(self) -> list[dict[str, Any]]:
         """Per backend: a sweep's choice, or for an eval run the cheapest point meeting its
         target (point estimate)."""
-        from retrieval.report.build import chosen_points
+        from retrieval.reporting.build import chosen_points
 
         return chosen_points(self._run())
 
@@ -89,7 +89,7 @@ class IndexRun(RunResult):
                          per_build: bool = False) -> list[dict[str, Any]]:
         """Per label (``per_build``: per label and build config, with a ``series`` key), the
         lowest-``cost`` measured point whose mean recall >= ``target`` (point estimate)."""
-        from retrieval.report.points import cheapest_meeting
+        from retrieval.reporting.points import cheapest_meeting
 
         points = self.points()
         if not per_build:
@@ -105,7 +105,7 @@ class IndexRun(RunResult):
                          ) -> np.ndarray | None:
         """Per-query recall@k of ``point`` (stored by eval runs; ``remeasure`` rebuilds it from
         the run's spec and dataset otherwise)."""
-        from retrieval.report.perquery import per_query_recall
+        from retrieval.reporting.perquery import per_query_recall
 
         return per_query_recall(self._run(), point, remeasure=remeasure)
 

@@ -68,6 +68,7 @@ def evaluate(
     out: PathLike | None = None,
     dataset: VectorDataset | None = None,
     threads: int | None = None,
+    build_threads: int | None = None,
     progress: Progress | None = None,
     force: bool = False,
 ) -> EvalRun:
@@ -76,12 +77,12 @@ def evaluate(
     ``dataset`` (e.g. :meth:`VectorDataset.from_arrays`) replaces the spec's dataset; a mapping
     spec may then leave ``dataset`` out. Ground truth is computed exactly (Faiss flat search,
     cached by the data's fingerprint)."""
-    from retrieval.specfile import with_overrides
+    from retrieval.api.overrides import apply_overrides
     from retrieval.tune.runner import run_eval
-    from retrieval.tune.spec import validate_spec
     from retrieval.tune.summary import EvalSummary
 
-    checked = with_overrides(_index_spec(spec, dataset), threads=threads, check=validate_spec)
+    checked = apply_overrides(_index_spec(spec, dataset), threads=threads,
+                              build_threads=build_threads)
     result = run_eval(checked, out, progress=progress, dataset=dataset, force=force)
     return EvalRun(result.run.path, EvalSummary.model_validate(result.summary))
 
@@ -97,29 +98,17 @@ def _is_study(spec: Any) -> bool:
 
 
 def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str | None,
-           strategy: str | None, target_recall: float | None, n_trials: int | None,
-           threads: int | None, force: bool = False) -> StudyRun:
-    from retrieval.errors import param_error
-    from retrieval.specfile import with_overrides
+           n_trials: int | None, progress: Progress | None, force: bool = False,
+           **options: Any) -> StudyRun:
+    from retrieval.api.overrides import apply_overrides
     from retrieval.study.run import StudySummary, run_study
-    from retrieval.study.spec import StudySpec, check_study_spec, load_study_spec, parse_study_spec
-    from retrieval.tune.sweep import check_target_recall, is_count
+    from retrieval.study.spec import StudySpec, load_study_spec, parse_study_spec
 
     s = _spec(spec, StudySpec, parse_study_spec, load_study_spec, "rag-study spec")
-    if strategy not in (None, "optuna"):
-        raise ConfigError(f"{s.source}: a rag-study always runs Optuna (multi-objective); "
-                          f"strategy must be omitted or 'optuna'; received {strategy!r}")
-    if threads:
-        raise ConfigError(f"{s.source}: threads applies to index sweeps, not to a rag-study; "
-                          f"received {threads}")
-    if n_trials is not None and not is_count(n_trials):
-        raise param_error("n_trials", "an integer >= 1", n_trials)
-    if target_recall is not None:
-        check_target_recall(target_recall, "target_recall")
-        constraints = {**s.constraints.model_dump(), "target_recall": target_recall}
-        s = with_overrides(s, constraints=constraints, check=check_study_spec)
+    s = apply_overrides(s, n_trials=n_trials, **options)
+    note = None if progress is None else (lambda msg: progress(0, 0, msg))
     result = run_study(s, out, storage=storage, study_name=study, n_trials=n_trials,
-                       force=force)
+                       progress=note, force=force)
     return StudyRun(result.run.path, StudySummary.model_validate(result.summary))
 
 
@@ -133,6 +122,7 @@ def sweep(
     study: str | None = None,
     n_trials: int | None = None,
     threads: int | None = None,
+    build_threads: int | None = None,
     dataset: VectorDataset | None = None,
     progress: Progress | None = None,
     force: bool = False,
@@ -147,16 +137,14 @@ def sweep(
                               "index sweeps only")
         return _study(spec, out, storage=storage, study=study, strategy=strategy,
                       target_recall=target_recall, n_trials=n_trials, threads=threads,
-                      force=force)
-    from retrieval.errors import param_error
+                      build_threads=build_threads, progress=progress, force=force)
+    from retrieval.api.overrides import apply_overrides
     from retrieval.tune.summary import SweepSummary
-    from retrieval.tune.sweep import apply_overrides, check_target_recall, is_count, run_sweep
+    from retrieval.tune.sweep import run_sweep
 
-    check_target_recall(target_recall, "target_recall")
-    if n_trials is not None and not is_count(n_trials):
-        raise param_error("n_trials", "an integer >= 1", n_trials)
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
-                              target=target_recall, n_trials=n_trials, threads=threads)
+                              target_recall=target_recall, n_trials=n_trials, threads=threads,
+                              build_threads=build_threads)
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
                        progress=progress, force=force)
     return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))
@@ -173,18 +161,13 @@ def tune_rerank(
 ) -> RerankRun:
     """``rwb tune rerank``: nDCG@10 / recall per rerank depth against whole-stage latency, the
     chosen depth and (if enabled) the BM25 fallback threshold."""
+    from retrieval.api.overrides import apply_overrides
     from retrieval.rerank.run import RerankSweepSummary, run_rerank_sweep
     from retrieval.rerank.spec import RerankSweepSpec, load_rerank_spec, parse_rerank_spec
 
     s = _spec(spec, RerankSweepSpec, parse_rerank_spec, load_rerank_spec, "rerank spec")
     source = str(spec) if isinstance(spec, str | Path) else "<memory>"
-    if max_queries is not None or sample_queries is not None:
-        data = s.model_dump(mode="json", exclude_unset=True)
-        if max_queries is not None:
-            data["max_queries"] = max_queries
-        if sample_queries is not None:
-            data["latency"] = {**data.get("latency", {}), "sample_queries": sample_queries}
-        s = parse_rerank_spec(data, source=f"{source} (with overrides)")
+    s = apply_overrides(s, source=source, max_queries=max_queries, sample_queries=sample_queries)
     result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force)
     return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
 
@@ -204,16 +187,12 @@ def tune_cache(
     """``rwb tune cache``: the largest semantic-cache threshold whose upper confidence bound on
     the false-hit rate meets the cap, on a live Redis (``redis_url``, else ``$REDIS_URL``, else
     a private server). ``write=False`` keeps the run in memory (``path`` is None)."""
+    from retrieval.api.overrides import apply_overrides
     from retrieval.cache.run import CacheTuneSummary, run_cache_tuning
     from retrieval.cache.spec import CacheTuneSpec, load_cache_spec, parse_cache_spec
 
     s = _spec(spec, CacheTuneSpec, parse_cache_spec, load_cache_spec, "cache spec")
-    overrides = {k: v for k, v in (("max_false_hit", max_false_hit),
-                                   ("confidence", confidence), ("bound", bound)) if v is not None}
-    if overrides:
-        data = s.model_dump(mode="json")
-        data["tuning"].update(overrides)
-        s = parse_cache_spec(data, source="cache spec (with overrides)")
+    s = apply_overrides(s, max_false_hit=max_false_hit, confidence=confidence, bound=bound)
     result = run_cache_tuning(s, redis_url=redis_url, out=None if out is None else str(out),
                               keep_index=keep_index, write=write, force=force)
     path = getattr(result.run_dir, "path", None)
@@ -264,11 +243,11 @@ def bench_fanout(spec: Any, *, out: PathLike | None = None,
 def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
            backend: str | None = None, force: bool = False) -> ExportedConfig:
     """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
-    Raises :class:`retrieval.export.NothingToExport` when nothing meets the target. An existing
+    Raises :class:`retrieval.exporting.NothingToExport` when nothing meets the target. An existing
     ``out`` that is not an earlier rwb export is refused unless ``force``."""
-    from retrieval.export import export_run
-    from retrieval.export.files import is_rwb_export
-    from retrieval.store import check_out_file
+    from retrieval.exporting import export_run
+    from retrieval.exporting.files import is_rwb_export
+    from retrieval.runs import check_out_file
 
     check_out_file(out, force=force, ours=is_rwb_export)
     result = export_run(_run_path(run), engine, Path(out), backend=backend)
@@ -285,7 +264,7 @@ def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
     ``dataset``: the data of an ANN export when the recorded one is not reachable (the
     :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
     manifest / HDF5 path); DataError unless its fingerprint is the recorded one."""
-    from retrieval.export import verify_file
+    from retrieval.exporting import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
     report = verify_file(path, engine=engine, dataset=dataset)
@@ -296,8 +275,8 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
            target_recall: float | None = None, force: bool = False) -> Report:
     """``rwb report``: one self-contained HTML page with the run's plots, and the PNGs. An
     existing ``out`` that is not an rwb report page is refused unless ``force``."""
-    from retrieval.report import write_report
-    from retrieval.store import check_out_file, written_by_rwb
+    from retrieval.reporting import write_report
+    from retrieval.runs import check_out_file, written_by_rwb
 
     if out is not None:
         check_out_file(out, force=force, ours=written_by_rwb("<title>rwb report"))
@@ -307,8 +286,8 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
 
 def open_run(path: PathLike) -> RunResult:
     """An existing run directory (any kind rwb writes) as its typed result."""
-    from retrieval.report.load import load_run
-    from retrieval.store import RunKind
+    from retrieval.reporting.load import load_run
+    from retrieval.runs import RunKind
 
     run = load_run(path)
     by_kind: dict[str, type[RunResult]] = {

@@ -1,5 +1,5 @@
 """Typed summary.json of the RAG-layer benchmarks (``rwb bench embed``, ``rwb bench fanout``),
-written and read back through :meth:`retrieval.store.RunDir.write_summary` / ``read_summary``."""
+written and read back through :meth:`retrieval.runs.RunDir.write_summary` / ``read_summary``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from retrieval.store import RunKind, RunSummary
+from retrieval.runs import RunKind, RunSummary
 
 
 class EmbedBenchSummary(RunSummary):

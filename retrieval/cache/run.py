@@ -47,7 +47,7 @@ from retrieval.cache.tune import (
     knn_check,
 )
 from retrieval.errors import BackendError
-from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
+from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
 
 log = logging.getLogger(__name__)
 RETRIES = 4  # retries of a Redis call that failed on a lost/refused connection or a timeout

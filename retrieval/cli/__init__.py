@@ -14,7 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.errors import RwbError
 
 

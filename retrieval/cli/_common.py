@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from retrieval.numfmt import format_number
-from retrieval.store import json_default
+from retrieval.runs import json_default
 
 #: a progress callback: (done, total, description)
 Progress = Callable[[int, int, str], None]

@@ -12,7 +12,7 @@ from typing import Any
 
 from retrieval.cli._common import fmt, print_json, print_table, progress_bar
 from retrieval.errors import ConfigError
-from retrieval.store import check_out_dir
+from retrieval.runs import check_out_dir
 
 
 def _int_list(flag: str, text: str | None) -> list[int] | None:

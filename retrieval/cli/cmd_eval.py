@@ -26,29 +26,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval_cmd(args: argparse.Namespace) -> int:
-    from retrieval.errors import param_error
-    from retrieval.specfile import with_overrides
-    from retrieval.tune.runner import run_eval
-    from retrieval.tune.spec import load_spec, validate_spec
+    from retrieval.api import evaluate
 
-    spec = load_spec(args.spec)
-    if args.build_threads is not None and args.build_threads < 1:
-        raise param_error("--build-threads", "an integer >= 1", args.build_threads)
-    build = None if args.build_threads is None else {
-        **spec.index_build.model_dump(), "threads": args.build_threads}
-    spec = with_overrides(spec, threads=args.threads, index_build=build, check=validate_spec)
     bar, progress = progress_bar("eval", unit="config")
     try:
-        result = run_eval(spec, args.out, progress=progress, force=args.force)
+        run = evaluate(args.spec, out=args.out, threads=args.threads,
+                       build_threads=args.build_threads, progress=progress, force=args.force)
     finally:
         close_bar(bar)
+    summary = run.to_dict()
     if args.json:
-        print_json(result.summary)
+        print_json(summary)
         return 0
-    if "filters" in result.summary:
+    if "filters" in summary:
         from retrieval.cli._filtered import print_filtered_eval
 
-        print_filtered_eval(result.summary, str(result.run.path))
+        print_filtered_eval(summary, str(run.path))
         return 0
     rows = [
         (
@@ -64,10 +57,10 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
             r["build_s"],
             r["memory_bytes"],
         )
-        for r in result.summary["rows"]
+        for r in summary["rows"]
     ]
     print(
-        f"dataset {result.summary['dataset']}  k={result.summary['k']}  "
+        f"dataset {summary['dataset']}  k={summary['k']}  "
         f"(recall@k by id; latency single-query ms; QPS batch)"
     )
     print_table(
@@ -86,7 +79,7 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
             "mem_bytes",
         ],
     )
-    print(f"run directory: {result.run.path}")
+    print(f"run directory: {run.path}")
     return 0
 
 

@@ -57,9 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from retrieval.export import NothingToExport, export_run
-    from retrieval.export.files import is_rwb_export
-    from retrieval.store import check_out_file
+    from retrieval.api import export
+    from retrieval.exporting import NothingToExport
+    from retrieval.exporting.files import is_rwb_export
+    from retrieval.runs import check_out_file
 
     check_out_file(args.out, force=args.force, ours=is_rwb_export)
     out = Path(args.out)
@@ -67,7 +68,7 @@ def run_export(args: argparse.Namespace) -> int:
     replaced = ("" if not out.is_file() else " (replaced an earlier rwb export)"
                 if is_rwb_export(out) else " (replaced the file that was there: --force)")
     try:
-        result = export_run(args.run, args.engine, args.out, backend=args.backend)
+        result = export(args.run, args.engine, args.out, backend=args.backend, force=args.force)
     except NothingToExport as exc:
         print(f"rwb: nothing to export: {exc}", file=sys.stderr)
         return 1
@@ -82,12 +83,12 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.export import ChecksReport, VerifyReport, VerifyResult, verify_file
-    from retrieval.export.verify import NotMeasurable
+    from retrieval.exporting import ChecksReport, VerifyReport, VerifyResult, verify_file
+    from retrieval.exporting.verify import NotMeasurable
 
     report: VerifyResult
     if getattr(args, "pairs", None):
-        from retrieval.export.redisvl import verify_transfer
+        from retrieval.exporting.redisvl import verify_transfer
 
         report = verify_transfer(args.file, args.pairs)
     else:

@@ -29,7 +29,7 @@ def front_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.store import RunDir
+    from retrieval.runs import RunDir
 
     summary = RunDir.open(args.run).read_json("summary.json")
     if "filters" in summary:  # one front across selectivity buckets would mix workloads

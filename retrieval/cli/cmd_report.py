@@ -34,13 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.report import write_report
-    from retrieval.store import check_out_file, written_by_rwb
+    from retrieval.api import report
 
-    if args.out:
-        check_out_file(args.out, force=args.force, ours=written_by_rwb("<title>rwb report"))
-    result = write_report(args.run, args.out, remeasure=args.remeasure,
-                          target=args.target_recall)
+    result = report(args.run, args.out, remeasure=args.remeasure,
+                    target_recall=args.target_recall, force=args.force)
     print(f"report ({result.kind}): {result.html}")
     for png in result.pngs:
         print(f"  {png}")

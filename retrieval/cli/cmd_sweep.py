@@ -52,10 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrieval.api import sweep
     from retrieval.study.spec import is_study_spec
-    from retrieval.tune.spec import load_spec
     from retrieval.tune.storage import StorageLost
-    from retrieval.tune.sweep import apply_overrides, run_sweep
 
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)
         from retrieval.cli.sweep_study import run_study_cmd
@@ -65,29 +64,28 @@ def run(args: argparse.Namespace) -> int:
                               f"rag-study (its held-out comparison is in its summary)")
 
         return run_study_cmd(args)
-    spec = apply_overrides(
-        load_spec(args.spec), strategy=args.strategy, target=args.target_recall,
-        n_trials=args.n_trials, threads=args.threads, build_threads=args.build_threads,
-    )
-    bar, progress = progress_bar(f"sweep ({spec.tune.strategy})", unit="config", width=70,
-                                 use_total=False)
+    desc = f"sweep ({args.strategy})" if args.strategy else "sweep"
+    bar, progress = progress_bar(desc, unit="config", width=70, use_total=False)
     try:
-        result = run_sweep(spec, args.out, storage=args.storage, study=args.study,
-                           progress=progress, force=args.force)
+        run = sweep(args.spec, out=args.out, strategy=args.strategy,
+                    target_recall=args.target_recall, storage=args.storage, study=args.study,
+                    n_trials=args.n_trials, threads=args.threads,
+                    build_threads=args.build_threads, progress=progress, force=args.force)
     except StorageLost as exc:
         raise StorageLost(f"{exc}; resume once it answers again with: "
                           f"{resume_command(args, exc.run_path)}", exc.run_path) from None
     finally:
         close_bar(bar)
+    summary = run.to_dict()
     if args.json:
-        print_json(result.summary)
-    elif "operating_points" in result.summary:
+        print_json(summary)
+    elif "operating_points" in summary:
         from retrieval.cli._filtered import print_filtered_sweep
 
-        print_filtered_sweep(result.summary, str(result.run.path))
+        print_filtered_sweep(summary, str(run.path))
     else:
-        print_result(result.summary, str(result.run.path))
-    return strict_exit(result.summary) if args.strict else 0
+        print_result(summary, str(run.path))
+    return strict_exit(summary) if args.strict else 0
 
 
 def resume_command(args: argparse.Namespace, run_path: Any) -> str:

@@ -8,45 +8,25 @@ import sys
 from typing import Any
 
 from retrieval.cli._common import print_json, print_table
-from retrieval.errors import ConfigError, param_error
-from retrieval.specfile import with_overrides
-from retrieval.study.spec import check_study_spec
-
-
-def _override(spec: Any, args: argparse.Namespace) -> Any:
-    if args.strategy not in (None, "optuna"):
-        raise ConfigError(f"{spec.source}: a rag-study always runs Optuna (multi-objective); "
-                          f"--strategy must be omitted or 'optuna'; received {args.strategy!r}")
-    if getattr(args, "threads", None) is not None:
-        raise ConfigError(f"{spec.source}: --threads applies to index sweeps, not to a "
-                          f"rag-study; received {args.threads}")
-    if args.n_trials is not None and args.n_trials < 1:
-        raise param_error("--n-trials", "an integer >= 1", args.n_trials)
-    if args.target_recall is not None:
-        if not 0.0 < args.target_recall <= 1.0:
-            raise param_error("--target-recall", "in (0, 1]", args.target_recall)
-        constraints = {**spec.constraints.model_dump(), "target_recall": args.target_recall}
-        spec = with_overrides(spec, constraints=constraints, check=check_study_spec)
-    return spec
 
 
 def run_study_cmd(args: argparse.Namespace) -> int:
-    from retrieval.study.run import run_study
-    from retrieval.study.spec import load_study_spec
+    from retrieval.api import sweep
 
-    spec = _override(load_study_spec(args.spec), args)
     verbose = sys.stderr.isatty()  # stderr only: --json keeps stdout clean
 
-    def progress(msg: str) -> None:
+    def progress(done: int, total: int, msg: str) -> None:
         if verbose:
             print(f"rwb sweep: {msg}", file=sys.stderr)
 
-    result = run_study(spec, args.out, storage=args.storage, study_name=args.study,
-                       n_trials=args.n_trials, progress=progress, force=args.force)
+    run = sweep(args.spec, out=args.out, strategy=args.strategy,
+                target_recall=args.target_recall, storage=args.storage, study=args.study,
+                n_trials=args.n_trials, threads=args.threads, build_threads=args.build_threads,
+                progress=progress, force=args.force)
     if args.json:
-        print_json(result.summary)
+        print_json(run.to_dict())
         return 0
-    print_result(result.summary, str(result.run.path))
+    print_result(run.to_dict(), str(run.path))
     return 0
 
 

@@ -40,27 +40,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _spec(args: argparse.Namespace) -> Any:
-    from retrieval.cache.spec import load_cache_spec, parse_cache_spec
-
-    spec = load_cache_spec(args.spec)
-    overrides = {k: v for k, v in (("max_false_hit", args.max_false_hit),
-                                   ("confidence", args.confidence), ("bound", args.bound))
-                 if v is not None}
-    if not overrides:
-        return spec
-    data = spec.model_dump(mode="json")
-    data["tuning"].update(overrides)
-    return parse_cache_spec(data, source=f"{args.spec} (with command-line options)")
-
-
 def run(args: argparse.Namespace) -> int:
-    from retrieval.cache.run import run_cache_tuning
+    from retrieval.api import tune_cache
 
-    spec = _spec(args)
-    outcome = run_cache_tuning(spec, redis_url=args.redis_url, out=args.out,
-                               keep_index=args.keep_index, force=args.force)
-    s = outcome.summary
+    result = tune_cache(args.spec, out=args.out, redis_url=args.redis_url,
+                        max_false_hit=args.max_false_hit, confidence=args.confidence,
+                        bound=args.bound, keep_index=args.keep_index, force=args.force)
+    s = result.to_dict()
     if args.json:
         print_json(s)
     else:

@@ -24,36 +24,20 @@ def register(tune_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if args.max_queries is not None:
-        out["max_queries"] = args.max_queries
-    if args.sample_queries is not None:
-        out["latency"] = {"sample_queries": args.sample_queries}
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    from retrieval.rerank.run import run_rerank_sweep
-    from retrieval.rerank.spec import load_rerank_spec, parse_rerank_spec
+    from retrieval.api import tune_rerank
 
-    spec = load_rerank_spec(args.spec)
-    extra = _overrides(args)
-    if extra:
-        data = spec.model_dump(mode="json", exclude_unset=True)
-        for key, value in extra.items():
-            data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
-        spec = parse_rerank_spec(data, source=f"{args.spec} (with command-line overrides)")
     bar, progress = progress_bar("tune rerank", width=40)
     try:
-        result = run_rerank_sweep(spec, args.out, spec_source=args.spec, progress=progress,
-                                  force=args.force)
+        result = tune_rerank(args.spec, out=args.out, max_queries=args.max_queries,
+                             sample_queries=args.sample_queries, progress=progress,
+                             force=args.force)
     finally:
         close_bar(bar)
     if args.json:
-        print_json(result.summary)
+        print_json(result.to_dict())
         return 0
-    print_summary(result.summary)
+    print_summary(result.to_dict())
     return 0
 
 

@@ -54,8 +54,8 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
+from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart
 from retrieval.sampling import seeded_subset
-from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
 
 log = logging.getLogger(__name__)
 

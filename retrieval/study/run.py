@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from retrieval.redact import redact_uri
-from retrieval.store import RunDir, RunKind, RunSummary
+from retrieval.runs import RunDir, RunKind, RunSummary
 from retrieval.study import combine
 from retrieval.study.cache_leg import CacheTables, measure_cache
 from retrieval.study.combine import Config, Scorer

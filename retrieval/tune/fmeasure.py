@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.filtering.gt import (
     FilteredGT,
     filtered_ground_truth,

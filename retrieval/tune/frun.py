@@ -14,11 +14,11 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.spec import FilterSpec
 from retrieval.filtering.workload import Bucket, bind_workload
-from retrieval.store import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary

@@ -24,10 +24,10 @@ import time
 from typing import Any
 
 from retrieval.data import VectorDataset
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.filtering.workload import Bucket
 from retrieval.indexes.registry import get_backend
-from retrieval.store import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind
 from retrieval.tune.decide import lower_bound, split_queries
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
 from retrieval.tune.frun import (

@@ -1,4 +1,4 @@
-"""Measuring one config for the tuner, on top of :class:`retrieval.evaluate.Evaluator`.
+"""Measuring one config for the tuner, on top of :class:`retrieval.evaluation.Evaluator`.
 
 Three kinds of measurement, all on a built index (never rebuilt for a search param):
 
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.evaluate import BuiltIndex, Evaluator, Measurement, Mode
+from retrieval.evaluation import BuiltIndex, Evaluator, Measurement, Mode
 from retrieval.indexes.entry import SearchConfig
 from retrieval.metrics import latency_summary
 from retrieval.tune.config import ConfidenceSpec

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import VectorDataset
-from retrieval.evaluate import Evaluator, Measurement
-from retrieval.store import RunDir, RunKind
+from retrieval.evaluation import Evaluator, Measurement
+from retrieval.runs import RunDir, RunKind
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from retrieval import __version__
+from retrieval._version import __version__
 from retrieval.errors import BackendError, ConfigError
 from retrieval.redact import mask, redact_error, redact_uri
 from retrieval.tune.config import RESUMABLE_FIELDS

@@ -1,6 +1,6 @@
 """summary.json of ``rwb eval`` and ``rwb sweep`` (a sweep's computed from the study alone: any
 worker writes the same one), and their typed models :class:`EvalSummary` / :class:`SweepSummary`
-(written and read back through :meth:`retrieval.store.RunDir.write_summary` / ``read_summary``).
+(written and read back through :meth:`retrieval.runs.RunDir.write_summary` / ``read_summary``).
 
 Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, ``objective``,
 ``confidence``, ``queries`` (the split), ``cheapest_rule``, ``builds`` (one entry per unit with
@@ -19,7 +19,7 @@ from pydantic import Field
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.store import RunKind, RunSummary, SummaryPart
+from retrieval.runs import RunKind, RunSummary, SummaryPart
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value

@@ -18,10 +18,10 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
+from retrieval.runs import RunDir, RunKind
 from retrieval.specfile import with_overrides
-from retrieval.store import RunDir, RunKind
 from retrieval.tune import trials as tr
 from retrieval.tune.config import STRATEGIES
 from retrieval.tune.decide import split_queries

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.indexes.entry import SearchConfig
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy

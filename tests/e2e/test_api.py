@@ -144,11 +144,11 @@ def test_sweep_export_verify_report_open_run(tmp_path):
     assert again.to_frame().shape == tuned.to_frame().shape
 
 
-def test_export_and_report_are_both_verb_and_subpackage(tmp_path):
-    import retrieval.export.registry  # binds the subpackage on the package
+def test_export_and_report_are_verbs_beside_their_packages(tmp_path):
+    import retrieval.exporting.registry  # binds the subpackage on the package
 
     assert callable(retrieval.export) and callable(retrieval.report)
-    assert retrieval.export.registry.engines()  # still the subpackage
+    assert retrieval.exporting.registry.engines()  # the subpackage, under its own name
     with pytest.raises(ConfigError, match="engine"):
         retrieval.export(tmp_path, "nope", tmp_path / "x.yaml")
 

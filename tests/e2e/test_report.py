@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from retrieval.cli import main
-from retrieval.report import load_run
+from retrieval.reporting import load_run
 
 EVAL = textwrap.dedent("""\
     name: report-e2e
@@ -109,7 +109,7 @@ def test_report_default_path_of_sweep_run(tmp_path):
 
 
 def test_eval_report_marks_the_pareto_front(eval_run):
-    from retrieval.report.build import index_table
+    from retrieval.reporting.build import index_table
 
     t = index_table(load_run(eval_run))
     marks = [r[t.headers.index("Pareto")] for r in t.rows]
@@ -117,7 +117,7 @@ def test_eval_report_marks_the_pareto_front(eval_run):
 
 
 def test_target_sweep_p95_plot_shows_its_search_steps(tmp_path):
-    from retrieval.report.build import figures_for, tables_for
+    from retrieval.reporting.build import figures_for, tables_for
 
     spec = tmp_path / "sweep.yaml"
     spec.write_text(SWEEP.replace("strategy: grid", "strategy: target"))
@@ -139,7 +139,7 @@ def test_target_sweep_p95_plot_shows_its_search_steps(tmp_path):
 def test_chosen_row_shows_its_full_timing(tmp_path):
     """The 'chosen' row of a target sweep's table carries the chosen config's full re-timing
     (summary.json's p95 / QPS), not its search step's numbers (no p95, one-pass QPS)."""
-    from retrieval.report.build import chosen_points, index_table
+    from retrieval.reporting.build import chosen_points, index_table
 
     spec = tmp_path / "sweep.yaml"
     spec.write_text(SWEEP.replace("strategy: grid", "strategy: target"))

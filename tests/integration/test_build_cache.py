@@ -101,7 +101,7 @@ def test_verify_of_an_export_loads_the_sweeps_index(two_runs, cache_dir, tmp_pat
     path = tmp_path / "tuned.hnswlib.yaml"
     assert main(["export", str(first.run.path), "--engine", "hnswlib", "--out", str(path)]) == 0
     capsys.readouterr()
-    with caplog.at_level(logging.INFO, logger="retrieval.evaluate"):
+    with caplog.at_level(logging.INFO, logger="retrieval.evaluation"):
         assert main(["verify", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert any(r.getMessage().startswith("loaded hnswlib") for r in caplog.records)

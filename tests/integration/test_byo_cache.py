@@ -127,7 +127,7 @@ def test_csv_pairs_with_an_explicit_heldout_file_and_distractor_texts(
         files: dict[str, Path], redis_url: str, tmp_path: Path) -> None:
     from retrieval.cache.run import run_cache_tuning
     from retrieval.cache.spec import parse_cache_spec
-    from retrieval.export.redisvl import export_run, verify_file
+    from retrieval.exporting.redisvl import export_run, verify_file
     from retrieval.loaders.pairs import read_pairs
 
     cols = {"text_a": "q1", "text_b": "q2", "label": "dup"}

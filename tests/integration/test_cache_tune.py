@@ -125,8 +125,8 @@ def test_run_directory(tuned: dict[str, Any]) -> None:
 def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path) -> None:
     from redisvl.extensions.cache.llm import SemanticCache as RvlCache
 
-    from retrieval.export import export_run, verify_file
-    from retrieval.export.redisvl import semantic_cache_kwargs
+    from retrieval.exporting import export_run, verify_file
+    from retrieval.exporting.redisvl import semantic_cache_kwargs
 
     cfg = tmp_path / "cache.redisvl.yaml"
     exported = export_run(tuned["out"], "redisvl", cfg)

@@ -14,8 +14,8 @@ import pytest
 
 from retrieval.cli import main
 from retrieval.embed import RuntimeEmbedder, SentenceTransformerEmbedder, get_embedder
-from retrieval.embedrt import RUNTIMES, parse_runtimes
-from retrieval.embedrt.export import MANIFEST, check_entry, sha256_file
+from retrieval.embed.runtimes import RUNTIMES, parse_runtimes
+from retrieval.embed.runtimes.export import MANIFEST, check_entry, sha256_file
 from retrieval.errors import ConfigError, DataError
 from retrieval.paths import data_dir
 
@@ -121,7 +121,7 @@ def test_corrupt_or_mismatched_export_is_rebuilt_with_a_warning(
     digest = sha256_file(path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 3])  # a truncated file
-    with caplog.at_level(logging.WARNING, logger="retrieval.embedrt.export"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.embed.runtimes.export"):
         fixed = _onnx(cache_root, "onnx-int8")
     assert fixed.encoder.export.reused is False
     assert any("cannot be trusted" in r.getMessage() and "bytes" in r.getMessage()
@@ -133,7 +133,7 @@ def test_corrupt_or_mismatched_export_is_rebuilt_with_a_warning(
     (path.parent / MANIFEST).write_text(json.dumps({**man, "key": "0" * 64}))
     assert "another model" in (check_entry(path.parent, "onnx-int8", man["key"]) or "")
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="retrieval.embedrt.export"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.embed.runtimes.export"):
         assert _onnx(cache_root, "onnx-int8").encoder.export.reused is False
     assert any("cannot be trusted" in r.getMessage() for r in caplog.records)
 
@@ -222,7 +222,7 @@ def test_scifact_quality_per_runtime(cache_root: Path) -> None:
     from retrieval.bench.embed.engines import RuntimeEngine, STEngine
     from retrieval.bench.embed.runtimes import scifact_quality
     from retrieval.bench.embed.spec import EmbedBenchConfig
-    from retrieval.embedrt import parse_runtime
+    from retrieval.embed.runtimes import parse_runtime
 
     cfg = EmbedBenchConfig(quality="scifact", quality_queries=15, quality_docs=60)
     engines = {"torch": STEngine(None),

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.export.engines import own_backends
-from retrieval.export.files import read_config
+from retrieval.exporting.engines import own_backends
+from retrieval.exporting.files import read_config
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import apply_overrides, run_sweep
 

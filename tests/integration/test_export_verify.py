@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.export.ann import full_search
-from retrieval.export.engines import ANN_ENGINES
-from retrieval.export.files import read_config
-from retrieval.export.portable import Hnsw, Ivf, Portable, portable
+from retrieval.exporting.ann import full_search
+from retrieval.exporting.engines import ANN_ENGINES
+from retrieval.exporting.files import read_config
+from retrieval.exporting.portable import Hnsw, Ivf, Portable, portable
 from retrieval.indexes.registry import get_backend
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.tune.spec import parse_spec

@@ -89,8 +89,8 @@ def test_filtered_target_sweep_operating_points(tmp_path: Path) -> None:
 def test_filtered_report_and_export(tmp_path: Path) -> None:
     import yaml
 
-    from retrieval.export import export_run
-    from retrieval.report.build import write_report
+    from retrieval.exporting import export_run
+    from retrieval.reporting.build import write_report
 
     spec = parse_spec({**SPEC, "tune": {"strategy": "target"},
                        "filters": {**SPEC["filters"], "strategies": ["engine", "prefilter"]}})

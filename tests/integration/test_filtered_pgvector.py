@@ -209,7 +209,7 @@ def test_filtered_pgvector_spec_loads() -> None:
 def test_target_sweep_exports_the_iterative_scan(tmp_path: Path) -> None:
     """An engine operating point with an iterative scan exports to pgvector with its SET lines
     (the scan has no library-neutral form, so only pgvector itself can carry it)."""
-    from retrieval.export import export_run
+    from retrieval.exporting import export_run
     from retrieval.tune.spec import load_spec
     from retrieval.tune.sweep import run_sweep
 
@@ -228,7 +228,7 @@ def test_target_sweep_exports_the_iterative_scan(tmp_path: Path) -> None:
         assert op["config"]["search_params"]["iterative_scan"] == "relaxed_order"
         assert "WHERE" in op["filter_in_engine"]
     # verify reads the scan back from the SET lines and re-measures each bucket on pgvector
-    from retrieval.export import verify_file
+    from retrieval.exporting import verify_file
 
     rep = verify_file(out).to_dict()
     assert rep["measurable"] and {p["backend"] for p in rep["points"]} == {"pgvector"}

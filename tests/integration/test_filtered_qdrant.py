@@ -195,7 +195,7 @@ def test_an_acorn_operating_point_exports_to_qdrant_with_its_acorn_params() -> N
     """ACORN has no library-neutral form: exported to Qdrant it is ``search_params.acorn`` (REST
     names), read back by verify's inverse; exported to another engine it is left out."""
     from retrieval.engines.qdrant.export import from_qdrant
-    from retrieval.export.filtered import _entry
+    from retrieval.exporting.filtered import _entry
 
     op = {"bucket": "sel=0.02", "selectivity": 0.02, "strategy": "engine", "backend": "qdrant",
           "label": "qdrant-acorn", "build": BUILD, "p95_ms": 1.0, "recall": 0.95,

@@ -195,7 +195,7 @@ def test_filtered_rwb_eval_with_redis(redis_env: str, tmp_path: Path,
 
 
 def test_filtered_target_sweep_and_redis_export(redis_env: str, tmp_path: Path) -> None:
-    from retrieval.export import export_run
+    from retrieval.exporting import export_run
     from retrieval.tune.spec import parse_spec
     from retrieval.tune.sweep import run_sweep
 

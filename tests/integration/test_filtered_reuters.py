@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.loaders.attributes import reuters_attributes
 from retrieval.paths import data_dir
-from retrieval.report.build import write_report
+from retrieval.reporting.build import write_report
 from retrieval.tune.runner import load_vectors, run_eval
 from retrieval.tune.spec import load_spec, parse_spec, resolved
 

@@ -237,7 +237,7 @@ def test_export_rebuilds_from_the_file_on_pgvector(tmp_path, pg_url, capsys):
     the backend and params that built it, and an index rebuilt from them measures the recorded
     recall again."""
     from retrieval.engines.pgvector.export import from_pgvector
-    from retrieval.export.files import read_config
+    from retrieval.exporting.files import read_config
     from retrieval.loaders.catalog import resolve_dataset
     from retrieval.testing.conformance import exact_neighbours
 

@@ -141,7 +141,7 @@ def test_recorded_command_lines_are_masked() -> None:
 
 
 def test_run_files_mask_secrets_but_keep_counts(tmp_path: Path) -> None:
-    from retrieval.store import RunDir
+    from retrieval.runs import RunDir
 
     run = RunDir.create(tmp_path / "r", "masking")
     run.write_json("x.json", {"uri": f"http://u:{SECRET}@h/", "token": SECRET, "tokens": 7})
@@ -355,7 +355,7 @@ def test_a_sweep_does_not_open_a_planted_study_db(tmp_path: Path, capsys) -> Non
 
 
 def test_an_interrupted_run_is_marked_failed(tmp_path: Path) -> None:
-    from retrieval.store import RunDir
+    from retrieval.runs import RunDir
 
     run = RunDir.create(tmp_path / "r", "interrupted")
     with pytest.raises(KeyboardInterrupt), run.recording():

@@ -17,9 +17,9 @@ import yaml
 
 import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
 from retrieval.cli import main
-from retrieval.export.ann import evidence
+from retrieval.exporting.ann import evidence
 from retrieval.loaders.catalog import resolve_dataset
-from retrieval.store import RunDir
+from retrieval.runs import RunDir
 from retrieval.testing.fake import fake_query_recall, fake_recall
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import lower_bound, split_queries

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.export import export_run
+from retrieval.exporting import export_run
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep

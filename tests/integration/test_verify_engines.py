@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.export.files import read_config
-from retrieval.export.inverse import INVERSES, inverse_for
+from retrieval.exporting.files import read_config
+from retrieval.exporting.inverse import INVERSES, inverse_for
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
 

@@ -19,7 +19,7 @@ import pytest
 from retrieval.cli import main
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.indexes.buildcache import SIDECAR, CacheSettings, IndexCache
 from retrieval.tune.spec import parse_spec
 
@@ -158,7 +158,7 @@ FULL_DISK = textwrap.dedent("""
     import numpy as np
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
     from retrieval.data import VectorDataset
-    from retrieval.evaluate import Evaluator
+    from retrieval.evaluation import Evaluator
     from retrieval.indexes.buildcache import CacheSettings, IndexCache
     rng = np.random.default_rng(3)
     ds = VectorDataset(name="full", base=rng.standard_normal((2000, 16)).astype(np.float32),

@@ -18,7 +18,7 @@ import pytest
 import retrieval
 from retrieval.cli import main
 from retrieval.data import VectorDataset
-from retrieval.evaluate import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.indexes import buildcache
 from retrieval.indexes.buildcache import SIDECAR, CacheSettings, IndexCache
 

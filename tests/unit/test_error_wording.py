@@ -116,7 +116,7 @@ def test_a_byte_order_mark_in_beir_jsonl_is_accepted(tmp_path: Path) -> None:
 def test_a_cache_limit_from_the_spec_is_warned_once_and_named(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """faiss-ivf writes two entries (its trained centroids, its index), neither fits."""
-    from retrieval.evaluate import Evaluator
+    from retrieval.evaluation import Evaluator
     from retrieval.indexes.buildcache import ENV_MAX, CacheSettings
     from retrieval.loaders.synthetic import make_synthetic
 

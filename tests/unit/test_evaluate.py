@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from retrieval.errors import ConfigError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.synthetic import make_synthetic
 
 

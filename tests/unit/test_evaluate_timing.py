@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.fake import FakeIndex
 

@@ -4,8 +4,8 @@ import pytest
 
 from retrieval.engines.faiss.export import check_faiss
 from retrieval.errors import ConfigError
-from retrieval.export.engines import translate
-from retrieval.export.portable import Auto, Flat, Hnsw, Ivf, portable
+from retrieval.exporting.engines import translate
+from retrieval.exporting.portable import Auto, Flat, Hnsw, Ivf, portable
 
 HNSW = Hnsw(M=16, ef_construction=200, ef_search=64)
 IVF = Ivf(nlist=256, nprobe=12)

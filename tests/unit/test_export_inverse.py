@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from retrieval.errors import ConfigError
-from retrieval.export.engines import translate
-from retrieval.export.inverse import INVERSES, inverse_for
-from retrieval.export.portable import Flat, Hnsw, Ivf, portable
+from retrieval.exporting.engines import translate
+from retrieval.exporting.inverse import INVERSES, inverse_for
+from retrieval.exporting.portable import Flat, Hnsw, Ivf, portable
 from retrieval.indexes.registry import get_backend
 
 CASES = [

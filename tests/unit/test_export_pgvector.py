@@ -9,7 +9,7 @@ import pytest
 
 from retrieval.engines.pgvector.export import from_pgvector, to_pgvector
 from retrieval.errors import ConfigError
-from retrieval.export.engines import translate
+from retrieval.exporting.engines import translate
 from retrieval.indexes.portable import Flat, Hnsw, Ivf
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from retrieval.errors import ConfigError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.groundtruth import exact_knn
 from retrieval.indexes import create_index, get_backend
 from retrieval.loaders.synthetic import make_synthetic

@@ -9,7 +9,7 @@ import pytest
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError
-from retrieval.evaluate import Evaluator
+from retrieval.evaluation import Evaluator
 from retrieval.filtering import (
     Attributes,
     Bucket,

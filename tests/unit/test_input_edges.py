@@ -52,11 +52,11 @@ def test_a_csv_the_csv_module_refuses_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"target_recall": "high"}, "field 'target_recall' must be in (0, 1]; received "
+    ({"target_recall": "high"}, "field '--target-recall' must be in (0, 1]; received "
                                 "'high'"),
     ({"target_recall": True}, "received True"),
     ({"target_recall": float("nan")}, "received nan"),
-    ({"n_trials": "5"}, "field 'n_trials' must be an integer >= 1; received '5'"),
+    ({"n_trials": "5"}, "field '--n-trials' must be an integer >= 1; received '5'"),
     ({"strategy": 5}, "unknown strategy '5'"),
 ])
 def test_sweep_api_arguments_of_the_wrong_type_are_one_error(

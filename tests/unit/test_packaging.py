@@ -10,7 +10,8 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-from retrieval import paths, store
+from retrieval import paths
+from retrieval.runs import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,16 +63,16 @@ def test_checkout_root_is_none_in_a_folder_that_is_not_a_checkout(monkeypatch, t
 
 
 def test_git_info_outside_a_checkout_is_null_and_runs_no_git(monkeypatch):
-    monkeypatch.setattr(store, "checkout_root", lambda: None)
+    monkeypatch.setattr(provenance, "checkout_root", lambda: None)
 
     def no_git(*a, **k):
         raise AssertionError("git must not run outside a checkout")
 
-    monkeypatch.setattr(store.subprocess, "run", no_git)
-    assert store.git_info() == {"sha": None, "dirty": None}
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    assert provenance.git_info() == {"sha": None, "dirty": None}
 
 
 def test_git_info_in_this_checkout_names_its_commit():
-    info = store.git_info()
+    info = provenance.git_info()
     if (ROOT / ".git").exists():
         assert isinstance(info["sha"], str) and len(info["sha"]) == 40

@@ -12,9 +12,9 @@ pytest.importorskip("matplotlib")
 
 from retrieval.cli import main
 from retrieval.errors import ConfigError, DataError
-from retrieval.report import load_run, write_report
-from retrieval.report.html import Section, Table, render
-from retrieval.report.load import detect_kind
+from retrieval.reporting import load_run, write_report
+from retrieval.reporting.html import Section, Table, render
+from retrieval.reporting.load import detect_kind
 
 
 def _run(tmp_path: Path, summary: dict, manifest: dict | None = None) -> Path:
@@ -120,7 +120,7 @@ EVAL_ROWS = [
 
 
 def test_eval_report_pareto_column_marks_the_front(tmp_path):
-    from retrieval.report.build import index_table
+    from retrieval.reporting.build import index_table
 
     run = _run(tmp_path, {"kind": "eval", "dataset": "x", "k": 10, "rows": EVAL_ROWS},
                {"kind": "eval"})
@@ -132,7 +132,7 @@ def test_eval_report_pareto_column_marks_the_front(tmp_path):
 
 def test_one_number_format_in_cli_and_report_tables(tmp_path):
     from retrieval.cli._common import fmt
-    from retrieval.report.html import fmt_cell, table_html
+    from retrieval.reporting.html import fmt_cell, table_html
 
     for v, text in ((98830.4, "98,830"), (72712.0, "72,712"), (1234567.0, "1,234,567"),
                     (0.95312, "0.9531"), (4.2171, "4.217"), (2345.6, "2346"),
@@ -140,7 +140,7 @@ def test_one_number_format_in_cli_and_report_tables(tmp_path):
         assert fmt(v) == fmt_cell(v) == text, v
     run = _run(tmp_path, {"kind": "eval", "dataset": "x", "k": 10, "rows": EVAL_ROWS},
                {"kind": "eval"})
-    from retrieval.report.build import index_table
+    from retrieval.reporting.build import index_table
 
     page = table_html(index_table(load_run(run)))
     assert "98,830" in page and "e+0" not in page

@@ -10,9 +10,9 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.figure import Figure
 
-from retrieval.report import ann, rag
-from retrieval.report.points import cheapest_meeting, series_name
-from retrieval.report.style import TARGET_COLOR, png_bytes
+from retrieval.reporting import ann, rag
+from retrieval.reporting.points import cheapest_meeting, series_name
+from retrieval.reporting.style import TARGET_COLOR, png_bytes
 
 
 def _points() -> list[dict]:

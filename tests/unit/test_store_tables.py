@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrieval.store import RunDir, typed_frame
+from retrieval.runs import RunDir, typed_frame
 from retrieval.tune.runner import run_eval
 from retrieval.tune.spec import parse_spec
 

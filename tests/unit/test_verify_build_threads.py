@@ -4,8 +4,8 @@ the sampling tolerance. Exports record the sweep's build threads."""
 
 from __future__ import annotations
 
-from retrieval.export.ann import source
-from retrieval.export.verify import evidence_checks
+from retrieval.exporting.ann import source
+from retrieval.exporting.verify import evidence_checks
 from retrieval.tune.results import PointResult
 
 
@@ -33,7 +33,7 @@ def test_a_small_drift_fails_on_the_same_index_and_passes_on_a_multithreaded_reb
 def test_export_source_records_the_sweeps_build_threads(monkeypatch):
     from types import SimpleNamespace
 
-    import retrieval.export.ann as ann
+    import retrieval.exporting.ann as ann
 
     b = SimpleNamespace(backend="hnswlib")
     c = SimpleNamespace(build={"M": 8}, build_params={"M": 8, "ef_construction": 200},

@@ -15,7 +15,7 @@ import numpy as np
 from retrieval.bench.embed.plan import Plan, PlanRun, fixed_batches
 from retrieval.bench.embed.spec import EmbedBenchConfig
 from retrieval.embed import RuntimeEmbedder, SentenceTransformerEmbedder, resolve_model
-from retrieval.embedrt import Runtime, parse_runtime
+from retrieval.embed.runtimes import Runtime, parse_runtime
 from retrieval.errors import BackendError, ConfigError, DataError
 from retrieval.timing import timed
 
@@ -274,7 +274,7 @@ def warm_up(engine: EmbedEngine, texts: Sequence[str], calls: int) -> None:
 
 def bf16_support() -> tuple[bool, str]:
     """Whether this CPU runs bf16 natively (AVX512-BF16 or AMX-BF16 in /proc/cpuinfo)."""
-    from retrieval.store import cpu_info
+    from retrieval.runs import cpu_info
 
     flags = set(cpu_info()["flags"])
     have = [f for f in BF16_FLAGS if f in flags]

@@ -213,7 +213,7 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None, *,
     """Run directory: manifest.json (versions, git sha, CPU flags incl. AMX/AVX-512, torch
     threads, seed, config, status), results.parquet (one tidy row per setting), summary.json.
     A non-empty ``out`` is refused unless ``force``."""
-    from retrieval.store import RunDir, RunKind
+    from retrieval.runs import RunDir, RunKind
 
     run = RunDir.create(out, RunKind.BENCH_EMBED, force=force)
     with run.recording():
@@ -223,7 +223,7 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None, *,
 
 def _write_embed(run: Any, result: EmbedBenchResult) -> None:
     from retrieval.bench.summary import EmbedBenchSummary
-    from retrieval.store import RunKind
+    from retrieval.runs import RunKind
 
     ok, reason = bf16_support()
     run.write_manifest(

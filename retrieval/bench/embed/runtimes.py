@@ -30,7 +30,7 @@ import numpy as np
 from retrieval.bench.embed.engines import EmbedEngine
 from retrieval.bench.embed.plan import PlanRun, drift, max_abs_diff, plan_row
 from retrieval.bench.embed.spec import EmbedBenchConfig
-from retrieval.embedrt import parse_runtime
+from retrieval.embed.runtimes import parse_runtime
 from retrieval.metrics import recall_by_id
 
 

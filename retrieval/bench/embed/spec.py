@@ -67,7 +67,7 @@ class EmbedBenchConfig(Params):
     @field_validator("runtimes")
     @classmethod
     def _runtimes(cls, v: list[str]) -> list[str]:
-        from retrieval.embedrt import RUNTIMES, parse_runtime
+        from retrieval.embed.runtimes import RUNTIMES, parse_runtime
         from retrieval.errors import ConfigError
 
         names = []

@@ -90,7 +90,7 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
     """Run directory: spec.yaml (resolved), manifest.json (versions, git sha, CPU, threads,
     seeds, status), results.parquet (one tidy row per mode x query), summary.json. A
     non-empty ``out`` is refused unless ``force``."""
-    from retrieval.store import RunDir, RunKind
+    from retrieval.runs import RunDir, RunKind
 
     run = RunDir.create(out, f"{RunKind.BENCH_FANOUT}-{spec.name}", force=force)
     with run.recording():
@@ -100,7 +100,7 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
 
 def _write_fanout(run: Any, spec: FanoutSpec, result: FanoutBenchResult) -> None:
     from retrieval.bench.summary import FanoutBenchSummary
-    from retrieval.store import RunKind
+    from retrieval.runs import RunKind
 
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(

@@ -280,7 +280,7 @@ def write_load_run(spec: LoadSpec, result: LoadBenchResult, out: str | Path | No
     """Run directory: spec.yaml, manifest.json (status ``partial`` when a point was aborted),
     points.parquet (one row per point), summary.json."""
     from retrieval.bench.summary import LoadBenchSummary
-    from retrieval.store import RunDir, RunKind
+    from retrieval.runs import RunDir, RunKind
 
     run = RunDir.create(out, f"{RunKind.BENCH_LOAD}-{spec.name}", force=force)
     with run.recording():

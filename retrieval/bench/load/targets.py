@@ -57,8 +57,8 @@ def _label(c: LoadConfig, i: int) -> str:
 def from_sweep(run_dir: str, label: str | None, where: str) -> Resolved:
     """The chosen config of a sweep run (``label``: its index entry; default the chosen one
     with the lowest p95)."""
+    from retrieval.runs import RunDir
     from retrieval.specfile import read_yaml
-    from retrieval.store import RunDir
 
     run = RunDir.open(run_dir)
     summary = run.read_json("summary.json")  # plain JSON: tune is a sibling layer

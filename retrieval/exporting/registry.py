@@ -1,0 +1,212 @@
+"""Exporters and verifiers register themselves, as index backends do.
+
+An exporter is keyed by (run kind, engine): the ANN exporter takes sweep runs for every ANN engine,
+the redisvl exporter cache-tune runs for ``redisvl``, the rerank exporter rerank-sweep runs for
+``rerank``. A verifier is keyed by the ``kind`` field of the file an exporter wrote (and, for a
+file whose kind is wrong, by its ``engine``). Discovery imports every module of
+:mod:`retrieval.exporting` once; a module registers at import with :func:`register_exporter` /
+:func:`register_verifier`.
+
+The registry also explains a miss in each exporter's own words: a *dedicated* exporter (its
+engines take only its run kind) says which engine its runs need, or which runs its engine takes;
+the *default* exporter (ANN) says that a run of another kind has nothing to export.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from retrieval.errors import ConfigError
+from retrieval.runs import RunDir, RunKind
+
+
+@runtime_checkable
+class ExportResult(Protocol):
+    """What an exporter returns: ``path`` written, and the record the CLI prints."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class VerifyResult(Protocol):
+    """What a verifier returns: ``holds`` (the config still meets its target), and the record."""
+
+    @property
+    def holds(self) -> bool: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ChecksReport(VerifyResult, Protocol):
+    """A verify report made of named checks (``check``, ``measured``, ``expected``, ``passed``)."""
+
+    @property
+    def checks(self) -> list[dict[str, Any]]: ...
+
+
+ExportFn = Callable[[RunDir, str, "Path | str", "str | None"], ExportResult]
+VerifyFn = Callable[[Mapping[str, Any], "Path | str"], VerifyResult]
+
+
+class NothingToExport(ConfigError):
+    """The run has no config meeting the target that this engine can take (CLI exit 1)."""
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """One exporter: run ``kind`` x ``engines``.
+
+    ``exports``: what ``--engine E`` writes ("a semantic-cache threshold"); ``tuned``: what a run
+    of this kind tuned ("a rerank depth"); ``made_by``: the command that makes such runs.
+    ``dedicated``: the engines take only this kind (else the exporter is the default one).
+    """
+
+    kind: RunKind
+    engines: tuple[str, ...]
+    export: ExportFn
+    exports: str
+    tuned: str
+    made_by: str
+    dedicated: bool = True
+
+    def wrong_kind(self, run: RunDir, kind: str, engine: str) -> ConfigError:
+        if not self.dedicated:
+            return NothingToExport(
+                f"run '{run.path}' is an rwb '{kind}' run: it has no tuned config; tune it with "
+                f"{self.made_by}"
+            )
+        return ConfigError(
+            f"--engine {engine} exports {self.exports} (a run of {self.made_by}); "
+            f"run '{run.path}' is a '{kind}' run"
+        )
+
+    def wrong_engine(self, run: RunDir, engine: str) -> ConfigError:
+        return ConfigError(
+            f"run '{run.path}' tuned {self.tuned}: export it with --engine "
+            f"{' | '.join(self.engines)}; received --engine {engine}"
+        )
+
+
+@dataclass(frozen=True)
+class Verifier:
+    file_kind: str
+    verify: VerifyFn
+    engines: tuple[str, ...] = ()
+    default: bool = False
+
+
+_EXPORTERS: list[Exporter] = []
+_BY_KEY: dict[tuple[str, str], Exporter] = {}
+_VERIFIERS: list[Verifier] = []
+_DISCOVERED = False
+
+
+def register_exporter(
+    kind: RunKind,
+    engines: tuple[str, ...],
+    *,
+    exports: str,
+    tuned: str,
+    made_by: str,
+    dedicated: bool = True,
+) -> Callable[[ExportFn], ExportFn]:
+    """Decorator: ``fn(run, engine, out, backend)`` exports runs of ``kind`` for ``engines``."""
+
+    def deco(fn: ExportFn) -> ExportFn:
+        entry = Exporter(kind, tuple(engines), fn, exports, tuned, made_by, dedicated)
+        for engine in entry.engines:
+            old = _BY_KEY.get((kind, engine))
+            if old is not None and old.export is not fn:
+                raise ValueError(f"exporter for ({kind}, {engine}) registered twice")
+            _BY_KEY[(kind, engine)] = entry
+        if entry not in _EXPORTERS:
+            _EXPORTERS.append(entry)
+        return fn
+
+    return deco
+
+
+def register_verifier(
+    file_kind: str, *, engines: tuple[str, ...] = (), default: bool = False
+) -> Callable[[VerifyFn], VerifyFn]:
+    """Decorator: ``fn(doc, path)`` verifies exported files whose ``kind`` is ``file_kind`` (or
+    whose ``engine`` is one of ``engines``); the ``default`` verifier takes every other file and
+    names the field it expected."""
+
+    def deco(fn: VerifyFn) -> VerifyFn:
+        entry = Verifier(file_kind, fn, tuple(engines), default)
+        if entry not in _VERIFIERS:
+            _VERIFIERS.append(entry)
+        return fn
+
+    return deco
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    import retrieval.exporting as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name != "registry":
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    _DISCOVERED = True
+
+
+def exporters() -> list[Exporter]:
+    """Every registered exporter: dedicated ones in registration order, then the default."""
+    _discover()
+    return sorted(_EXPORTERS, key=lambda e: not e.dedicated)
+
+
+def engines() -> tuple[str, ...]:
+    """Every engine some exporter writes (default exporter's first)."""
+    ordered = sorted(exporters(), key=lambda e: e.dedicated)
+    return tuple(dict.fromkeys(engine for e in ordered for engine in e.engines))
+
+
+def exporter_for(run: RunDir, kind: str, engine: str) -> Exporter:
+    """The exporter of (``kind``, ``engine``); else the error that explains the miss."""
+    _discover()
+    found = _BY_KEY.get((kind, engine))
+    if found is not None:
+        return found
+    for e in exporters():
+        if e.dedicated and kind == e.kind:
+            raise e.wrong_engine(run, engine)
+        if e.dedicated and engine in e.engines:
+            raise e.wrong_kind(run, kind, engine)
+    default = next(e for e in exporters() if not e.dedicated)
+    raise default.wrong_kind(run, kind, engine)
+
+
+def verifier_for(doc: Mapping[str, Any]) -> Verifier:
+    """The verifier of an exported document (by its ``kind``, then its ``engine``)."""
+    _discover()
+    for v in _VERIFIERS:
+        if not v.default and (doc.get("kind") == v.file_kind or doc.get("engine") in v.engines):
+            return v
+    return next(v for v in _VERIFIERS if v.default)
+
+
+__all__ = [
+    "ChecksReport",
+    "ExportResult",
+    "Exporter",
+    "NothingToExport",
+    "Verifier",
+    "VerifyResult",
+    "engines",
+    "exporter_for",
+    "exporters",
+    "register_exporter",
+    "register_verifier",
+    "verifier_for",
+]

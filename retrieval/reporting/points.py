@@ -1,0 +1,94 @@
+"""Measured index configs as plain points, whatever run they come from.
+
+A *point* is a dict with ``backend``, ``label`` (the series: index label or backend), ``build``
+and ``search`` (param dicts), ``recall`` (recall@k by id, 0..1), ``p95_ms`` (single-query p95
+latency, ms; None when not timed), ``qps`` (batch queries/s), ``build_s`` (s),
+``memory_bytes``; sweep points also carry ``recall_lb`` and ``meets``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from retrieval.runs import flatten
+
+
+def series_name(p: Mapping[str, Any]) -> str:
+    """The line a point belongs to: its label/backend plus its build params."""
+    from retrieval.reporting.style import params_text
+
+    name = str(p.get("label") or p.get("backend") or "?")
+    build = p.get("build") or {}
+    return f"{name} {params_text(build)}" if build else name
+
+
+def series_names(points: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
+    """A namer for the lines of one plot: label/backend plus only the build params that vary
+    among that label's builds (all of them when there is one build), so legends stay short."""
+    import json as _json
+
+    from retrieval.reporting.style import params_text
+
+    values: dict[str, dict[str, set[str]]] = {}
+    for p in points:
+        label = str(p.get("label") or p.get("backend") or "?")
+        for k, v in (p.get("build") or {}).items():
+            values.setdefault(label, {}).setdefault(k, set()).add(_json.dumps(v, default=str))
+    varying = {label: {k for k, vs in keys.items() if len(vs) > 1}
+               for label, keys in values.items()}
+
+    def name(p: Mapping[str, Any]) -> str:
+        label = str(p.get("label") or p.get("backend") or "?")
+        build = p.get("build") or {}
+        keys = [k for k in build if k in varying.get(label, set())] or list(build)
+        return f"{label} {params_text(build, keys)}" if build else label
+
+    return name
+
+
+def config_key(p: Mapping[str, Any]) -> str:
+    """A stable identity of one config (backend, build, search)."""
+    return json.dumps(
+        [p.get("label") or p.get("backend"), p.get("build") or {}, p.get("search") or {}],
+        sort_keys=True, default=str,
+    )
+
+
+def timed(points: Iterable[Mapping[str, Any]], cost: str = "p95_ms") -> list[dict[str, Any]]:
+    """Points that have a value of ``cost`` and of recall (sweep probes lack p95_ms)."""
+    return [dict(p) for p in points if p.get(cost) is not None and p.get("recall") is not None]
+
+
+def points_frame(points: Sequence[Mapping[str, Any]]) -> Any:
+    """One row per point, nested params flattened to ``build.M``, ``search.ef_search``, ..."""
+    import pandas as pd
+
+    rows = []
+    for p in points:
+        row = flatten({k: v for k, v in p.items() if k not in ("fronts",)})
+        row["series"] = series_name(p)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cheapest_meeting(
+    points: Sequence[Mapping[str, Any]], target: float | None, cost: str = "p95_ms"
+) -> list[dict[str, Any]]:
+    """Per label, the lowest-``cost`` point whose mean recall >= ``target`` (point estimate; a
+    sweep's own choice uses a confidence bound and is preferred where it exists)."""
+    if target is None:
+        return []
+    best: dict[str, dict[str, Any]] = {}
+    for p in timed(points, cost):
+        if float(p["recall"]) < target:
+            continue
+        label = str(p.get("label") or p.get("backend"))
+        if label not in best or float(p[cost]) < float(best[label][cost]):
+            best[label] = dict(p)
+    return list(best.values())
+
+
+__all__ = ["cheapest_meeting", "config_key", "points_frame", "series_name", "series_names",
+           "timed"]

@@ -1,0 +1,58 @@
+"""Runs: what rwb writes for every command that measures something.
+
+- :mod:`retrieval.runs.rundir`: the run directory (:class:`RunDir`), the ``--out`` guards, atomic
+  writes and the run status;
+- :mod:`retrieval.runs.provenance`: what is needed to reproduce a run (manifest.json);
+- :mod:`retrieval.runs.kinds`: the run kinds and the typed summaries (summary.json);
+- :mod:`retrieval.runs.tables`: the JSON encoder and tidy parquet tables of run files.
+"""
+
+from retrieval.runs.kinds import RunKind, RunSummary, SummaryPart
+from retrieval.runs.provenance import (
+    CPU_FLAGS,
+    THREAD_ENV,
+    TRACKED_PACKAGES,
+    build_manifest,
+    cpu_info,
+    git_info,
+    package_versions,
+    thread_info,
+)
+from retrieval.runs.rundir import (
+    COMPLETE,
+    FAILED,
+    RUNNING,
+    RunDir,
+    check_out_dir,
+    check_out_file,
+    new_run_id,
+    write_atomic,
+    written_by_rwb,
+)
+from retrieval.runs.tables import flatten, json_default, typed_frame
+
+__all__ = [
+    "COMPLETE",
+    "CPU_FLAGS",
+    "FAILED",
+    "RUNNING",
+    "THREAD_ENV",
+    "TRACKED_PACKAGES",
+    "RunDir",
+    "RunKind",
+    "RunSummary",
+    "SummaryPart",
+    "build_manifest",
+    "check_out_dir",
+    "check_out_file",
+    "cpu_info",
+    "flatten",
+    "git_info",
+    "json_default",
+    "new_run_id",
+    "package_versions",
+    "thread_info",
+    "typed_frame",
+    "write_atomic",
+    "written_by_rwb",
+]

