@@ -76,7 +76,9 @@ def test_qdrant_export_carries_optimizers_and_verifies_on_qdrant(run, tmp_path, 
         "search_params"]["hnsw_ef"]
     failed = [c for c in report["file_checks"] if not c["passed"]]
     assert not failed, failed
-    assert code == (0 if report["holds"] else 1)
+    # a rebuild of Qdrant's unseeded graph moves the bound by a few hundredths; the chosen
+    # config's bound (~0.97) is far enough above the 0.9 target that it holds
+    assert code == 0 and report["holds"], report["measured"]
 
 
 @pytest.mark.parametrize(("engine", "edit", "field"), [
@@ -136,7 +138,8 @@ def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, 
     assert report["backend"] == "qdrant"  # the file's config, on Qdrant's engine
     assert report["recorded"]["measured_on"] == "hnswlib"
     assert all(c["passed"] for c in report["file_checks"])  # evidence reproduced on hnswlib
-    assert report["holds"] == (report["measured"]["recall_lb"] >= 0.9)
+    # the same graph settings on Qdrant reach about the recall hnswlib did (~0.97 > 0.9)
+    assert _code == 0 and report["holds"], report["measured"]
 
 
 def test_weaviate_is_not_measurable_here_but_transfers_by_engine(run, tmp_path, capsys):
