@@ -72,7 +72,7 @@ class ConformanceCase:
         return self.label or f"{self.backend}-{self.metric}"
 
 
-class CheckNotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+class CheckNotApplicable(Exception):
     """A check that does not apply to the backend (e.g. no snapshot format): it checked nothing,
     so it is neither passed nor failed. pytest callers turn it into a skip with this reason."""
 
