@@ -2,6 +2,8 @@
 #   make demo   creates .venv, installs rwb, evaluates every backend on the built-in dataset and
 #               prints the tuned result
 #   make test   installs what the tests need, starts the services they use, runs the suite
+#   make test-unit  the fast tier: unit + contract tests needing no server, no model, nothing
+#               slow (about 2 minutes on 2 cores)
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -11,7 +13,7 @@ STAMP := $(VENV)/.rwb-installed
 # pytest selection; CI runs everything (slow tests included)
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-fast lint notebooks bench clean services-start services-stop
+.PHONY: venv demo test test-unit test-fast lint notebooks bench clean services-start services-stop
 
 # exact versions (pyproject.toml has ranges); rewrite with scripts/write_constraints.py
 CONSTRAINTS := scripts/constraints.txt
@@ -35,6 +37,14 @@ demo: venv
 test: venv
 	bash scripts/run_tests.sh $(PYTEST_ARGS)
 
+# the fast tier: the unit and contract tests that need no server (services), no model (model)
+# and are not slow; no lint (make lint). The same marker expression over the whole suite (add
+# tests/integration tests/e2e to PYTEST_ARGS) takes about 10 minutes on 2 cores.
+FAST_TIER := not services and not model and not slow
+test-unit: venv
+	RWB_TEST_SERVICES=0 RWB_TEST_LINT=0 bash scripts/run_tests.sh -m "$(FAST_TIER)" \
+	  tests/unit tests/contract $(PYTEST_ARGS)
+
 test-fast: venv
 	bash scripts/run_tests.sh -m "not slow" $(PYTEST_ARGS)
 
@@ -50,4 +60,4 @@ bench: venv
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf runs .services .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf runs .services .test-cache .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -7,9 +7,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+# private caches for this run (never the developer's ~/.cache/rwb, ~/.cache/huggingface, ...);
+# tests/conftest.py gives each pytest session its own folders as well. Embeddings of the shipped
+# data are kept in .test-cache/embeddings (ignored by git, owned by make test): linked into each
+# session and filled by the first run, so later runs on this checkout do not embed them again.
+run_cache=$(mktemp -d "${TMPDIR:-/tmp}/rwb-test-run.XXXXXX")
+export RWB_CACHE_DIR="$run_cache/rwb" RWB_INDEX_CACHE_DIR="$run_cache/rwb/indexes" \
+  HF_HOME="$run_cache/hf" TORCH_HOME="$run_cache/torch"
+mkdir -p .test-cache/embeddings
+export RWB_TEST_EMBEDDINGS_DIR="$PWD/.test-cache/embeddings"
+# RWB_TEST_LINT=0 skips ruff / mypy / lint-imports (make test-unit)
+lint="${RWB_TEST_LINT:-1}"
 started_redis=""
 started_pg=""
 cleanup() {
+  rm -rf "$run_cache"
   if [[ -n "$started_redis" ]]; then
     $BIN/python -m retrieval.services.redis_server stop --dir .services/redis >/dev/null 2>&1 || true
   fi
@@ -18,20 +30,27 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-if [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/engines/redis/server.py ]]; then
+# RWB_TEST_SERVICES=0: start no server (the fast tier deselects the tests that need one)
+if [[ "${RWB_TEST_SERVICES:-1}" == 0 ]]; then
+  unset REDIS_URL RWB_PG_URL RWB_MILVUS_URI
+elif [[ -z "${REDIS_URL:-}" ]] && [[ -f retrieval/engines/redis/server.py ]]; then
   line=$($BIN/python -m retrieval.services.redis_server start --dir .services/redis)
   export "${line?}"
   started_redis=1
   echo "started Redis for the tests: $REDIS_URL"
 fi
-if [[ -z "${RWB_PG_URL:-}" ]] && [[ -f retrieval/engines/pgvector/server.py ]]; then
+if [[ "${RWB_TEST_SERVICES:-1}" != 0 ]] && [[ -z "${RWB_PG_URL:-}" ]] \
+    && [[ -f retrieval/engines/pgvector/server.py ]]; then
   line=$($BIN/python -m retrieval.services.pg_server start --dir .services/pg)
   export "${line?}"
   started_pg=1
   echo "started PostgreSQL + pgvector for the tests: $RWB_PG_URL"
 fi
-echo "== ruff"; $BIN/ruff check retrieval tests benchmarks
-echo "== mypy"; $BIN/mypy
-echo "== import contracts"; $BIN/lint-imports
+if [[ "$lint" != 0 ]]; then
+  echo "== ruff"; $BIN/ruff check retrieval tests benchmarks
+  echo "== mypy"; $BIN/mypy
+  echo "== import contracts"; $BIN/lint-imports
+fi
 echo "== pytest"
-$BIN/python -m pytest -p no:cacheprovider --timeout=1200 "$@"
+# --durations=25: the slowest tests in every log
+$BIN/python -m pytest -p no:cacheprovider --timeout=1200 --durations=25 "$@"

@@ -2,10 +2,68 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+# --- a private cache per test session --------------------------------------------------------
+#: what rwb reads for its caches (retrieval/paths.py, retrieval/indexes/buildcache.py), plus the
+#: Hugging Face / torch homes (the model is packaged: nothing may come from those caches)
+CACHE_VARS = ("RWB_CACHE_DIR", "RWB_INDEX_CACHE_DIR", "HF_HOME", "TORCH_HOME")
+#: a folder of embedding chunks (CachedEmbedder .npy files) that ``make test`` owns
+#: (scripts/run_tests.sh: ``.test-cache/embeddings``): linked into each session's cache at the
+#: start, and the chunks a session computed are linked back at its end, so the shipped data is
+#: embedded once per checkout, not once per run
+PREBUILT_EMBEDDINGS = "RWB_TEST_EMBEDDINGS_DIR"
+
+
+def _link_tree(src: Path, dst: Path) -> int:
+    """Hard-link (else copy) the files of ``src`` missing in ``dst``; returns how many. Chunks
+    are written by rename and read copy-on-write, so a shared inode is never modified."""
+    dst.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for f in src.iterdir():
+        if not f.is_file() or f.suffix != ".npy" or (dst / f.name).exists():
+            continue
+        try:
+            os.link(f, dst / f.name)
+        except OSError:
+            shutil.copy2(f, dst / f.name)
+        count += 1
+    return count
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every cache rwb reads or writes (embeddings, ground truth, index builds, ONNX exports)
+    lives under this session's tmp folder, never in the developer's ``~/.cache/rwb``; the
+    variables are restored afterwards. Subprocesses started by the tests inherit them."""
+    root = tmp_path_factory.mktemp("rwb-cache")
+    saved = {name: os.environ.get(name) for name in CACHE_VARS}
+    os.environ["RWB_CACHE_DIR"] = str(root / "rwb")
+    os.environ["RWB_INDEX_CACHE_DIR"] = str(root / "rwb" / "indexes")
+    os.environ["HF_HOME"] = str(root / "hf")
+    os.environ["TORCH_HOME"] = str(root / "torch")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    embeddings = root / "rwb" / "embeddings"
+    prebuilt = os.environ.get(PREBUILT_EMBEDDINGS)
+    if prebuilt and Path(prebuilt).is_dir():
+        _link_tree(Path(prebuilt), embeddings)
+    try:
+        yield root
+    finally:
+        if prebuilt and embeddings.is_dir():
+            _link_tree(embeddings, Path(prebuilt))
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _assert_rule_depth(s: dict[str, Any]) -> None:
@@ -89,3 +147,76 @@ def pg_storage_url(pg_url: str) -> Any:
     yield url
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# --- markers: what a test needs ---------------------------------------------------------------
+#: fixtures that start or reach a server: a test using one (directly or through another fixture)
+#: is marked ``services``; so is one marked redis / pgvector / milvus
+SERVICE_FIXTURES = frozenset({"redis_url", "private_redis", "pg_url", "pg_storage_url"})
+SERVICE_MARKS = ("redis", "pgvector", "milvus")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SERVICE_FIXTURES or any(item.get_closest_marker(m) for m in SERVICE_MARKS):
+            item.add_marker(pytest.mark.services)
+
+
+#: the test running now (setup, call, teardown) and the tests that used the model unmarked
+_CURRENT: list[pytest.Item] = []
+_UNMARKED_MODEL_USE: dict[str, str] = {}
+
+
+def _model_used(what: str) -> None:
+    """Called where rwb loads the packaged model or embeds text: a test not marked ``model``
+    fails when the run deselects model tests (``-m "not model"``: the fast tier must not pay
+    for it), else it is listed at the end of the run."""
+    if not _CURRENT or _CURRENT[-1].get_closest_marker("model") is not None:
+        return
+    item = _CURRENT[-1]
+    _UNMARKED_MODEL_USE.setdefault(item.nodeid, what)
+    if "not model" in (item.config.option.markexpr or ""):
+        pytest.fail(f"{item.nodeid} {what} but is not marked 'model' (add "
+                    f"pytestmark = pytest.mark.model to its module)", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import functools
+
+    from retrieval import embed
+
+    if getattr(embed, "_rwb_test_guard", False):
+        return
+    packaged = embed._packaged_model
+    cached_embed = embed.CachedEmbedder.embed
+
+    @functools.wraps(packaged)
+    def guarded_packaged(*a: Any, **kw: Any) -> Any:
+        _model_used("loads the packaged MiniLM model")
+        return packaged(*a, **kw)
+
+    @functools.wraps(cached_embed)
+    def guarded_embed(self: Any, *a: Any, **kw: Any) -> Any:
+        _model_used("embeds text")
+        return cached_embed(self, *a, **kw)
+
+    embed._packaged_model = guarded_packaged  # type: ignore[assignment]
+    embed.CachedEmbedder.embed = guarded_embed  # type: ignore[method-assign]
+    embed._rwb_test_guard = True  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _CURRENT.append(item)
+    try:
+        yield
+    finally:
+        _CURRENT.pop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _UNMARKED_MODEL_USE:
+        terminalreporter.write_sep("-", "tests that use the model but are not marked 'model'")
+        for nodeid, what in sorted(_UNMARKED_MODEL_USE.items()):
+            terminalreporter.write_line(f"{nodeid}: {what}")

@@ -14,7 +14,10 @@ timing model, all in milliseconds of wall time measured from the end of :meth:`b
 - ``stall_ms`` once per ``stall_every_s``: during ``[n * every, n * every + stall)`` nothing is
   served (a call that gets its worker inside the window first waits for the window to end);
 - ``die_after_s`` (> 0): from then on every call raises :class:`BackendError` ("server gone"),
-  a server that died mid-run.
+  a server that died mid-run;
+- ``die_when_concurrent`` (> 0): the same death, triggered by a state instead of a time: once
+  that many calls are inside the backend at once (e.g. 2: during the first point with two
+  clients), whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class FaultBuild(Params):
     stall_every_s: float = Field(1.0, gt=0.0, le=3600.0)
     workers: int = Field(1, ge=1, le=4096)
     die_after_s: float = Field(0.0, ge=0.0, le=86_400.0, description="0: never")
+    die_when_concurrent: int = Field(0, ge=0, le=4096, description="0: never")
     exact: bool = True
 
 
@@ -87,6 +91,9 @@ class FaultIndex(InProcessIndex):
     _flat: Any = None
     _t0_ns: int = 0
     _slots: FifoSlots | None = None
+    _in_flight: int = 0
+    _dead: bool = False
+    _count_lock: Any = None
 
     @classmethod
     def library_version(cls) -> str:
@@ -104,6 +111,7 @@ class FaultIndex(InProcessIndex):
         flat.add(fc.prepare(x, self.metric))
         self._flat = flat
         self._slots = FifoSlots(p.workers)
+        self._in_flight, self._dead, self._count_lock = 0, False, threading.Lock()
         self._t0_ns = time.perf_counter_ns()
         return {"workers": p.workers}
 
@@ -119,6 +127,23 @@ class FaultIndex(InProcessIndex):
         return (stall_ns - phase) / 1e9 if phase < stall_ns else 0.0
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        p = self.build_params
+        assert isinstance(p, FaultBuild)
+        if p.die_when_concurrent <= 0:
+            return self._served(x, k)
+        with self._count_lock:
+            self._in_flight += 1
+            if self._in_flight >= p.die_when_concurrent:
+                self._dead = True
+        try:
+            if self._dead:
+                raise BackendError("backend 'fault': server gone (die_when_concurrent reached)")
+            return self._served(x, k)
+        finally:
+            with self._count_lock:
+                self._in_flight -= 1
+
+    def _served(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         p = self.build_params
         assert isinstance(p, FaultBuild) and self._slots is not None
         if p.die_after_s > 0 and time.perf_counter_ns() - self._t0_ns >= p.die_after_s * 1e9:

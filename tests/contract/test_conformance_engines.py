@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase
+from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase, run_or_skip
 
 QDRANT = {"m": 16, "ef_construct": 64}
 REDIS = {"M": 16, "EF_CONSTRUCTION": 64}
@@ -54,4 +54,4 @@ def test_conformance(suites: dict[str, Conformance], case: ConformanceCase, chec
     suite = suites.get(case.id)
     if suite is None:
         suite = suites[case.id] = Conformance(case)
-    suite.run(check)
+    run_or_skip(suite, check)

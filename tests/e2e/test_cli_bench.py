@@ -115,6 +115,7 @@ def test_bench_bad_input_is_one_line_exit_2(
     assert err.startswith("rwb: error:") and message in err and "\n" not in err
 
 
+@pytest.mark.model
 def test_bench_empty_text_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "texts.txt"
     f.write_text("first\n   \nthird\n", encoding="utf-8")

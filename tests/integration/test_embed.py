@@ -15,6 +15,8 @@ from retrieval.embed import (
 )
 from retrieval.errors import ConfigError, DataError
 
+pytestmark = pytest.mark.model  # loads the packaged MiniLM
+
 pytest.importorskip("sentence_transformers", reason="needs the [embed] extra")
 
 TEXTS = [

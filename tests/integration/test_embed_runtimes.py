@@ -19,6 +19,8 @@ from retrieval.embed.runtimes.export import MANIFEST, check_entry, sha256_file
 from retrieval.errors import ConfigError, DataError
 from retrieval.paths import data_dir
 
+pytestmark = pytest.mark.model  # loads the packaged MiniLM
+
 pytest.importorskip("onnxruntime")
 needs_data = pytest.mark.skipif(
     not data_dir().is_dir(), reason=f"shared data folder absent ({data_dir()}); set RWB_DATA_DIR"

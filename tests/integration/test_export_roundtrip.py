@@ -81,10 +81,20 @@ def test_round_trip(run, tmp_path, engine, capsys):
     if ev["measured_on"] in own_backends(engine):
         assert code == 0 and report["holds"]
         assert report["measured"]["recall"] == pytest.approx(ev["recall"], abs=1e-6)
-    else:  # a translation, measured now on the engine itself: it holds iff its bound does
+    else:
+        # a translation, measured now on the engine itself (an unseeded or multi-threaded build
+        # there: its bound lands near the 0.9 target, on either side). Judged against a target
+        # well below and one well above what the engine reaches, the outcome is certain.
         assert report["backend"] in own_backends(engine)
-        assert report["holds"] == (report["measured"]["recall_lb"] >= ev["target_recall"])
-        assert code == (0 if report["holds"] else 1)
+        lb = report["measured"]["recall_lb"]
+        assert 0.8 <= lb < 0.999, lb
+        doc = yaml.safe_load(path.read_text())
+        for target, expected in ((0.6, 0), (0.99999, 1)):
+            doc["evidence"]["target_recall"] = target
+            path.write_text(yaml.safe_dump(doc))
+            code = main(["verify", str(path), "--json"])
+            report = json.loads(capsys.readouterr().out)
+            assert (code, report["holds"]) == (expected, expected == 0), (target, report)
 
 
 def test_json_format_and_faiss_backend_choice(run, tmp_path):

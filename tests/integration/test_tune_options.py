@@ -58,7 +58,8 @@ def test_objective_qps_picks_the_highest_batch_qps(tmp_path):
     assert builds[0.875]["search"] == {"ef_search": 43}
     for c in builds.values():
         assert c["p95_ms"] is None and c["qps"] is not None  # batch mode only: no p95
-    assert builds[1.25]["qps"] > 1.5 * builds[0.875]["qps"]
+    # 1.6 ms vs 8.6 ms of (sleep) work per query: a loaded machine slows both, the order holds
+    assert builds[1.25]["qps"] > builds[0.875]["qps"]
     chosen = s["backends"]["fake"]["chosen"]
     assert chosen["build"]["quality"] == 1.25
     assert chosen["qps"] == max(c["qps"] for c in builds.values())

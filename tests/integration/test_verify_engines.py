@@ -36,7 +36,8 @@ def run(tmp_path_factory):
         "name": "verify-engines", "dataset": "synthetic-small", "k": 10, "warmup": 4,
         "batch_repeats": 1, "target_recall": 0.9, "indexes": INDEXES,
         "tune": {"strategy": "target", "search_range": {
-            "ef_search": [10, 64], "hnsw_ef": [10, 64], "EF_RUNTIME": [10, 64]}},
+            "ef_search": [10, 64], "hnsw_ef": [10, 64], **({"EF_RUNTIME": [10, 64]} if REDIS
+                                                           else {})}},
     }
     out = tmp_path_factory.mktemp("sweep") / "run"
     run_sweep(parse_spec(spec, source="engines.yaml"), out)
@@ -70,13 +71,26 @@ def test_qdrant_export_carries_optimizers_and_verifies_on_qdrant(run, tmp_path, 
     assert cfg["optimizers_config"]["indexing_threshold"] == 1
     assert cfg["hnsw_config"]["full_scan_threshold"] == 1
     assert doc["evidence"]["measured_on"] == "qdrant" and "note" not in doc["evidence"]
-    code, report = _verify(capsys, str(path))
+    _code, report = _verify(capsys, str(path))
     assert report["backend"] == "qdrant" and report["engine"] == "qdrant"
     assert report["build"]["m"] == 8 and report["search"]["hnsw_ef"] == cfg[
         "search_params"]["hnsw_ef"]
     failed = [c for c in report["file_checks"] if not c["passed"]]
     assert not failed, failed
-    assert code == (0 if report["holds"] else 1)
+    _holds_iff_the_target_is_reached(path, capsys)
+
+
+def _holds_iff_the_target_is_reached(path, capsys) -> None:
+    """A rebuild of Qdrant's unseeded, multi-threaded graph lands its bound near the 0.9 target
+    (either side): judged against a target well below and one well above what it reaches, the
+    outcome is certain (HOLDS exit 0, FAILS exit 1)."""
+    doc = yaml.safe_load(path.read_text())
+    for target, expected in ((0.6, 0), (0.99999, 1)):
+        doc["evidence"]["target_recall"] = target
+        path.write_text(yaml.safe_dump(doc))
+        code, report = _verify(capsys, str(path))
+        assert 0.75 <= report["measured"]["recall_lb"] < 0.999, report["measured"]
+        assert (code, report["holds"]) == (expected, expected == 0), (target, report)
 
 
 @pytest.mark.parametrize(("engine", "edit", "field"), [
@@ -136,7 +150,7 @@ def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, 
     assert report["backend"] == "qdrant"  # the file's config, on Qdrant's engine
     assert report["recorded"]["measured_on"] == "hnswlib"
     assert all(c["passed"] for c in report["file_checks"])  # evidence reproduced on hnswlib
-    assert report["holds"] == (report["measured"]["recall_lb"] >= 0.9)
+    _holds_iff_the_target_is_reached(path, capsys)
 
 
 def test_weaviate_is_not_measurable_here_but_transfers_by_engine(run, tmp_path, capsys):

@@ -91,15 +91,21 @@ def test_other_data_fails_on_the_fingerprint(run_path: Path, tmp_path: Path,
 def test_a_translation_is_measured_on_its_engine(run_path: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """hnswlib points exported to Faiss run as faiss-hnsw (the file's config, its engine); the
-    recorded evidence is re-measured on hnswlib, which produced it."""
+    recorded evidence is re-measured on hnswlib, which produced it. The translation FAILS:
+    hnswlib's filtered search keeps walking the graph until k matches are found, Faiss's stops
+    at ef candidates, so the same ef reaches a recall far below the target on Faiss (measured:
+    0.03-0.33 bounds; both builds are seeded, one thread: the outcome is fixed)."""
     out, _ = _export(run_path, tmp_path, "faiss")
     code, rep = _verify(out, capsys)
-    assert code in (0, 1) and rep["measurable"] is True
+    assert code == 1 and rep["measurable"] is True and rep["holds"] is False
     assert {(p["backend"], p["measured_with"]) for p in rep["points"]} == {
         ("faiss-hnsw", "hnswlib")}
     evidence = [c for c in rep["checks"] if "evidence." in c["check"]]
     assert evidence and all(c["passed"] for c in evidence)
-    assert code == (0 if all(c["passed"] for c in rep["checks"]) else 1)
+    failed = sorted(c["check"] for c in rep["checks"] if not c["passed"])
+    assert failed == sorted(f"[{b}] {what} >= target" for b in ("sel=0.01", "sel=0.1", "sel=0.5")
+                            for what in ("lower bound", "held-out recall")), failed
+    assert all(p["recall_lower_bound"] < 0.6 for p in rep["points"])
 
 
 def test_an_engine_rwb_cannot_run_is_not_measurable(run_path: Path, tmp_path: Path,

@@ -58,3 +58,20 @@ def test_bad_input() -> None:
         wilson_upper(1, 10, 1.0)
     with pytest.raises(ConfigError, match=r"0 <= k <= n"):
         wilson_upper(11, 10)
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (1, 10), (5, 100), (50, 1000), (199, 200)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_goldens_from_scipy_quantiles(k: int, n: int, confidence: float) -> None:
+    """Wilson from the formula with z = scipy.stats.norm.ppf; Clopper-Pearson as the
+    scipy.stats.beta.ppf quantile Beta^-1(c; k + 1, n - k)."""
+    from scipy.stats import beta, norm
+
+    z, p = float(norm.ppf(confidence)), k / n
+    wilson = (p + z * z / (2 * n) + z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / (
+        1 + z * z / n)
+    assert wilson_upper(k, n, confidence) == pytest.approx(wilson, rel=1e-12)
+    assert clopper_pearson_upper(k, n, confidence) == pytest.approx(
+        float(beta.ppf(confidence, k + 1, n - k)), rel=1e-10)
+    assert upper_bound(k, n, confidence, "clopper_pearson") == clopper_pearson_upper(
+        k, n, confidence)

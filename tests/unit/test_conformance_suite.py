@@ -14,7 +14,14 @@ from retrieval.engines.hnswlib.index import HnswlibIndex
 from retrieval.errors import ConfigError
 from retrieval.indexes import registry
 from retrieval.params import Params
-from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase, run_conformance
+from retrieval.testing.conformance import (
+    CHECKS,
+    CheckNotApplicable,
+    Conformance,
+    ConformanceCase,
+    run_conformance,
+    run_or_skip,
+)
 
 HNSW = {"M": 8, "ef_construction": 32}
 
@@ -79,10 +86,19 @@ class SearchesAfterClose(FaissHnswIndex):
         pass
 
 
+class Unseeded(HnswlibIndex):
+    """Declares an unseeded build and has no snapshot format: two checks do not apply."""
+
+    name = "unseeded-nosnapshot"
+    deterministic = False
+    save_snapshot = None  # type: ignore[assignment]  # no longer SupportsSnapshot
+    load_snapshot = None  # type: ignore[assignment]
+
+
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for cls in (RawIpDistances, IgnoresEf, NoCombinationCheck, DropsCustomIds, RandomSeed,
-                SearchesAfterClose):
+                SearchesAfterClose, Unseeded):
         monkeypatch.setitem(registry._REGISTRY, cls.name, cls)
     yield
 
@@ -111,7 +127,7 @@ def test_suite_catches_defect(
 
 def test_correct_backend_passes_the_same_checks() -> None:
     report = run_conformance("hnswlib", metric="ip", build=HNSW, n=1500, n_queries=40)
-    assert set(report.results) == set(CHECKS)
+    assert set(report.results) == set(CHECKS) and report.not_applicable == {}
     curve = report.results["monotone_knobs"]["curves"]["ef_search"]
     assert curve[0][1] < curve[-1][1] and curve[-1][1] >= 0.99
 
@@ -120,3 +136,26 @@ def test_unknown_check_name() -> None:
     suite = Conformance(ConformanceCase("hnswlib", build=HNSW))
     with pytest.raises(ConfigError, match="unknown check 'recal'"):
         suite.run("recal")
+
+
+@pytest.mark.parametrize("check", ["deterministic_build", "snapshot_round_trip"])
+def test_check_that_does_not_apply_is_a_skip_not_a_pass(registered: None, check: str) -> None:
+    """A check that checks nothing (unseeded build, no snapshot format) raises
+    CheckNotApplicable, and run_or_skip turns it into a pytest skip naming the reason (it once
+    returned {"skipped": ...} and counted as a passed test)."""
+    suite = Conformance(ConformanceCase("unseeded-nosnapshot", "l2", HNSW, n=600, n_queries=10))
+    try:
+        with pytest.raises(CheckNotApplicable):
+            suite.run(check)
+        with pytest.raises(pytest.skip.Exception, match="does not apply to unseeded"):
+            run_or_skip(suite, check)
+        assert check not in suite.results
+    finally:
+        suite.close()
+
+
+def test_report_lists_checks_that_did_not_apply(registered: None) -> None:
+    report = run_conformance("unseeded-nosnapshot", build=HNSW, n=600, n_queries=10)
+    assert set(report.not_applicable) == {"deterministic_build", "snapshot_round_trip"}
+    assert "deterministic = False" in report.not_applicable["deterministic_build"]
+    assert set(report.results) == set(CHECKS) - set(report.not_applicable)

@@ -89,6 +89,7 @@ def engine() -> STEngine:
     return STEngine(None)
 
 
+@pytest.mark.model
 def test_batched_equals_single_on_real_model(engine: STEngine) -> None:
     lengths = engine.token_lengths(TEXTS)
     cfg = EmbedBenchConfig(sample=len(TEXTS), batch_sizes=[1, 4], token_budgets=[64],
@@ -104,6 +105,7 @@ def test_batched_equals_single_on_real_model(engine: STEngine) -> None:
     assert runs["sorted-4"].padded_tokens <= runs["batch-4"].padded_tokens
 
 
+@pytest.mark.model
 def test_bad_inputs(engine: STEngine, tmp_path: Path) -> None:
     cfg = EmbedBenchConfig(sample=2, batch_sizes=[1], token_budgets=[], dtypes=["fp32"])
     with pytest.raises(DataError, match="text 1 is empty"):
@@ -127,6 +129,7 @@ def test_bad_inputs(engine: STEngine, tmp_path: Path) -> None:
         load_embed_config(None, batchsize=3)
 
 
+@pytest.mark.model
 def test_flagembedding_engine_matches_sentence_transformers(engine: STEngine) -> None:
     """FlagEmbedding's FlagModel on the same local folder, with MiniLM's mean pooling, gives
     the same vectors as sentence-transformers (so either engine can be benchmarked)."""

@@ -175,3 +175,42 @@ def test_ground_truth_paths_agree(metric: str, monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.undo()
         assert np.array_equal(fast.ids, plain.ids)
         assert np.allclose(fast.distances, plain.distances, atol=1e-3)
+
+
+def _two_filter_dataset() -> tuple[VectorDataset, Bucket, Bucket]:
+    """Ten points on a line, two queries (x = 0.1 and x = 8.9), filters 'red' and 'blue'; two
+    buckets with the same two filters but each query mapped to the other one."""
+    base = np.stack([np.arange(10, dtype=np.float32), np.zeros(10, np.float32)], axis=1)
+    attrs = Attributes.from_columns({"color": ["red", "blue"] * 5})
+    queries = np.array([[0.1, 0.0], [8.9, 0.0]], np.float32)
+    ds = VectorDataset("line2", base, queries, "l2", attributes=attrs)
+    red = bind(Where(attr="color", eq="red"), attrs, label="t")
+    blue = bind(Where(attr="color", eq="blue"), attrs, label="t")
+    one = Bucket("b", None, (red, blue), np.array([0, 1], np.int64))
+    other = Bucket("b", None, (red, blue), np.array([1, 0], np.int64))
+    return ds, one, other
+
+
+def test_filtered_ground_truth_cache_is_keyed_by_k(tmp_path) -> None:
+    """A cached top-3 is never served for k = 5 (nor the other way round): ``k`` is in the key."""
+    ds, bucket, _ = _two_filter_dataset()
+    kw = {"fingerprint": "fp", "cache": tmp_path}
+    k3 = filtered_ground_truth(ds.base, ds.queries, "l2", bucket, 3, **kw)
+    k5 = filtered_ground_truth(ds.base, ds.queries, "l2", bucket, 5, **kw)
+    assert k3.ids.shape == (2, 3) and k5.ids.shape == (2, 5)
+    assert k5.ids.tolist() == [[0, 2, 4, 6, 8], [9, 7, 5, 3, 1]]
+    assert len(list(tmp_path.iterdir())) == 2
+    again = filtered_ground_truth(ds.base, ds.queries, "l2", bucket, 3, **kw)  # a cache hit
+    assert again.ids.tolist() == k3.ids.tolist() == [[0, 2, 4], [9, 7, 5]]
+
+
+def test_filtered_ground_truth_cache_is_keyed_by_the_per_query_filter_map(tmp_path) -> None:
+    """Two buckets with the same filters but another query -> filter map have other exact
+    answers: the cache must not serve one for the other (``of_query`` is in the key)."""
+    ds, one, other = _two_filter_dataset()
+    kw = {"fingerprint": "fp", "cache": tmp_path}
+    a = filtered_ground_truth(ds.base, ds.queries, "l2", one, 2, **kw)
+    b = filtered_ground_truth(ds.base, ds.queries, "l2", other, 2, **kw)
+    assert a.ids.tolist() == [[0, 2], [9, 7]]  # query 0 -> red, query 1 -> blue
+    assert b.ids.tolist() == [[1, 3], [8, 6]]  # query 0 -> blue, query 1 -> red
+    assert one.digest != other.digest

@@ -47,6 +47,7 @@ def test_rrf_rejects_bad_params() -> None:
         rrf({"a": [("x", 1.0)]}, 0)
 
 
+@pytest.mark.slow  # numba compiles ranx's fusion on first use: ~10 s of the fast tier
 def test_rrf_matches_ranx() -> None:
     rng = np.random.default_rng(3)
     runs: dict[str, dict[str, list[tuple[str, float]]]] = {"a": {}, "b": {}, "c": {}}

@@ -84,6 +84,7 @@ def test_non_finite_scores_and_bad_passages_are_rejected():
         score_passages(CountingReranker(), "q", "abc")
 
 
+@pytest.mark.model
 def test_bi_encoder_reranker_prefers_the_relevant_passage(minilm):
     counting = CountingEmbedder(minilm)
     r = BiEncoderReranker(counting)
@@ -97,6 +98,7 @@ def test_bi_encoder_reranker_prefers_the_relevant_passage(minilm):
     assert r.score("q", []).shape == (0,) and counting.texts == before  # no model call
 
 
+@pytest.mark.model
 def test_precomputed_embedder_reuses_known_vectors(minilm):
     texts = ["alpha particles", "beta decay"]
     known = dict(zip(texts, minilm.embed(texts)))

@@ -59,6 +59,7 @@ def real_case():
     return cands, BiEncoderReranker(SentenceTransformerEmbedder())
 
 
+@pytest.mark.model
 def test_prefix_evaluation_equals_rerunning_the_model_at_each_depth(real_case):
     cands, reranker = real_case
     once = score_candidates(reranker, QUERIES, CORPUS, cands, depth=10)
@@ -83,6 +84,7 @@ def test_prefix_evaluation_equals_rerunning_the_model_at_each_depth(real_case):
                           IDS)
 
 
+@pytest.mark.model
 def test_time_rerank_calls_measures_every_depth(real_case):
     cands, reranker = real_case
     passages = [[CORPUS[j] for j in cands.row(i)] for i in range(len(QUERIES))]

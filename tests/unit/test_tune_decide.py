@@ -1,5 +1,7 @@
 """Confidence bounds, the query split and the "cheapest" rule."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,78 @@ def test_objective_qps_takes_the_highest_qps_where_p95_disagrees():
     assert choose(pts, None, "qps").search == {"nlist": 2}  # highest QPS (no QPS = 0)
     assert choose(pts, None, "p95_ms").search == {"nlist": 1}  # lowest p95
     assert objective_value(pts[1], "qps") == -4000.0 and objective_value(pts[0], "p95_ms") == 0.2
+
+
+# --- goldens: the bounds recomputed by hand (numpy / scipy), so that a wrong level, resample
+# count or formula fails ------------------------------------------------------------------------
+def _hand_bootstrap(x: np.ndarray, level: float, resamples: int, seed: int) -> float:
+    """The percentile bootstrap written out: ``resamples`` means of n queries drawn with
+    replacement (one seeded draw), their (1 - level) quantile (inverted CDF: the
+    ceil(R (1 - level))-th smallest)."""
+    n = x.shape[0]
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    means = np.sort(x[idx].mean(axis=1))
+    return float(means[math.ceil(resamples * (1 - level) - 1e-9) - 1])
+
+
+RECALLS = np.random.default_rng(3).choice([0.5, 0.8, 0.9, 1.0], size=150, p=[.1, .2, .3, .4])
+
+
+@pytest.mark.parametrize(("level", "resamples"), [
+    (0.95, 2000), (0.95, 500), (0.9, 2000), (0.99, 1000), (0.8, 100)])
+def test_bootstrap_matches_the_hand_computation(level: float, resamples: int) -> None:
+    expect = _hand_bootstrap(RECALLS, level, resamples, seed=11)
+    assert bootstrap_lower(RECALLS, level, resamples, 11) == pytest.approx(expect, abs=1e-12)
+    conf = ConfidenceSpec(method="bootstrap", level=level, resamples=resamples)
+    assert lower_bound(RECALLS, 10, conf, 11) == pytest.approx(expect, abs=1e-12)
+
+
+def test_bootstrap_level_and_resamples_change_the_bound() -> None:
+    """Guards the goldens above against a degenerate sample: each setting gives its own value."""
+    values = {(lv, r): lower_bound(RECALLS, 10, ConfidenceSpec(level=lv, resamples=r), 11)
+              for lv in (0.9, 0.95, 0.99) for r in (500, 2000)}
+    assert len(set(values.values())) == len(values)
+    assert values[(0.99, 2000)] < values[(0.95, 2000)] < values[(0.9, 2000)] < RECALLS.mean()
+
+
+def test_bootstrap_is_near_the_normal_approximation() -> None:
+    """On 2000 queries the bootstrap bound is mean - z sd / sqrt(n) with z = Phi^-1(level)
+    within 10% of the margin: a two-sided level (z 1.96) or 0.9 (z 1.28) is 19-22% off."""
+    from scipy.stats import norm
+
+    x = np.random.default_rng(5).choice([0.0, 0.5, 1.0], size=2000, p=[0.2, 0.2, 0.6])
+    se = x.std(ddof=1) / math.sqrt(x.shape[0])
+    for level in (0.9, 0.95, 0.99):
+        margin = x.mean() - lower_bound(x, 10, ConfidenceSpec(level=level), 0)
+        assert margin == pytest.approx(norm.ppf(level) * se, rel=0.1), level
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+@pytest.mark.parametrize(("hits", "n_queries"), [(0, 10), (37, 5), (95, 10), (380, 40), (400, 40)])
+def test_binomial_bound_is_the_wilson_lower_end(level: float, hits: int, n_queries: int) -> None:
+    """The Wilson lower bound on hits / (n_queries * k), from the formula with
+    z = scipy.stats.norm.ppf(level), and scipy's own two-sided Wilson interval at 2 level - 1."""
+    from scipy.stats import binomtest, norm
+
+    k = 10
+    trials = n_queries * k
+    per_query = np.zeros(n_queries)
+    per_query[: hits // k] = 1.0
+    if hits % k:
+        per_query[hits // k] = (hits % k) / k
+    p, z = hits / trials, float(norm.ppf(level))
+    hand = (p + z * z / (2 * trials) - z * math.sqrt(p * (1 - p) / trials
+                                                      + z * z / (4 * trials * trials))) / (
+        1 + z * z / trials)
+    scipy_low = binomtest(hits, trials).proportion_ci(confidence_level=2 * level - 1,
+                                                      method="wilson").low
+    got = binomial_lower(per_query, k, level)
+    assert got == pytest.approx(max(hand, 0.0), abs=1e-12)
+    assert got == pytest.approx(scipy_low, abs=1e-9)
+    assert lower_bound(per_query, k, ConfidenceSpec(method="binomial", level=level), 0) == got
+
+
+def test_binomial_hand_value() -> None:
+    """38 of 50 slots at 0.95: Wilson lower end 0.6490 (computed by hand, z = 1.644854)."""
+    per_query = np.array([1.0, 1.0, 0.8, 0.6, 0.4])
+    assert binomial_lower(per_query, 10, 0.95) == pytest.approx(0.648974, abs=1e-6)

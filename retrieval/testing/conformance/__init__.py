@@ -11,6 +11,11 @@ Three ways to use it:
 - a pytest class: ``class TestMine(BackendConformance): case = ConformanceCase("mine")`` gives
   one test per check (no fixtures needed; ``case.skip`` names checks to skip).
 
+A check that does not apply to a backend (``deterministic_build`` on an unseeded build,
+``snapshot_round_trip`` without a snapshot format) raises :class:`CheckNotApplicable`;
+:func:`run_or_skip` and :class:`BackendConformance` make it a pytest skip with the reason, and
+:func:`run_conformance` lists it in ``ConformanceReport.not_applicable``.
+
 The dataset is :func:`retrieval.loaders.synthetic.make_synthetic` (3000 x 32, 100 queries,
 overlapping clusters (``cluster_spread=3``) so that every knob visibly moves recall); the exact
 neighbours are computed here with Faiss ``IndexFlat`` (rwb distance convention, cosine on
@@ -22,9 +27,14 @@ Modules: :mod:`.kit` (the case, the report, exact neighbours and the assertion h
 for pytest, :func:`run_conformance`). Every public name is importable from here.
 """
 
-from retrieval.testing.conformance.harness import BackendConformance, run_conformance
+from retrieval.testing.conformance.harness import (
+    BackendConformance,
+    run_conformance,
+    run_or_skip,
+)
 from retrieval.testing.conformance.kit import (
     CHECKS,
+    CheckNotApplicable,
     ConformanceCase,
     ConformanceReport,
     exact_neighbours,
@@ -35,10 +45,12 @@ from retrieval.testing.conformance.suite import Conformance
 __all__ = [
     "CHECKS",
     "BackendConformance",
+    "CheckNotApplicable",
     "Conformance",
     "ConformanceCase",
     "ConformanceReport",
     "exact_neighbours",
     "run_conformance",
+    "run_or_skip",
     "true_distances",
 ]

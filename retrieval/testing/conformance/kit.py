@@ -72,12 +72,19 @@ class ConformanceCase:
         return self.label or f"{self.backend}-{self.metric}"
 
 
+class CheckNotApplicable(Exception):
+    """A check that does not apply to the backend (e.g. no snapshot format): it checked nothing,
+    so it is neither passed nor failed. pytest callers turn it into a skip with this reason."""
+
+
 @dataclass(frozen=True)
 class ConformanceReport:
-    """What each check measured (recalls, knob curves, sizes), by check name."""
+    """What each check measured (recalls, knob curves, sizes), by check name; the checks that
+    did not apply to the backend are in ``not_applicable`` (name -> reason), not in ``results``."""
 
     case_id: str
     results: dict[str, dict[str, Any]]
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
 
 def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:

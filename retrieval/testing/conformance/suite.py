@@ -29,6 +29,7 @@ from retrieval.loaders.synthetic import make_synthetic
 from retrieval.params import Params, validate_params
 from retrieval.testing.conformance.kit import (
     CHECKS,
+    CheckNotApplicable,
     ConformanceCase,
     ConformanceReport,
     Expect,
@@ -124,7 +125,8 @@ class Conformance:
 
     # --- running -------------------------------------------------------------------------------
     def run(self, name: str) -> dict[str, Any]:
-        """Run one check by name; return what it measured (also kept in ``self.results``)."""
+        """Run one check by name; return what it measured (also kept in ``self.results``).
+        :class:`CheckNotApplicable` when the check does not apply to the backend."""
         if name not in CHECKS:
             raise ConfigError(f"conformance: unknown check '{name}'; allowed: {', '.join(CHECKS)}")
         out: dict[str, Any] = getattr(self, f"check_{name}")() or {}
@@ -133,10 +135,14 @@ class Conformance:
         return out
 
     def run_all(self) -> ConformanceReport:
+        not_applicable: dict[str, str] = {}
         for name in CHECKS:
             if name not in self.case.skip:
-                self.run(name)
-        return ConformanceReport(self.case.id, dict(self.results))
+                try:
+                    self.run(name)
+                except CheckNotApplicable as exc:
+                    not_applicable[name] = str(exc)
+        return ConformanceReport(self.case.id, dict(self.results), not_applicable)
 
     def close(self) -> None:
         if self._shared is not None:
@@ -348,7 +354,7 @@ class Conformance:
         """Two builds with the same seed and one thread answer identically (at the least
         accurate knob values, where differences show most)."""
         if not getattr(self.cls, "deterministic", True):
-            return {"skipped": "backend declares deterministic = False"}
+            raise CheckNotApplicable("backend declares deterministic = False (unseeded build)")
         low = {
             knob: self.cls.knob_range(knob, self.build_params, self.case.k)[0]
             for knob in self.cls.monotone_knobs
@@ -382,7 +388,7 @@ class Conformance:
         fresh one, answers exactly as the built one (custom ids included); a snapshot of
         another size is refused with a DataError."""
         if not isinstance(self.index, SupportsSnapshot):
-            return {"skipped": "backend has no snapshot format (built every time)"}
+            raise CheckNotApplicable("backend has no snapshot format (built every time)")
         n = self.dataset.n_base
         ids = (2**40 + 3 * np.arange(n, dtype=np.int64))[::-1].copy()
         params = self.most_accurate()
