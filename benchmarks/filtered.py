@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from retrieval.evaluate import Evaluator
-from retrieval.filtering.gt import filtered_ground_truth
 from retrieval.specfile import with_overrides
 from retrieval.tune.decide import lower_bound, split_queries
 from retrieval.tune.fmeasure import FilteredBench
@@ -38,6 +37,7 @@ from retrieval.tune.runner import load_vectors
 from retrieval.tune.spec import checked_entries, load_spec, parse_spec
 from retrieval.tune.sweep import run_sweep
 from retrieval.tune.units import entry_labels
+from retrieval.workload.truth import filtered_ground_truth
 
 SYNTHETIC = {
     "name": "filtered-bench-synthetic",

@@ -9,7 +9,7 @@ cached by data + filter) and measures, on the queries given:
 - **batch** mode: one call per distinct filter over the queries using it, the whole pass timed
   (best of ``batch_repeats``): QPS.
 
-Recall is under the fewer-than-k rule (:mod:`retrieval.filtering.gt`), computed after timing.
+Recall is under the fewer-than-k rule (:mod:`retrieval.workload.truth`), computed after timing.
 """
 
 from __future__ import annotations
@@ -22,13 +22,6 @@ from typing import Any
 import numpy as np
 
 from retrieval.evaluate import BuiltIndex, Evaluator
-from retrieval.filtering.gt import (
-    FilteredGT,
-    filtered_ground_truth,
-    filtered_recall,
-    filtered_recall_tie,
-)
-from retrieval.filtering.workload import Bucket
 from retrieval.groundtruth import exact_distances
 from retrieval.indexes.base import SearchResult
 from retrieval.indexes.entry import SearchConfig, apply_search
@@ -41,6 +34,13 @@ from retrieval.indexes.filtered import (
 )
 from retrieval.metrics import latency_summary, recall_summary
 from retrieval.timing import gc_paused
+from retrieval.workload.buckets import Bucket
+from retrieval.workload.truth import (
+    FilteredGT,
+    filtered_ground_truth,
+    filtered_recall,
+    filtered_recall_tie,
+)
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,12 +16,12 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.evaluate import Evaluator
 from retrieval.filtering.spec import FilterSpec
-from retrieval.filtering.workload import Bucket, bind_workload
 from retrieval.store import RunDir, RunKind
 from retrieval.tune.fmeasure import FilteredBench, FilterPoint
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 from retrieval.tune.units import entry_labels
+from retrieval.workload.buckets import Bucket, bind_workload
 
 log = logging.getLogger(__name__)
 

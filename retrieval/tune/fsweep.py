@@ -25,7 +25,6 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.evaluate import BuiltIndex, Evaluator
-from retrieval.filtering.workload import Bucket
 from retrieval.indexes.registry import get_backend
 from retrieval.store import RunDir, RunKind
 from retrieval.tune.decide import lower_bound, split_queries
@@ -41,6 +40,7 @@ from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.target import solve
 from retrieval.tune.units import entry_labels
+from retrieval.workload.buckets import Bucket
 
 EPS = 1e-9
 

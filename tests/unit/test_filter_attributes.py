@@ -132,8 +132,9 @@ def test_text_attribute_fields_checked_before_embedding(dataset: dict[str, objec
 
 
 def test_filtered_ground_truth_is_cached_by_data_and_filter(tmp_path: Path) -> None:
-    from retrieval.filtering import FilterSpec, bind_workload, filtered_ground_truth
+    from retrieval.filtering import FilterSpec
     from retrieval.loaders.synthetic import make_synthetic
+    from retrieval.workload import bind_workload, filtered_ground_truth
 
     ds = make_synthetic(800, 8, 20, attributes=True)
     b1, b2 = bind_workload(FilterSpec(selectivities=[0.05, 0.2], attribute="uniform"),
