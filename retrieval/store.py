@@ -302,6 +302,21 @@ class SummaryPart(BaseModel):
         return self.model_dump(by_alias=True, exclude_unset=True)
 
 
+#: the ``workload`` a run summary declares (absent: plain, unfiltered queries)
+WORKLOAD_PLAIN = "plain"
+WORKLOAD_FILTERED = "filtered"
+
+
+def workload_kind(summary: Mapping[str, Any]) -> str:
+    """The workload a run measured, as its summary declares it (``workload``: ``plain`` or
+    ``filtered``). A summary written before the field existed declares nothing: a filtered run
+    of then is known by its ``filters`` block (read here, and only here)."""
+    declared = summary.get("workload")
+    if isinstance(declared, str):
+        return declared
+    return WORKLOAD_FILTERED if "filters" in summary else WORKLOAD_PLAIN
+
+
 class RunSummary(SummaryPart):
     """The summary.json of one run kind (each kind's model sits next to the code writing it)."""
 
