@@ -168,12 +168,17 @@ class Evaluator:
         gt: GroundTruth | None = None,
         build_threads: int | None = None,
         index_cache: IndexCache | CacheSettings | bool = True,
+        source: str = "",
     ) -> None:
+        #: the spec file the settings came from (prefixes errors about them), or ""
+        self.source = source
+        pre = f"{source}: " if source else ""
         if k < 1:
-            raise ConfigError(f"field 'k' must be an integer >= 1; received {k}")
+            raise ConfigError(f"{pre}field 'k' must be an integer >= 1; received {k}")
         if k > ds.n_base:
             raise ConfigError(
-                f"field 'k' must be <= the number of base vectors ({ds.n_base}); received {k}"
+                f"{pre}field 'k' must be <= the number of base vectors ({ds.n_base}); "
+                f"received {k}"
             )
         self.ds = ds
         self.k = k
@@ -242,6 +247,7 @@ class Evaluator:
             workdir=workdir,
             build_threads=spec.index_build.threads or available_cpus(),
             index_cache=spec_cache_settings(spec),
+            source="" if spec.source == "<memory>" else str(spec.source),
         )
 
     # --- building --------------------------------------------------------------------------
@@ -280,8 +286,14 @@ class Evaluator:
             index.attach_attributes(self.attributes)
         gc.collect()
         rss0 = _rss_bytes()
-        info, outcome = build_or_load(self.cache, index, self.ds.base, data=self.ds.fingerprint,
-                                      reproducible=self.reproducible)
+        try:
+            info, outcome = build_or_load(self.cache, index, self.ds.base,
+                                          data=self.ds.fingerprint,
+                                          reproducible=self.reproducible)
+        except ConfigError as exc:  # params that do not fit the data (nlist > n): the file
+            if not self.source or str(exc).startswith(f"{self.source}:"):
+                raise
+            raise ConfigError(f"{self.source}: {exc}") from None
         rss_delta = max(0, _rss_bytes() - rss0)
         self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
                                "build_threads": threads, **outcome.to_dict()})

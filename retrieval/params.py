@@ -46,7 +46,25 @@ def _describe_expected(err: Mapping[str, Any]) -> str:
         return "a mapping"
     if kind == "missing":
         return "given (it is required)"
-    return str(err.get("msg", "valid"))
+    if kind == "finite_number":
+        return "a finite number"
+    if kind in ("too_short", "too_long"):
+        n = ctx.get("min_length" if kind == "too_short" else "max_length")
+        got = err.get("input")
+        what = ("a list" if isinstance(got, list) else "a mapping" if isinstance(got, dict)
+                else "a collection")
+        least = "at least" if kind == "too_short" else "at most"
+        return f"{what} of {least} {n} item{'s' * (n != 1)}"
+    if kind in ("string_too_short", "string_too_long"):
+        n = ctx.get("min_length" if kind == "string_too_short" else "max_length")
+        least = "at least" if kind == "string_too_short" else "at most"
+        return f"a string of {least} {n} character{'s' * (n != 1)}"
+    # pydantic's own sentence ("Input should be a valid URL"), as what it must be
+    msg = str(err.get("msg", "valid"))
+    for lead in ("Input should be ", "Value should be "):
+        if msg.startswith(lead):
+            return msg.removeprefix(lead)
+    return msg
 
 
 def _public_fields(model: type[BaseModel]) -> list[str]:
@@ -125,8 +143,8 @@ def format_validation_error(
     text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
     if err.get("type") == "value_error":
         text = f"field '{field}': {str(err.get('msg', '')).removeprefix('Value error, ')}"
-        if received is not None and not isinstance(received, dict):
-            text += f"; received {received!r}"
+        if received is not None and not isinstance(received, dict) and "received" not in text:
+            text += f"; received {received!r}"  # unless the validator said it already
     return ConfigError(f"{where}: {text}" if where else text)
 
 

@@ -103,6 +103,7 @@ def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str |
     from retrieval.specfile import with_overrides
     from retrieval.study.run import StudySummary, run_study
     from retrieval.study.spec import StudySpec, check_study_spec, load_study_spec, parse_study_spec
+    from retrieval.tune.sweep import check_target_recall, is_count
 
     s = _spec(spec, StudySpec, parse_study_spec, load_study_spec, "rag-study spec")
     if strategy not in (None, "optuna"):
@@ -111,11 +112,10 @@ def _study(spec: Any, out: PathLike | None, *, storage: str | None, study: str |
     if threads:
         raise ConfigError(f"{s.source}: threads applies to index sweeps, not to a rag-study; "
                           f"received {threads}")
-    if n_trials is not None and n_trials < 1:
+    if n_trials is not None and not is_count(n_trials):
         raise param_error("n_trials", "an integer >= 1", n_trials)
     if target_recall is not None:
-        if not 0.0 < target_recall <= 1.0:
-            raise param_error("target_recall", "in (0, 1]", target_recall)
+        check_target_recall(target_recall, "target_recall")
         constraints = {**s.constraints.model_dump(), "target_recall": target_recall}
         s = with_overrides(s, constraints=constraints, check=check_study_spec)
     result = run_study(s, out, storage=storage, study_name=study, n_trials=n_trials,
@@ -148,9 +148,13 @@ def sweep(
         return _study(spec, out, storage=storage, study=study, strategy=strategy,
                       target_recall=target_recall, n_trials=n_trials, threads=threads,
                       force=force)
+    from retrieval.errors import param_error
     from retrieval.tune.summary import SweepSummary
-    from retrieval.tune.sweep import apply_overrides, run_sweep
+    from retrieval.tune.sweep import apply_overrides, check_target_recall, is_count, run_sweep
 
+    check_target_recall(target_recall, "target_recall")
+    if n_trials is not None and not is_count(n_trials):
+        raise param_error("n_trials", "an integer >= 1", n_trials)
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
                               target=target_recall, n_trials=n_trials, threads=threads)
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
@@ -272,14 +276,19 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
     return ExportedConfig(Path(info.get("path") or out), engine, info)
 
 
-def verify(file: PathLike | ExportedConfig, *, engine: str | None = None) -> Verification:
+def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
+           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None
+           ) -> Verification:
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
-    ``engine``: measure the same settings on that engine (does the target transfer?)."""
+    ``engine``: measure the same settings on that engine (does the target transfer?).
+    ``dataset``: the data of an ANN export when the recorded one is not reachable (the
+    :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
+    manifest / HDF5 path); DataError unless its fingerprint is the recorded one."""
     from retrieval.export import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path, engine=engine)
+    report = verify_file(path, engine=engine, dataset=dataset)
     return Verification(path, bool(report.holds), report.to_dict())
 
 

@@ -33,6 +33,7 @@ pipelined ``FT.SEARCH`` is used only for the bulk KNN distance fetch of threshol
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from retrieval.cache.owned import claim, client_name, drop_owned, new_run_id, release
 from retrieval.cache.redis import (
     VECTOR_FIELD,
     IndexParams,
@@ -99,6 +101,9 @@ class SemanticCache:
     ``threshold``: a hit needs cosine distance <= ``threshold.cosine_distance``. ``embedder``
     turns prompts into vectors (it may be None when every call passes ``vector=``; then ``dim``
     is required). ``overwrite`` drops an existing index of the same name (and its entries).
+    ``exclusive`` (what rwb's own runs use): the name must be unused (no index, no key under
+    ``<name>:``), it is claimed with a run marker (:mod:`retrieval.cache.owned`) and
+    :meth:`drop` removes only what this instance created; an existing one is a ConfigError.
     ``on_outage``: ``"bypass"`` (serving: lookups miss, stores are counted lost) or ``"raise"``
     (a run that needs every answer: retried, then :class:`RedisLost`). Timeouts are in seconds.
     """
@@ -113,6 +118,7 @@ class SemanticCache:
         name: str = "rwb-semcache",
         index: IndexParams | None = None,
         overwrite: bool = False,
+        exclusive: bool = False,
         connect_timeout_s: float = 2.0,
         socket_timeout_s: float = 5.0,
         store_retries: int = 2,
@@ -150,9 +156,33 @@ class SemanticCache:
             dim = int(embedder.dim)
         self.dim = int(dim)
         self.model_id = embedder.model_id if embedder is not None else "precomputed"
+        if exclusive and overwrite:
+            raise param_error("overwrite", "False when exclusive (rwb never drops an index it "
+                              "did not create)", overwrite, where="semantic cache")
+        self._run_id = new_run_id() if exclusive else None
         self._client = connect_redis(redis_url, connect_timeout_s=connect_timeout_s,
-                                     socket_timeout_s=socket_timeout_s)
-        self._cache = self._open(overwrite)
+                                     socket_timeout_s=socket_timeout_s,
+                                     client_name=client_name(self._run_id)
+                                     if self._run_id else None)
+        if self._run_id is None:
+            self._cache = self._open(overwrite)
+            return
+        try:
+            claim(self._client, self.name, self.url, self._run_id, what="semantic cache")
+        except ConfigError:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise BackendError(f"semantic cache '{self.name}' at {self.url}: cannot claim the "
+                               f"name ({exc})") from None
+        try:
+            self._cache = self._open(False)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                release(self._client, self.name, self._run_id)
+            self.close()
+            raise
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -438,8 +468,16 @@ class SemanticCache:
 
     def drop(self) -> None:
         """Drop the index, its entries and any other key under its prefix (keys written while
-        the index was gone); a missing index is fine. BackendError when Redis is unreachable."""
+        the index was gone); a missing index is fine. An ``exclusive`` cache drops them only
+        while its run marker is its own (then the marker too). BackendError when Redis is
+        unreachable."""
+        run_id = self._run_id
         try:
+            if run_id is not None:
+                retry_transient(lambda: drop_owned(self._client, self.name, run_id),
+                                retries=min(self.store_retries, 2),
+                                backoff_s=self.retry_backoff_s)
+                return
             drop_cache(self._client, self.name, self.key_pattern,
                        retries=min(self.store_retries, 2), backoff_s=self.retry_backoff_s)
         except Exception as exc:

@@ -77,7 +77,7 @@ def lookup_target(cfg: CacheLoad, ds: VectorDataset, n_queries: int | None,
     thr = cfg.threshold.threshold()
     with redis_for_run(redis_url) as (url, redis_facts):
         cache = SemanticCache(url, thr, dim=ds.dim, name=cfg.name, index=cfg.index,
-                              overwrite=True, on_outage="raise")
+                              exclusive=True, on_outage="raise")
         try:
             stored = cache.store_many([f"doc-{i}" for i in range(n)],
                                       [f"r{i}" for i in range(n)], base,

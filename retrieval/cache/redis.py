@@ -147,8 +147,9 @@ def drop_cache(client: Any, name: str, keys: str, *, retries: int = 2,
 
 
 def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
-                  socket_timeout_s: float = 5.0) -> Any:
-    """A redis-py client for ``url`` that has answered PING and has the search module.
+                  socket_timeout_s: float = 5.0, client_name: str | None = None) -> Any:
+    """A redis-py client for ``url`` that has answered PING and has the search module
+    (``client_name``: the ``CLIENT SETNAME`` of its connections).
 
     Fails within about ``connect_timeout_s`` with a BackendError naming the URL (password
     hidden); a malformed URL is a ConfigError. The client does not retry on its own (redis-py 8
@@ -162,7 +163,7 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
     try:
         client = redis.Redis.from_url(
             url, socket_connect_timeout=connect_timeout_s, socket_timeout=socket_timeout_s,
-            retry=Retry(NoBackoff(), 0),
+            retry=Retry(NoBackoff(), 0), client_name=client_name,
         )
     except ValueError as exc:
         raise param_error(

@@ -261,8 +261,8 @@ def lost_message(exc: RedisLost, total: int, cache: SemanticCache, dropped: bool
     if dropped:
         return f"{head}: the index and its keys were dropped"
     return (f"{head}; the index '{cache.name}' and its keys could not be dropped (Redis "
-            f"unreachable): if that server comes back with them, run `FT.DROPINDEX "
-            f"{cache.name} DD` and delete the keys matching '{cache.key_pattern}'")
+            f"unreachable): if that server comes back with them, `rwb services cleanup --yes` "
+            f"removes them (and only what rwb created)")
 
 
 @dataclass(frozen=True)
@@ -301,6 +301,20 @@ def _transfer(url: str, sweep: SweepResult, spec: CacheTuneSpec,
                            embedder=embedder) for i, src in enumerate(spec.transfer)]
 
 
+def _check_names_free(url: str, spec: CacheTuneSpec) -> None:
+    """Redis answers, and the names this run will create are not in use (one line naming the
+    index or key otherwise: rwb never drops what it did not create)."""
+    from retrieval.cache.owned import check_free
+
+    client = connect_redis(url)
+    try:
+        names = [spec.cache.name] + ([f"{spec.cache.name}-transfer"] if spec.transfer else [])
+        for name in names:
+            check_free(client, name, redact_url(url), what=f"cache.name '{spec.cache.name}'")
+    finally:
+        client.close()
+
+
 def run_cache_tuning(
     spec: CacheTuneSpec, *, redis_url: str | None = None, out: str | None = None,
     embedder: Any = None, keep_index: bool = False, write: bool = True, force: bool = False,
@@ -313,12 +327,12 @@ def run_cache_tuning(
     labels = load_labels(spec)
     design = design_probes(labels, spec)
     with redis_for_run(redis_url) as (url, redis_meta):
-        connect_redis(url).close()  # fail fast, before minutes of embedding
+        _check_names_free(url, spec)  # fail fast, before minutes of embedding
         t0 = time.perf_counter()
         vecs = embed_questions(labels, design.stored, spec, embedder)
         embed_s = time.perf_counter() - t0
         cache = SemanticCache(url, spec.latency.threshold.threshold(), dim=vecs.dim,
-                              name=spec.cache.name, index=spec.cache.index, overwrite=True,
+                              name=spec.cache.name, index=spec.cache.index, exclusive=True,
                               on_outage="raise", store_retries=RETRIES,
                               retry_backoff_s=BACKOFF_S)
         phase, dropped = "set-up", None

@@ -55,7 +55,7 @@ def transfer_check(url: str, threshold: Threshold, spec: CacheTuneSpec, src: Pai
     design = design_probes(labels, sub)
     vecs = embed_questions(labels, design.stored, sub, embedder)
     cache = SemanticCache(url, threshold, dim=vecs.dim, name=f"{spec.cache.name}-transfer",
-                          index=spec.cache.index, overwrite=True)
+                          index=spec.cache.index, exclusive=True)
     try:
         fill_cache(cache, labels, design, vecs, sub, time_sizes=False)
         keys, dists = cache.nearest(vecs[design.probes], k=2, batch_size=spec.cache.knn_batch)

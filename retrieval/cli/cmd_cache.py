@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = verbs.add_parser("list", help="list cached index builds (most recently used first)")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(func=run_list)
-    cl = verbs.add_parser("clear", help="remove every cached index build")
+    cl = verbs.add_parser("clear", help="remove every cached index build (only entries rwb "
+                          "wrote: other files in the folder are left alone)")
     cl.add_argument("--json", action="store_true", help="machine-readable output")
     cl.set_defaults(func=run_clear)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -74,9 +76,16 @@ def run_clear(args: argparse.Namespace) -> int:
     from retrieval.indexes.buildcache import IndexCache
 
     cache = IndexCache()
-    n, size = cache.clear()
+    done = cache.clear()
     if args.json:
-        print_json({"dir": str(cache.root), "removed": n, "bytes": size})
+        print_json({"dir": str(cache.root), "removed": done.removed, "bytes": done.bytes,
+                    "failed": [{"key": k, "reason": r} for k, r in done.failed]})
     else:
-        print(f"removed {n} cached index builds ({size / 1e6:.1f} MB) from {cache.root}")
+        print(f"removed {done.removed} cached index builds ({done.bytes / 1e6:.1f} MB) from "
+              f"{cache.root}")
+    if done.failed:
+        key, reason = done.failed[0]
+        print(f"rwb: error: could not remove {len(done.failed)} cached index builds from "
+              f"{cache.root} (entry {key}: {reason})", file=sys.stderr)
+        return 1
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from retrieval.cli._common import print_json
@@ -47,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "whether the false-hit cap holds there")
     v.add_argument("--engine", help="measure the file's settings on this engine instead "
                    "(does the target transfer?); exit 3: an engine rwb cannot run")
+    v.add_argument("--dataset", metavar="NAME|FILE",
+                   help="ANN exports: the data to re-measure on when the recorded one is not "
+                        "reachable (a dataset name, manifest .yaml or .hdf5 path); its "
+                        "fingerprint must be the recorded one")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -57,6 +62,10 @@ def run_export(args: argparse.Namespace) -> int:
     from retrieval.store import check_out_file
 
     check_out_file(args.out, force=args.force, ours=is_rwb_export)
+    out = Path(args.out)
+    # what is there now: an earlier rwb export (check_out_file let it through), or --force
+    replaced = ("" if not out.is_file() else " (replaced an earlier rwb export)"
+                if is_rwb_export(out) else " (replaced the file that was there: --force)")
     try:
         result = export_run(args.run, args.engine, args.out, backend=args.backend)
     except NothingToExport as exc:
@@ -64,11 +73,11 @@ def run_export(args: argparse.Namespace) -> int:
         return 1
     info = result.to_dict()
     if args.json:
-        print_json(info)
+        print_json({**info, "replaced": bool(replaced)})
     else:
         label = info.get("label")
         extra = f" from {label} ({info.get('backend')})" if label else ""
-        print(f"wrote {info.get('path')}: {args.engine} config{extra}")
+        print(f"wrote {info.get('path')}{replaced}: {args.engine} config{extra}")
     return 0
 
 
@@ -82,7 +91,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
         report = verify_transfer(args.file, args.pairs)
     else:
-        report = verify_file(args.file, engine=getattr(args, "engine", None))
+        report = verify_file(args.file, engine=getattr(args, "engine", None),
+                             dataset=getattr(args, "dataset", None))
     if isinstance(report, NotMeasurable):
         if args.json:
             print_json(report.to_dict())

@@ -54,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from retrieval.study.spec import is_study_spec
     from retrieval.tune.spec import load_spec
+    from retrieval.tune.storage import StorageLost
     from retrieval.tune.sweep import apply_overrides, run_sweep
 
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)
@@ -73,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_sweep(spec, args.out, storage=args.storage, study=args.study,
                            progress=progress, force=args.force)
+    except StorageLost as exc:
+        raise StorageLost(f"{exc}; resume once it answers again with: "
+                          f"{resume_command(args, exc.run_path)}", exc.run_path) from None
     finally:
         close_bar(bar)
     if args.json:
@@ -84,6 +88,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_result(result.summary, str(result.run.path))
     return strict_exit(result.summary) if args.strict else 0
+
+
+def resume_command(args: argparse.Namespace, run_path: Any) -> str:
+    """The command that resumes this sweep: the same options (the storage's credentials
+    removed), with ``--out`` the run directory it wrote."""
+    import shlex
+
+    from retrieval.redact import redact_uri
+
+    words = ["rwb", "sweep", str(args.spec)]
+    for flag, value in (("--strategy", args.strategy), ("--target-recall", args.target_recall),
+                        ("--n-trials", args.n_trials), ("--threads", args.threads),
+                        ("--build-threads", args.build_threads),
+                        ("--storage", redact_uri(args.storage) if args.storage else None),
+                        ("--study", args.study),
+                        ("--out", run_path if run_path is not None else args.out)):
+        if value is not None:
+            words += [flag, str(value)]
+    hidden = bool(args.storage) and redact_uri(args.storage) != args.storage
+    return shlex.join(words) + (" (with the storage's credentials where *** stands)"
+                                if hidden else "")
 
 
 def heldout_failures(s: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ Exporters are registered by (run kind, engine) and verifiers by the exported fil
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from retrieval.errors import ConfigError, DataError, unknown_name_error
 from retrieval.export.ann import Exported
@@ -73,11 +74,22 @@ def export_run(
     return exporter_for(run, run_kind(run), engine).export(run, engine, out, backend)
 
 
-def verify_file(path: Path | str, *, engine: str | None = None) -> VerifyResult:
+def verify_file(path: Path | str, *, engine: str | None = None,
+                dataset: Any = None) -> VerifyResult:
     """Rebuild and re-measure an exported config; returns a report with ``holds``.
     ``engine``: measure an ANN export's settings on that engine instead (does the target
-    transfer?)."""
+    transfer?). ``dataset``: an ANN export's data when its recorded reference is not reachable
+    (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match)."""
     doc = read_config(path)
+    if dataset is not None:
+        from retrieval.export.verify import FILE_KIND, verify_ann
+
+        if doc.get("kind") != FILE_KIND:
+            raise ConfigError(f"{path}: --dataset applies to ANN index exports (kind "
+                              f"'{FILE_KIND}'); received kind {doc.get('kind')!r}")
+        if engine is not None:
+            check_engine(engine)
+        return verify_ann(doc, path, engine=engine, dataset=dataset)
     if engine is not None:
         from retrieval.export.verify import FILE_KIND, verify_ann
 

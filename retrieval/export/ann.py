@@ -39,6 +39,16 @@ LIBRARIES = ("retrieval-workbench", "numpy", "optuna",
              *(lib for d in all_engines().values() for lib in d.libraries))
 #: the ``kind`` of an exported ANN file
 FILE_KIND = "ann-index"
+#: the top-level and ``evidence`` fields an ANN export has (``rwb verify`` refuses others)
+TOP_FIELDS = ("rwb_export", "kind", "engine", "config", "evidence", "source")
+EVIDENCE_FIELDS = (
+    "target_recall", "k", "recall_definition", "recall", "recall_lower_bound", "confidence",
+    "tuning_queries", "heldout_recall", "heldout_recall_lower_bound", "heldout_queries",
+    "heldout_meets_target", "latency_ms", "qps", "qps_mode", "threads", "build_s",
+    "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
+    "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
+    "exported_at", "exported_by", "note", "capacity_at_slo",
+)
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,18 @@ def evidence(
     return out
 
 
+def _dataset_ref(manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> Any:
+    ds = manifest.get("dataset") or {}
+    if "ref" not in ds:
+        return spec.get("dataset")
+    return ds["ref"] if ds["ref"] is not None else ds.get("name")
+
+
+def _in_memory(manifest: Mapping[str, Any]) -> bool:
+    ds = manifest.get("dataset") or {}
+    return "ref" in ds and ds["ref"] is None
+
+
 def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
            manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The sweep settings verify rebuilds and re-measures with; ``build_threads`` is the number
@@ -169,7 +191,9 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
         "build": dict(c.build),  # as the spec gave it (validated by the backend)
         "build_params": dict(c.build_params),  # with every default filled in
         "search": full_search(backend, c.search),
-        "dataset": spec.get("dataset"),
+        # absolute (resolves from any folder); runs before the reference was recorded: the
+        # spec's own entry; data given in memory: its name (verify --dataset gives it again)
+        "dataset": _dataset_ref(manifest or {}, spec),
         "metric": summary.metric,
         "k": summary.k,
         "seed": spec.get("seed", 0),
@@ -181,6 +205,7 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
         "modes": spec.get("modes", ["single", "batch"]),
         "query_split": {"heldout_fraction": tune.get("heldout_fraction", 0.5),
                         "seed": spec.get("seed", 0)},
+        **({"dataset_in_memory": True} if _in_memory(manifest or {}) else {}),
     }
 
 
@@ -195,7 +220,8 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
     if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
-        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec)
+        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec,
+                               backend)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

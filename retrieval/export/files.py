@@ -108,3 +108,27 @@ def is_rwb_export(path: Path) -> bool:
     if path.name in RUN_RECORDS and (path.parent / "manifest.json").is_file():
         return False
     return _EXPORT_MARKS(path)
+
+
+def check_layout(doc: Mapping[str, Any], where: str, kind: str, top: tuple[str, ...],
+                 evidence: tuple[str, ...]) -> None:
+    """Refuse (ConfigError, one line naming the field) an export of ``kind`` whose format
+    version is not this rwb's (``rwb_export``), or that has a top-level or ``evidence`` field
+    its exporter never writes: an edit verify would otherwise ignore."""
+    version = doc.get("rwb_export")
+    if version is None:
+        raise ConfigError(f"{where}: field 'rwb_export' is missing; is this a file from rwb "
+                          f"export?")
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise param_error("rwb_export", f"{FORMAT_VERSION} (the export format this rwb "
+                          f"reads)", version, where=where)
+    for prefix, allowed, values in (("", top, doc), ("evidence.", evidence,
+                                                      doc.get("evidence") or {})):
+        if not isinstance(values, Mapping):
+            continue
+        unknown = sorted(str(k) for k in values if k not in allowed)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown field '{prefix}{unknown[0]}' (an {kind} export has "
+                f"{'evidence fields' if prefix else 'fields'}: {', '.join(allowed)}); an edit "
+                f"rwb cannot verify: export the run again")

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from retrieval import __version__
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.export.engines import translate
 from retrieval.export.files import FORMAT_VERSION, write_config
-from retrieval.export.portable import portable
+from retrieval.export.portable import portable, stated_build
 from retrieval.export.registry import NothingToExport
 from retrieval.indexes.engine import all_engines, engine_of_backend
 from retrieval.indexes.registry import get_backend
@@ -29,6 +29,11 @@ from retrieval.params import validate_params
 from retrieval.store import RunDir
 
 FILE_KIND = "ann-filtered"
+#: the top-level and ``evidence`` fields of a filtered export (``rwb verify`` refuses others)
+TOP_FIELDS = ("rwb_export", "kind", "engine", "operating_points", "source", "evidence")
+EVIDENCE_FIELDS = ("target_recall", "k", "recall_definition", "cheapest_rule",
+                   "cliff_selectivity", "buckets", "dataset", "cpu", "run_id", "exported_at",
+                   "exported_by")
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,9 @@ def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) ->
         "bucket": op["bucket"], "selectivity": op["selectivity"], "strategy": strategy,
         "measured_with": {"backend": op.get("backend"), "label": op.get("label")},
         # the params it was measured with (what `rwb verify` rebuilds and re-measures)
-        "source": {"backend": op.get("backend"), "build": dict(op.get("build") or {}),
+        # the build as the backend takes it again (defaults it refuses when stated left out)
+        "source": {"backend": op.get("backend"),
+                   "build": stated_build(str(op.get("backend")), op.get("build") or {}),
                    "search": dict(op.get("search") or {}), "overfetch": op.get("overfetch")},
         "evidence": {"p95_ms": op.get("p95_ms"), "qps": op.get("qps"), "recall": op.get("recall"),
                      "recall_lower_bound": op.get("recall_lb"),
@@ -105,23 +112,44 @@ def entry_config(file_op: Mapping[str, Any], engine: str, metric: str, dim: int,
     """The ``config`` the export writes for a point of an exported table, from its ``source``
     params (what `rwb verify` compares the file's ``config`` with)."""
     src = file_op.get("source") or {}
+    backend = str(src.get("backend"))
+    build = validate_params(get_backend(backend).BuildParams,
+                            stated_build(backend, src.get("build") or {}))
     op = {"bucket": file_op.get("bucket"), "selectivity": file_op.get("selectivity"),
-          "strategy": file_op.get("strategy"), "backend": src.get("backend"),
-          "build": src.get("build") or {}, "search": src.get("search") or {},
+          "strategy": file_op.get("strategy"), "backend": backend,
+          "build": build.model_dump(mode="json", exclude_none=True),
+          "search": src.get("search") or {},
           "overfetch": src.get("overfetch")}
     config: dict[str, Any] | None = tidy(_entry(op, engine, metric, dim, k)).get("config")
     return config
 
 
+def _points_of(summary: Mapping[str, Any], backend: str | None) -> list[dict[str, Any]]:
+    """The run's operating points; with ``backend`` (an index label or backend name), each
+    bucket's cheapest setting among that backend's choices (the sweep's own rule)."""
+    if backend is None:
+        return list(summary.get("operating_points") or [])
+    from retrieval.tune.bucket_summary import operating_points
+
+    choices = list(summary.get("choices") or [])
+    mine = [c for c in choices if backend in (c.get("label"), c.get("backend"))]
+    if not mine:
+        names = {str(c.get(k)) for c in choices for k in ("label", "backend") if c.get(k)}
+        raise unknown_name_error("backend", backend, names, where="--backend")
+    return operating_points(mine)
+
+
 def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[str, Any],
-                    manifest: Mapping[str, Any], spec: Mapping[str, Any] | None = None
-                    ) -> FilteredExported:
+                    manifest: Mapping[str, Any], spec: Mapping[str, Any] | None = None,
+                    backend: str | None = None) -> FilteredExported:
     """Write the operating-point table of a filtered target sweep; ``spec``: the run's resolved
-    sweep spec, kept in ``source.spec`` for `rwb verify`."""
-    ops = [o for o in summary.get("operating_points", []) if o.get("strategy")]
+    sweep spec, kept in ``source.spec`` for `rwb verify`; ``backend``: only that index label's
+    (or backend's) settings."""
+    ops = [o for o in _points_of(summary, backend) if o.get("strategy")]
     if not ops:
-        raise NothingToExport(f"run '{run.path}': no bucket has a setting meeting target recall "
-                              f"{summary.get('target_recall')}")
+        of = f" of backend '{backend}'" if backend else ""
+        raise NothingToExport(f"run '{run.path}': no bucket has a setting{of} meeting target "
+                              f"recall {summary.get('target_recall')}")
     dim = int((manifest.get("dataset") or {}).get("dim") or 0)
     metric, k = str(summary.get("metric")), int(summary.get("k") or 0)
     table = [_entry(o, engine, metric, dim, k) for o in ops]

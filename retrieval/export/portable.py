@@ -35,4 +35,19 @@ def portable(backend: str, build: Mapping[str, Any], search: Mapping[str, Any]) 
     return p
 
 
-__all__ = ["Auto", "Flat", "Hnsw", "Ivf", "Portable", "exportable_backends", "portable"]
+def stated_build(backend: str, build: Mapping[str, Any]) -> dict[str, Any]:
+    """``build`` (a backend's resolved build params) without the fields equal to their default:
+    the same index, in a form the backend accepts again (a resolved default may be refused when
+    stated, e.g. Qdrant's ``pq_compression`` without product quantization)."""
+    cls = all_backends().get(backend)
+    fields = getattr(getattr(cls, "BuildParams", None), "model_fields", None) or {}
+    out = {}
+    for name, value in build.items():
+        f = fields.get(name)
+        if f is None or f.is_required() or f.default_factory is not None or value != f.default:
+            out[name] = value
+    return out
+
+
+__all__ = ["Auto", "Flat", "Hnsw", "Ivf", "Portable", "exportable_backends", "portable",
+           "stated_build"]

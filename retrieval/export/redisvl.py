@@ -231,7 +231,7 @@ def verify_file(
         connect_redis(url).close()  # fail fast, before embedding
         vecs = embed_questions(labels, design.stored, spec, embedder)
         cache = SemanticCache(url, threshold, dim=vecs.dim, name=f"{spec.cache.name}-verify",
-                              index=spec.cache.index, overwrite=True)
+                              index=spec.cache.index, exclusive=True)
         try:
             fill_cache(cache, labels, design, vecs, spec, time_sizes=False)
             keys, dists = cache.nearest(vecs[held], k=2, batch_size=spec.cache.knn_batch)

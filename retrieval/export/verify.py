@@ -29,15 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from retrieval.errors import ConfigError
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError, DataError, RwbError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
-from retrieval.export.ann import FILE_KIND, full_search
+from retrieval.export.ann import EVIDENCE_FIELDS, FILE_KIND, TOP_FIELDS, full_search
 from retrieval.export.engines import translate
-from retrieval.export.files import field_of
+from retrieval.export.files import check_layout, field_of
 from retrieval.export.inverse import PORTABLE_READERS, Rebuilt, inverse_for
 from retrieval.export.portable import Portable, portable
 from retrieval.export.registry import register_verifier
-from retrieval.indexes.registry import get_backend
+from retrieval.indexes.registry import all_backends, get_backend
 from retrieval.params import validate_params
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import split_queries
@@ -115,6 +116,16 @@ def _need(doc: Mapping[str, Any], key: str, where: str) -> Any:
     return doc[key]
 
 
+def known_engine(doc: Mapping[str, Any], where: str) -> str:
+    """The file's ``engine``: one rwb exports to (any other name is an edit: ConfigError)."""
+    from retrieval.export.engines import ANN_ENGINES
+
+    engine = field_of(doc, "engine", where, "string")
+    if engine not in ANN_ENGINES:
+        raise unknown_name_error("engine", engine, ANN_ENGINES, where=f"{where}: field 'engine'")
+    return str(engine)
+
+
 def _flat(d: Any, prefix: str) -> dict[str, Any]:
     if isinstance(d, Mapping):
         out: dict[str, Any] = {}
@@ -182,6 +193,37 @@ def _tolerance(r: float, n: int, k: int) -> float:
     return max(0.05, 4.0 * math.sqrt(max(r * (1 - r), 1e-4) / max(n, 1)))
 
 
+def k_check(doc: Mapping[str, Any], k: int, where: str) -> list[dict[str, Any]]:
+    """``evidence.k`` (an integer >= 1, else ConfigError) is the ``k`` verify measures with."""
+    recorded = field_of(doc, "evidence.k", where, "integer", default=None, ge=1)
+    if recorded is None or recorded == k:
+        return []
+    return [{"check": "evidence.k", "passed": False, "measured": k,
+             "expected": f"{recorded} (the evidence's k; the source measures recall@{k})",
+             "fields": ["evidence.k"]}]
+
+
+def heldout_meets_check(ev: Mapping[str, Any], held: Remeasured | None, target: float,
+                        where: str) -> list[dict[str, Any]]:
+    """``evidence.heldout_meets_target`` says what the held-out recall says: the recorded one
+    (itself checked against a re-measurement), else the re-measured one."""
+    meets = ev.get("heldout_meets_target")
+    if meets is None:
+        return []
+    if not isinstance(meets, bool):
+        raise param_error("evidence.heldout_meets_target", "true or false", meets, where=where)
+    recall = ev.get("heldout_recall")
+    if not isinstance(recall, int | float) or isinstance(recall, bool):
+        if held is None:
+            return []
+        recall = held.recall
+    now = bool(float(recall) >= target - EPS)
+    return [{"check": "evidence.heldout_meets_target", "passed": meets == now,
+             "measured": now,
+             "expected": f"{meets} (held-out recall {float(recall):.6g} vs target {target})",
+             "fields": [] if meets == now else ["evidence.heldout_meets_target"]}]
+
+
 def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasured | None,
                     backend: str, k: int, threads: int) -> list[dict[str, Any]]:
     """The recorded figures against a re-measurement on the backend that produced them;
@@ -246,19 +288,64 @@ def _transfer(r: Rebuilt | Portable, engine: str, metric: str, dim: int, k: int,
     return _rebuilt(engine, native, metric, dim, k, f"{where} (as {engine})")
 
 
-def verify_ann(doc: Mapping[str, Any], path: Path | str,
-               engine: str | None = None) -> VerifyReport | NotMeasurable:
-    """Measure the config of an exported ANN file on its engine, or on ``engine`` (see module
-    doc)."""
+#: how to give the data when the recorded reference is not reachable
+GIVE_DATA = ("pass the data: rwb verify FILE --dataset NAME|MANIFEST|HDF5, or "
+             "retrieval.verify(FILE, dataset=...) (a VectorDataset for in-memory arrays)")
+
+
+def given_dataset(dataset: Any, where: str) -> VectorDataset:
+    """``dataset`` (a VectorDataset, or a dataset name / manifest / HDF5 path / mapping resolved
+    from the current directory) as a VectorDataset."""
     from retrieval.loaders.catalog import resolve_dataset
 
+    if isinstance(dataset, VectorDataset):
+        return dataset
+    if isinstance(dataset, Path):
+        dataset = str(dataset)
+    return resolve_dataset(dataset, where=f"{where}: --dataset")
+
+
+def _dataset(src: Mapping[str, Any], where: str, dataset: Any,
+             recorded_fp: str | None) -> VectorDataset:
+    """The data to re-measure on: ``dataset`` when given (its fingerprint must be the recorded
+    one: DataError otherwise), else the recorded ``source.dataset``."""
+    from retrieval.loaders.catalog import resolve_dataset
+
+    if dataset is not None:
+        ds = given_dataset(dataset, where)
+        if ds.fingerprint != recorded_fp:
+            raise DataError(
+                f"{where}: --dataset '{ds.name}' is not the data the config was tuned on "
+                f"(fingerprint {ds.fingerprint}; evidence.dataset.fingerprint {recorded_fp})")
+        return ds
+    ref = _need(src, "dataset", f"{where}: source")
+    if src.get("dataset_in_memory"):
+        raise ConfigError(f"{where}: the config was tuned on data given in memory ('{ref}', "
+                          f"fingerprint {recorded_fp}), which no file names; {GIVE_DATA}")
+    try:
+        return resolve_dataset(ref, where=f"{where}: field 'source.dataset'")
+    except RwbError as exc:
+        raise type(exc)(f"{exc}; or {GIVE_DATA}") from None
+
+
+def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = None,
+               dataset: Any = None) -> VerifyReport | NotMeasurable:
+    """Measure the config of an exported ANN file on its engine, or on ``engine`` (see module
+    doc); ``dataset``: the data to measure on instead of the recorded ``source.dataset`` (a
+    VectorDataset, or a dataset name / manifest / HDF5 path), refused unless its fingerprint is
+    the recorded one."""
     where = str(path)
+    check_layout(doc, where, FILE_KIND, TOP_FIELDS, EVIDENCE_FIELDS)
     src = field_of(doc, "source", where, "mapping")
     ev = field_of(doc, "evidence", where, "mapping")
-    file_engine = str(_need(doc, "engine", where))
+    file_engine = known_engine(doc, where)
     target = float(field_of(doc, "evidence.target_recall", where, "number", gt=0.0, le=1.0))
     src_backend = str(_need(src, "backend", f"{where}: source"))
+    if src_backend not in all_backends():
+        raise unknown_name_error("backend", src_backend, all_backends(),
+                                 where=f"{where}: field 'source.backend'")
     k = field_of(doc, "source.k", where, "integer", ge=1)
+    checks: list[dict[str, Any]] = k_check(doc, k, where)
     seed = field_of(doc, "source.seed", where, "integer", default=0)
     heldout_fraction = float(field_of(doc, "source.query_split.heldout_fraction", where,
                                       "number", default=0.5, gt=0.0, le=1.0))
@@ -275,8 +362,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
         "fingerprint")
     if inverse_for(file_engine) is None and engine in (None, file_engine):
         return NotMeasurable(where, file_engine, str(_rebuilt(file_engine, {}, "", 0, k, where)))
-    ds = resolve_dataset(_need(src, "dataset", f"{where}: source"),
-                         where=f"{where}: field 'source.dataset'")
+    ds = _dataset(src, where, dataset, recorded_fp)
     metric, dim = str(ds.metric), int(ds.dim)
     rebuilt: Rebuilt | Portable | str = _rebuilt(file_engine, doc.get("config"), metric, dim,
                                                  k, where)
@@ -285,7 +371,6 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
         if reader is None or not isinstance(doc.get("config"), Mapping):
             return NotMeasurable(where, file_engine, rebuilt)
         rebuilt = reader(doc["config"], metric, where)
-    checks: list[dict[str, Any]] = []
     if engine is not None and engine != file_engine:
         moved = _transfer(rebuilt, engine, metric, dim, k, where)
         if isinstance(moved, str):
@@ -294,7 +379,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
     else:
         assert isinstance(rebuilt, Rebuilt)
         measure_on = rebuilt
-        checks.append(config_check(doc, src, file_engine, metric, dim, k))
+        checks.append(cfg_check := config_check(doc, src, file_engine, metric, dim, k))
     split = split_queries(ds.n_queries, heldout_fraction, split_seed)
     modes = src.get("modes") or ["single", "batch"]
     with Evaluator(ds, k, threads=threads, seed=seed, warmup=warmup,
@@ -306,7 +391,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
         if engine is None or engine == file_engine:
             src_build = _need(src, "build", f"{where}: source")
             src_search = _need(src, "search", f"{where}: source")
-            same = src_backend == measure_on.backend and checks[0]["passed"]
+            same = src_backend == measure_on.backend and cfg_check["passed"]
             ev_built = built
             if same:
                 ev_res, ev_held = res, held
@@ -318,6 +403,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str,
             same_index = build_threads == 1 or ev_built.outcome.cache == "hit"
             checks += evidence_checks(ev, ev_res, ev_held, src_backend, k,
                                       1 if same_index else build_threads)
+            checks += heldout_meets_check(ev, ev_held, target, where)
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     bound = bool(res.recall_lb >= target - EPS)
     return VerifyReport(

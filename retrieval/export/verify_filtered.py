@@ -28,12 +28,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.errors import ConfigError
-from retrieval.export.files import field_of
-from retrieval.export.filtered import FILE_KIND, entry_config
+from retrieval.errors import ConfigError, param_error
+from retrieval.export.files import check_layout, field_of
+from retrieval.export.filtered import EVIDENCE_FIELDS, FILE_KIND, TOP_FIELDS, entry_config
 from retrieval.export.inverse import Rebuilt, inverse_for
+from retrieval.export.portable import stated_build
 from retrieval.export.registry import register_verifier
-from retrieval.export.verify import NotMeasurable, config_diffs, evidence_checks
+from retrieval.export.verify import (
+    NotMeasurable,
+    config_diffs,
+    evidence_checks,
+    k_check,
+    known_engine,
+)
+from retrieval.filtering.spec import STRATEGIES
 
 EPS = 1e-9
 
@@ -64,7 +72,8 @@ def _source_of(op: Mapping[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(src, Mapping) or not src.get("backend"):
         raise ConfigError(f"{where}: field 'source' is missing; the file was exported before "
                           f"rwb recorded each point's params: export the run again")
-    return dict(src)
+    # files exported with every build default resolved: as the backend takes them again
+    return {**src, "build": stated_build(str(src["backend"]), src.get("build") or {})}
 
 
 @register_verifier(FILE_KIND)
@@ -74,8 +83,18 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
     from retrieval.tune.spec import parse_spec
 
     where = str(path)
-    engine = str(field_of(doc, "engine", where, "string"))
+    check_layout(doc, where, FILE_KIND, TOP_FIELDS, EVIDENCE_FIELDS)
+    engine = known_engine(doc, where)
     ops = field_of(doc, "operating_points", where, "list")
+    if not ops:  # nothing to measure would hold vacuously
+        raise param_error("operating_points", "a non-empty list (one point per bucket with a "
+                          "chosen setting)", ops, where=where)
+    for i, op in enumerate(ops):  # the export writes only points with a strategy
+        if not isinstance(op, Mapping):
+            raise param_error(f"operating_points[{i}]", "a mapping", op, where=where)
+        if op.get("strategy") not in STRATEGIES:
+            raise param_error(f"operating_points[{i}].strategy", f"one of "
+                              f"{', '.join(STRATEGIES)}", op.get("strategy"), where=where)
     spec_doc = field_of(doc, "source.spec", where, "mapping", default=None)
     if spec_doc is None:
         raise ConfigError(f"{where}: field 'source.spec' is missing; the file was exported "
@@ -108,6 +127,7 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     checks = [_check("dataset fingerprint", ds.fingerprint, recorded_fp, same_data)]
     metric, dim, k = str(ds.metric), int(ds.dim), int(spec.k)
+    checks += k_check(doc, k, where)
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
     points: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rwb-verify-") as work, \
@@ -131,6 +151,10 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
                 checks.append(_check(tag + "bucket exists", None,
                                      f"one of {', '.join(buckets)}", False))
                 continue
+            sel = op.get("selectivity")
+            same_sel = (isinstance(sel, int | float) and not isinstance(sel, bool)
+                        and abs(float(sel) - b.selectivity) <= 1e-5 * max(b.selectivity, 1e-3))
+            checks.append(_check(tag + "selectivity", round(b.selectivity, 6), sel, same_sel))
             diffs = config_diffs(op.get("config"), entry_config(op, engine, metric, dim, k))
             checks.append(_check(tag + "config is the one measured",
                                  "; ".join(diffs) or "every field matches the source params",

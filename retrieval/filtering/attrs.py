@@ -105,11 +105,21 @@ class Attributes:
     def from_columns(cls, columns: Mapping[str, object], n: int | None = None,
                      *, where: str = "attributes") -> Attributes:
         """From plain columns: an integer/bool array -> int column; strings (one per row) or
-        lists of strings (several per row) -> label column. Floats are refused."""
+        lists of strings (several per row, also as a 2-d string array: row ``i`` holds the
+        labels ``col[i, :]``) -> label column. Floats are refused."""
         ints: dict[str, np.ndarray] = {}
         labels: dict[str, LabelColumn] = {}
         for name, col in columns.items():
-            arr = np.asarray(col, dtype=object) if _ragged(col) else np.asarray(col)
+            if isinstance(col, list | tuple) and _ragged(col):
+                # lists per row (np.asarray would turn equal-length lists into a 2-d array)
+                labels[str(name)] = LabelColumn.from_rows(_label_row(v, name, where)
+                                                          for v in col)
+                continue
+            arr = np.asarray(col)
+            if arr.ndim == 2 and (arr.dtype.kind in "US" or arr.dtype == object):
+                labels[str(name)] = LabelColumn.from_rows(_label_row(list(v), name, where)
+                                                          for v in arr)
+                continue
             if arr.ndim != 1:
                 raise DataError(f"{where}: column '{name}' must be 1-d (one value per vector); "
                                 f"received shape {arr.shape}")

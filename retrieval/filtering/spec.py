@@ -21,6 +21,8 @@ from retrieval.params import Params
 Strategy = Literal["engine", "prefilter", "postfilter"]
 STRATEGIES: tuple[str, ...] = ("engine", "prefilter", "postfilter")
 Scalar = int | str
+#: integer attributes are int64: values and range bounds must lie in [INT64_MIN, INT64_MAX]
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Where(Params):
@@ -38,6 +40,11 @@ class Where(Params):
         if len(given) != 1:
             raise ValueError(f"exactly one of eq, in, range must be given; received "
                              f"{given or 'none'}")
+        ints = [v for v in (*self.values, *(self.range or ())) if isinstance(v, int)]
+        wide = next((v for v in ints if not INT64_MIN <= v <= INT64_MAX), None)
+        if wide is not None:
+            raise ValueError(f"integer values must lie within int64 [-2**63, 2**63-1] (integer "
+                             f"attributes are int64); received {wide} (out of int64 range)")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError(f"range must be [lo, hi] with lo <= hi; received "
                              f"{list(self.range)}")

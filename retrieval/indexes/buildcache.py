@@ -4,11 +4,18 @@ An entry is one built index (a backend implementing
 :class:`retrieval.indexes.base.SupportsSnapshot`: hnswlib ``save_index``, Faiss ``write_index``;
 never pickle) in a folder named by the hash of its identity: the data (a dataset fingerprint or
 a digest of the vectors and ids), the backend, its build params, the seed, n, dim and metric.
-The library version and rwb's entry format are part of the identity too, checked against the
-entry's sidecar ``entry.json`` (which also holds the size and sha256 of every file, the original
-build time and the build threads): an entry that is corrupt, truncated, from another library
-version or for another identity is rebuilt with a warning, never trusted. A request for a
-reproducible build (one build thread) does not take an entry built with several threads.
+The library version, rwb's entry format and a digest of rwb's build code (:func:`code_version`:
+the sources of the backend's modules) are part of the identity and of the folder name, so that
+an index built by other code is never taken. The identity is checked against the entry's sidecar
+``entry.json`` (which also holds the size and sha256 of every file, the original build time and
+the build threads): an entry that is corrupt, truncated, from another library version or for
+another identity is rebuilt with a warning, never trusted. A request for a reproducible build
+(one build thread) does not take an entry built with several threads.
+
+Only entries rwb wrote are ever removed (replaced, evicted, cleared): a folder whose sidecar
+carries rwb's marker (``"rwb_index_cache"``) and its own folder name as ``"key"`` (or, for
+entries of the first format, whose name is the hash of the sidecar's identity). Any other file
+or folder in the cache folder is left alone, not counted and not listed.
 
 Builds with the same data and ``nlist`` share one trained Faiss IVF coarse quantizer through
 :class:`TrainedStore` (in memory, and on disk as a ``quantizer`` entry of this cache).
@@ -26,10 +33,12 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,8 +54,16 @@ from retrieval.indexes.base import (
 
 log = logging.getLogger(__name__)
 
-#: rwb's entry format (part of every entry's identity)
-FORMAT = 1
+#: rwb's entry format (part of every entry's identity); 2: the sidecar carries MARKER and key
+FORMAT = 2
+#: the sidecar field that marks an entry rwb wrote (its value: FORMAT)
+MARKER = "rwb_index_cache"
+#: a marker file inside rwb's temporary folders (only those are ever cleaned up)
+_TMP_MARK = ".rwb-writing"
+_TMP_PREFIX = ".rwb-tmp-"
+_TRASH_PREFIX = ".rwb-trash-"
+_KEY_RE = re.compile(r"[0-9a-f]{32}")
+_TRASH_RE = re.compile(re.escape(_TRASH_PREFIX) + r"[0-9a-f]{32}-[0-9]+-[0-9]+")
 ENV_DIR = "RWB_INDEX_CACHE_DIR"
 ENV_MAX = "RWB_INDEX_CACHE_MAX_MB"
 ENV_SWITCH = "RWB_INDEX_CACHE"
@@ -173,10 +190,67 @@ def array_digest(*arrays: np.ndarray | None) -> str:
 
 
 def _key_of(identity: dict[str, Any]) -> str:
-    """The entry's folder name: the identity without the versions (so that an entry of another
-    library version is found, reported and replaced)."""
+    """The entry's folder name: the hash of the whole identity (data, build, seed, versions,
+    build code), so that builds of other code or library versions are other entries."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _legacy_key_of(identity: dict[str, Any]) -> str:
+    """The folder name entries of format 1 had (the identity without the versions): only used
+    to recognise such an entry as rwb's (to evict or clear it), never to take it."""
     core = {k: v for k, v in identity.items() if k not in ("library_version", "format")}
     return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _ours(folder: Path, meta: Any) -> bool:
+    """Whether ``meta`` (a parsed sidecar) marks ``folder`` as an entry rwb wrote."""
+    if not isinstance(meta, dict) or not _KEY_RE.fullmatch(folder.name):
+        return False
+    if MARKER in meta:
+        return meta.get("key") == folder.name
+    ident = meta.get("identity")  # format 1: no marker; the name is the identity's hash
+    return (isinstance(ident, dict) and ident.get("format") == 1
+            and _legacy_key_of(ident) == folder.name)
+
+
+def _read_sidecar(folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the parsed sidecar when it marks ``folder`` as rwb's, else None; the reason)."""
+    try:
+        meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return None, f"no readable {SIDECAR} ({type(exc).__name__})"
+    if not _ours(folder, meta):
+        return None, f"its {SIDECAR} is not an rwb index cache entry's"
+    return meta, ""
+
+
+@lru_cache(maxsize=64)
+def _dir_digest(dirs: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for d in dirs:
+        for path in sorted(Path(d).glob("*.py")):
+            h.update(path.name.encode())
+            try:
+                h.update(path.read_bytes())
+            except OSError:
+                h.update(b"unreadable")
+    return h.hexdigest()[:16]
+
+
+def code_version(cls: type | None = None) -> str:
+    """rwb's version and a digest of the build code: every ``.py`` file in the folders of the
+    rwb modules that define ``cls`` and its base classes, and of this module (a change of build
+    code is another cache entry). ``cls`` None: this module's folder only."""
+    import sys
+
+    dirs = {str(Path(__file__).resolve().parent)}
+    for klass in (cls.__mro__ if cls is not None else ()):
+        mod = sys.modules.get(klass.__module__)
+        path = getattr(mod, "__file__", None)
+        if klass.__module__.startswith("retrieval.") and path:
+            dirs.add(str(Path(path).resolve().parent))
+    version = getattr(sys.modules.get("retrieval"), "__version__", "?")
+    return f"{version}+{_dir_digest(tuple(sorted(dirs)))}"
 
 
 def _sha256(path: Path) -> str:
@@ -188,32 +262,82 @@ def index_identity(
     index: IndexBackend, n: int, data: str, ids: np.ndarray | None
 ) -> dict[str, Any]:
     """What makes a built index the same one: data, backend, build params, seed, size, metric
-    and versions (library, rwb entry format)."""
+    and versions (library, rwb entry format, rwb build code)."""
     return {
         "kind": "index", "format": FORMAT, "backend": index.name,
         "library_version": type(index).library_version(),
+        "build_code": code_version(type(index)),
         "build": index.build_params.model_dump(mode="json"), "seed": index.seed,
         "data": data, "ids": None if ids is None else array_digest(np.asarray(ids)),
         "n": int(n), "dim": index.dim, "metric": index.metric,
     }
 
 
+@dataclass(frozen=True)
+class Cleared:
+    """What ``clear`` did: entries and bytes removed, and the entries that could not be removed
+    (``(key, reason)``)."""
+
+    removed: int
+    bytes: int
+    failed: tuple[tuple[str, str], ...] = ()
+
+
+def _remove(folder: Path) -> str:
+    """Remove an entry folder of rwb's: renamed aside first (so that a cache it cannot write
+    keeps the entry whole), then deleted. '' when gone, else the reason."""
+    trash = folder.with_name(f"{_TRASH_PREFIX}{folder.name}-{os.getpid()}-{time.time_ns()}")
+    try:
+        os.rename(folder, trash)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    shutil.rmtree(trash, ignore_errors=True)
+    if trash.exists():  # renamed aside: no longer an entry; the next clean-up retries
+        log.info("index cache: %s could not be deleted completely", trash)
+    return ""
+
+
+def _mine_tmp(path: Path) -> bool:
+    """A temporary folder rwb made (marker file inside), or an entry it renamed aside."""
+    if path.name.startswith(_TMP_PREFIX):
+        return (path / _TMP_MARK).is_file()
+    return _TRASH_RE.fullmatch(path.name) is not None
+
+
 class IndexCache:
     """The on-disk cache (see the module doc). Methods never raise for a bad entry or an
-    unwritable folder: they warn and report a miss / not stored."""
+    unwritable folder: they warn and report a miss / not stored. Only entries rwb wrote are
+    ever removed."""
 
     def __init__(self, settings: CacheSettings | None = None) -> None:
         self.settings = settings or CacheSettings()
         self.enabled, self.root, self.max_bytes = self.settings.resolve()
         self._unwritable = False
+        self._told_too_big = False  # "does not fit" is warned once (then logged at info)
+
+    def _limit_source(self) -> str:
+        """Where the size limit came from, for messages."""
+        if self.settings.max_mb is not None:
+            return "the spec's index_build.cache_max_mb"
+        return ENV_MAX if os.environ.get(ENV_MAX) else f"the default; set {ENV_MAX}"
 
     # --- reading -------------------------------------------------------------------------------
     def _drop(self, folder: Path, why: str) -> None:
-        log.warning("index cache: %s; rebuilding (entry %s removed)", why, folder.name)
-        shutil.rmtree(folder, ignore_errors=True)
+        """Warn that the entry at ``folder`` is not taken; remove it (an entry of rwb's)."""
+        meta, _ = _read_sidecar(folder)
+        if meta is None:
+            log.warning("index cache: %s; rebuilding (the folder is left alone: it holds no "
+                        "rwb entry marker; remove it if it is not yours)", why)
+            return
+        failed = _remove(folder)
+        log.warning("index cache: %s; rebuilding (entry %s %s)", why, folder.name,
+                    "removed" if not failed else f"could not be removed: {failed}")
 
     def _checked_meta(self, folder: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
-        """The sidecar of ``folder`` when every check passes, else None (warned, removed)."""
+        """The sidecar of ``folder`` when every check passes, else None (warned; removed when
+        it is rwb's)."""
         try:
             meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
             files = dict(meta["files"])
@@ -224,13 +348,25 @@ class IndexCache:
             return None
         if have != identity:
             diff = sorted(k for k in set(have) | set(identity) if have.get(k) != identity.get(k))
-            if diff == ["library_version"] or diff == ["format"]:
-                what = identity.get("backend", "trained") if diff == ["library_version"] else "rwb"
+            if len(diff) == 1 and diff[0] in ("library_version", "format", "build_code"):
+                what = (identity.get("backend", "trained") if diff == ["library_version"]
+                        else "rwb")
                 why = (f"entry {folder.name} was written by {what} {diff[0]} "
                        f"{have.get(diff[0])!r}, this is {identity.get(diff[0])!r}")
             else:
                 why = f"entry {folder.name} is for another build ({', '.join(diff)} differ)"
             self._drop(folder, why)
+            return None
+        try:
+            float(meta["build_s"]) if identity.get("kind") == "index" else None
+            int(meta.get("build_threads") or 1)
+            if meta.get("memory_bytes") is not None:
+                int(meta["memory_bytes"])
+            for want in files.values():
+                int(want["bytes"]), str(want["sha256"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self._drop(folder, f"entry {folder.name} has a corrupt {SIDECAR} "
+                       f"({type(exc).__name__}: {exc})")
             return None
         for name, want in files.items():
             path = folder / name
@@ -257,7 +393,7 @@ class IndexCache:
             return None
         key = _key_of(identity)
         folder = self.root / key
-        if not (folder / SIDECAR).is_file() and not folder.is_dir():
+        if not folder.is_dir():
             return None
         meta = self._checked_meta(folder, identity)
         if meta is None:
@@ -275,8 +411,10 @@ class IndexCache:
             return None
         load_s = time.perf_counter() - t0
         self._touch(folder)
+        extra = meta.get("extra")
         info = BuildInfo(n=int(identity["n"]), build_s=float(meta["build_s"]),
-                         memory_bytes=meta.get("memory_bytes"), extra=dict(meta.get("extra", {})))
+                         memory_bytes=meta.get("memory_bytes"),
+                         extra=dict(extra) if isinstance(extra, dict) else {})
         return info, Outcome("hit", info.build_s, load_s, key, True)
 
     # --- writing -------------------------------------------------------------------------------
@@ -294,26 +432,36 @@ class IndexCache:
         if not self.enabled or self._unwritable:
             return None
         key = _key_of(identity)
+        final = self.root / key
+        if final.exists() and _read_sidecar(final)[0] is None:
+            log.warning("index cache: %s exists and is not an rwb entry (%s); not replaced, "
+                        "this build is not cached", final, _read_sidecar(final)[1])
+            return None
         tmp: Path | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+            tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.root))
+            (tmp / _TMP_MARK).touch()
             names = save(tmp)
             files = {n: {"bytes": (tmp / n).stat().st_size, "sha256": _sha256(tmp / n)}
                      for n in names}
             total = sum(int(f["bytes"]) for f in files.values())
             if total > self.max_bytes:
-                log.warning("index cache: an entry of %.1f MB does not fit the limit of %.1f MB "
-                            "(%s); not cached", total / 1e6, self.max_bytes / 1e6, ENV_MAX)
+                level = logging.INFO if self._told_too_big else logging.WARNING
+                self._told_too_big = True
+                log.log(level, "index cache: an entry of %.3g MB does not fit the limit of "
+                        "%.3g MB (%s); not cached", total / 1e6, self.max_bytes / 1e6,
+                        self._limit_source())
                 shutil.rmtree(tmp, ignore_errors=True)
                 return None
-            meta = {"identity": identity, "files": files, "bytes": total,
+            meta = {MARKER: FORMAT, "key": key, "identity": identity, "files": files,
+                    "bytes": total,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra_meta}
             (tmp / SIDECAR).write_text(json.dumps(meta, indent=1, sort_keys=True),
                                        encoding="utf-8")
-            final = self.root / key
-            if final.exists():  # a stale entry (found bad, or raced by another writer)
-                shutil.rmtree(final, ignore_errors=True)
+            (tmp / _TMP_MARK).unlink()
+            if final.exists():  # a stale entry of rwb's (found bad, or raced by another writer)
+                _remove(final)
             try:
                 os.rename(tmp, final)
             except OSError:
@@ -363,44 +511,59 @@ class IndexCache:
 
     # --- listing, eviction ---------------------------------------------------------------------
     def entries(self) -> list[Entry]:
-        """Every entry, most recently used first (a folder without a readable sidecar is listed
-        with its ``problem``)."""
+        """Every entry rwb wrote, most recently used first (one whose sidecar is damaged is
+        listed with its ``problem``). Other files and folders are not entries."""
         if not self.root.is_dir():
             return []
         out = []
         for folder in self.root.iterdir():
-            if not folder.is_dir() or folder.name.startswith(".tmp-"):
+            if not folder.is_dir() or folder.is_symlink():
                 continue
-            size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+            meta, _ = _read_sidecar(folder)
+            if meta is None:
+                continue
             try:
-                meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
-                ident = dict(meta["identity"])
+                size = sum(p.stat().st_size for p in folder.rglob("*")
+                           if p.is_file() and not p.is_symlink())
                 used = (folder / SIDECAR).stat().st_mtime
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                out.append(Entry(folder.name, "?", folder, size, folder.stat().st_mtime,
-                                 problem=f"no readable {SIDECAR} ({type(exc).__name__})"))
+            except OSError:
                 continue
+            raw = meta.get("identity")
+            ident: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            problem = ""
+            build_s: float | None = None
+            threads: int | None = None
+            try:
+                build_s = None if meta.get("build_s") is None else float(meta["build_s"])
+                threads = None if meta.get("build_threads") is None else int(
+                    meta["build_threads"])
+            except (TypeError, ValueError):
+                problem = f"corrupt {SIDECAR} (build_s / build_threads not numbers)"
             out.append(Entry(folder.name, str(ident.get("kind", "?")), folder, size, used,
-                             ident, meta.get("build_s"), meta.get("build_threads"),
-                             str(meta.get("created", ""))))
+                             ident, build_s, threads, str(meta.get("created", "")), problem))
         return sorted(out, key=lambda e: -e.last_used)
 
     def total_bytes(self) -> int:
         return sum(e.bytes for e in self.entries())
 
-    def evict(self, keep: str | None = None) -> list[str]:
-        """Remove least recently used entries until the cache fits its limit (never ``keep``),
-        and temporary folders left by writers that died; returns the removed keys."""
-        removed: list[str] = []
-        if not self.root.is_dir():
-            return removed
+    def _clean_tmp(self, older_than_s: float) -> None:
+        """Remove rwb's temporary folders (marker inside) older than ``older_than_s``."""
         now = time.time()
-        for tmp in self.root.glob(".tmp-*"):
+        for tmp in [*self.root.glob(_TMP_PREFIX + "*"), *self.root.glob(_TRASH_PREFIX + "*")]:
             try:
-                if now - tmp.stat().st_mtime > _STALE_TMP_S:
+                if now - tmp.stat().st_mtime >= older_than_s and _mine_tmp(tmp):
                     shutil.rmtree(tmp, ignore_errors=True)
             except OSError:
                 pass
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove least recently used entries (rwb's only) until they fit the limit (never
+        ``keep``), and rwb's temporary folders left by writers that died; returns the removed
+        keys."""
+        removed: list[str] = []
+        if not self.root.is_dir():
+            return removed
+        self._clean_tmp(_STALE_TMP_S)
         entries = self.entries()
         total = sum(e.bytes for e in entries)
         for e in reversed(entries):  # oldest first
@@ -408,20 +571,29 @@ class IndexCache:
                 break
             if e.key == keep:
                 continue
-            shutil.rmtree(e.path, ignore_errors=True)
+            failed = _remove(e.path)
+            if failed:
+                log.warning("index cache: could not evict %s (%s)", e.key, failed)
+                continue
             total -= e.bytes
             removed.append(e.key)
             log.info("index cache: evicted %s (%d bytes, least recently used)", e.key, e.bytes)
         return removed
 
-    def clear(self) -> tuple[int, int]:
-        """Remove every entry; returns (entries, bytes) removed."""
+    def clear(self) -> Cleared:
+        """Remove every entry rwb wrote (nothing else); what was removed and what could not
+        be."""
         entries = self.entries()
+        removed, size, failed = 0, 0, []
         for e in entries:
-            shutil.rmtree(e.path, ignore_errors=True)
-        for tmp in self.root.glob(".tmp-*") if self.root.is_dir() else []:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return len(entries), sum(e.bytes for e in entries)
+            why = _remove(e.path)
+            if why:
+                failed.append((e.key, why))
+            else:
+                removed, size = removed + 1, size + e.bytes
+        if self.root.is_dir():
+            self._clean_tmp(0.0 if not failed else _STALE_TMP_S)
+        return Cleared(removed, size, tuple(failed))
 
 
 def _plain(extra: dict[str, Any]) -> dict[str, Any]:
@@ -443,7 +615,7 @@ class TrainedStore:
 
     def _identity(self, key: dict[str, Any]) -> dict[str, Any]:
         return {**key, "kind": "quantizer", "format": FORMAT, "data": self.data,
-                "library_version": str(key.get("faiss", ""))}
+                "library_version": str(key.get("faiss", "")), "build_code": code_version()}
 
     def get(self, key: dict[str, Any]) -> np.ndarray | None:
         ident = self._identity(key)

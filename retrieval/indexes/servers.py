@@ -17,6 +17,26 @@ from typing import Any
 from retrieval.errors import RwbError
 
 
+def pid_alive(pid: int, *, name: str | None = None) -> bool:
+    """Whether process ``pid`` runs (psutil): a zombie is not; with ``name``, a process whose
+    name and command line do not contain it (a recycled pid) is not either."""
+    import psutil
+
+    if pid <= 0:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if name is None:
+            return True
+        return name in proc.name() or any(name in part for part in proc.cmdline())
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
 def service_main(argv: Sequence[str] | None, *, name: str, description: str, env: str,
                  start: Callable[..., Any], stop: Callable[[str], bool],
                  running: Callable[[str], Any], timeout_s: float, dir_help: str) -> int:

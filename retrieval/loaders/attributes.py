@@ -34,7 +34,11 @@ def read_attribute_file(path: Path, n: int) -> Attributes:
     if path.suffix == ".parquet":
         import pandas as pd
 
-        frame = pd.read_parquet(path)
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError / ValueError kinds
+            raise DataError(f"{path}: not a readable parquet file ({type(exc).__name__}: "
+                            f"{_first_line(exc)})") from None
         cols: dict[str, Any] = {}
         for c in frame.columns:
             s = frame[c]
@@ -42,7 +46,17 @@ def read_attribute_file(path: Path, n: int) -> Attributes:
                             [list(v) if isinstance(v, list | tuple | np.ndarray) else v
                              for v in s.tolist()])
     elif path.suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
+        with path.open("rb") as fh:
+            magic = fh.read(6)
+        if magic != b"\x93NUMPY":
+            raise DataError(f"{path}: not a .npy file (it does not start with the NumPy magic "
+                            f"bytes)")
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            why = ("it holds pickled Python objects, which rwb does not load" if "pickle"
+                   in str(exc) else f"{type(exc).__name__}: {_first_line(exc)}")
+            raise DataError(f"{path}: not a readable .npy file ({why})") from None
         if arr.dtype.names is None:
             raise DataError(f"{path}: an attributes .npy must be a structured array (one field "
                             f"per attribute); received dtype {arr.dtype}")
@@ -54,6 +68,10 @@ def read_attribute_file(path: Path, n: int) -> Attributes:
         raise DataError(f"{path}: {attrs.n} attribute rows for {n} base vectors (one per base "
                         f"vector)")
     return attrs
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 @functools.lru_cache(maxsize=2)

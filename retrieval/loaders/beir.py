@@ -20,11 +20,12 @@ log = logging.getLogger(__name__)
 
 
 def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file; DataError naming file, line and byte otherwise."""
+    """(line number, text) of a UTF-8 file (a leading byte-order mark dropped, as in pairs
+    files); DataError naming file, line and byte otherwise."""
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             try:
-                yield lineno, raw.decode("utf-8")
+                yield lineno, raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise DataError(
                     f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "

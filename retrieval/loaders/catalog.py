@@ -462,6 +462,43 @@ def _spec_from(
     return parsed, parsed.name or f"inline-{parsed.kind}", folder, where
 
 
+#: the fields of each dataset kind that name a file or folder (relative: to the base folder)
+_PATH_FIELDS = ("path", "base", "queries", "groundtruth", "attributes")
+
+
+def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
+                ) -> str | dict[str, Any]:
+    """``spec`` (a sweep's ``dataset``) as a reference that resolves the same from any folder:
+    a manifest name stays a name; a manifest / HDF5 path, and the file fields of an inline
+    mapping (``path``, ``base``, ``queries``, ``groundtruth``, ``attributes``, a ``beir:`` folder,
+    a local ``model`` folder), become absolute against ``base_dir`` (default: the current
+    directory, where :func:`resolve_dataset` resolves them)."""
+    folder = (base_dir or Path.cwd()).resolve()
+
+    def absolute(value: str) -> str:
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else (folder / p).resolve())
+
+    if isinstance(spec, str):
+        if spec in manifest_paths():
+            return spec
+        p = Path(spec).expanduser()
+        return absolute(spec) if p.suffix in (".yaml", ".yml", ".hdf5", ".h5") else spec
+    out = dict(spec)
+    if "kind" not in out:  # a named manifest + overrides: its paths are the manifest's own
+        return out
+    for key in _PATH_FIELDS:
+        if isinstance(out.get(key), str):
+            out[key] = absolute(out[key])
+    coll = out.get("collection")
+    if isinstance(coll, str) and coll.startswith("beir:"):
+        out["collection"] = "beir:" + absolute(coll[5:])
+    model = out.get("model")
+    if isinstance(model, str) and (folder / Path(model).expanduser()).exists():
+        out["model"] = absolute(model)
+    return out
+
+
 def resolve_text_dataset(
     spec: str | Mapping[str, Any], *, where: str = "dataset", base_dir: Path | None = None
 ) -> TextDataset:
@@ -498,6 +535,7 @@ __all__ = [
     "TexmexSpec",
     "TextDataset",
     "TextSpec",
+    "dataset_ref",
     "list_datasets",
     "load_manifest",
     "load_text_collection",

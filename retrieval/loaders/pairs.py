@@ -85,13 +85,19 @@ def _records(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
                                 f"{type(rec).__name__}")
             yield lineno, rec
         return
-    reader = csv.DictReader(io.StringIO(text), delimiter="," if fmt == "csv" else "\t")
-    if not reader.fieldnames:
-        raise DataError(f"{path}: the file has no header row")
-    for rec in reader:
-        if not any((v or "").strip() for k, v in rec.items() if k is not None):
-            continue
-        yield reader.line_num, dict(rec)
+    # newline="": lines end at \n, \r\n or a lone \r (old Mac / some exports), while a line
+    # break inside a quoted field is kept as written (as csv wants its files opened)
+    reader = csv.DictReader(io.StringIO(text, newline=""),
+                            delimiter="," if fmt == "csv" else "\t")
+    try:
+        if not reader.fieldnames:
+            raise DataError(f"{path}: the file has no header row")
+        for rec in reader:
+            if not any((v or "").strip() for k, v in rec.items() if k is not None):
+                continue
+            yield reader.line_num, dict(rec)
+    except csv.Error as exc:
+        raise DataError(f"{path}:{reader.line_num}: not valid {fmt.upper()} ({exc})") from None
 
 
 def _need(rec: dict[str, Any], col: str, field: str, path: Path, lineno: int) -> Any:

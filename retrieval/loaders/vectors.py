@@ -319,8 +319,19 @@ def load_texmex(
 def _read_npy(path: str | Path, what: str) -> np.ndarray:
     p = _existing_file(path, what)
     try:
+        with open(p, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise DataError(f"{what} {p}: cannot be read ({exc.strerror})") from None
+    if magic != b"\x93NUMPY":  # numpy would suggest allow_pickle for any other file
+        raise DataError(f"{what} {p}: not an .npy file (it does not start with NumPy's "
+                        f"\\x93NUMPY header; received {magic!r})")
+    try:
         return np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
+        if "pickle" in str(exc):  # an object array: never unpickled (it could run code)
+            raise DataError(f"{what} {p}: the .npy file holds Python objects (pickled); rwb "
+                            f"reads numeric arrays only") from None
         raise DataError(f"{what} {p}: not a readable .npy file ({exc})") from None
 
 

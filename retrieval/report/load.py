@@ -107,6 +107,9 @@ def detect_kind(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> RunK
 def load_run(path: str | Path) -> Run:
     """Read a run directory; DataError if it is not one, or holds a kind rwb cannot render."""
     p = Path(path)
+    if p.is_file():
+        raise DataError(f"'{p}' is a file, not a run directory: rwb report takes the folder a "
+                        f"run wrote (the one holding its summary.json and manifest.json)")
     if not p.is_dir():
         raise DataError(f"run directory '{p}' does not exist")
     summary = _read_json(p / "summary.json")

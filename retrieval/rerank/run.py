@@ -54,6 +54,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
+from retrieval.sampling import seeded_subset
 from retrieval.store import RunDir, RunKind, RunSummary, SummaryPart
 
 log = logging.getLogger(__name__)
@@ -158,15 +159,20 @@ def load_collection(spec: RerankSweepSpec) -> TextCollection:
     return load_dataset(spec.dataset, spec.split)
 
 
-def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
-    """Queries with a relevant judgment, in collection order (seeded subset if asked)."""
+def judged_query_ids(coll: TextCollection, max_queries: int | None, seed: int) -> list[str]:
+    """Queries with a relevant judgment and text, in collection order (a seeded subset of
+    ``max_queries`` when asked)."""
     judged = relevant_qrels(coll.qrels)
     ids = [q for q in coll.queries if q in judged and coll.queries[q].strip()]
-    if spec.max_queries is not None and spec.max_queries < len(ids):
-        keep = set(np.random.default_rng(spec.seed).choice(len(ids), spec.max_queries,
-                                                           replace=False).tolist())
+    if max_queries is not None and max_queries < len(ids):
+        keep = set(seeded_subset(len(ids), max_queries, seed).tolist())
         ids = [q for i, q in enumerate(ids) if i in keep]
     return ids
+
+
+def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
+    """:func:`judged_query_ids` with the spec's ``max_queries`` and ``seed``."""
+    return judged_query_ids(coll, spec.max_queries, spec.seed)
 
 
 def build_rerankers(

@@ -28,6 +28,7 @@ import numpy as np
 from retrieval.errors import ConfigError, DataError, param_error
 from retrieval.rerank.firststage import Candidates
 from retrieval.rerank.rerankers import Reranker, score_passages
+from retrieval.sampling import seeded_partition
 from retrieval.timing import time_repeat, timed
 
 log = logging.getLogger(__name__)
@@ -57,10 +58,8 @@ def split_queries(
     ids = list(query_ids)
     if len(ids) < 2:
         raise DataError(f"query split: need at least 2 queries; received {len(ids)}")
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(len(ids))
     n_tune = min(max(1, round(tuning_fraction * len(ids))), len(ids) - 1)
-    tune = set(perm[:n_tune].tolist())
+    tune = set(seeded_partition(len(ids), n_tune, seed)[0].tolist())
     tuning = [q for i, q in enumerate(ids) if i in tune]
     heldout = [q for i, q in enumerate(ids) if i not in tune]
     return tuning, heldout

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.pareto import pareto_indices as nondominated
 from retrieval.study.cache_leg import CacheTables
 from retrieval.study.retrieval_leg import RetrievalTables
 from retrieval.study.spec import StudySpec
@@ -159,17 +160,8 @@ def dominates(a: tuple[float, float, float], b: tuple[float, float, float]) -> b
 
 
 def pareto_indices(objs: list[tuple[float, float, float]]) -> list[int]:
-    """Indices of the non-dominated objective vectors (O(n^2); n is a few thousand at most)."""
-    arr = np.asarray(objs, dtype=np.float64)
-    if arr.size == 0:
-        return []
-    keep = []
-    for i, a in enumerate(arr):
-        better = (arr[:, 0] >= a[0]) & (arr[:, 1] <= a[1]) & (arr[:, 2] <= a[2])
-        strictly = (arr[:, 0] > a[0]) | (arr[:, 1] < a[1]) | (arr[:, 2] < a[2])
-        if not np.any(better & strictly):
-            keep.append(i)
-    return keep
+    """Indices of the non-dominated objective vectors (ndcg max, p95 min, cost min)."""
+    return nondominated(objs, (True, False, False))
 
 
 def objectives(o: Outcome) -> tuple[float, float, float]:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from retrieval.study.combine import Config, Outcome, Scorer, objectives, pareto_indices
 from retrieval.study.spec import StudySpec
+from retrieval.tune.optuna_search import optuna_sampler
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +36,8 @@ class ParetoPoint:
 
 
 def make_sampler(spec: StudySpec) -> Any:
-    import optuna
-
     o = spec.optuna
-    if o.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(population_size=o.population_size, seed=spec.seed)
-    if o.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=spec.seed)
-    return optuna.samplers.RandomSampler(seed=spec.seed)
+    return optuna_sampler(o.sampler, spec.seed, population_size=o.population_size)
 
 
 def run_optuna(

@@ -33,6 +33,7 @@ from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
 from retrieval.rerank.rerankers import Reranker, score_passages
 from retrieval.rerank.rerankers import make_rerankers as shared_rerankers
+from retrieval.rerank.run import judged_query_ids
 from retrieval.rerank.spec import RerankerSpec
 from retrieval.rerank.tune import (
     RerankScores,
@@ -74,16 +75,6 @@ class RetrievalTables:
 
     def fetch_index(self, depth: int, k: int) -> int:
         return self.fetch_sizes.index(max(depth, k))
-
-
-def judged_query_ids(coll: Any, max_queries: int | None, seed: int) -> list[str]:
-    judged = relevant_qrels(coll.qrels)
-    ids = [q for q in coll.queries if q in judged and coll.queries[q].strip()]
-    if max_queries is not None and max_queries < len(ids):
-        keep = set(np.random.default_rng(seed).choice(len(ids), max_queries,
-                                                      replace=False).tolist())
-        ids = [q for i, q in enumerate(ids) if i in keep]
-    return ids
 
 
 def make_rerankers(

@@ -215,6 +215,10 @@ def run_study(
 ) -> StudyResult:
     """Run ``spec``; write and return the run directory and its summary. A non-empty ``out``
     is refused unless ``force``; manifest.json records the run's status."""
+    from retrieval.tune.storage import check_study_name
+
+    if storage is not None:  # without a storage the study lives in memory: any name
+        check_study_name(study_name or spec.name, storage)
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _study_into(run, spec, storage, study_name, n_trials, redis_url, progress)

@@ -14,6 +14,7 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
+from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.base import SupportsFilter
 from retrieval.indexes.engine import filter_call_text
@@ -46,8 +47,31 @@ def bind_spec_buckets(spec: SweepSpec, ds: VectorDataset, nearest: Any) -> list[
     """The spec's filter buckets on ``ds`` (``place: near`` uses ``nearest``: each query's
     exact unfiltered top-1 row, int64 (nq,))."""
     assert spec.filters is not None
-    return bind_workload(spec.filters, ds.attributes, ds.n_queries, nearest=nearest,
-                         seed=spec.seed, where=f"{spec.source}: field 'filters'")
+    buckets = bind_workload(spec.filters, ds.attributes, ds.n_queries, nearest=nearest,
+                            seed=spec.seed, where=f"{spec.source}: field 'filters'")
+    if ds.attributes is not None:
+        check_engine_filters(spec, buckets, ds.attributes)
+    return buckets
+
+
+def check_engine_filters(spec: SweepSpec, buckets: list[Bucket], attrs: Attributes) -> None:
+    """Refuse, before anything is built or measured, a filter that a backend measured with the
+    ``engine`` strategy cannot express faithfully (its ``check_filter(where, attrs)``, when it
+    has one: e.g. a Redis TAG label that whitespace trimming merges with another)."""
+    assert spec.filters is not None
+    if "engine" not in spec.filters.strategies:
+        return
+    for i, e in enumerate(spec.indexes):
+        check = getattr(get_backend(e.backend), "check_filter", None)
+        if check is None:
+            continue
+        for b in buckets:
+            for f in b.filters:
+                try:
+                    check(f.where, attrs)
+                except ConfigError as exc:
+                    raise ConfigError(f"{spec.source}: field 'indexes[{i}]' with filter bucket "
+                                      f"'{b.name}': {exc}") from None
 
 
 def bucket_names(fs: FilterSpec) -> list[str]:

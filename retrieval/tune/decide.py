@@ -15,6 +15,7 @@ from statistics import NormalDist
 import numpy as np
 
 from retrieval.errors import ConfigError
+from retrieval.sampling import seeded_partition
 from retrieval.tune.config import ConfidenceSpec, Objective
 from retrieval.tune.results import PointResult
 
@@ -92,8 +93,8 @@ def split_queries(n_queries: int, heldout_fraction: float, seed: int) -> QuerySp
             f"field 'tune.heldout_fraction' leaves no tuning queries: {n_queries} queries, "
             f"{n_held} held out; received {heldout_fraction}"
         )
-    perm = np.random.default_rng(seed).permutation(n_queries)
-    return QuerySplit(np.sort(perm[n_held:]), np.sort(perm[:n_held]), seed)
+    heldout, tune = seeded_partition(n_queries, n_held, seed)
+    return QuerySplit(tune, heldout, seed)
 
 
 def objective_value(p: PointResult, objective: Objective) -> float:

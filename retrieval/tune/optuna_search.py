@@ -28,16 +28,31 @@ log = logging.getLogger(__name__)
 MAX_REPEATS = 50
 
 
-def make_sampler(tune: TuneSpec, seed: int) -> Any:
+def optuna_sampler(kind: str, seed: int, *, population_size: int | None = None,
+                   parallel: bool = False) -> Any:
+    """The one Optuna sampler factory: ``nsga2`` | ``tpe`` | ``random``, seeded. ``parallel``
+    (the sweep worker): multivariate grouped TPE with the constant liar, for several workers
+    on one study."""
     import optuna
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # multivariate/group/constant_liar are "experimental"
-        if tune.sampler == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed)
-        return optuna.samplers.TPESampler(
-            seed=seed, multivariate=True, group=True, constant_liar=True
-        )
+        if kind == "nsga2":
+            if population_size is None:
+                return optuna.samplers.NSGAIISampler(seed=seed)
+            return optuna.samplers.NSGAIISampler(population_size=population_size, seed=seed)
+        if kind == "tpe" and parallel:
+            return optuna.samplers.TPESampler(
+                seed=seed, multivariate=True, group=True, constant_liar=True
+            )
+        if kind == "tpe":
+            return optuna.samplers.TPESampler(seed=seed)
+        return optuna.samplers.RandomSampler(seed=seed)
+
+
+def make_sampler(tune: TuneSpec, seed: int) -> Any:
+    """The sweep worker's sampler (``tune.sampler``: tpe | nsga2)."""
+    return optuna_sampler("nsga2" if tune.sampler == "nsga2" else "tpe", seed, parallel=True)
 
 
 def _choices(value: Any) -> list[Any]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from retrieval.pareto import pareto_indices
+
 FRONTS: dict[str, bool] = {"p95_ms": False, "qps": True}  # cost key -> higher is better
 
 
 def front(rows: Sequence[Mapping[str, Any]], cost: str, higher_is_better: bool) -> list[int]:
-    """Indices of ``rows`` on the recall-vs-``cost`` front, best cost first; rows without a
-    value of ``cost`` are skipped."""
+    """Indices of ``rows`` on the recall-vs-``cost`` front (:func:`retrieval.pareto.
+    pareto_indices`), best cost first, one row per (recall, cost) pair; rows without a value of
+    ``cost`` are skipped."""
     usable = [
         (i, float(r["recall"]), float(r[cost]))
         for i, r in enumerate(rows)
@@ -23,12 +26,14 @@ def front(rows: Sequence[Mapping[str, Any]], cost: str, higher_is_better: bool) 
     ]
     # sort from the best cost to the worst; ties: higher recall first
     usable.sort(key=lambda t: (-t[2] if higher_is_better else t[2], -t[1]))
+    kept = pareto_indices([(r, c) for _, r, c in usable], (True, higher_is_better))
     out: list[int] = []
-    best_recall = -1.0
-    for i, recall, _ in usable:
-        if recall > best_recall:
+    seen: set[tuple[float, float]] = set()
+    for j in kept:  # ascending = best cost first
+        i, recall, c = usable[j]
+        if (recall, c) not in seen:
+            seen.add((recall, c))
             out.append(i)
-            best_recall = recall
     return out
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval import __version__
-from retrieval.errors import ConfigError
-from retrieval.redact import mask, redact_uri
+from retrieval.errors import BackendError, ConfigError
+from retrieval.redact import mask, redact_error, redact_uri
 from retrieval.tune.config import RESUMABLE_FIELDS
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,95 @@ class OpenedStorage:
     storage: Any
     display: str
     kind: str  # "rdb" | "journal-file" | "journal-redis"
+
+
+#: Optuna's SQL schema holds a study name in VARCHAR(512) (PostgreSQL and MySQL refuse a longer
+#: one at the commit, with a misleading message; SQLite does not check)
+STUDY_NAME_MAX = 512
+
+
+def check_study_name(name: str, storage: str | None) -> None:
+    """ConfigError (one line) for a study name an SQL storage (``storage``, None: the run's
+    own SQLite) cannot hold; checked before the run folder is created."""
+    if storage is not None and _scheme(storage) not in RDB_SCHEMES:
+        return
+    if len(name) > STUDY_NAME_MAX:
+        shown = name if len(name) <= 40 else name[:37] + "..."
+        raise ConfigError(f"--study: a study name in an SQL storage holds at most "
+                          f"{STUDY_NAME_MAX} characters (Optuna's schema); received "
+                          f"{len(name)} characters ({shown!r})")
+class StorageLost(BackendError):
+    """The study's storage stopped answering mid-sweep (its server died or became unreachable):
+    every trial finished before is kept in it; the sweep resumes once it answers again.
+    ``run_path``: the run directory to resume into."""
+
+    def __init__(self, message: str, run_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.run_path = run_path
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _connection_error(e: BaseException) -> bool:
+    """A lost connection, by the client library's own exception types (imported only when the
+    library is: a storage that never used it cannot have raised it)."""
+    import sys
+
+    checks = []
+    if "sqlalchemy" in sys.modules:
+        import sqlalchemy.exc as sa
+
+        checks.append(isinstance(e, sa.OperationalError | sa.InterfaceError)
+                      or (isinstance(e, sa.DBAPIError) and bool(e.connection_invalidated)))
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        checks.append(isinstance(e, psycopg.OperationalError | psycopg.InterfaceError))
+    if "redis" in sys.modules:
+        import redis.exceptions as rx
+
+        checks.append(isinstance(e, rx.ConnectionError | rx.TimeoutError))
+    return any(checks) or isinstance(e, ConnectionError)
+
+
+def storage_failure(exc: BaseException) -> BaseException | None:
+    """The connection error behind ``exc`` when ``exc`` is a storage that stopped answering
+    (optuna wraps it as a StorageInternalError, "e.g. exceeding max length"), else None. Only
+    an error raised inside Optuna's storage code counts (a pgvector or Redis index backend that
+    lost its server is that backend's failure, not the study's)."""
+    chain = list(_chain(exc))
+    if not any(_in_optuna_storage(e) for e in chain):
+        return None
+    return next((e for e in chain if _connection_error(e)), None)
+
+
+def _in_optuna_storage(e: BaseException) -> bool:
+    tb = e.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/optuna/storages/" in path:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def storage_lost(display: str, cause: BaseException, run_path: Path | None) -> StorageLost:
+    """One line: which storage (credentials removed) stopped answering, why (the driver's
+    first line), and that the trials finished before are kept."""
+    why = redact_uri(str(cause).strip().splitlines()[0] if str(cause).strip() else "")
+    why = f"{type(cause).__name__}: {why}" if why else type(cause).__name__
+    if len(why) > 200:
+        why = why[:197] + "..."
+    return StorageLost(
+        f"--storage '{display}' stopped answering mid-sweep ({why}); every trial finished "
+        f"before is kept there (the one in flight is failed when the sweep resumes)", run_path)
 
 
 def default_url(run_dir: Path) -> str:
@@ -98,7 +187,7 @@ def open_storage(url: str) -> OpenedStorage:
     except ImportError as exc:  # optuna re-raises the driver's ModuleNotFoundError as this
         raise ConfigError(_driver_hint(display, scheme, url, exc)) from None
     except Exception as exc:  # any driver/IO failure: name the storage, hide credentials
-        reason = redact_uri(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        reason = redact_error(exc, url)  # also a piece of the password a client echoes
         raise ConfigError(f"--storage '{display}': cannot be opened ({reason})") from None
     raise ConfigError(f"--storage: unknown storage '{display}'; allowed: {ALLOWED}")
 
@@ -180,14 +269,10 @@ def _locked(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    import fcntl
+    from filelock import FileLock
 
-    with open(f"{path}.lock", "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(f"{path}.lock"):
+        yield
 
 
 # --- spec identity ------------------------------------------------------------------------------

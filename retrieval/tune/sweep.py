@@ -19,7 +19,7 @@ from typing import Any
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluate import Evaluator
-from retrieval.redact import redact_uri
+from retrieval.redact import mask, redact_uri
 from retrieval.specfile import with_overrides
 from retrieval.store import RunDir, RunKind
 from retrieval.tune import trials as tr
@@ -30,7 +30,16 @@ from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
-from retrieval.tune.storage import default_url, open_storage, open_study, spec_document
+from retrieval.tune.storage import (
+    OpenedStorage,
+    check_study_name,
+    default_url,
+    open_storage,
+    open_study,
+    spec_document,
+    storage_failure,
+    storage_lost,
+)
 from retrieval.tune.summary import SweepSummary, build_filtered_summary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_filtered_units, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
@@ -47,6 +56,21 @@ class SweepResult:
     points_measured: int
 
 
+def is_count(value: object) -> bool:
+    """An int >= 1 (a bool or a string is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_target_recall(target: object, field: str) -> None:
+    """ConfigError (one line) unless ``target`` is None or a number in (0, 1] (the Python API
+    passes it unparsed: ``'high'`` or ``True`` are refused here, not compared)."""
+    if target is None:
+        return
+    if (isinstance(target, bool) or not isinstance(target, int | float)
+            or not 0.0 < target <= 1.0):
+        raise param_error(field, "in (0, 1]", target)
+
+
 def apply_overrides(
     spec: SweepSpec,
     *,
@@ -60,10 +84,9 @@ def apply_overrides(
     field's range is refused as it would be in the file); the index entries are not validated
     again (they did not change)."""
     if strategy is not None and strategy not in STRATEGIES:
-        raise unknown_name_error("strategy", strategy, STRATEGIES, where="--strategy")
-    if target is not None and not (0.0 < target <= 1.0):
-        raise param_error("--target-recall", "in (0, 1]", target)
-    if n_trials is not None and n_trials < 1:
+        raise unknown_name_error("strategy", str(strategy), STRATEGIES, where="--strategy")
+    check_target_recall(target, "--target-recall")
+    if n_trials is not None and not is_count(n_trials):
         raise param_error("--n-trials", "an integer >= 1", n_trials)
     tune = {k: v for k, v in (("strategy", strategy), ("n_trials", n_trials)) if v is not None}
     if build_threads is not None and (isinstance(build_threads, bool) or build_threads < 1):
@@ -94,6 +117,15 @@ def check_tunable(spec: SweepSpec) -> None:
         )
 
 
+def recorded_ref(spec: SweepSpec, given: VectorDataset | None) -> Any:
+    """The spec's dataset as a reference that resolves from any folder (absolute paths,
+    :func:`retrieval.loaders.catalog.dataset_ref`), what an export records for ``rwb verify``;
+    None for data given in memory (``dataset=``: verify needs it given again)."""
+    from retrieval.loaders.catalog import dataset_ref
+
+    return None if given is not None else dataset_ref(spec.dataset)
+
+
 def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bool]:
     """Whether a non-empty ``--out`` folder holds the sweep being resumed: its manifest names
     kind ``sweep``, study ``name`` and the same (redacted) storage (None: the folder's own
@@ -108,7 +140,8 @@ def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bo
         if not isinstance(study, dict) or manifest.get("kind", RunKind.SWEEP) != RunKind.SWEEP:
             return False
         display = storage_display or redact_uri(default_url(path))
-        return study.get("name") == name and study.get("storage") == display
+        # as the manifest recorded it (through the redaction policy of every run file)
+        return study.get("name") == name and study.get("storage") == mask(display)
 
     return check
 
@@ -139,6 +172,7 @@ def run_sweep(
         check_strategies(spec)
         plan = plan_filtered_units(spec, bucket_names(spec.filters))
     name = study or spec.name
+    check_study_name(name, storage)
     resumable = resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
@@ -149,8 +183,6 @@ def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
 ) -> SweepResult:
-    strategy = spec.tune.strategy
-    labels = entry_labels(spec)
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
             if run.file(link).is_symlink():
@@ -158,6 +190,23 @@ def _sweep_into(
                                   f"through links (remove it)")
     opened = open_storage(storage or default_url(run.path))
     ds = dataset or load_vectors(spec)
+    try:
+        return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
+                            recorded_ref(spec, dataset))
+    except Exception as exc:
+        lost = storage_failure(exc)
+        if lost is None:
+            raise
+        raise storage_lost(opened.display, lost, run.path) from None
+
+
+def _sweep_study(
+    run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
+    ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
+    ref: Any,
+) -> SweepResult:
+    strategy = spec.tune.strategy
+    labels = entry_labels(spec)
     doc = spec_document(resolved(spec), ds.fingerprint)
     metric = study_metric(strategy, spec.tune.objective)
     sampler = make_sampler(spec.tune, spec.seed)
@@ -169,7 +218,7 @@ def _sweep_into(
     run.write_manifest(
         kind=RunKind.SWEEP,
         seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
-        dataset=dataset_info(ds),
+        dataset={**dataset_info(ds), "ref": ref},
         spec_source=spec.source,
         study={"storage": opened.display, "name": name, "created_here": created},
     )

@@ -92,7 +92,7 @@ class Heartbeat:
             try:
                 self._study.set_user_attr(HEARTBEAT + self._worker, time.time())
             except Exception as exc:  # a missed heartbeat is not fatal
-                log.warning("heartbeat not written: %s", exc)
+                log.warning("heartbeat not written: %s", (str(exc).splitlines() or [""])[0])
             self._stop.wait(self._interval)
 
     def __enter__(self) -> Heartbeat:

@@ -267,10 +267,16 @@ class Worker:
                     break
                 tid, search = nid, nxt
         except BaseException as exc:
-            note = f"interrupted: {type(exc).__name__}: {exc}"[:500]
+            first = (str(exc).splitlines() or [""])[0]
+            note = f"interrupted: {type(exc).__name__}: {first}"[:500]
             for t in (tid, nid):
                 if t is not None:
-                    self.book.fail(t, note)
+                    try:
+                        self.book.fail(t, note)
+                    except Exception as also:  # the storage itself failed: the original
+                        log.info("trial %s not marked failed: %s", t,  # error is the one
+                                 (str(also).splitlines() or [""])[0])  # to report
+                        break
             raise
         self.units_run += 1
         self._release_unless_queued(unit)

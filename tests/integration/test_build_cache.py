@@ -214,3 +214,23 @@ def test_the_example_spec_plans(strategy):
     assert spec.index_build.cache and spec.index_build.threads is None
     units = plan_units(spec, "grid" if strategy == "grid" else "target")
     assert {u.entry for u in units} == set(range(len(spec.indexes)))
+
+
+def test_a_sweep_with_a_small_cache_leaves_the_users_folder_alone(tmp_path, monkeypatch):
+    """The issue's reproduction: `mkdir -p d/photos && head -c 3M /dev/urandom > d/photos/a &&
+    RWB_INDEX_CACHE_DIR=d RWB_INDEX_CACHE_MAX_MB=1 rwb sweep SPEC --strategy target --out r/x`
+    deleted d/photos."""
+    import os
+
+    d = tmp_path / "d"
+    (d / "photos").mkdir(parents=True)
+    photo = os.urandom(3 * 2**20)
+    (d / "photos" / "a").write_bytes(photo)
+    monkeypatch.setenv("RWB_INDEX_CACHE_DIR", str(d))
+    monkeypatch.setenv("RWB_INDEX_CACHE_MAX_MB", "1")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(json.dumps(only(0)))
+    assert main(["sweep", str(spec), "--strategy", "target", "--out",
+                 str(tmp_path / "r" / "x")]) == 0
+    assert (d / "photos" / "a").read_bytes() == photo
+    assert manifest(tmp_path / "r" / "x")["index_cache"]["misses"] >= 1

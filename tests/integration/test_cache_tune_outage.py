@@ -93,7 +93,7 @@ def test_shutdown_mid_fill_one_line_then_a_new_run_works(
     written, total = _written(err)
     assert 1000 <= written < total
     assert (f"the index '{NAME}' and its keys could not be dropped" in err
-            and f"FT.DROPINDEX {NAME} DD" in err and f"'{NAME}:*'" in err), err
+            and "`rwb services cleanup --yes` removes them" in err), err
     assert not (tmp_path / "run1").exists()  # nothing was kept
 
     # the same server, started again: a new run works (no "Unknown index name") and cleans up

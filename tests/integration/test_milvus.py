@@ -293,9 +293,9 @@ def test_uri_and_token_from_environment_are_redacted(monkeypatch: pytest.MonkeyP
     with pytest.raises(BackendError) as err:
         idx.build(np.ones((4, 8), dtype=np.float32))
     msg = str(err.value)
-    assert "http://127.0.0.1:1" in msg
+    assert "http://***@127.0.0.1:1" in msg  # rwb's one redaction policy (retrieval.redact)
     assert "pw123" not in msg and "tok456" not in msg and "alice" not in msg
-    assert redact_uri("https://u:p@h:19530/db?x=1") == "https://h:19530/db"
+    assert redact_uri("https://u:p@h:19530/db?x=1") == "https://***@h:19530/db?x=1"
     idx.close()
 
 

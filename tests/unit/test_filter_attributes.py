@@ -171,7 +171,6 @@ def test_beir_metadata_through_the_catalog(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--strategy", "grid"], "must be target for a spec with 'filters'"),
-    (["--strategy", "target", "--storage", "sqlite:///x.db"], "drop --storage / --study"),
 ])
 def test_filtered_sweep_bad_options(tmp_path: Path, extra: list[str], message: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:

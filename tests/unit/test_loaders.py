@@ -194,7 +194,7 @@ def test_load_npy_round_trip_and_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"metric.*received 'dot'"):
         load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "dot")  # type: ignore[arg-type]
     (tmp_path / "bad.npy").write_text("nope")
-    with pytest.raises(DataError, match=r"bad\.npy.*not a readable \.npy"):
+    with pytest.raises(DataError, match=r"bad\.npy: not an \.npy file"):
         load_npy(tmp_path / "bad.npy", tmp_path / "q.npy", "l2")
     with pytest.raises(DataError, match=r"looked in .*missing\.npy"):
         load_npy(tmp_path / "missing.npy", tmp_path / "q.npy", "l2")

@@ -27,6 +27,12 @@ from retrieval.specfile import load_model
 #: backends living outside ``retrieval.indexes`` that a spec may name (imported on demand)
 TEST_BACKENDS = {"fault": "retrieval.testing.faulty", "fake": "retrieval.testing.fake"}
 MIN_MEASURED_S = 0.2  # the shortest measured window of a point, s
+MAX_DURATION_S = 3600.0  # the longest point (warm-up included), s
+#: the highest offered rate, QPS: one load generator cannot keep a schedule faster than this
+MAX_QPS = 1_000_000.0
+#: the most requests one open-loop point schedules (rate x duration): each takes ~40 bytes of
+#: bookkeeping before it is sent, so this keeps a point's arrays under ~1 GB
+MAX_SCHEDULED = 20_000_000
 ClientKind = Literal["threads", "asyncio", "processes"]
 
 
@@ -60,8 +66,9 @@ class RateSearch(Params):
     """The capacity search over offered rates (QPS): grow from ``start_qps`` by ``growth``
     until a point fails the SLO, then bisect; at most ``steps`` points."""
 
-    start_qps: float = Field(100.0, description="> 0")
-    max_qps: float = Field(20_000.0, description=">= start_qps")
+    start_qps: float = Field(100.0, allow_inf_nan=False, description="> 0, <= MAX_QPS")
+    max_qps: float = Field(20_000.0, allow_inf_nan=False,
+                           description=">= start_qps, <= MAX_QPS")
     growth: float = Field(2.0, gt=1.0, le=10.0)
     steps: int = Field(8, ge=1, le=50)
     rel_tol: float = Field(0.1, gt=0.0, le=1.0, description="bracket width to stop at")
@@ -73,7 +80,7 @@ class OpenSpec(Params):
 
     arrival: Literal["fixed", "poisson"] = "poisson"
     clients: int = Field(16, description="concurrent senders (the in-flight limit), >= 1")
-    rates: list[float] = Field(default_factory=list, description="QPS, each > 0")
+    rates: list[float] = Field(default_factory=list, description="QPS, each > 0 and <= MAX_QPS")
     search: RateSearch | None = Field(default_factory=RateSearch)
 
 
@@ -81,7 +88,7 @@ class SloSpec(Params):
     """The SLO: corrected p99 within ``p99_ms`` (ms), recall@k >= ``target_recall`` (null: not
     checked), failed queries at most ``max_error_rate`` (a fraction)."""
 
-    p99_ms: float = Field(10.0, description="ms, > 0")
+    p99_ms: float = Field(10.0, allow_inf_nan=False, description="ms, > 0")
     target_recall: float | None = Field(None, gt=0.0, le=1.0)
     max_error_rate: float = Field(0.001, ge=0.0, le=1.0)
 
@@ -98,12 +105,15 @@ class LoadSpec(Params):
     queries: int | None = Field(None, ge=1, description="distinct queries cycled (None: all)")
     client: ClientKind = "threads"
     processes: int = Field(2, ge=1, le=256, description="client processes (client: processes)")
-    warmup_s: float = Field(0.5, ge=0.0, le=3600.0)
-    duration_s: float = Field(3.0, description="seconds per point, warm-up included; "
-                              "> warmup_s + MIN_MEASURED_S")
-    timeout_ms: float = Field(1000.0, gt=0.0, description="a later answer is a timeout")
+    warmup_s: float = Field(0.5, ge=0.0, le=MAX_DURATION_S, allow_inf_nan=False)
+    duration_s: float = Field(3.0, allow_inf_nan=False,
+                              description="seconds per point, warm-up included; "
+                              ">= warmup_s + MIN_MEASURED_S, <= MAX_DURATION_S")
+    timeout_ms: float = Field(1000.0, gt=0.0, le=MAX_DURATION_S * 1000.0, allow_inf_nan=False,
+                              description="a later answer is a timeout")
     max_lag_us: float | None = Field(
-        None, gt=0.0, description="generator lag p99 allowed, us (None: a tenth of the SLO's "
+        None, gt=0.0, allow_inf_nan=False,
+        description="generator lag p99 allowed, us (None: a tenth of the SLO's "
         "p99: the generator's own lateness may use at most 10% of the latency budget)")
     abort_errors: int = Field(50, ge=1, description="consecutive errors that end a point")
     closed: ClosedSpec | None = Field(default_factory=ClosedSpec)
@@ -135,8 +145,9 @@ def os_client_limit() -> int:
 
 def _check_rates(spec: LoadSpec) -> None:
     where = spec.source
-    if spec.duration_s <= 0:
-        raise param_error("duration_s", "a number of seconds > 0", spec.duration_s, where=where)
+    if not 0 < spec.duration_s <= MAX_DURATION_S:
+        raise param_error("duration_s", f"a number of seconds > 0 and <= {MAX_DURATION_S:g} (an "
+                          f"hour per point)", spec.duration_s, where=where)
     least = spec.warmup_s + MIN_MEASURED_S
     if spec.duration_s < least:
         raise param_error("duration_s", f">= warmup_s + {MIN_MEASURED_S:g} = {least:g} s (the "
@@ -146,17 +157,21 @@ def _check_rates(spec: LoadSpec) -> None:
         raise param_error("slo.p99_ms", "a number of ms > 0", spec.slo.p99_ms, where=where)
     o = spec.open
     if o is not None:
-        for i, r in enumerate(o.rates):
-            if not r > 0:
-                raise param_error(f"open.rates[{i}]", "a rate in QPS > 0", r, where=where)
+        rates = [(f"open.rates[{i}]", r) for i, r in enumerate(o.rates)]
         s = o.search
         if s is not None:
-            if not s.start_qps > 0:
-                raise param_error("open.search.start_qps", "a rate in QPS > 0", s.start_qps,
+            rates += [("open.search.start_qps", s.start_qps), ("open.search.max_qps", s.max_qps)]
+        most = min(MAX_QPS, MAX_SCHEDULED / spec.duration_s)
+        for field, r in rates:
+            if not 0 < r <= most:  # nan and inf fail too
+                why = ("the most one load generator keeps to" if most == MAX_QPS else
+                       f"{MAX_SCHEDULED:,} requests per point of duration_s "
+                       f"{spec.duration_s:g} s")
+                raise param_error(field, f"a rate in QPS > 0 and <= {most:,.0f} ({why})", r,
                                   where=where)
-            if s.max_qps < s.start_qps:
-                raise param_error("open.search.max_qps", f">= start_qps ({s.start_qps:g})",
-                                  s.max_qps, where=where)
+        if s is not None and s.max_qps < s.start_qps:
+            raise param_error("open.search.max_qps", f">= start_qps ({s.start_qps:g})",
+                              s.max_qps, where=where)
         if o.clients < 1:
             raise param_error("open.clients", "an integer >= 1", o.clients, where=where)
 

@@ -28,6 +28,7 @@ from retrieval.indexes.base import (
 )
 from retrieval.indexes.entry import apply_search, check_entry, check_search
 from retrieval.metrics import recall_by_id
+from retrieval.params import validate_params
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ def from_sweep(run_dir: str, label: str | None, where: str) -> Resolved:
     b = chosen[label]
     c = b["chosen"]
     return Resolved(label=f"{label} (chosen, {run.run_id})", backend=str(b.get("backend")),
-                    build=dict(c.get("build_params") or c.get("build") or {}),
+                    # the resolved build, unset fields (None: faiss-ivf's pq_m) left out
+                    build={k: v for k, v in (c.get("build_params") or c.get("build") or {}
+                                             ).items() if v is not None},
                     search=dict(c.get("search") or {}), server=False,
                     dataset=spec.get("dataset"), source_run=str(Path(run_dir).resolve()),
                     source_run_id=summary.get("run_id") or run.run_id, source_label=label)
@@ -134,8 +137,9 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
 
     cls = get_backend(r.backend, where=f"{spec.source}: config '{r.label}'")
     where = f"{spec.source}: config '{r.label}'"
-    ce = check_entry(LoadConfig(backend=r.backend, build=r.build, search=r.search), spec.k,
-                     where=where, field=r.label)
+    entry = validate_params(LoadConfig, {"backend": r.backend, "build": r.build,
+                                         "search": r.search}, where=where)
+    ce = check_entry(entry, spec.k, where=where, field=r.label)
     (bp,) = ce.builds()
     k = spec.k
     with contextlib.ExitStack() as stack:

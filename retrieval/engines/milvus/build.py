@@ -16,10 +16,14 @@ from retrieval.errors import BackendError
 
 
 def collection_schema(client: Any, dim: int) -> Any:
-    """An int64 primary key and one float vector field of ``dim``; no dynamic fields."""
+    """An int64 primary key and one float vector field of ``dim``; no dynamic fields; rwb's
+    mark as the description."""
     from pymilvus import DataType
 
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    from retrieval.indexes.owned import MILVUS_MARK
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False,
+                                  description=MILVUS_MARK)
     schema.add_field(PK, DataType.INT64, is_primary=True)
     schema.add_field(VEC, DataType.FLOAT_VECTOR, dim=dim)
     return schema

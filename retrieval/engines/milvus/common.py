@@ -5,33 +5,23 @@ backend module (the backend is :mod:`retrieval.engines.milvus.index`)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from retrieval.errors import BackendError, DataError
 from retrieval.indexes.base import SearchResult
+from retrieval.redact import redact_uri  # the one redaction policy (re-exported here)
 
 URI_ENV = "RWB_MILVUS_URI"
 TOKEN_ENV = "RWB_MILVUS_TOKEN"
 METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 PK, VEC = "id", "vec"
 WHERE = "backend 'milvus'"
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` without user/password and query string (safe to log or raise)."""
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 _QUIET_LOCK = threading.Lock()
@@ -60,6 +50,43 @@ def quiet_pymilvus() -> Iterator[None]:
             if _QUIET_DEPTH == 0:
                 for name, level in _QUIET_SAVED.items():
                     logging.getLogger(name).setLevel(level)
+
+
+#: set while rwb's own RPC runs in this thread / asyncio task (see :func:`quiet_call`)
+_IN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("rwb_milvus_call",
+                                                               default=False)
+
+
+class _DropInCalls(logging.Filter):
+    """Drops pymilvus's records (an error traceback per failed RPC, a warning per failed
+    reconnect) logged while one of rwb's calls runs: rwb raises its own one-line error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _IN_CALL.get()
+
+
+_CALL_FILTER = _DropInCalls()
+
+
+def install_call_filter() -> None:
+    """Put the filter on every pymilvus / milvus_lite logger that exists (call after importing
+    pymilvus; idempotent). A logger's filter sees the records logged on it, so each one gets it."""
+    for name, obj in list(logging.root.manager.loggerDict.items()):
+        if (isinstance(obj, logging.Logger) and name.partition(".")[0] in _NOISY_LOGGERS
+                and _CALL_FILTER not in obj.filters):
+            obj.addFilter(_CALL_FILTER)
+
+
+@contextlib.contextmanager
+def quiet_call() -> Iterator[None]:
+    """pymilvus's logging silenced in this thread / task only, while the block runs: cheap
+    enough for the search hot path (no lock, no logger level change), for many client threads
+    (a Milvus server killed mid-load logged ~30,000 lines of tracebacks without it)."""
+    token = _IN_CALL.set(True)
+    try:
+        yield
+    finally:
+        _IN_CALL.reset(token)
 
 
 def check_ids(ids: np.ndarray | None, n: int) -> np.ndarray:

@@ -8,7 +8,6 @@ attribute an ARRAY of VARCHAR. Predicates translate to ``a_x >= lo and a_x <= hi
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -29,11 +28,24 @@ def field_name(attr: str) -> str:
     return "a_" + _SAFE.sub("_", attr)
 
 
+#: the escapes both Milvus's expression grammar and Milvus Lite's parser read back
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_TO_ESCAPE = re.compile(r'[\\"\n\r\t]')
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a double-quoted Milvus string literal: backslash, quote, newline, CR and tab
+    escaped, every other character (non-ASCII included) written as itself, in UTF-8 (Milvus
+    Lite knows no ``\\u`` escape, so JSON's ASCII escapes are refused there)."""
+    return '"' + _TO_ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], value) + '"'
+
+
 def expression(where: Where, attrs: Attributes) -> str:
     """The Milvus boolean expression of ``where`` (attribute kinds from ``attrs``)."""
     f = field_name(where.attr)
     if attrs.kind(where.attr) == "label":
-        return f"ARRAY_CONTAINS_ANY({f}, {json.dumps([str(v) for v in where.values])})"
+        values = ", ".join(string_literal(str(v)) for v in where.values)
+        return f"ARRAY_CONTAINS_ANY({f}, [{values}])"
     if where.range is not None:
         return f"{f} >= {int(where.range[0])} and {f} <= {int(where.range[1])}"
     return f"{f} in [{', '.join(str(int(v)) for v in where.values)}]"

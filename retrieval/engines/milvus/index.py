@@ -79,6 +79,8 @@ from retrieval.engines.milvus.common import (
     VEC,
     WHERE,
     check_ids,
+    install_call_filter,
+    quiet_call,
     quiet_pymilvus,
     redact_uri,
     to_result,
@@ -101,9 +103,11 @@ from retrieval.engines.milvus.params import (
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.brute_check import BruteForceCheck
+from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
+from retrieval.redact import redact_text, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +249,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             text = text.replace(self._token, "***")
         if self._uri and not self._embedded:
             text = text.replace(self._uri, redact_uri(self._uri))
+            text = redact_text(text, url_secrets(self._uri))  # pieces a client error shows
         return text
 
     def connect(self) -> Any:
@@ -255,6 +260,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             return self._client
         from pymilvus import MilvusClient
 
+        install_call_filter()
         if self._embedded:
             self._client = self._open_lite(MilvusClient)
             return self._client
@@ -312,8 +318,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run one RPC; a failure becomes a one-line BackendError (pymilvus's own traceback
-        logging is silenced, except on the search hot path)."""
-        quiet = quiet_pymilvus() if what != "search" else contextlib.nullcontext()
+        logging is silenced: a search only in the calling thread, see ``quiet_call``)."""
+        quiet = quiet_pymilvus() if what != "search" else quiet_call()
         try:
             with quiet:
                 return fn(*args, **kwargs)
@@ -345,8 +351,13 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         if self._built_n:
             self._call("drop_collection", client.drop_collection, self.collection)
             self._built_n = 0
+        if self._call("has_collection", client.has_collection, self.collection):
+            raise BackendError(f"{WHERE}: Milvus at {self.where} already has a collection "
+                               f"'{self.collection}'; rwb never takes or drops a collection it "
+                               f"did not create")
         schema = self._add_attribute_fields(collection_schema(client, self.dim))
-        self._call("create_collection", client.create_collection, self.collection, schema=schema)
+        self._call("create_collection", client.create_collection, self.collection, schema=schema,
+                   properties=MILVUS_PROPERTIES)
         self._built_n = n
         pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()
@@ -491,7 +502,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         for s in range(0, len(q), self.query_batch):
             chunk = q[s:s + self.query_batch]
             try:
-                res = await client.search(**self._search_kwargs(chunk, k, params))
+                with quiet_call():
+                    res = await client.search(**self._search_kwargs(chunk, k, params))
             except Exception as exc:
                 raise BackendError(
                     f"{WHERE}: async search failed on {self.where}: {type(exc).__name__}: "

@@ -40,9 +40,10 @@ from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
 from retrieval.engines.pgvector.params import OPERATOR, OPS, check_dim
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
+from retrieval.indexes.owned import pg_mark, pg_unlock
 from retrieval.indexes.registry import package_version
 from retrieval.params import Params
-from retrieval.redact import redact_text, redact_uri
+from retrieval.redact import redact_error, redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,9 @@ def resolve_url(url: str | None, where: str) -> str:
     return target
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return redact_text(text.splitlines()[0] if text else type(exc).__name__)[:300]
+def first_line(exc: BaseException, *urls: str | None) -> str:
+    """The first line of ``exc``, safe to show (the passwords of ``urls`` removed too)."""
+    return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
 class PgVectorIndex(PgVectorFilter, InProcessIndex):
@@ -109,6 +110,8 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         self._lock = threading.Lock()
         #: searching a table another process built (attach): never dropped here
         self._attached = False
+        #: this instance created self.table (only then is it dropped here)
+        self._owned = False
 
     # --- class hooks ------------------------------------------------------------------------
     @classmethod
@@ -162,7 +165,7 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         except psycopg.Error as exc:
             raise BackendError(
                 f"{self._where()}: cannot connect to PostgreSQL at {redact_uri(url)}: "
-                f"{type(exc).__name__}: {first_line(exc)}"
+                f"{type(exc).__name__}: {first_line(exc, url)}"
             ) from None
         try:
             has = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
@@ -200,13 +203,20 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
 
         conn = self.connect()
         self._plan_ok_k = -1
-        self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+        if self._owned:  # this instance's previous build
+            self._run("drop table", f"DROP TABLE IF EXISTS {self.table}")
+            self._owned = False
         acols = self._attr_columns()
         avals = self._attr_values(x.shape[0])
         self._fplans, self._fbuilt = {}, self._fattrs
-        self._run("create table",
+        self._run("create table",  # fails on an existing table: never adopted, never dropped
                   f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim})"
                   + "".join(f", {c} {t}" for c, t in acols) + ")")
+        self._owned = True
+        try:
+            pg_mark(conn, self.table)
+        except psycopg.Error as exc:
+            raise self._fail("COMMENT ON TABLE", exc) from None
         notices: list[str] = []
         def on_notice(diag: Any) -> None:
             notices.append(str(diag.message_primary))
@@ -424,9 +434,11 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
         if self._attached:  # another process's table
             self._attached = False
             return
-        if conn is not None and not conn.closed:
+        if conn is not None and not conn.closed and self._owned:
             with contextlib.suppress(Exception):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+                pg_unlock(conn, self.table)
+                self._owned = False
 
     def _close_thread_conns(self) -> None:
         with self._lock:

