@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_eval_cmd(args: argparse.Namespace) -> int:
     from retrieval.errors import param_error
     from retrieval.specfile import with_overrides
+    from retrieval.store import WORKLOAD_FILTERED, workload_kind
     from retrieval.tune.runner import run_eval
     from retrieval.tune.spec import load_spec, validate_spec
 
@@ -45,7 +46,7 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.summary)
         return 0
-    if "filters" in result.summary:
+    if workload_kind(result.summary) == WORKLOAD_FILTERED:
         from retrieval.cli._filtered import print_filtered_eval
 
         print_filtered_eval(result.summary, str(result.run.path))

@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrieval.store import WORKLOAD_FILTERED, workload_kind
     from retrieval.study.spec import is_study_spec
     from retrieval.tune.spec import load_spec
     from retrieval.tune.storage import StorageLost
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         close_bar(bar)
     if args.json:
         print_json(result.summary)
-    elif "operating_points" in result.summary:
+    elif workload_kind(result.summary) == WORKLOAD_FILTERED:
         from retrieval.cli._filtered import print_filtered_sweep
 
         print_filtered_sweep(result.summary, str(result.run.path))

@@ -31,7 +31,7 @@ from retrieval.indexes.engine import all_engines
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
 from retrieval.specfile import read_yaml
-from retrieval.store import RunDir, RunKind
+from retrieval.store import WORKLOAD_FILTERED, RunDir, RunKind, workload_kind
 from retrieval.tune.decide import objective_value
 from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
 
@@ -219,9 +219,9 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
     summary = run.read_summary(SweepSummary)
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
-    if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
-        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec,
-                               backend)
+    doc = summary.to_json_dict()
+    if workload_kind(doc) == WORKLOAD_FILTERED:  # a filtered sweep: the operating-point table
+        return export_filtered(run, engine, out, doc, manifest, spec, backend)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

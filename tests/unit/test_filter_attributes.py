@@ -119,6 +119,28 @@ def test_pareto_refuses_a_filtered_run(tmp_path: Path, capsys: pytest.CaptureFix
     assert "one trade-off per selectivity bucket" in capsys.readouterr().err
 
 
+def test_the_declared_workload_decides_not_a_key(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A filtered run's summary declares ``workload: filtered``; rwb pareto reads the
+    declaration (a summary without its ``filters`` block is still a filtered run), and a
+    summary written before the field existed is known by its ``filters`` block."""
+    from retrieval.store import WORKLOAD_FILTERED, WORKLOAD_PLAIN, workload_kind
+
+    run = tmp_path / "run"
+    assert main(["eval", _spec(tmp_path, {"selectivities": [0.1], "attribute": "uniform",
+                                          "strategies": ["engine"]}), "--out", str(run)]) == 0
+    capsys.readouterr()
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    assert summary["workload"] == WORKLOAD_FILTERED
+    path.write_text(json.dumps({k: v for k, v in summary.items() if k != "filters"}))
+    assert main(["pareto", str(run)]) == 2
+    assert "one trade-off per selectivity bucket" in capsys.readouterr().err
+    assert workload_kind({"filters": {}}) == WORKLOAD_FILTERED  # an older filtered summary
+    assert workload_kind({"rows": []}) == WORKLOAD_PLAIN
+    assert workload_kind({"workload": "plain", "filters": {}}) == WORKLOAD_PLAIN
+
+
 @pytest.mark.parametrize(("dataset", "message"), [
     ({"kind": "text", "collection": "scifact", "attributes": ["year"]},
      "empty for collection 'scifact'"),
