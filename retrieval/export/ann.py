@@ -23,13 +23,11 @@ from retrieval import __version__
 from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.export.engines import ANN_ENGINES, own_backends, translate
-from retrieval.export.files import FORMAT_VERSION, write_config
+from retrieval.export.files import FORMAT_VERSION, full_search, tidy, write_config
 from retrieval.export.filtered import FilteredExported, export_filtered
 from retrieval.export.portable import portable
 from retrieval.export.registry import NothingToExport, register_exporter
 from retrieval.indexes.engine import all_engines
-from retrieval.indexes.registry import get_backend
-from retrieval.params import validate_params
 from retrieval.specfile import read_yaml
 from retrieval.store import WORKLOAD_FILTERED, RunDir, RunKind, workload_kind
 from retrieval.tune.decide import objective_value
@@ -63,11 +61,6 @@ class Exported:
         return {**asdict(self), "path": str(self.path)}
 
 
-def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
-    cls = get_backend(backend)
-    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
-
-
 def _read_spec(run: RunDir) -> dict[str, Any]:
     path = run.file("spec.yaml")
     if not path.is_file():
@@ -94,17 +87,6 @@ def _candidates(summary: SweepSummary, engine: str, backend: str | None) -> list
         return (0 if backends[label].backend in own else 1, cost)
 
     return sorted(labels, key=rank)
-
-
-def tidy(obj: Any) -> Any:
-    """Floats to 6 significant digits (the measurement is not more precise than that)."""
-    if isinstance(obj, float):
-        return float(f"{obj:.6g}")
-    if isinstance(obj, dict):
-        return {k: tidy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [tidy(v) for v in obj]
-    return obj
 
 
 def _chosen(summary: SweepSummary, label: str) -> tuple[BackendChoice, ChosenPoint]:
