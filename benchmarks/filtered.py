@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 
 from retrieval.evaluation import Evaluator
-from retrieval.filtering.gt import filtered_ground_truth
 from retrieval.specfile import with_overrides
+from retrieval.tune.bucket_summary import bind_spec_buckets
 from retrieval.tune.decide import lower_bound, split_queries
-from retrieval.tune.fmeasure import FilteredBench
-from retrieval.tune.frun import bind_spec_workload
+from retrieval.tune.measure import FilteredBench
 from retrieval.tune.runner import load_vectors
 from retrieval.tune.spec import checked_entries, load_spec, parse_spec
 from retrieval.tune.sweep import run_sweep
 from retrieval.tune.units import entry_labels
+from retrieval.workload.truth import filtered_ground_truth
 
 SYNTHETIC = {
     "name": "filtered-bench-synthetic",
@@ -111,7 +111,7 @@ def choice_ratio(spec: Any, ds: Any, summary: dict[str, Any], rounds: int) -> No
     fixed = fixed_settings(summary["choices"])
     ops = {o["bucket"]: o for o in summary["operating_points"] if o.get("strategy")}
     with Evaluator.for_spec(spec, ds, None) as ev:
-        buckets = bind_spec_workload(spec, ds, ev)
+        buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
         bench = FilteredBench(ev, buckets)
 
         def p95(label: str, strategy: str, search: dict[str, Any], overfetch: Any,
@@ -161,7 +161,7 @@ def main() -> None:
         spec = with_overrides(spec, tune={**spec.tune.model_dump(), "strategy": "target"})
     ds = load_vectors(spec)
     with Evaluator.for_spec(spec, ds, None) as ev:
-        buckets = bind_spec_workload(spec, ds, ev)
+        buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
     gt_ratio(ds, buckets, spec.k, args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         summary = run_sweep(spec, f"{tmp}/run", dataset=ds).summary

@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_eval_cmd(args: argparse.Namespace) -> int:
     from retrieval.api import evaluate
+    from retrieval.runs import WORKLOAD_FILTERED, workload_kind
 
     bar, progress = progress_bar("eval", unit="config")
     try:
@@ -38,7 +39,7 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    if "filters" in summary:
+    if workload_kind(summary) == WORKLOAD_FILTERED:
         from retrieval.cli._filtered import print_filtered_eval
 
         print_filtered_eval(summary, str(run.path))

@@ -29,10 +29,11 @@ def front_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.runs import RunDir
+    from retrieval.runs import WORKLOAD_FILTERED, RunDir, workload_kind
 
     summary = RunDir.open(args.run).read_json("summary.json")
-    if "filters" in summary:  # one front across selectivity buckets would mix workloads
+    # one front across selectivity buckets would mix workloads
+    if workload_kind(summary) == WORKLOAD_FILTERED:
         raise ConfigError(f"{args.run}: a filtered-search run has one trade-off per selectivity "
                           f"bucket; see its rows, operating_points, or rwb report {args.run}")
     points = front_of(summary)

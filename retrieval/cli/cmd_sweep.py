@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrieval.api import sweep
+    from retrieval.runs import WORKLOAD_FILTERED, workload_kind
     from retrieval.study.spec import is_study_spec
     from retrieval.tune.storage import StorageLost
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     summary = run.to_dict()
     if args.json:
         print_json(summary)
-    elif "operating_points" in summary:
+    elif workload_kind(summary) == WORKLOAD_FILTERED:
         from retrieval.cli._filtered import print_filtered_sweep
 
         print_filtered_sweep(summary, str(run.path))

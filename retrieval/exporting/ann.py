@@ -23,14 +23,12 @@ from retrieval._version import __version__
 from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.exporting.engines import ANN_ENGINES, own_backends, translate
-from retrieval.exporting.files import FORMAT_VERSION, write_config
+from retrieval.exporting.files import FORMAT_VERSION, full_search, tidy, write_config
 from retrieval.exporting.filtered import FilteredExported, export_filtered
 from retrieval.exporting.portable import portable
 from retrieval.exporting.registry import NothingToExport, register_exporter
 from retrieval.indexes.engine import all_engines
-from retrieval.indexes.registry import get_backend
-from retrieval.params import validate_params
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind, workload_kind
 from retrieval.specfile import read_yaml
 from retrieval.tune.decide import objective_value
 from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
@@ -63,11 +61,6 @@ class Exported:
         return {**asdict(self), "path": str(self.path)}
 
 
-def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
-    cls = get_backend(backend)
-    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
-
-
 def _read_spec(run: RunDir) -> dict[str, Any]:
     path = run.file("spec.yaml")
     if not path.is_file():
@@ -94,17 +87,6 @@ def _candidates(summary: SweepSummary, engine: str, backend: str | None) -> list
         return (0 if backends[label].backend in own else 1, cost)
 
     return sorted(labels, key=rank)
-
-
-def tidy(obj: Any) -> Any:
-    """Floats to 6 significant digits (the measurement is not more precise than that)."""
-    if isinstance(obj, float):
-        return float(f"{obj:.6g}")
-    if isinstance(obj, dict):
-        return {k: tidy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [tidy(v) for v in obj]
-    return obj
 
 
 def _chosen(summary: SweepSummary, label: str) -> tuple[BackendChoice, ChosenPoint]:
@@ -219,9 +201,9 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
     summary = run.read_summary(SweepSummary)
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
-    if "operating_points" in (summary.model_extra or {}):  # a filtered sweep: the table
-        return export_filtered(run, engine, out, summary.to_json_dict(), manifest, spec,
-                               backend)
+    doc = summary.to_json_dict()
+    if workload_kind(doc) == WORKLOAD_FILTERED:  # a filtered sweep: the operating-point table
+        return export_filtered(run, engine, out, doc, manifest, spec, backend)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")

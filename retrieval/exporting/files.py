@@ -11,11 +11,32 @@ from typing import Any, Literal
 import yaml
 
 from retrieval.errors import ConfigError, param_error
+from retrieval.indexes.registry import get_backend
+from retrieval.params import validate_params
 from retrieval.redact import scrub
 from retrieval.runs import write_atomic, written_by_rwb
 from retrieval.specfile import parse_yaml, read_text
 
 FORMAT_VERSION = 1
+
+
+def tidy(obj: Any) -> Any:
+    """Floats to 6 significant digits (the measurement is not more precise than that), in
+    nested dicts and lists; every exported config and evidence (plain and filtered) passes
+    through it."""
+    if isinstance(obj, float):
+        return float(f"{obj:.6g}")
+    if isinstance(obj, dict):
+        return {k: tidy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [tidy(v) for v in obj]
+    return obj
+
+
+def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
+    """``search`` as ``backend`` validates it, every default filled in (JSON values)."""
+    cls = get_backend(backend)
+    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
 
 
 def write_config(path: Path | str, doc: dict[str, Any]) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 from retrieval._version import __version__
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.exporting.engines import translate
-from retrieval.exporting.files import FORMAT_VERSION, write_config
+from retrieval.exporting.files import FORMAT_VERSION, full_search, tidy, write_config
 from retrieval.exporting.portable import portable, stated_build
 from retrieval.exporting.registry import NothingToExport
 from retrieval.indexes.engine import all_engines, engine_of_backend
@@ -48,21 +48,6 @@ class FilteredExported:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "path": str(self.path)}
 
-
-def tidy(obj: Any) -> Any:
-    """Floats to 6 significant digits (as the ANN export)."""
-    if isinstance(obj, float):
-        return float(f"{obj:.6g}")
-    if isinstance(obj, dict):
-        return {k: tidy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [tidy(v) for v in obj]
-    return obj
-
-
-def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
-    cls = get_backend(backend)
-    return validate_params(cls.SearchParams, search).model_dump(mode="json", exclude_none=True)
 
 def _entry(op: Mapping[str, Any], engine: str, metric: str, dim: int, k: int) -> dict[str, Any]:
     strategy = op["strategy"]
@@ -130,7 +115,7 @@ def _points_of(summary: Mapping[str, Any], backend: str | None) -> list[dict[str
     bucket's cheapest setting among that backend's choices (the sweep's own rule)."""
     if backend is None:
         return list(summary.get("operating_points") or [])
-    from retrieval.tune.fsweep import operating_points
+    from retrieval.tune.bucket_summary import operating_points
 
     choices = list(summary.get("choices") or [])
     mine = [c for c in choices if backend in (c.get("label"), c.get("backend"))]

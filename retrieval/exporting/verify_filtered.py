@@ -118,9 +118,9 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
 def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target: float,
              ops: list[Mapping[str, Any]]) -> FilteredVerifyReport:
     from retrieval.evaluation import Evaluator
+    from retrieval.tune.bucket_summary import bind_spec_buckets
     from retrieval.tune.decide import split_queries
-    from retrieval.tune.fmeasure import FilteredBench
-    from retrieval.tune.frun import bind_spec_workload
+    from retrieval.tune.measure import FilteredBench
     from retrieval.tune.runner import load_vectors
 
     ds = load_vectors(spec)
@@ -133,7 +133,7 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
     points: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rwb-verify-") as work, \
             Evaluator.for_spec(spec, ds, Path(work)) as ev:
-        buckets = {b.name: b for b in bind_spec_workload(spec, ds, ev)}
+        buckets = {b.name: b for b in bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])}
         bench = FilteredBench(ev, list(buckets.values()))
         built: dict[str, Any] = {}  # one build per backend + build params, shared by buckets
 

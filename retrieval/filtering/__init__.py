@@ -1,13 +1,12 @@
-"""Filtered search: per-vector attributes, filter predicates and workloads, exact filtered
-ground truth (see :mod:`retrieval.filtering.gt` for the fewer-than-k rule)."""
+"""Filtered search: per-vector attributes, filter predicates bound to their row masks, and exact
+search over a subset of rows. Per-query filters in selectivity buckets and their exact filtered
+ground truth are a workload: :mod:`retrieval.workload`."""
 
 from retrieval.filtering.attrs import Attributes, LabelColumn
-from retrieval.filtering.gt import FilteredGT, filtered_ground_truth, filtered_recall
+from retrieval.filtering.rows import RowFilter, bind, where_mask
 from retrieval.filtering.spec import STRATEGIES, FilterSpec, NamedFilter, Strategy, Where
-from retrieval.filtering.workload import Bucket, RowFilter, bind, bind_workload, where_mask
 
 __all__ = [
-    "STRATEGIES", "Attributes", "Bucket", "FilterSpec", "FilteredGT", "LabelColumn",
-    "NamedFilter", "RowFilter", "Strategy", "Where", "bind", "bind_workload",
-    "filtered_ground_truth", "filtered_recall", "where_mask",
+    "STRATEGIES", "Attributes", "FilterSpec", "LabelColumn", "NamedFilter", "RowFilter",
+    "Strategy", "Where", "bind", "where_mask",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 
 from retrieval.data import Metric
 from retrieval.filtering.attrs import Attributes
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.portable import Portable
 from retrieval.params import Params
 

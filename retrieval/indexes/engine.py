@@ -44,6 +44,19 @@ BUILTIN_PACKAGE = "retrieval.engines"
 #: the entry-point group of third-party engines
 ENTRY_POINT_GROUP = "rwb.engines"
 
+#: (backend, search params, k) -> the engine's own filtered search call with those params, as a
+#: line of text (the ``engine_call`` of a filtered sweep's choices and operating points)
+FilterCall = Callable[[str, Mapping[str, Any], int], str]
+
+
+def filter_call_text(backend: str, search: Mapping[str, Any], k: int) -> str:
+    """The engine's filtered search call for ``backend`` (its descriptor's ``filter_call``), or a
+    neutral line when the engine has none."""
+    desc = engine_of_backend(backend)
+    if desc is not None and desc.filter_call is not None:
+        return desc.filter_call(backend, search, k)
+    return f"{backend} filtered search {dict(search)}"
+
 
 @dataclass(frozen=True)
 class EngineDescriptor:
@@ -61,7 +74,7 @@ class EngineDescriptor:
     (``start`` / ``stop``), if it has one; ``local_server``: see :data:`LocalServer`;
     ``takes_auto``: whether it accepts a
     let-the-engine-choose (AUTOINDEX) config; ``roles``: (role, backend) pairs this engine
-    fills by default (:data:`ROLES`)."""
+    fills by default (:data:`ROLES`); ``filter_call``: see :data:`FilterCall`."""
 
     name: str
     backends: tuple[str, ...] = ()
@@ -80,6 +93,7 @@ class EngineDescriptor:
     takes_auto: bool = False
     roles: tuple[tuple[str, str], ...] = ()
     summary: str = ""
+    filter_call: FilterCall | None = None
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}

@@ -15,7 +15,7 @@ import numpy as np
 
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.base import SearchResult
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import ConfigError
-from retrieval.filtering.gt import subset_knn
+from retrieval.filtering.exact import subset_knn
+from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import STRATEGIES
-from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.base import SearchResult, SupportsFilter
 from retrieval.indexes.engine import ef_knobs
 
@@ -31,9 +31,9 @@ Call = Callable[[np.ndarray, RowFilter], SearchResult]
 
 def prepare_base(base: np.ndarray, metric: str) -> np.ndarray:
     """Base vectors as the exact pre-filter search reads them (normalised for cosine)."""
-    from retrieval.filtering.gt import _prepared
+    from retrieval.filtering.exact import prepared
 
-    return _prepared(base, metric)
+    return prepared(base, metric)
 
 
 def check_strategy(index: Any, strategy: str, backend: str) -> None:

@@ -24,7 +24,7 @@ from retrieval.reporting.points import cheapest_meeting, points_frame, series_na
 from retrieval.reporting.study import study_figures, study_tables
 from retrieval.reporting.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
-from retrieval.runs import RunKind, RunSummary, write_atomic
+from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, workload_kind, write_atomic
 from retrieval.tune.pareto import front
 from retrieval.tune.summary import EvalSummary, SweepSummary
 
@@ -317,7 +317,7 @@ INDEX_KINDS = (RunKind.EVAL, RunKind.SWEEP)
 
 
 def figures_for(run: Run, *, remeasure: bool = False) -> Figures:
-    if run.kind in INDEX_KINDS and "filters" in run.summary:  # filtered search
+    if run.kind in INDEX_KINDS and workload_kind(run.summary) == WORKLOAD_FILTERED:
         return filtered.figures(run.summary)
     if run.kind in INDEX_KINDS:
         return index_figures(run, remeasure=remeasure)
@@ -330,7 +330,7 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         keys = ("run_id", "dataset", "metric", "k", "target_recall", "strategy", "objective",
                 "recall_definition", "latency_unit", "cheapest_rule")
         head: dict[str, Any] = {k: s.get(k) for k in keys if k in s}
-        if "filters" in s:
+        if workload_kind(s) == WORKLOAD_FILTERED:
             return [("Summary", scalar_table(head)), *filtered.tables(s)]
         tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
         exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None

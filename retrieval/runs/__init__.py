@@ -7,7 +7,14 @@
 - :mod:`retrieval.runs.tables`: the JSON encoder and tidy parquet tables of run files.
 """
 
-from retrieval.runs.kinds import RunKind, RunSummary, SummaryPart
+from retrieval.runs.kinds import (
+    WORKLOAD_FILTERED,
+    WORKLOAD_PLAIN,
+    RunKind,
+    RunSummary,
+    SummaryPart,
+    workload_kind,
+)
 from retrieval.runs.provenance import (
     CPU_FLAGS,
     THREAD_ENV,
@@ -38,6 +45,8 @@ __all__ = [
     "RUNNING",
     "THREAD_ENV",
     "TRACKED_PACKAGES",
+    "WORKLOAD_FILTERED",
+    "WORKLOAD_PLAIN",
     "RunDir",
     "RunKind",
     "RunSummary",
@@ -53,6 +62,7 @@ __all__ = [
     "package_versions",
     "thread_info",
     "typed_frame",
+    "workload_kind",
     "write_atomic",
     "written_by_rwb",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
@@ -43,6 +44,21 @@ class SummaryPart(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The plain data written to summary.json (keys as written; unset fields left out)."""
         return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+#: the ``workload`` a run summary declares (absent: plain, unfiltered queries)
+WORKLOAD_PLAIN = "plain"
+WORKLOAD_FILTERED = "filtered"
+
+
+def workload_kind(summary: Mapping[str, Any]) -> str:
+    """The workload a run measured, as its summary declares it (``workload``: ``plain`` or
+    ``filtered``). A summary written before the field existed declares nothing: a filtered run
+    of then is known by its ``filters`` block (read here, and only here)."""
+    declared = summary.get("workload")
+    if isinstance(declared, str):
+        return declared
+    return WORKLOAD_FILTERED if "filters" in summary else WORKLOAD_PLAIN
 
 
 class RunSummary(SummaryPart):

@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
+from retrieval.filtering.rows import bind
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import Bucket, bind
 from retrieval.indexes.base import SupportsFilter
 from retrieval.indexes.registry import create_index, get_backend
 from retrieval.loaders.synthetic import make_synthetic
+from retrieval.workload.buckets import Bucket
+from retrieval.workload.truth import filtered_ground_truth, filtered_recall
 
 K = 10
 

@@ -41,9 +41,14 @@ class PointResult:
     build_s: float
     memory_bytes: int | None
     meets: bool | None
+    #: what a workload records beside the common figures (a filtered step: its ``row``)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.extra:
+            out.pop("extra")
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PointResult:

@@ -11,9 +11,19 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.evaluation import Evaluator, Measurement
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind
+from retrieval.tune.bucket_summary import (
+    CLIFF_RULE,
+    bind_spec_buckets,
+    check_strategies,
+    cliffs,
+    filter_summary,
+)
+from retrieval.tune.measure import FilteredBench, FilterPoint
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
+from retrieval.tune.units import entry_labels
+from retrieval.workload import filtered_workload
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +147,8 @@ def _eval_into(
 ) -> EvalResult:
     ds = dataset or load_vectors(spec)
     if spec.filters is not None:  # filtered search: rows per selectivity bucket and strategy
-        from retrieval.tune.frun import filtered_eval_into
-
-        return EvalResult(run, filtered_eval_into(run, spec, ds, progress, dataset_info(ds)), [])
+        return EvalResult(run, _filtered_eval_into(run, spec, ds, progress, dataset_info(ds)),
+                          [])
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
         kind=RunKind.EVAL,
@@ -194,3 +203,83 @@ def dataset_info(ds: VectorDataset) -> dict[str, Any]:
         "source": ds.source,
         "info": {k: v for k, v in ds.info.items() if isinstance(v, str | int | float | bool)},
     }
+
+
+def _filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
+                       progress: Callable[[int, int, str], None] | None,
+                       info: dict[str, Any]) -> dict[str, Any]:
+    """The filtered `rwb eval` body (run directory opened by the caller; ``info``: the
+    manifest's dataset facts)."""
+    assert spec.filters is not None
+    fs = spec.filters
+    check_strategies(spec)
+    run.write_yaml("spec.yaml", resolved(spec))
+    run.write_manifest(kind=RunKind.EVAL, seeds={"index": spec.seed, "filters": spec.seed},
+                       dataset=info, spec_source=spec.source)
+    entries = checked_entries(spec)
+    labels = entry_labels(spec)
+    points: list[FilterPoint] = []
+    with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
+        buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
+        bench = FilteredBench(ev, filtered_workload(
+            buckets, fs.strategies, base=ds.base, queries=ds.queries, metric=ds.metric,
+            k=spec.k, fingerprint=ds.fingerprint))
+        total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
+        done = 0
+        for entry, label in zip(entries, labels):
+            for bi, build in enumerate(entry.build_grid):
+                built = ev.build(entry.backend, entry.build(build))
+                for ci, config in enumerate(entry.configs(build)):
+                    for strategy in fs.strategies:
+                        if strategy == "prefilter" and (bi or ci):
+                            continue  # exact over the matches: the index plays no part
+                        for b in buckets:
+                            points.append(bench.measure(
+                                built, config, strategy, b, label=label, modes=spec.modes,
+                                overfetch=fs.overfetch if strategy == "postfilter" else None))
+                    done += 1
+                    if progress:
+                        progress(done, total, f"{entry.backend} {build} {config.given}")
+                ev.release(built)
+        run.record_threads(spec.threads)
+    run.remove_work()
+    rows = [p.row(spec.target_recall) for p in points]
+    run.write_table("measurements.parquet", [_flat_row(r) for r in rows])
+    run.write_table("per_query.parquet", _filtered_per_query(points))
+    best, by = cliffs(rows, spec.target_recall)
+    summary: dict[str, Any] = {
+        "run_id": run.run_id, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
+        "metric": ds.metric, "k": spec.k,
+        "recall_definition": "filtered recall@k by id (fewer-than-k rule; tie-aware in "
+                             "recall_tie)",
+        "latency_unit": "ms (single-query mode, each query with its filter); qps from batch",
+        "workload": WORKLOAD_FILTERED, "rows": rows, "filters": filter_summary(fs, buckets),
+        "cliff_selectivity": best if spec.target_recall is not None else {},
+        "cliff_by_strategy": by if spec.target_recall is not None else {},
+        "cliff_rule": CLIFF_RULE,
+    }
+    if spec.target_recall is not None:
+        summary["target_recall"] = spec.target_recall
+    typed = EvalSummary.model_validate(summary)
+    run.write_summary(typed)
+    return typed.to_json_dict()
+
+
+def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in row.items() if k not in ("build", "search")}
+    out["build"] = json.dumps(row["build"], sort_keys=True)
+    out["search"] = json.dumps(row["search"], sort_keys=True)
+    return out
+
+
+def _filtered_per_query(points: list[FilterPoint]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in points:
+        sel = p.bucket.per_query_selectivity
+        for q, (r, rt) in enumerate(zip(p.per_query_recall, p.per_query_recall_tie)):
+            out.append({"backend": p.backend, "label": p.label, "strategy": p.strategy,
+                        "build": json.dumps(p.build, sort_keys=True),
+                        "search": json.dumps(p.search, sort_keys=True),
+                        "bucket": p.bucket.name, "query": q, "selectivity": float(sel[q]),
+                        "recall": float(r), "recall_tie": float(rt)})
+    return out

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.runs import RunKind, RunSummary, SummaryPart
+from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, SummaryPart
 from retrieval.tune import trials as tr
+from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, operating_points
 from retrieval.tune.config import Objective
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
 from retrieval.tune.pareto import pareto
@@ -48,6 +49,7 @@ class EvalSummary(RunSummary):
     latency_unit: str | None = None
     rows: list[dict[str, Any]] = Field(default_factory=list)
     target_recall: float | None = None  # only when the spec has one
+    workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
 
 
 class ChosenPoint(SummaryPart):
@@ -113,6 +115,7 @@ class SweepSummary(RunSummary):
     rows: list[dict[str, Any]] = Field(default_factory=list)
     pareto: list[dict[str, Any]] = Field(default_factory=list)
     this_worker: dict[str, Any] | None = None
+    workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
 
 
 def build_params(backend: str, build: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,4 +258,50 @@ def build_summary(
         "builds": builds,
         "rows": rows,
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
+    }
+
+
+def build_filtered_summary(
+    spec: SweepSpec, ds: VectorDataset, split: QuerySplit, book: tr.Book, plan: list[Unit],
+    buckets: list[Any], *, run_id: str, storage: str, study_name: str,
+) -> dict[str, Any]:
+    """summary.json of a target sweep on a filtered workload, from the study alone: ``choices``
+    (one per unit: entry x build x strategy x bucket, in plan order), ``rows`` (every search
+    step, per unit in the order measured), ``operating_points``, the cliffs and ``filters``."""
+    from optuna.trial import TrialState
+
+    assert spec.filters is not None
+    done = book.done()
+    by_unit: dict[str, list[Any]] = {}
+    for t in book.trials((TrialState.COMPLETE,)):
+        if tr.RESULT in t.user_attrs:
+            by_unit.setdefault(t.user_attrs.get(tr.UNIT), []).append(t)
+    probes: list[dict[str, Any]] = []
+    choices: list[dict[str, Any]] = []
+    for u in plan:
+        for t in sorted(by_unit.get(u.key, []), key=lambda t: t.number):
+            row = PointResult.from_dict(t.user_attrs[tr.RESULT]).extra.get("row")
+            if row is not None:
+                probes.append(row)
+        res = done.get(u.key)
+        if res is not None and "choice" in res.extra:
+            choices.append(dict(res.extra["choice"]))
+    best, by = cliffs([{**c, "recall": 0.0} for c in choices], spec.target_recall)
+    return {
+        "kind": RunKind.SWEEP, "workload": WORKLOAD_FILTERED, "run_id": run_id,
+        "name": spec.name, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
+        "metric": ds.metric, "k": spec.k, "strategy": "target",
+        "target_recall": spec.target_recall, "objective": spec.tune.objective,
+        "confidence": spec.tune.confidence.model_dump(), "queries": split.describe(),
+        "recall_definition": "filtered recall@k by id over the tuning queries (fewer-than-k "
+                             "rule; tie-aware in recall_tie)",
+        "latency_unit": "ms, single-query mode (each query with its filter); qps from batch",
+        "cheapest_rule": "per bucket and strategy: the smallest knob value whose lower "
+                         "confidence bound on filtered mean recall meets the target; operating "
+                         "point: lowest p95 among those passing the held-out check",
+        "evaluations": len(probes), "study": {"storage": storage, "name": study_name},
+        "backends": {}, "builds": [], "pareto": [], "rows": probes, "choices": choices,
+        "operating_points": operating_points(choices),
+        "filters": filter_summary(spec.filters, buckets),
+        "cliff_selectivity": best, "cliff_by_strategy": by, "cliff_rule": CLIFF_RULE,
     }

@@ -23,9 +23,10 @@ from retrieval.redact import mask, redact_uri
 from retrieval.runs import RunDir, RunKind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
+from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
 from retrieval.tune.config import STRATEGIES
 from retrieval.tune.decide import split_queries
-from retrieval.tune.measure import Measurer
+from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
@@ -39,9 +40,10 @@ from retrieval.tune.storage import (
     storage_failure,
     storage_lost,
 )
-from retrieval.tune.summary import SweepSummary, build_summary
-from retrieval.tune.units import Unit, entry_labels, plan_units
+from retrieval.tune.summary import SweepSummary, build_filtered_summary, build_summary
+from retrieval.tune.units import Unit, entry_labels, plan_filtered_units, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
+from retrieval.workload import Bucket, filtered_workload
 
 log = logging.getLogger(__name__)
 
@@ -162,32 +164,19 @@ def run_sweep(
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
-    if spec.filters is not None:  # filtered search: cheapest knob per bucket and strategy
-        if storage is not None or study is not None:
-            raise ConfigError(f"{spec.source}: a spec with 'filters' is tuned without an Optuna "
-                              f"study (not resumable): drop --storage / --study")
-        return _filtered_sweep(spec, out, dataset, progress, force, started)
+    if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
+        if strategy != "target":
+            raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket "
+                              "knob search; rwb eval measures a grid)", strategy,
+                              where=spec.source)
+        check_strategies(spec)
+        plan = plan_filtered_units(spec, bucket_names(spec.filters))
     name = study or spec.name
     check_study_name(name, storage)
     resumable = resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started)
-
-
-def _filtered_sweep(spec: SweepSpec, out: Path | str | None, dataset: VectorDataset | None,
-                    progress: Progress | None, force: bool, started: float) -> SweepResult:
-    from retrieval.tune.fsweep import filtered_sweep_into
-
-    if spec.tune.strategy != "target":
-        raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket knob "
-                          "search; rwb eval measures a grid)", spec.tune.strategy,
-                          where=spec.source)
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        summary = filtered_sweep_into(run, spec, ds, progress, started)
-    return SweepResult(run, summary, len(summary["choices"]), int(summary["evaluations"]))
 
 
 def _sweep_into(
@@ -235,10 +224,19 @@ def _sweep_study(
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
+    buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
         )
+        filtered = None
+        if spec.filters is not None:
+            buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
+            workload = filtered_workload(buckets, spec.filters.strategies, base=ds.base,
+                                         queries=ds.queries, metric=ds.metric, k=spec.k,
+                                         fingerprint=ds.fingerprint)
+            filtered = FilteredMeasurer(FilteredBench(ev, workload), split, spec.modes,
+                                        spec.target_recall, spec.tune.confidence, spec.seed)
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:
             book.describe(metric.name, metric.description, spec.target_recall)
@@ -253,6 +251,7 @@ def _sweep_study(
             plan if strategy != "optuna" else [],
             proposer=proposer,
             progress=progress,
+            filtered=filtered,
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
@@ -260,10 +259,15 @@ def _sweep_study(
         cache = ev.cache_report()
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
-    summary = build_summary(
-        spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
-        study_name=name,
-    )
+    if spec.filters is not None:
+        summary = build_filtered_summary(
+            spec, ds, split, book, plan, buckets, run_id=run.run_id,
+            storage=redact_uri(opened.display), study_name=name)
+    else:
+        summary = build_summary(
+            spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
+            study_name=name,
+        )
     wall = time.perf_counter() - started
     summary["this_worker"] = {
         "worker": book.worker,
@@ -284,5 +288,13 @@ def _sweep_study(
     run.write_summary(typed)
     summary = typed.to_json_dict()
     if summary["rows"]:
-        run.write_table("trials.parquet", summary["rows"])
+        rows = summary["rows"] if spec.filters is None else [_flat(r) for r in summary["rows"]]
+        run.write_table("trials.parquet", rows)
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """A filtered step's row for trials.parquet: its build and search as sorted JSON."""
+    return {**{k: v for k, v in row.items() if k not in ("build", "search")},
+            "build": json.dumps(row["build"], sort_keys=True),
+            "search": json.dumps(row["search"], sort_keys=True)}

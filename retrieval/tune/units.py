@@ -28,6 +28,7 @@ from retrieval.indexes.entry import canon
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params
 from retrieval.tune import target as tgt
+from retrieval.tune.bucket_summary import bucket_names
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.results import PointResult
 from retrieval.tune.spec import SweepSpec, checked_entries, search_grid
@@ -58,10 +59,13 @@ class Unit:
     low: int
     high: int
     grid: tuple[dict[str, Any], ...] = ()
+    #: a filtered workload's unit: the filtering strategy and the selectivity bucket
+    strategy: str | None = None
+    bucket: str | None = None
 
     @property
     def key(self) -> str:
-        doc = {
+        doc: dict[str, Any] = {
             "entry": self.entry,
             "backend": self.backend,
             "build": self.build,
@@ -71,6 +75,8 @@ class Unit:
             "range": [self.low, self.high],
             "grid": list(self.grid),
         }
+        if self.strategy is not None:
+            doc.update(strategy=self.strategy, bucket=self.bucket)
         return hashlib.sha1(canon(doc).encode()).hexdigest()[:12]
 
     @property
@@ -90,11 +96,12 @@ class Unit:
                 if canon(s) not in measured:
                     return s
             return None
-        known = self._known(measured)
+        known = self.known(measured)
         v = tgt.next_probe(self.low, self.high, known)
         return None if v is None else self.point(v)
 
-    def _known(self, measured: Mapping[str, PointResult]) -> dict[int, bool]:
+    def known(self, measured: Mapping[str, PointResult]) -> dict[int, bool]:
+        """Knob value -> met the target, over the points of this unit in ``measured``."""
         assert self.knob is not None
         known: dict[int, bool] = {}
         for p in measured.values():
@@ -107,7 +114,7 @@ class Unit:
         """A target unit whose most accurate setting (``high``) missed the target."""
         if self.method != "target":
             return False
-        known = self._known(measured)
+        known = self.known(measured)
         return known.get(self.high) is False
 
 
@@ -210,6 +217,50 @@ def plan_units(spec: SweepSpec, method: Method) -> list[Unit]:
     return units
 
 
+def plan_filtered_units(spec: SweepSpec, buckets: Sequence[str]) -> list[Unit]:
+    """Every unit of a target sweep on a filtered workload, in spec order: per entry x build x
+    strategy x bucket. The knob: ``engine``: the backend's monotone knob (``tune.knobs`` /
+    ``tune.search_range`` clip its range), the other search params as the entry's first search
+    config; ``postfilter``: the over-fetch factor in ``[1, filters.overfetch_max]``;
+    ``prefilter`` (or no knob): one point, the first search config."""
+    fs = spec.filters
+    assert fs is not None
+    labels = entry_labels(spec)
+    units: list[Unit] = []
+    for i, checked in enumerate(checked_entries(spec)):
+        for build in checked.build_grid:
+            first = dict(checked.configs(build)[0].given) if checked.search_grid else {}
+            bp = checked.build(build)
+            for strategy in fs.strategies:
+                knob: tuple[str, int, int] | None = None
+                if strategy == "postfilter":
+                    knob = ("overfetch", 1, fs.overfetch_max)
+                elif strategy == "engine":
+                    knob = _filter_knob(spec, checked.cls, bp, labels[i])
+                for b in buckets:
+                    if knob is None:
+                        units.append(Unit(i, checked.backend, labels[i], dict(build), first,
+                                          "grid", None, 0, 0, (first,), strategy, b))
+                        continue
+                    fixed = {k: v for k, v in first.items() if k != knob[0]}
+                    units.append(Unit(i, checked.backend, labels[i], dict(build), fixed,
+                                      "target", knob[0], knob[1], knob[2], (), strategy, b))
+    return units
+
+
+def _filter_knob(spec: SweepSpec, cls: type[IndexBackend], build: Params, label: str
+                 ) -> tuple[str, int, int] | None:
+    knobs = cls.monotone_knobs_for(build)
+    if not knobs:
+        return None
+    knob = spec.tune.knobs.get(label, spec.tune.knobs.get(cls.name, knobs[0]))
+    low, high = cls.knob_range(knob, build, spec.k)
+    if knob in spec.tune.search_range:
+        lo, hi = spec.tune.search_range[knob]
+        low, high = max(low, lo), min(high, hi)
+    return knob, low, high
+
+
 def check_ranges_used(spec: SweepSpec) -> None:
     """``tune.search_range`` and ``tune.knobs`` must name knobs/entries of this spec."""
     labels = entry_labels(spec)
@@ -245,12 +296,18 @@ def trial_params(
     entry = spec.indexes[unit.entry]
     params: dict[str, Any] = {"index": unit.label}
     dists: dict[str, Any] = {"index": CategoricalDistribution(list(labels))}
+    space = unit.label  # a filtered unit's search params live per strategy (their kinds differ)
+    if unit.strategy is not None and spec.filters is not None:
+        space = f"{unit.label}.{unit.strategy}"
+        params["strategy"], params["bucket"] = unit.strategy, unit.bucket
+        dists["strategy"] = CategoricalDistribution(list(spec.filters.strategies))
+        dists["bucket"] = CategoricalDistribution(bucket_names(spec.filters))
     for name, axis in entry.build.items():
         key = f"{unit.label}.build.{name}"
         params[key] = unit.build[name]
         dists[key] = CategoricalDistribution(_choices(axis))
     for name, value in search.items():
-        key = f"{unit.label}.search.{name}"
+        key = f"{space}.search.{name}"
         params[key] = value
         if unit.method == "target" and name == unit.knob:
             dists[key] = IntDistribution(unit.low, unit.high)

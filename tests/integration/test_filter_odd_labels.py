@@ -16,8 +16,8 @@ import yaml
 from retrieval.cli import main
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
+from retrieval.filtering.rows import bind
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import bind
 from retrieval.indexes import create_index
 
 #: labels every engine answers exactly

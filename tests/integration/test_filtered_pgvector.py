@@ -16,12 +16,13 @@ from retrieval.engines.pgvector.hnsw import PgVectorHnsw
 from retrieval.engines.pgvector.params import PgHnswBuild
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes
-from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
+from retrieval.filtering.rows import RowFilter, bind
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import Bucket, RowFilter, bind
 from retrieval.indexes.base import SupportsFilter
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.filter_conformance import check_filtering
+from retrieval.workload.buckets import Bucket
+from retrieval.workload.truth import filtered_ground_truth, filtered_recall
 
 # the session's pg_url fixture points $RWB_PG_URL (which the backends read) at its server
 pytestmark = [pytest.mark.pgvector, pytest.mark.usefixtures("pg_url")]

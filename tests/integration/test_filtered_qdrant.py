@@ -16,14 +16,15 @@ pytest.importorskip("qdrant_edge", reason="qdrant-edge-py not installed")
 from retrieval.cli import main
 from retrieval.engines.qdrant.params import check_acorn
 from retrieval.errors import ConfigError, DataError
-from retrieval.filtering.gt import filtered_ground_truth, filtered_recall
+from retrieval.filtering.rows import RowFilter, bind
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import Bucket, RowFilter, bind
 from retrieval.indexes.registry import create_index
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.filter_conformance import check_filtering
 from retrieval.tune.runner import run_eval
 from retrieval.tune.spec import parse_spec
+from retrieval.workload.buckets import Bucket
+from retrieval.workload.truth import filtered_ground_truth, filtered_recall
 
 K = 10
 BUILD = {"m": 16, "ef_construct": 100}

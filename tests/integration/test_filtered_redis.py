@@ -14,8 +14,8 @@ from retrieval.cli import main
 from retrieval.engines.redis.filter import query_filter
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
+from retrieval.filtering.rows import bind, where_mask
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import bind, where_mask
 from retrieval.indexes import create_index
 from retrieval.testing.filter_conformance import check_filtering
 

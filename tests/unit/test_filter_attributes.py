@@ -119,6 +119,28 @@ def test_pareto_refuses_a_filtered_run(tmp_path: Path, capsys: pytest.CaptureFix
     assert "one trade-off per selectivity bucket" in capsys.readouterr().err
 
 
+def test_the_declared_workload_decides_not_a_key(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A filtered run's summary declares ``workload: filtered``; rwb pareto reads the
+    declaration (a summary without its ``filters`` block is still a filtered run), and a
+    summary written before the field existed is known by its ``filters`` block."""
+    from retrieval.runs import WORKLOAD_FILTERED, WORKLOAD_PLAIN, workload_kind
+
+    run = tmp_path / "run"
+    assert main(["eval", _spec(tmp_path, {"selectivities": [0.1], "attribute": "uniform",
+                                          "strategies": ["engine"]}), "--out", str(run)]) == 0
+    capsys.readouterr()
+    path = run / "summary.json"
+    summary = json.loads(path.read_text())
+    assert summary["workload"] == WORKLOAD_FILTERED
+    path.write_text(json.dumps({k: v for k, v in summary.items() if k != "filters"}))
+    assert main(["pareto", str(run)]) == 2
+    assert "one trade-off per selectivity bucket" in capsys.readouterr().err
+    assert workload_kind({"filters": {}}) == WORKLOAD_FILTERED  # an older filtered summary
+    assert workload_kind({"rows": []}) == WORKLOAD_PLAIN
+    assert workload_kind({"workload": "plain", "filters": {}}) == WORKLOAD_PLAIN
+
+
 @pytest.mark.parametrize(("dataset", "message"), [
     ({"kind": "text", "collection": "scifact", "attributes": ["year"]},
      "empty for collection 'scifact'"),
@@ -132,8 +154,9 @@ def test_text_attribute_fields_checked_before_embedding(dataset: dict[str, objec
 
 
 def test_filtered_ground_truth_is_cached_by_data_and_filter(tmp_path: Path) -> None:
-    from retrieval.filtering import FilterSpec, bind_workload, filtered_ground_truth
+    from retrieval.filtering import FilterSpec
     from retrieval.loaders.synthetic import make_synthetic
+    from retrieval.workload import bind_workload, filtered_ground_truth
 
     ds = make_synthetic(800, 8, 20, attributes=True)
     b1, b2 = bind_workload(FilterSpec(selectivities=[0.05, 0.2], attribute="uniform"),
@@ -170,7 +193,6 @@ def test_beir_metadata_through_the_catalog(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--strategy", "grid"], "must be target for a spec with 'filters'"),
-    (["--strategy", "target", "--storage", "sqlite:///x.db"], "drop --storage / --study"),
 ])
 def test_filtered_sweep_bad_options(tmp_path: Path, extra: list[str], message: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,20 +10,12 @@ import pytest
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError
 from retrieval.evaluation import Evaluator
-from retrieval.filtering import (
-    Attributes,
-    Bucket,
-    FilterSpec,
-    Where,
-    bind,
-    bind_workload,
-    filtered_ground_truth,
-    filtered_recall,
-)
+from retrieval.filtering import Attributes, FilterSpec, Where, bind
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing import fake  # noqa: F401  (registers the "fake" backend)
-from retrieval.tune.fmeasure import FilteredBench
+from retrieval.tune.measure import FilteredBench
 from retrieval.tune.spec import parse_spec
+from retrieval.workload import Bucket, bind_workload, filtered_ground_truth, filtered_recall
 
 
 def _line() -> VectorDataset:
@@ -162,7 +154,7 @@ def test_no_attributes_is_one_clear_error() -> None:
 def test_ground_truth_paths_agree(metric: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over-fetch + dense (many per-query filters) and per-filter gathering give the same
     exact answer, including queries whose far-away filter defeats the over-fetch."""
-    from retrieval.filtering import gt as G
+    from retrieval.workload import truth as G
 
     ds = make_synthetic(3000, 8, 40, n_clusters=8, attributes=True, metric=metric)  # type: ignore[arg-type]
     for s in (0.3, 0.9):

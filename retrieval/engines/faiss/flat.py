@@ -11,7 +11,7 @@ import numpy as np
 from retrieval.data import as_matrix
 from retrieval.errors import ConfigError
 from retrieval.filtering.attrs import Attributes
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
 from retrieval.indexes.filter_common import faiss_selector

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch

@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from retrieval.errors import ConfigError, param_error
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import DataError
-from retrieval.filtering.workload import RowFilter
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.filter_common import InProcessFilter, pad
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex

@@ -1,9 +1,18 @@
 """Milvus (Lite embedded, or any server by URI): the backend, its parameter models and checks,
 filter expressions, export and inverse, and the local Milvus Lite server."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from retrieval.engines.milvus import export, index  # noqa: F401  (registers the backend)
 from retrieval.engines.milvus.server import milvus_lite_server
 from retrieval.indexes.engine import EngineDescriptor, register_engine
+
+
+def _filter_call(backend: str, search: Mapping[str, Any], k: int) -> str:
+    return (f"client.search(limit={k}, search_params={{'params': {dict(search)}}}, "
+            f"filter='<expression>')")
+
 
 ENGINE = register_engine(EngineDescriptor(
     name="milvus",
@@ -19,4 +28,5 @@ ENGINE = register_engine(EngineDescriptor(
     local_server=milvus_lite_server,
     takes_auto=True,
     summary="Milvus Lite embedded, or a Milvus server by URI",
+    filter_call=_filter_call,
 ))

@@ -16,8 +16,8 @@ import numpy as np
 from retrieval.engines.milvus.common import WHERE, to_result
 from retrieval.errors import ConfigError
 from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.base import SearchResult
 
 _SAFE = re.compile(r"[^A-Za-z0-9_]")

@@ -42,8 +42,8 @@ import numpy as np
 
 from retrieval.errors import BackendError, ConfigError, DataError, param_error, unknown_name_error
 from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.base import SearchResult
 
 #: an attribute name usable as (part of) a SQL identifier: "a_" + name stays <= 63 bytes

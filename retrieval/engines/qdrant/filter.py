@@ -23,8 +23,8 @@ import numpy as np
 
 from retrieval.errors import ConfigError, DataError, param_error, unknown_name_error
 from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.base import SearchResult
 
 _SAFE = re.compile(r"[^A-Za-z0-9_]")

@@ -30,8 +30,8 @@ import numpy as np
 
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
+from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
-from retrieval.filtering.workload import RowFilter
 from retrieval.indexes.filter_common import InProcessFilter
 
 WHERE = "backend 'redis'"

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.filtering.workload import Bucket
+from retrieval.filtering.exact import prepared, subset_knn
 from retrieval.paths import cache_dir
+from retrieval.workload.buckets import Bucket
 
 log = logging.getLogger(__name__)
 
@@ -45,35 +46,6 @@ class FilteredGT:
 
     def rows(self, idx: np.ndarray) -> FilteredGT:
         return FilteredGT(self.ids[idx], self.distances[idx])
-
-
-def _prepared(x: np.ndarray, metric: str) -> np.ndarray:
-    import faiss
-
-    x = np.array(x, dtype=np.float32, order="C", copy=True)
-    if metric == "cosine":
-        faiss.normalize_L2(x)
-    return x
-
-
-def subset_knn(base: np.ndarray, rows: np.ndarray, queries: np.ndarray, metric: str,
-               k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k of ``queries`` among ``base[rows]`` (both already prepared for the metric):
-    (rwb distances float32 (nq, k), base row ids int64 (nq, k)), -1/+inf past ``len(rows)``."""
-    import faiss
-
-    nq = queries.shape[0]
-    ids = np.full((nq, k), -1, dtype=np.int64)
-    dist = np.full((nq, k), np.inf, dtype=np.float32)
-    kk = min(k, int(rows.shape[0]))
-    if kk == 0:
-        return dist, ids
-    sub = base[rows]
-    mt = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
-    d, i = faiss.knn(queries, sub, kk, metric=mt)
-    ids[:, :kk] = np.where(i >= 0, rows[np.maximum(i, 0)], -1)
-    dist[:, :kk] = d if metric == "l2" else (-d if metric == "ip" else 1.0 - d)
-    return dist, ids
 
 
 #: many distinct (per-query) filters that are not very selective: one BLAS product per chunk
@@ -156,7 +128,7 @@ def filtered_ground_truth(base: np.ndarray, queries: np.ndarray, metric: str, bu
         if path.exists():
             with np.load(path) as z:
                 return FilteredGT(z["ids"], z["distances"])
-    b, q = _prepared(base, metric), _prepared(queries, metric)
+    b, q = prepared(base, metric), prepared(queries, metric)
     nq = q.shape[0]
     ids = np.full((nq, k), -1, dtype=np.int64)
     dist = np.full((nq, k), np.inf, dtype=np.float32)
