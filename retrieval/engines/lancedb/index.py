@@ -20,6 +20,11 @@ its own thread pools (``LANCE_CPU_THREADS``), not rwb's ``threads``.
 
 Memory: the bytes of the table's data files and index files on disk (LanceDB memory-maps
 them); ``BuildInfo.extra`` splits them (``data_bytes``, ``index_bytes``).
+
+Snapshots (the build cache, :class:`~retrieval.indexes.base.SupportsSnapshot`) are the table's
+own Lance folder, copied; a loaded one is a copy in a folder of its own, checked to hold ``n``
+rows of this dimension, every row indexed by an index of this type and distance. Since builds
+are not reproducible, this is what lets ``rwb verify`` re-measure the sweep's own index.
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ from retrieval.engines.lancedb.params import (
     portable_hnsw,
     portable_ivfpq,
 )
-from retrieval.errors import BackendError
+from retrieval.errors import BackendError, DataError
 from retrieval.indexes.base import BuildInfo
 from retrieval.indexes.brute_check import BruteForceCheck
-from retrieval.indexes.inprocess import InProcessIndex, check_ids, check_k, unknown_knob
+from retrieval.indexes.inprocess import SnapshotIndex, check_ids, check_k, unknown_knob
 from retrieval.indexes.knob_check import knob_check
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
@@ -93,10 +98,11 @@ def _folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
-class LanceIndex(InProcessIndex):
+class LanceIndex(SnapshotIndex):
     """Shared plumbing of the LanceDB backends (see the module docstring)."""
 
     export_engine: ClassVar[str] = "lancedb"
+    snapshot_format = "lance table folder"
     requires = ("lancedb",)
     deterministic = False
     index_type: ClassVar[str] = ""
@@ -143,9 +149,7 @@ class LanceIndex(InProcessIndex):
         assert isinstance(b, IvfPqBuild | HnswSqBuild) and self._column_ids is not None
         n = x.shape[0]
         check_rows(self.name, b.num_partitions, n)
-        base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-lancedb-"))
-        self._owned = self.workdir is None
-        self._dir = Path(tempfile.mkdtemp(prefix="lancedb-", dir=base))
+        self._make_dir()
         try:
             self._db = lancedb.connect(str(self._dir))
             table = self._db.create_table(TABLE, _arrow_table(x[:WRITE_BATCH],
@@ -176,9 +180,48 @@ class LanceIndex(InProcessIndex):
                 "index_bytes": _folder_bytes(self._table_dir() / "_indices"),
                 "library": self.library_version()}
 
+    def _make_dir(self) -> None:
+        """A fresh folder of rwb's for the table: under ``workdir``, else under a temp one."""
+        base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-lancedb-"))
+        self._owned = self.workdir is None
+        self._dir = Path(tempfile.mkdtemp(prefix="lancedb-", dir=base))
+
     def _table_dir(self) -> Path:
         assert self._dir is not None
         return self._dir / f"{TABLE}.lance"
+
+    # --- snapshot ----------------------------------------------------------------------------
+    def _save_files(self, folder: Path) -> list[str]:
+        """Copy the table's Lance folder into ``folder``; the names of the files written."""
+        dest = folder / f"{TABLE}.lance"
+        shutil.copytree(self._table_dir(), dest)
+        return sorted(str(f.relative_to(folder)) for f in dest.rglob("*") if f.is_file())
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        import lancedb
+
+        src = folder / f"{TABLE}.lance"
+        if not src.is_dir():
+            raise DataError(f"{self._where()}: snapshot in {folder} has no {TABLE}.lance")
+        self._make_dir()
+        try:
+            shutil.copytree(src, self._table_dir())
+            self._db = lancedb.connect(str(self._dir))
+            table = self._db.open_table(TABLE)
+            rows, stats = table.count_rows(), table.index_stats("vector_idx")
+            size = table.schema.field("vector").type.list_size
+        except Exception as exc:  # the library refused the folder
+            self._release()
+            raise DataError(f"{self._where()}: snapshot in {folder} not readable: "
+                            f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        got = (rows, size, getattr(stats, "num_indexed_rows", None),
+               getattr(stats, "index_type", None), getattr(stats, "distance_type", None))
+        want = (n, self.dim, n, self.index_type, self._distance)
+        if got != want:
+            self._release()
+            raise DataError(f"{self._where()}: snapshot in {folder} holds (rows, dim, indexed "
+                            f"rows, index type, distance) {got}, expected {want}")
+        self._table = table
 
     # --- search ----------------------------------------------------------------------------
     def _query(self, table: Any, q: np.ndarray, k: int) -> Any:
