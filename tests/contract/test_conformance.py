@@ -37,6 +37,13 @@ KNOWN: dict[str, list[ConformanceCase]] = {
                         label="faiss-ivf-pq-refine-cosine"),
     ],
     "faiss-flat": [ConformanceCase("faiss-flat", "l2")],
+    # LanceDB: IVF_PQ (exact distances by refine_factor); IVF_HNSW_SQ (SQ distances)
+    "lancedb-ivfpq": [ConformanceCase("lancedb-ivfpq", m, {"num_partitions": 8})
+                      for m in ("l2", "ip", "cosine")],
+    "lancedb-hnsw": [ConformanceCase("lancedb-hnsw", m, {"m": 16, "ef_construction": 64,
+                                                         "num_partitions": 2},
+                                     min_recall=0.95, exact_distances=False)
+                     for m in ("l2", "ip", "cosine")],
 }
 # own contract files; fake: below
 SKIP = {"milvus", "fake", "pgvector", "pgvector-ivfflat", "qdrant", "redis"}

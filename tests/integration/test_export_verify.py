@@ -70,6 +70,12 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
     "redis": lambda c: {"M": c["vector_field"]["attributes"]["M"],
                         "ef_construction": c["vector_field"]["attributes"]["EF_CONSTRUCTION"],
                         "ef_search": c["query_params"]["EF_RUNTIME"]},
+    "lancedb": lambda c: ({"M": c["create_index"]["m"],
+                           "ef_construction": c["create_index"]["ef_construction"],
+                           "ef_search": c["query"]["ef"]}
+                          if c["create_index"]["index_type"] == "IVF_HNSW_SQ"
+                          else {"nlist": c["create_index"]["num_partitions"],
+                                "nprobe": c["query"]["nprobes"]}),
     "weaviate": lambda c: {"M": c["vectorIndexConfig"]["maxConnections"],
                            "ef_construction": c["vectorIndexConfig"]["efConstruction"],
                            "ef_search": c["vectorIndexConfig"]["ef"]},
@@ -78,7 +84,9 @@ HNSW_LABELS = ("hnswlib", "faiss-hnsw")
 #: engine -> the index labels of the sweep whose result it can express
 CASES = {"milvus": (*HNSW_LABELS, "faiss-ivf"), "faiss": (*HNSW_LABELS, "faiss-ivf"),
          "hnswlib": HNSW_LABELS, "qdrant": HNSW_LABELS, "redis": HNSW_LABELS,
-         "weaviate": HNSW_LABELS, "pgvector": (*HNSW_LABELS, "faiss-ivf")}
+         "weaviate": HNSW_LABELS, "pgvector": (*HNSW_LABELS, "faiss-ivf"),
+         # IVF_PQ and HNSW over SQ8 only (none of this sweep's): tests/integration/test_lancedb.py
+         "lancedb": ()}
 
 
 def neutral(p: Portable) -> dict[str, int]:

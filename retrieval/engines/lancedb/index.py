@@ -1,0 +1,373 @@
+"""LanceDB, embedded: one table (columns ``id`` int64, the caller's ids, and ``vector``) in a
+folder rwb creates, with one vector index built by ``create_index("vector", config=...)``:
+
+- ``lancedb-ivfpq``: ``IvfPq`` (IVF lists of PQ codes); search knobs ``nprobes`` and
+  ``refine_factor``;
+- ``lancedb-hnsw``: ``IvfHnswSq`` (IVF_HNSW_SQ: an HNSW graph over 8-bit scalar-quantized
+  vectors in each IVF partition; one partition by default); search knobs ``ef``, ``nprobes``
+  and ``refine_factor``.
+
+The traps this module defeats: LanceDB answers by brute force, with only a log line, when the
+query's distance type differs from the index's (rwb sets it on every query) and leaves a table
+unindexed when it holds too few vectors (rwb refuses fewer than 256 per partition, checks that
+LanceDB reports every row indexed and that the query plan reads the index); and
+:meth:`LanceIndex.verify_not_brute_force` checks that recall moves with the knob.
+
+Distances: LanceDB's ``l2`` is the squared Euclidean distance and ``cosine`` is ``1 - cos``
+(rwb's own); its ``dot`` is ``1 - <x, q>``, converted to rwb's ``-<x, q>``. Builds are not
+reproducible: LanceDB's k-means and HNSW levels draw from unseeded generators. LanceDB runs
+its own thread pools (``LANCE_CPU_THREADS``), not rwb's ``threads``.
+
+Memory: the bytes of the table's data files and index files on disk (LanceDB memory-maps
+them); ``BuildInfo.extra`` splits them (``data_bytes``, ``index_bytes``).
+
+Snapshots (the build cache, :class:`~retrieval.indexes.base.SupportsSnapshot`) are the table's
+own Lance folder, copied; a loaded one is a copy in a folder of its own, checked to hold ``n``
+rows of this dimension, every row indexed by an index of this type and distance. Since builds
+are not reproducible, this is what lets ``rwb verify`` re-measure the sweep's own index.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from retrieval.data import Metric, as_matrix
+from retrieval.engines.lancedb.params import (
+    DISTANCE,
+    EF_MAX,
+    MAX_ITERATIONS,
+    REFINE_FACTOR_MAX,
+    SAMPLE_RATE,
+    HnswSqBuild,
+    HnswSqSearch,
+    IvfPqBuild,
+    IvfPqSearch,
+    check_dim,
+    check_rows,
+    check_search,
+    portable_hnsw,
+    portable_ivfpq,
+)
+from retrieval.errors import BackendError, DataError
+from retrieval.indexes.base import BuildInfo
+from retrieval.indexes.brute_check import BruteForceCheck
+from retrieval.indexes.inprocess import SnapshotIndex, check_ids, check_k, unknown_knob
+from retrieval.indexes.knob_check import knob_check
+from retrieval.indexes.portable import Portable
+from retrieval.indexes.registry import package_version, register
+from retrieval.params import Params
+
+log = logging.getLogger(__name__)
+
+TABLE = "vectors"
+#: rows per Arrow batch written to the table
+WRITE_BATCH = 65536
+
+
+def index_config(build: Params, metric: str) -> Any:
+    """The ``lancedb.index`` config object of a build (what the export writes, by name)."""
+    from lancedb.index import IvfHnswSq, IvfPq
+
+    dt = DISTANCE[metric]
+    if isinstance(build, IvfPqBuild):
+        return IvfPq(distance_type=dt, num_partitions=build.num_partitions,  # type: ignore[arg-type]
+                     num_sub_vectors=build.num_sub_vectors, num_bits=build.num_bits,
+                     max_iterations=MAX_ITERATIONS, sample_rate=SAMPLE_RATE)
+    assert isinstance(build, HnswSqBuild)
+    return IvfHnswSq(distance_type=dt, num_partitions=build.num_partitions,  # type: ignore[arg-type]
+                     m=build.m, ef_construction=build.ef_construction,
+                     max_iterations=MAX_ITERATIONS, sample_rate=SAMPLE_RATE)
+
+
+def _arrow_table(x: np.ndarray, ids: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), type=pa.float32()),
+                                            x.shape[1])
+    return pa.table({"id": pa.array(ids, type=pa.int64()), "vector": vec})
+
+
+def _folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+class LanceIndex(SnapshotIndex):
+    """Shared plumbing of the LanceDB backends (see the module docstring)."""
+
+    export_engine: ClassVar[str] = "lancedb"
+    snapshot_format = "lance table folder"
+    requires = ("lancedb",)
+    deterministic = False
+    index_type: ClassVar[str] = ""
+
+    _db: Any = None
+    _table: Any = None
+    _dir: Path | None = None
+    _owned = False
+
+    def __init__(self, dim: int, metric: Metric, build: Params | None = None, **kw: Any) -> None:
+        super().__init__(dim, metric, build, **kw)
+        self._column_ids: np.ndarray | None = None
+        self._distance = DISTANCE[self.metric]
+
+    @classmethod
+    def library_version(cls) -> str:
+        import lancedb  # noqa: F401
+
+        return f"lancedb {package_version('lancedb')}"
+
+    @classmethod
+    def check_build_params(cls, build: Params, dim: int) -> None:
+        check_dim(cls.name, build, dim)
+
+    @classmethod
+    def check_combination(cls, build: Params, search: Params, k: int) -> None:
+        check_search(cls.name, build, search, k)
+
+    # --- build -----------------------------------------------------------------------------
+    def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
+        """Build from ``vectors`` (n, dim); ``ids`` (int64 >= 0, default row numbers) are
+        stored in the table's ``id`` column and returned by searches as they are."""
+        self._check_open()
+        x = as_matrix(vectors, f"{self._where()} build vectors", dim=self.dim)
+        n = x.shape[0]
+        self._column_ids = (np.arange(n, dtype=np.int64) if ids is None
+                            else check_ids(ids, n, f"{self._where()} build"))
+        return super().build(x)
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        import lancedb
+
+        b = self.build_params
+        assert isinstance(b, IvfPqBuild | HnswSqBuild) and self._column_ids is not None
+        n = x.shape[0]
+        check_rows(self.name, b.num_partitions, n)
+        self._make_dir()
+        try:
+            self._db = lancedb.connect(str(self._dir))
+            table = self._db.create_table(TABLE, _arrow_table(x[:WRITE_BATCH],
+                                                              self._column_ids[:WRITE_BATCH]),
+                                          mode="create")
+            for s in range(WRITE_BATCH, n, WRITE_BATCH):
+                table.add(_arrow_table(x[s:s + WRITE_BATCH], self._column_ids[s:s + WRITE_BATCH]))
+            table.create_index("vector", config=index_config(b, self.metric))
+            stats = table.index_stats("vector_idx")
+            plan = self._query(table, x[0], 1).explain_plan()
+        except Exception as exc:
+            self._release()
+            raise BackendError(f"{self._where()}: LanceDB refused the build "
+                               f"({type(exc).__name__}: {str(exc)[:300]})") from None
+        self._table = table
+        if stats is None or stats.num_indexed_rows != n or stats.num_unindexed_rows:
+            self._release()
+            raise BackendError(
+                f"{self._where()}: LanceDB indexed {getattr(stats, 'num_indexed_rows', 0)} of "
+                f"{n} vectors; the rest would be brute-forced")
+        if "ANNSubIndex" not in plan:
+            self._release()
+            raise BackendError(f"{self._where()}: LanceDB's query plan does not read the "
+                               f"vector index (a brute-force scan): {plan.strip()[:300]}")
+        return {"index_type": self.index_type, "distance_type": self._distance,
+                "indexed_rows": int(stats.num_indexed_rows),
+                "data_bytes": _folder_bytes(self._table_dir() / "data"),
+                "index_bytes": _folder_bytes(self._table_dir() / "_indices"),
+                "library": self.library_version()}
+
+    def _make_dir(self) -> None:
+        """A fresh folder of rwb's for the table: under ``workdir``, else under a temp one."""
+        base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-lancedb-"))
+        self._owned = self.workdir is None
+        self._dir = Path(tempfile.mkdtemp(prefix="lancedb-", dir=base))
+
+    def _table_dir(self) -> Path:
+        assert self._dir is not None
+        return self._dir / f"{TABLE}.lance"
+
+    # --- snapshot ----------------------------------------------------------------------------
+    def _save_files(self, folder: Path) -> list[str]:
+        """Copy the table's Lance folder into ``folder``; the names of the files written."""
+        dest = folder / f"{TABLE}.lance"
+        shutil.copytree(self._table_dir(), dest)
+        return sorted(str(f.relative_to(folder)) for f in dest.rglob("*") if f.is_file())
+
+    def _load_files(self, folder: Path, n: int) -> None:
+        import lancedb
+
+        src = folder / f"{TABLE}.lance"
+        if not src.is_dir():
+            raise DataError(f"{self._where()}: snapshot in {folder} has no {TABLE}.lance")
+        self._make_dir()
+        try:
+            shutil.copytree(src, self._table_dir())
+            self._db = lancedb.connect(str(self._dir))
+            table = self._db.open_table(TABLE)
+            rows, stats = table.count_rows(), table.index_stats("vector_idx")
+            size = table.schema.field("vector").type.list_size
+        except Exception as exc:  # the library refused the folder
+            self._release()
+            raise DataError(f"{self._where()}: snapshot in {folder} not readable: "
+                            f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        got = (rows, size, getattr(stats, "num_indexed_rows", None),
+               getattr(stats, "index_type", None), getattr(stats, "distance_type", None))
+        want = (n, self.dim, n, self.index_type, self._distance)
+        if got != want:
+            self._release()
+            raise DataError(f"{self._where()}: snapshot in {folder} holds (rows, dim, indexed "
+                            f"rows, index type, distance) {got}, expected {want}")
+        self._table = table
+
+    # --- search ----------------------------------------------------------------------------
+    def _query(self, table: Any, q: np.ndarray, k: int) -> Any:
+        """The LanceDB query of ``q`` (one row or a matrix) with the current search params and
+        the index's distance type (another one makes LanceDB scan every row)."""
+        sp = self.search_params
+        assert isinstance(sp, IvfPqSearch | HnswSqSearch)
+        query = (table.search(q, vector_column_name="vector").distance_type(self._distance)
+                 .limit(k).nprobes(sp.nprobes).select(["id", "_distance"]))
+        if isinstance(sp, HnswSqSearch):
+            query = query.ef(sp.ef)
+        if sp.refine_factor is not None:
+            query = query.refine_factor(sp.refine_factor)
+        return query
+
+    def _to_rwb(self, d: np.ndarray) -> np.ndarray:
+        """LanceDB distances as rwb's: ``dot`` (``1 - ip``) to ``-ip``; l2 and cosine as is."""
+        return d - 1.0 if self.metric == "ip" else d
+
+    def _rows(self, raw: Any, nq: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """An Arrow result (``query_index`` when nq > 1, ``id``, ``_distance``) as (nq, k)
+        distances (float32, ascending, +inf padded) and ids (-1 padded)."""
+        ids = np.full((nq, k), -1, dtype=np.int64)
+        d = np.full((nq, k), np.inf, dtype=np.float32)
+        if raw.num_rows == 0:
+            return d, ids
+        got_ids = raw.column("id").to_numpy()
+        got_d = self._to_rwb(raw.column("_distance").to_numpy().astype(np.float64))
+        qi = (raw.column("query_index").to_numpy() if "query_index" in raw.column_names
+              else np.zeros(len(got_ids), dtype=np.int64))
+        order = np.lexsort((got_d, qi))
+        qi, got_ids, got_d = qi[order], got_ids[order], got_d[order]
+        starts = np.searchsorted(qi, np.arange(nq))
+        pos = np.arange(len(qi)) - starts[qi]
+        keep = pos < k
+        ids[qi[keep], pos[keep]] = got_ids[keep]
+        d[qi[keep], pos[keep]] = got_d[keep]
+        return d, ids
+
+    def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = x[0] if x.shape[0] == 1 else x
+        return self._rows(self._query(self._table, q, k).to_arrow(), x.shape[0], k)
+
+    def _hot(
+        self, k: int
+    ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
+        table, query = self._table, self._query
+
+        def call(x: np.ndarray) -> Any:
+            return query(table, x[0], k).to_arrow()
+
+        return call, (lambda raw: self._rows(raw, 1, k))
+
+    # --- checks, memory, close ---------------------------------------------------------------
+    def verify_not_brute_force(self, queries: np.ndarray, k: int, exact_ids: np.ndarray, *,
+                               raise_on_failure: bool = True) -> BruteForceCheck:
+        """Recall at both ends of the first monotone knob (:mod:`retrieval.indexes.knob_check`)."""
+        knob = type(self).monotone_knobs_for(self.build_params)[0]
+        return knob_check(self, knob, queries, k, exact_ids, raise_on_failure=raise_on_failure,
+                          why=f"distance_type {self._distance} on the query, every row indexed")
+
+    def memory_bytes(self) -> int:
+        """Bytes of the table's data and index files (see the module docstring)."""
+        if self._dir is None:
+            return 0
+        return _folder_bytes(self._table_dir() / "data") + _folder_bytes(
+            self._table_dir() / "_indices")
+
+    def _release(self) -> None:
+        self._table = self._db = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir.parent if self._owned else self._dir, ignore_errors=True)
+            self._dir = None
+
+
+@register
+class LanceIvfPqIndex(LanceIndex):
+    """LanceDB IVF_PQ (see the module docstring)."""
+
+    name = "lancedb-ivfpq"
+    family = "ivf"
+    index_type = "IVF_PQ"
+    BuildParams = IvfPqBuild
+    SearchParams = IvfPqSearch
+    monotone_knobs = ("nprobes", "refine_factor")
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable:
+        return portable_ivfpq(build, search)
+
+    @classmethod
+    def most_accurate_search(cls, build: Params) -> dict[str, Any]:
+        assert isinstance(build, IvfPqBuild)
+        return {"nprobes": build.num_partitions, "refine_factor": REFINE_FACTOR_MAX}
+
+    @classmethod
+    def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
+        """nprobes in [1, num_partitions]; refine_factor in [1, 64]."""
+        assert isinstance(build, IvfPqBuild)
+        check_k(k, f"backend '{cls.name}' knob_range")
+        if knob == "nprobes":
+            return 1, build.num_partitions
+        if knob == "refine_factor":
+            return 1, REFINE_FACTOR_MAX
+        raise unknown_knob(cls, knob)
+
+
+@register
+class LanceHnswSqIndex(LanceIndex):
+    """LanceDB IVF_HNSW_SQ (see the module docstring)."""
+
+    name = "lancedb-hnsw"
+    family = "hnsw"
+    index_type = "IVF_HNSW_SQ"
+    BuildParams = HnswSqBuild
+    SearchParams = HnswSqSearch
+    monotone_knobs = ("ef", "nprobes")
+
+    @classmethod
+    def monotone_knobs_for(cls, build: Params | None) -> tuple[str, ...]:
+        """``ef``, and ``nprobes`` when there is more than one partition."""
+        if isinstance(build, HnswSqBuild) and build.num_partitions == 1:
+            return ("ef",)
+        return cls.monotone_knobs
+
+    @classmethod
+    def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable:
+        return portable_hnsw(build, search)
+
+    @classmethod
+    def most_accurate_search(cls, build: Params) -> dict[str, Any]:
+        """The largest ef over every partition, without refine (a refine_factor raises the
+        smallest allowed ef to k * refine_factor)."""
+        assert isinstance(build, HnswSqBuild)
+        return {"ef": EF_MAX, "nprobes": build.num_partitions, "refine_factor": None}
+
+    @classmethod
+    def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
+        """ef in [k, 4096]; nprobes in [1, num_partitions]."""
+        assert isinstance(build, HnswSqBuild)
+        k = check_k(k, f"backend '{cls.name}' knob_range")
+        if knob == "ef":
+            return min(k, EF_MAX), EF_MAX
+        if knob == "nprobes":
+            return 1, build.num_partitions
+        raise unknown_knob(cls, knob)
+
+
+__all__ = ["LanceHnswSqIndex", "LanceIndex", "LanceIvfPqIndex", "index_config"]
