@@ -79,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     summary = run.to_dict()
     if args.json:
         print_json(summary)
+    elif "scale" in summary:
+        from retrieval.cli._scale import print_scale
+
+        print_scale(summary, str(run.path))
     elif "operating_points" in summary:
         from retrieval.cli._filtered import print_filtered_sweep
 
