@@ -235,11 +235,14 @@ class Evaluator:
         }
 
     @classmethod
-    def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None) -> Evaluator:
-        """An evaluator with a sweep spec's k, threads, seed, warm-up and batch repeats."""
+    def for_spec(cls, spec: Any, ds: VectorDataset, workdir: Path | None,
+                 gt: GroundTruth | None = None) -> Evaluator:
+        """An evaluator with a sweep spec's k, threads, seed, warm-up and batch repeats
+        (``gt``: the exact ground truth of ``ds`` when the caller has it)."""
         return cls(
             ds,
             spec.k,
+            gt=gt,
             threads=spec.threads,
             seed=spec.seed,
             warmup=spec.warmup,

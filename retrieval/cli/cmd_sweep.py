@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     summary = run.to_dict()
     if args.json:
         print_json(summary)
+    elif "scale" in summary:
+        from retrieval.cli._scale import print_scale
+
+        print_scale(summary, str(run.path))
     elif workload_kind(summary) == WORKLOAD_FILTERED:
         from retrieval.cli._filtered import print_filtered_sweep
 

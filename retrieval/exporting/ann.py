@@ -45,7 +45,7 @@ EVIDENCE_FIELDS = (
     "heldout_meets_target", "latency_ms", "qps", "qps_mode", "threads", "build_s",
     "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
     "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
-    "exported_at", "exported_by", "note", "capacity_at_slo",
+    "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule",
 )
 
 
@@ -191,6 +191,17 @@ def source(summary: SweepSummary, spec: Mapping[str, Any], label: str,
     }
 
 
+def scale_rule(summary: SweepSummary, label: str) -> dict[str, Any] | None:
+    """The fitted knob(N) rule of ``label``'s chosen build when the run is a scale study."""
+    from retrieval.tune.scale import export_rule
+
+    scale = (summary.model_extra or {}).get("scale")
+    i = (summary.backends[label].model_extra or {}).get("scale_build")
+    if not isinstance(scale, dict) or not isinstance(i, int) or i >= len(summary.builds):
+        return None
+    return export_rule(summary.builds[i], scale.get("build_rules") or {})
+
+
 @register_exporter(
     RunKind.SWEEP, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
     made_by="rwb sweep SPEC --target-recall R", dedicated=False,
@@ -226,6 +237,9 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
         cap = capacity_for(run.path, summary.run_id, label)  # a `rwb bench load` of this config
         if cap is not None:
             proof["capacity_at_slo"] = cap
+        rule = scale_rule(summary, label)
+        if rule is not None:  # a scale study: the knob as a rule of N (rwb verify at another N)
+            proof["scale_rule"] = rule
         doc = {
             "rwb_export": FORMAT_VERSION,
             "kind": FILE_KIND,

@@ -68,6 +68,8 @@ class VerifyReport:
     transfer_to: str = ""
     build: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] = field(default_factory=dict)
+    #: a scale rule evaluated at another collection size: N, the knob there, its native config
+    scaled: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bound_holds(self) -> bool:
@@ -92,6 +94,7 @@ class VerifyReport:
             "heldout": self.heldout.to_dict() if self.heldout else None,
             "recorded": self.recorded,
             "file_checks": self.named_checks,
+            **({"scaled": self.scaled} if self.scaled else {}),
         }
 
 
@@ -255,6 +258,28 @@ def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasure
     return out
 
 
+def _verify_scaled(doc: Mapping[str, Any], where: str, ds: VectorDataset, engine: str,
+                   target: float, k: int, settings: Mapping[str, Any],
+                   recorded_fp: str | None) -> VerifyReport:
+    """A collection of another size: the export's scale rule evaluated at its N
+    (:mod:`retrieval.exporting.verify_scale`)."""
+    from retrieval.exporting.verify_scale import verify_at_n
+
+    out = verify_at_n(doc, where, ds, engine, target, k, settings)
+    ev = doc.get("evidence") or {}
+    return VerifyReport(
+        path=where, holds=bool(out["check"]["passed"]), target=target, backend=out["backend"],
+        dataset=ds.name, fingerprint_matches=False, measured=out["measured"],
+        heldout=out["heldout"],
+        recorded={"recall": ev.get("recall"), "recall_lower_bound": ev.get("recall_lower_bound"),
+                  "fingerprint": recorded_fp, "n_base": (ev.get("dataset") or {}).get("n_base")},
+        fingerprint=ds.fingerprint, engine=engine, named_checks=[out["check"]],
+        build=out["build"], search=out["search"],
+        scaled={"n": out["n"], "knob": out["check"]["expected"], "config_at_n": out["config_at_n"],
+                "rule": ev.get("scale_rule")},
+    )
+
+
 @register_verifier(FILE_KIND, default=True)
 def verify_ann_file(doc: Mapping[str, Any], path: Path | str) -> VerifyReport | NotMeasurable:
     """The default verifier: an ANN export (any file no other verifier claims)."""
@@ -362,6 +387,14 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
         "fingerprint")
     if inverse_for(file_engine) is None and engine in (None, file_engine):
         return NotMeasurable(where, file_engine, str(_rebuilt(file_engine, {}, "", 0, k, where)))
+    if dataset is not None and isinstance(ev.get("scale_rule"), Mapping):
+        other = given_dataset(dataset, where)
+        if other.fingerprint != recorded_fp:  # another collection: the rule's knob at its N
+            return _verify_scaled(doc, where, other, engine or file_engine, target, k, {
+                "heldout_fraction": heldout_fraction, "split_seed": split_seed,
+                "threads": threads, "seed": seed, "warmup": warmup, "repeats": repeats,
+                "build_threads": build_threads, "modes": src.get("modes") or ["single", "batch"],
+            }, recorded_fp)
     ds = _dataset(src, where, dataset, recorded_fp)
     metric, dim = str(ds.metric), int(ds.dim)
     rebuilt: Rebuilt | Portable | str = _rebuilt(file_engine, doc.get("config"), metric, dim,

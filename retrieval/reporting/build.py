@@ -317,6 +317,10 @@ INDEX_KINDS = (RunKind.EVAL, RunKind.SWEEP)
 
 
 def figures_for(run: Run, *, remeasure: bool = False) -> Figures:
+    if run.kind == RunKind.SWEEP and "scale" in run.summary:  # a scale study
+        from retrieval.reporting import scale
+
+        return scale.figures(run.summary)
     if run.kind in INDEX_KINDS and workload_kind(run.summary) == WORKLOAD_FILTERED:
         return filtered.figures(run.summary)
     if run.kind in INDEX_KINDS:
@@ -332,6 +336,12 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         head: dict[str, Any] = {k: s.get(k) for k in keys if k in s}
         if workload_kind(s) == WORKLOAD_FILTERED:
             return [("Summary", scalar_table(head)), *filtered.tables(s)]
+        if "scale" in s:
+            from retrieval.reporting import scale
+
+            exports = exports_table(chosen_points(run))
+            return [("Summary", scalar_table(head)), *scale.tables(s),
+                    *([("Exports: measured or translated", exports)] if exports else [])]
         tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
         exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None
         return tables + ([("Exports: measured or translated", exports)] if exports else [])

@@ -22,6 +22,7 @@ from retrieval.indexes.entry import IndexEntry as BaseEntry
 from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
+from retrieval.tune.scale import ScaleSpec
 
 
 class SpecModel(BaseModel):
@@ -73,16 +74,20 @@ class SweepSpec(SpecModel):
     tune: TuneSpec = Field(default_factory=TuneSpec)
     #: filtered-search workload (retrieval.filtering.spec); absent: unfiltered, as before
     filters: FilterSpec | None = None
+    #: a scale study (retrieval.tune.scale): tune on nested samples, predict the knob at full N
+    scale: ScaleSpec | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
 
     @model_serializer(mode="wrap")
     def _no_empty_filters(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """An unfiltered spec dumps exactly as before (no ``filters`` key)."""
+        """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
+        without a scale study)."""
         out: dict[str, Any] = handler(self)
-        if out.get("filters", 0) is None:
-            out.pop("filters")
+        for key in ("filters", "scale"):
+            if out.get(key, 0) is None:
+                out.pop(key)
         return out
 
 

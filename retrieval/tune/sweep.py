@@ -164,6 +164,8 @@ def run_sweep(
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
+    if spec.scale is not None:  # a scale study: nested samples, one build at the full N
+        return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
         if strategy != "target":
             raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket "
@@ -177,6 +179,22 @@ def run_sweep(
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started)
+
+
+def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
+                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
+                 force: bool, started: float) -> SweepResult:
+    from retrieval.tune.scale_run import check_scale_spec, run_scale_study
+
+    check_scale_spec(spec)
+    if storage is not None or study is not None:
+        raise ConfigError(f"{spec.source}: a spec with 'scale' is studied without an Optuna "
+                          f"study (not resumable): drop --storage / --study")
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        ds = dataset or load_vectors(spec)
+        summary = run_scale_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
+    return SweepResult(run, summary, len(summary["builds"]), int(summary["evaluations"]))
 
 
 def _sweep_into(

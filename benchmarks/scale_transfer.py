@@ -1,0 +1,139 @@
+"""ef(N) transfer: a scale study (tune on nested samples, one build at the full N) against a
+full-N target sweep of the same build configs (issue 21).
+
+Data: synthetic clustered Gaussian vectors, N x 96 (default 1,000,000; ``--n`` to shrink), 1,000
+queries, l2; and with ``--qqp`` the full QQP MiniLM set (``qqp-minilm``, ~137k x 384, cosine)
+with samples of 8k / 17k / 34k / 68k. Four build configs: hnswlib M 16 / ef_construction 100,
+hnswlib M 8 / ef_construction 50, faiss-hnsw M 16 / efConstruction 100, faiss-ivf with
+``nlist: 4*sqrt(N)`` (nprobe predicted as a fraction of nlist). Target recall@10 0.95 (95%
+bootstrap lower bound over the tuning half of the queries).
+
+Printed, never asserted, for each build: knob at each sample size, the fitted model, the
+predicted and exact knob at the full N, the transfer error (goal: within 15%), the held-out
+lower bound at the predicted knob (goal: meets the target), the ceiling; and the cost of the
+answer (all sample builds + one full build) vs the full-N target sweep (goal: <= 0.6x), with the
+load average.
+
+Usage: python benchmarks/scale_transfer.py [--n 1000000] [--queries 1000] [--qqp] [--threads T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.data import VectorDataset
+from retrieval.tune.scale import rule_value
+from retrieval.tune.spec import parse_spec
+from retrieval.tune.sweep import run_sweep
+
+TARGET = 0.95
+IVF_RULE = "4*sqrt(N)"
+
+
+def clustered(n: int, nq: int, d: int = 96, seed: int = 0, centres: int = 1000,
+              chunk: int = 200_000) -> VectorDataset:
+    """Gaussian blobs, generated in chunks (deterministic for a seed)."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(centres, d)).astype(np.float32) * 2.0
+    base = np.empty((n, d), dtype=np.float32)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        base[start:stop] = c[rng.integers(0, centres, stop - start)]
+        base[start:stop] += rng.normal(size=(stop - start, d)).astype(np.float32)
+    q = c[rng.integers(0, centres, nq)] + rng.normal(size=(nq, d)).astype(np.float32)
+    return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}")
+
+
+def entries(n: int | None) -> list[dict[str, Any]]:
+    """The four build configs (``n``: the full N for the IVF rule in the full-N sweep)."""
+    nlist = rule_value(IVF_RULE, n) if n else 64
+    return [
+        {"backend": "hnswlib", "label": "hnswlib-16", "build": {"M": 16, "ef_construction": 100},
+         "search": {"ef_search": 10}},
+        {"backend": "hnswlib", "label": "hnswlib-8", "build": {"M": 8, "ef_construction": 50},
+         "search": {"ef_search": 10}},
+        {"backend": "faiss-hnsw", "build": {"M": 16, "ef_construction": 100},
+         "search": {"ef_search": 10}},
+        {"backend": "faiss-ivf", "build": {"nlist": nlist}, "search": {"nprobe": 1}},
+    ]
+
+
+def spec(name: str, n: int | None, threads: int, scale: dict[str, Any] | None) -> Any:
+    doc: dict[str, Any] = {
+        "name": name, "dataset": "synthetic-small", "k": 10, "target_recall": TARGET,
+        "threads": threads, "warmup": 0, "batch_repeats": 1, "modes": ["batch"],
+        "index_build": {"threads": threads, "cache": False},
+        "indexes": entries(n), "tune": {"strategy": "target", "objective": "qps"},
+    }
+    if scale is not None:
+        doc["scale"] = scale
+    return parse_spec(doc, source=f"{name}.yaml")
+
+
+def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -> None:
+    t0 = time.perf_counter()
+    study = run_sweep(spec("scale", None, threads, scale), out / "scale", dataset=ds)
+    scale_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    full = run_sweep(spec("full", ds.n_base, threads, None), out / "full", dataset=ds)
+    full_s = time.perf_counter() - t0
+    s = study.summary
+    print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
+    print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
+          f"{'full sweep':>10} {'transfer':>9} {'held-out lb':>11} {'ceiling':>8}")
+    by_label = {lb: b for lb, b in full.summary["backends"].items()}
+    for b in s["builds"]:
+        knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
+        held = (b.get("predicted_recall") or {}).get("heldout_lb")
+        ref = by_label.get(b["label"])
+        ref_knob = (ref.get("chosen") or {}).get("search", {}).get(b["knob"]) if ref else None
+        te, ceil = b["transfer_error"], b["ceiling"]
+        print(f"{b['label'] + ' ' + str(b['build']):<28.28} {knobs:<26.26} "
+              f"{(b.get('fit') or {}).get('model', '-'):<6} {b['predicted']!s:>6} "
+              f"{b['exact']!s:>6} {ref_knob!s:>10} "
+              f"{'-' if te is None else f'{100 * te:+.1f}%':>9} "
+              f"{'-' if held is None else f'{held:.4f}':>11} "
+              f"{'-' if ceil is None else f'{ceil:.4f}':>8}")
+        if b.get("message"):
+            print(f"  {b['message']}")
+    within = [abs(b["transfer_error"]) <= 0.15 for b in s["builds"]
+              if b["transfer_error"] is not None]
+    meets = [bool((b.get("predicted_recall") or {}).get("meets")) for b in s["builds"]
+             if b.get("predicted_recall")]
+    print(f"predicted within 15% of exact: {sum(within)}/{len(within)}; predicted knob's held-out "
+          f"lower bound meets the target: {sum(meets)}/{len(meets)}")
+    print(f"cost: scale study {scale_s:.1f} s (samples {s['scale']['cost_s']['samples_s']:.1f} s, "
+          f"full N {s['scale']['cost_s']['full_s']:.1f} s) vs full-N target sweep {full_s:.1f} s"
+          f": {scale_s / full_s:.2f}x (goal <= 0.6x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1_000_000, help="synthetic base vectors")
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--fractions", default="1/64,1/16,1/4")
+    ap.add_argument("--qqp", action="store_true", help="also the full QQP MiniLM set (~137k)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    print(f"load average before: {os.getloadavg()}; threads {args.threads}")
+    scale = {"fractions": args.fractions.split(","), "build_rules": {"nlist": IVF_RULE}}
+    with tempfile.TemporaryDirectory() as tmp:
+        compare(clustered(args.n, args.queries), scale, args.threads, Path(tmp) / "syn")
+        if args.qqp:
+            from retrieval.loaders.catalog import resolve_dataset
+
+            qqp = resolve_dataset("qqp-minilm", where="benchmark")
+            compare(qqp, {"sizes": [8_000, 17_000, 34_000, 68_000],
+                          "build_rules": {"nlist": IVF_RULE}}, args.threads, Path(tmp) / "qqp")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

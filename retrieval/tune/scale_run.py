@@ -1,0 +1,461 @@
+"""``rwb sweep`` of a spec with ``scale:``: the live part of a scale study (ef(N)).
+
+For each sample size (seeded nested samples of the base, :func:`retrieval.tune.scale.nested_rows`;
+the same tuning / held-out query split at every size) and each build config of the spec, the
+target search (:func:`retrieval.tune.target.solve`, the sweep's own) finds the cheapest value of
+the build's monotone knob (read from the backend: ``monotone_knobs_for``). Its first probe is
+the top of the knob range: the build's *ceiling*; when that lower bound misses the target the
+build's search stops there, at this size and every larger one (the summary says so in one line).
+
+The knob is then fitted against N (:mod:`retrieval.tune.scale`), predicted at the full N, and
+each build that still reaches the target is built ONCE at the full N, where rwb measures its
+ceiling, the predicted knob (tuning bound and held-out recall), the exact cheapest knob near it
+(a short local search), the recall the largest sample's knob gives there, and the transfer
+error. Like a filtered sweep, a scale study keeps no Optuna study (not resumable).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError
+from retrieval.evaluation import BuiltIndex, Evaluator
+from retrieval.groundtruth import GroundTruth, ground_truth
+from retrieval.indexes.entry import CheckedEntry
+from retrieval.runs import RunDir, RunKind
+from retrieval.tune import scale as sc
+from retrieval.tune import target as tgt
+from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, lower_bound, objective_value
+from retrieval.tune.measure import EPS, Measurer, _one_pass
+from retrieval.tune.results import PointResult
+from retrieval.tune.runner import dataset_info
+from retrieval.tune.spec import SweepSpec, checked_entries, resolved
+from retrieval.tune.summary import SweepSummary, build_params
+from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
+
+log = logging.getLogger(__name__)
+
+#: progress callback: (steps done, steps known, description)
+Progress = Callable[[int, int, str], None]
+
+RULE_NOTE = (
+    "knob(N) fitted on nested samples (log: a + b log2 N; power: c N^b), the model that best "
+    "predicts the largest sample from the smaller ones; band: bootstrap over the tuning "
+    "queries; transfer_error = (predicted - exact) / exact at the full N; ceiling: recall lower "
+    "bound at the top of the knob range"
+)
+
+
+def sample_ground_truth(ds: VectorDataset, k: int) -> GroundTruth:
+    """Exact ground truth of one sample (or of the full base): THE place a scale study gets it
+    (cached by the sample's fingerprint, so a re-run reuses it; an out-of-core computation can
+    replace this function)."""
+    return ground_truth(ds, k)
+
+
+def sample_dataset(ds: VectorDataset, rows: np.ndarray) -> VectorDataset:
+    """The base rows ``rows`` of ``ds`` with all its queries (ids are positions in the sample)."""
+    return VectorDataset(name=f"{ds.name}[{rows.size} of {ds.n_base}]",
+                         base=ds.base[rows], queries=ds.queries, metric=ds.metric,
+                         source=ds.source, info={"sample_of": ds.fingerprint,
+                                                 "sample_size": int(rows.size)})
+
+
+@dataclass(frozen=True)
+class Probe:
+    value: int
+    recall: float
+    recall_lb: float
+    per_query: np.ndarray
+
+    def meets(self, target: float) -> bool:
+        return bool(self.recall_lb >= target - EPS)
+
+
+class Study:
+    """One scale study over a spec and its dataset."""
+
+    def __init__(self, spec: SweepSpec, ds: VectorDataset, progress: Progress | None) -> None:
+        assert spec.scale is not None and spec.target_recall is not None
+        self.spec, self.ds, self.scale = spec, ds, spec.scale
+        self.target = float(spec.target_recall)
+        self.k = spec.k
+        self.progress = progress
+        self.checked = checked_entries(spec)
+        self.labels = entry_labels(spec)
+        try:
+            self.sizes = sc.sample_sizes(self.scale, ds.n_base, spec.k)
+        except ValueError as exc:
+            raise ConfigError(f"{spec.source}: field 'scale': {exc}") from None
+        self.split = _split(spec, ds)
+        self.builds = self._plan()
+        self.timing = {"samples_s": 0.0, "full_s": 0.0, "groundtruth_s": 0.0}
+        self.steps = 0
+
+    # --- planning ----------------------------------------------------------------------------
+    def build_at(self, checked: CheckedEntry, build: dict[str, Any], n: int) -> dict[str, Any]:
+        """The build config at ``n`` base vectors: each build rule of a param this backend has
+        replaces the spec's value."""
+        fields = checked.cls.BuildParams.model_fields
+        ruled = {p: sc.rule_value(r, n) for p, r in self.scale.build_rules.items() if p in fields}
+        return {**build, **ruled}
+
+    def _plan(self) -> list[sc.BuildStudy]:
+        out = []
+        unused = set(self.scale.build_rules)
+        for i, checked in enumerate(self.checked):
+            unused -= set(checked.cls.BuildParams.model_fields)
+            for build in checked.build_grid:
+                bp = checked.build(self.build_at(checked, build, self.ds.n_base))
+                knob = monotone_knob(checked.cls, bp, self.k, self.spec.tune, self.labels[i])
+                if knob is None:
+                    raise ConfigError(
+                        f"{self.spec.source}: indexes[{i}] ({self.labels[i]}): backend "
+                        f"'{checked.backend}' has no monotone search knob for build {build}, "
+                        f"so a scale study cannot fit one against N")
+                for fixed in target_fixed_grid(self.spec, i, knob):
+                    out.append(sc.BuildStudy(self.labels[i], checked.backend, dict(build),
+                                             fixed, knob))
+        if unused:
+            raise ConfigError(f"{self.spec.source}: field 'scale.build_rules': "
+                              f"'{sorted(unused)[0]}' is not a build param of any index entry")
+        return out
+
+    def _entry(self, b: sc.BuildStudy) -> CheckedEntry:
+        return self.checked[self.labels.index(b.label)]
+
+    def bounds(self, b: sc.BuildStudy, n: int) -> tuple[dict[str, Any], int, int]:
+        """The build at ``n`` and its knob range there."""
+        checked = self._entry(b)
+        build = self.build_at(checked, b.build, n)
+        low, high = knob_bounds(checked.cls, b.knob, checked.build(build), self.k,
+                                self.spec.tune)
+        return build, low, high
+
+    # --- measuring ---------------------------------------------------------------------------
+    def probe(self, ev: Evaluator, built: BuiltIndex, b: sc.BuildStudy, build: dict[str, Any],
+              value: int, cache: dict[int, Probe]) -> Probe:
+        """One batch pass over the tuning queries at knob ``value`` (remembered in ``cache``)."""
+        if value in cache:
+            return cache[value]
+        config = self._entry(b).config(build, {**b.fixed, b.knob: int(value)})
+        with _one_pass(ev):
+            (m,) = ev.measure(built, config, modes=["batch"], query_idx=self.split.tune,
+                              query_set="tune")
+        conf = self.spec.tune.confidence
+        p = Probe(int(value), m.recall, lower_bound(m.per_query_recall, self.k, conf,
+                                                    self.spec.seed), m.per_query_recall)
+        cache[value] = p
+        self.steps += 1
+        if self.progress:
+            self.progress(self.steps, 0, f"{b.label} N={ev.ds.n_base:,} {b.knob}={value} "
+                          f"recall={p.recall:.4f} lb={p.recall_lb:.4f}")
+        return p
+
+    def evaluator(self, ds: VectorDataset) -> Evaluator:
+        t0 = time.perf_counter()
+        gt = sample_ground_truth(ds, self.k)
+        self.timing["groundtruth_s"] += time.perf_counter() - t0
+        return Evaluator.for_spec(self.spec, ds, None, gt=gt)
+
+    # --- samples -----------------------------------------------------------------------------
+    def run_samples(self) -> None:
+        rows = sc.nested_rows(self.ds.n_base, self.sizes, self.spec.seed)
+        for n, idx in zip(self.sizes, rows, strict=True):
+            live = [b for b in self.builds if b.stopped is None]
+            if not live:
+                break
+            sds = sample_dataset(self.ds, idx)
+            t0 = time.perf_counter()
+            with self.evaluator(sds) as ev:
+                for b in live:
+                    self.tune_sample(ev, b, n)
+            self.timing["samples_s"] += time.perf_counter() - t0
+
+    def tune_sample(self, ev: Evaluator, b: sc.BuildStudy, n: int) -> None:
+        build, low, high = self.bounds(b, n)
+        t0 = time.perf_counter()
+        built = ev.build(b.backend, self._entry(b).build(build))
+        build_s = time.perf_counter() - t0
+        cache: dict[int, Probe] = {}
+        out = tgt.solve(low, high, lambda v: self.probe(ev, built, b, build, v, cache)
+                        .meets(self.target))
+        ev.release(built)
+        top = cache[high]
+        row: dict[str, Any] = {
+            "n": n, "build": build, "low": low, "high": high, "knob": out.value,
+            "ceiling": top.recall_lb, "ceiling_recall": top.recall,
+            "evaluations": out.evaluations, "build_s": build_s,
+            "search_s": time.perf_counter() - t0 - build_s,
+        }
+        if out.value is None:  # the top of the range misses: stop this build here
+            b.stopped = sc.ceiling_message(self.k, self.target, build, n, top.recall_lb,
+                                           hint=sc.raise_hint(b.build, list(b.build)))
+            row["stopped"] = b.stopped
+            log.info("%s", b.stopped)
+        else:
+            values = sorted(cache)
+            b.curves.append(sc.Curve(
+                n, tuple(values), np.stack([cache[v].per_query for v in values]),
+                tuple(cache[v].recall - cache[v].recall_lb for v in values), high))
+        b.samples.append(row)
+
+    # --- the fit -----------------------------------------------------------------------------
+    def fitted(self, b: sc.BuildStudy) -> dict[str, Any] | None:
+        """The fit of one build's knob against N and its predictions (None: no sample met)."""
+        ok = [r for r in b.samples if r["knob"] is not None]
+        if not ok:
+            return None
+        fraction = len({r["high"] for r in ok}) > 1  # the range grows with N: fit a share of it
+        ns = [r["n"] for r in ok]
+        ys = [r["knob"] / r["high"] if fraction else r["knob"] for r in ok]
+        f, errors = sc.choose_fit(ns, ys)
+        full = self.ds.n_base
+        at = [full, *[m * full for m in self.scale.predict_at]]
+        highs = [self.bounds(b, round(n))[1:] for n in at]
+
+        def scale_of(n: int, knob: float) -> float:
+            high = next(r["high"] for r in ok if r["n"] == n)
+            return knob / high if fraction else knob
+
+        band = sc.bootstrap_band(b.curves, self.target, f.model, at, scale_of,
+                                 resamples=self.scale.bootstrap, level=self.scale.band,
+                                 seed=self.spec.seed)
+
+        def knob_at(y: float, lo_hi: tuple[int, int]) -> int:
+            low, high = lo_hi
+            v = y * high if fraction else y
+            return int(min(max(math.ceil(v - 1e-9), low), high))
+
+        preds = [knob_at(f.predict(n), lh) for n, lh in zip(at, highs, strict=True)]
+        bands = [[knob_at(lo, lh), knob_at(hi, lh)]
+                 for (lo, hi), lh in zip(band, highs, strict=True)]
+        ceil_rows = [r for r in b.samples if r.get("ceiling") is not None]
+        trend = sc.ceiling_trend([r["n"] for r in ceil_rows], [r["ceiling"] for r in ceil_rows],
+                                 self.target)
+        return {
+            "fit": {**f.to_dict(), "fitted": "fraction of the knob range" if fraction
+                    else "knob", "holdout_error": errors,
+                    "chosen_by": "hold-out error predicting the largest sample from the smaller"
+                                 " ones" if all(e is not None for e in errors.values())
+                                 else "default (fewer than three sample sizes met the target)",
+                    "per_doubling": f.per_doubling(full), "band_level": self.scale.band,
+                    "valid_n": [min(ns), full]},
+            "fraction": fraction,
+            "predicted": preds[0],
+            "band": bands[0],
+            "predicted_at": [{"multiple": m, "n": round(m * full), "knob": p, "band": bd,
+                              "ceiling": trend.predict(m * full)}
+                             for m, p, bd in zip(self.scale.predict_at, preds[1:], bands[1:],
+                                                 strict=True)],
+            "sample_knob": knob_at(ys[-1], highs[0]),
+            "ceiling_trend": {**trend.to_dict(), "ceiling_at_full": trend.predict(full)},
+        }
+
+    # --- the full N --------------------------------------------------------------------------
+    def run_full(self, fits: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        todo = [i for i, b in enumerate(self.builds) if b.stopped is None and i in fits]
+        out: dict[int, dict[str, Any]] = {}
+        if not todo:
+            return out
+        t0 = time.perf_counter()
+        with self.evaluator(self.ds) as ev:
+            m = Measurer(ev, self.split, self.spec.modes, self.target,
+                         self.spec.tune.confidence, self.spec.seed)
+            for i in todo:
+                out[i] = self.check_full(ev, m, self.builds[i], fits[i])
+        self.timing["full_s"] += time.perf_counter() - t0
+        return out
+
+    def check_full(self, ev: Evaluator, m: Measurer, b: sc.BuildStudy,
+                   fitted: dict[str, Any]) -> dict[str, Any]:
+        n = self.ds.n_base
+        build, low, high = self.bounds(b, n)
+        t0 = time.perf_counter()
+        bp = self._entry(b).build(build)
+        built = ev.build(b.backend, bp)
+        build_s = time.perf_counter() - t0
+        cache: dict[int, Probe] = {}
+        top = self.probe(ev, built, b, build, high, cache)
+        res: dict[str, Any] = {"build_at_full": build, "range": [low, high],
+                               "ceiling": top.recall_lb, "ceiling_recall": top.recall,
+                               "build_s": build_s}
+        if not top.meets(self.target):
+            b.stopped = sc.ceiling_message(self.k, self.target, build, n, top.recall_lb,
+                                           hint=sc.raise_hint(b.build, list(b.build)))
+            ev.release(built)
+            return {**res, "exact": None, "evaluations": 1}
+        pred = int(fitted["predicted"])
+        found = sc.local_search(
+            low, high, pred,
+            lambda v: self.probe(ev, built, b, build, v, cache).meets(self.target),
+            known={high: True})
+        exact = found.value
+        config = self._entry(b).config
+
+        def held(v: int) -> dict[str, Any]:
+            h = m.heldout(built, config(build, {**b.fixed, b.knob: v}))
+            p = self.probe(ev, built, b, build, v, cache)
+            return {"knob": v, "tuning_recall": p.recall, "tuning_lb": p.recall_lb,
+                    "heldout": None if h is None else h.recall,
+                    "heldout_lb": None if h is None else h.recall_lb,
+                    "meets": p.meets(self.target) if h is None
+                    else bool(h.recall_lb >= self.target - EPS)}
+
+        res["predicted_recall"] = held(pred)
+        res["sample_knob_recall"] = held(int(fitted["sample_knob"]))
+        chosen: PointResult | None = None
+        if exact is not None:
+            chosen = m.full(built, config(build, {**b.fixed, b.knob: exact}))
+            h = m.heldout(built, config(build, {**b.fixed, b.knob: exact}))
+            res["chosen"] = chosen
+            res["heldout"] = h
+        ev.release(built)
+        return {**res, "exact": exact, "evaluations": len(cache),
+                "search_s": time.perf_counter() - t0 - build_s}
+
+
+def _split(spec: SweepSpec, ds: VectorDataset) -> QuerySplit:
+    from retrieval.tune.decide import split_queries
+
+    return split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+
+
+def check_scale_spec(spec: SweepSpec) -> None:
+    """A scale study needs strategy target and a target recall."""
+    if spec.target_recall is None:
+        raise ConfigError(f"{spec.source}: a spec with 'scale' needs a target recall: set field "
+                          f"'target_recall' (in (0, 1]) or pass --target-recall")
+    if spec.tune.strategy != "target":
+        raise ConfigError(f"{spec.source}: field 'tune.strategy' must be target for a spec "
+                          f"with 'scale' (the knob is searched at each sample size); received "
+                          f"{spec.tune.strategy}")
+    if spec.filters is not None:
+        raise ConfigError(f"{spec.source}: a spec with 'scale' cannot have 'filters' (a scale "
+                          f"study of filtered search is not supported)")
+
+
+def run_scale_study(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
+                    progress: Progress | None, started: float) -> dict[str, Any]:
+    """Run the study into ``run`` and return its summary (summary.json, a sweep summary with
+    ``scale`` and one ``builds`` entry per build config)."""
+    check_scale_spec(spec)
+    study = Study(spec, ds, progress)
+    run.write_yaml("spec.yaml", resolved(spec))
+    run.write_manifest(kind=RunKind.SWEEP, seeds={"index": spec.seed, "query_split": spec.seed,
+                                                  "samples": spec.seed},
+                       dataset={**dataset_info(ds), "ref": ref}, spec_source=spec.source,
+                       scale={"sizes": study.sizes, "full_n": ds.n_base})
+    study.run_samples()
+    fits = {i: f for i, b in enumerate(study.builds) if (f := study.fitted(b)) is not None}
+    full = study.run_full(fits)
+    run.record_threads(spec.threads)
+    summary = scale_summary(study, fits, full, run.run_id, time.perf_counter() - started)
+    typed = SweepSummary.model_validate(summary)
+    run.write_summary(typed)
+    return typed.to_json_dict()
+
+
+def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] | None,
+                 full: dict[str, Any] | None) -> dict[str, Any]:
+    fitted, full = fitted or {}, full or {}
+    exact = full.get("exact")
+    predicted = fitted.get("predicted")
+    trend = fitted.get("ceiling_trend") or {}
+    ceiling = full.get("ceiling", trend.get("ceiling_at_full"))
+    n = study.ds.n_base
+    message = b.stopped
+    if message is None and trend.get("n_stop") is not None and trend["n_stop"] <= n:
+        message = (f"{b.label}: the ceiling trend predicts that no search setting reaches "
+                   f"recall@{study.k} {study.target:g} beyond N = {trend['n_stop']:,.0f}")
+    chosen: PointResult | None = full.get("chosen")
+    return {
+        "label": b.label, "backend": b.backend, "build": b.build, "fixed": b.fixed,
+        "knob": b.knob,
+        "samples": b.samples,
+        "fit": fitted.get("fit"),
+        "fraction": fitted.get("fraction"),
+        "predicted": predicted,
+        "band": fitted.get("band"),
+        "exact": exact,
+        "transfer_error": sc.transfer_error(predicted, exact),
+        "ceiling": ceiling,
+        "ceiling_measured": "ceiling" in full,
+        "ceiling_recall": full.get("ceiling_recall"),
+        "ceiling_trend": trend or None,
+        "predicted_at": fitted.get("predicted_at"),
+        "predicted_recall": full.get("predicted_recall"),
+        "sample_knob": fitted.get("sample_knob"),
+        "sample_knob_recall": full.get("sample_knob_recall"),
+        "build_at_full": full.get("build_at_full"),
+        "range_at_full": full.get("range"),
+        "full_evaluations": full.get("evaluations"),
+        "full_build_s": full.get("build_s"),
+        "full_search_s": full.get("search_s"),
+        "chosen": None if chosen is None else chosen.to_dict(),
+        "stopped": b.stopped,
+        "message": message,
+    }
+
+
+def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int, dict[str, Any]],
+                  run_id: str, wall_s: float) -> dict[str, Any]:
+    spec, ds = study.spec, study.ds
+    builds = [_build_entry(study, i, b, fits.get(i), full.get(i))
+              for i, b in enumerate(study.builds)]
+    backends: dict[str, Any] = {}
+    for i, b in enumerate(study.builds):
+        f = full.get(i) or {}
+        chosen: PointResult | None = f.get("chosen")
+        cur = backends.get(b.label)
+        cand = None
+        if chosen is not None:
+            held = f.get("heldout")
+            given = f["build_at_full"]
+            cand = {
+                "backend": b.backend,
+                "chosen": {**chosen.to_dict(), "build": given,
+                           "build_params": build_params(b.backend, given)},
+                "unit": f"scale#{i}", "evaluations": f.get("evaluations"),
+                "heldout_recall": None if held is None else held.recall,
+                "heldout_recall_lb": None if held is None else held.recall_lb,
+                "heldout_meets": None if held is None else held.meets,
+                "scale_build": i,
+                "_cost": objective_value(chosen, spec.tune.objective),
+            }
+        if cur is None or (cand is not None and (cur["chosen"] is None
+                                                  or cand["_cost"] < cur["_cost"])):
+            backends[b.label] = cand or {"backend": b.backend, "chosen": None,
+                                         "_cost": math.inf}
+    for v in backends.values():
+        v.pop("_cost", None)
+    evaluations = sum(sum(r["evaluations"] for r in b["samples"]) + (b["full_evaluations"] or 0)
+                      for b in builds)
+    return {
+        "kind": RunKind.SWEEP, "run_id": run_id, "name": spec.name, "dataset": ds.name,
+        "dataset_fingerprint": ds.fingerprint, "metric": ds.metric, "k": spec.k,
+        "strategy": "target", "target_recall": spec.target_recall,
+        "objective": spec.tune.objective, "confidence": spec.tune.confidence.model_dump(),
+        "queries": study.split.describe(),
+        "recall_definition": "recall@k: |returned top-k ∩ exact top-k| / k (by id)",
+        "latency_unit": "ms", "cheapest_rule": CHEAPEST_RULE, "evaluations": evaluations,
+        "backends": backends, "builds": builds, "rows": [], "pareto": [],
+        "scale": {
+            "sizes": study.sizes, "full_n": ds.n_base, "predict_at": study.scale.predict_at,
+            "build_rules": study.scale.build_rules, "rule": RULE_NOTE,
+            "cost_s": {**study.timing, "wall_s": wall_s},
+            "messages": [b["message"] for b in builds if b["message"]],
+        },
+    }
+
+
+__all__ = ["RULE_NOTE", "Study", "check_scale_spec", "run_scale_study", "sample_dataset",
+           "sample_ground_truth"]

@@ -1,0 +1,129 @@
+"""Scale study (ef(N)) on small clustered data: nested samples, the fit, one build at full N,
+the ceiling stop, the exported rule and ``rwb verify`` at another N."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval.api import export, verify
+from retrieval.data import VectorDataset
+from retrieval.tune.spec import parse_spec
+from retrieval.tune.sweep import run_sweep
+
+TARGET = 0.9
+KEYS = ("predicted", "exact", "transfer_error", "ceiling")
+
+
+def clustered(n: int, nq: int = 200, d: int = 32, seed: int = 0) -> VectorDataset:
+    """Gaussian blobs (200 centres): small HNSW builds lose recall as N grows."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(200, d)).astype(np.float32) * 3
+    base = centres[rng.integers(0, 200, n)] + rng.normal(size=(n, d)).astype(np.float32)
+    queries = centres[rng.integers(0, 200, nq)] + rng.normal(size=(nq, d)).astype(np.float32)
+    return VectorDataset.from_arrays(base, queries, "l2", name=f"blobs{n}")
+
+
+def scale_spec(entries: list[dict], **scale) -> object:
+    return parse_spec({
+        "name": "scale", "dataset": "synthetic-small", "k": 10, "target_recall": TARGET,
+        "warmup": 0, "batch_repeats": 1, "modes": ["batch"],
+        "index_build": {"threads": 1, "cache": False},
+        "indexes": entries,
+        "scale": {"fractions": ["1/8", "1/4", "1/2"], "bootstrap": 50, **scale},
+        "tune": {"strategy": "target", "objective": "qps"},
+    }, source="scale.yaml")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    spec = scale_spec([
+        {"backend": "hnswlib", "label": "good", "build": {"M": 12, "ef_construction": 60},
+         "search": {"ef_search": 10}},
+        # M 3 / ef_construction 10 on blobs: ceiling ~0.94 at 1k, ~0.88 at 4k (falls below 0.9)
+        {"backend": "hnswlib", "label": "low", "build": {"M": 3, "ef_construction": 10},
+         "search": {"ef_search": 10}},
+        {"backend": "faiss-ivf", "build": {"nlist": 16}, "search": {"nprobe": 1}},
+    ], build_rules={"nlist": "2*sqrt(N)"})
+    out = tmp_path_factory.mktemp("scale")
+    return run_sweep(spec, out / "run", dataset=clustered(4000))
+
+
+def test_summary_has_the_interface_keys_per_build(study):
+    s = study.summary
+    assert s["scale"]["sizes"] == [500, 1000, 2000] and s["scale"]["full_n"] == 4000
+    for b in s["builds"]:
+        assert all(key in b for key in KEYS)
+    good = next(b for b in s["builds"] if b["label"] == "good")
+    assert [r["n"] for r in good["samples"]] == [500, 1000, 2000]
+    assert good["fit"]["model"] in ("log", "power") and set(good["fit"]["holdout_error"]) == {
+        "log", "power"}
+    lo, hi = good["band"]
+    assert lo <= hi and good["exact"] is not None and good["ceiling"] >= TARGET
+    assert good["transfer_error"] == pytest.approx(
+        (good["predicted"] - good["exact"]) / good["exact"])
+    # the exact knob meets the target at full N and one below it does not (local search)
+    assert s["backends"]["good"]["chosen"]["search"]["ef_search"] == good["exact"]
+    assert good["predicted_recall"]["knob"] == good["predicted"]
+    assert [p["multiple"] for p in good["predicted_at"]] == [2.0, 10.0]
+
+
+def test_ivf_nlist_follows_its_rule_and_nprobe_is_a_fraction(study):
+    ivf = next(b for b in study.summary["builds"] if b["backend"] == "faiss-ivf")
+    assert [r["build"]["nlist"] for r in ivf["samples"]] == [45, 63, 89]  # round(2 sqrt(N))
+    assert ivf["build_at_full"]["nlist"] == 126
+    assert ivf["fraction"] is True and ivf["fit"]["fitted"] == "fraction of the knob range"
+
+
+def test_low_ceiling_is_reported_and_stops_the_search(study):
+    low = next(b for b in study.summary["builds"] if b["label"] == "low")
+    assert low["stopped"] is not None and low["ceiling"] < TARGET
+    assert low["stopped"].startswith(
+        f"no search setting reaches recall@10 {TARGET:g} with M 3, ef_construction 10 at N = ")
+    assert "ceiling 0." in low["stopped"] and "try M 6, ef_construction 20" in low["stopped"]
+    # stopped after one evaluation (the top of the range) where it fell below the target,
+    # never built at sizes beyond that
+    stop_rows = [r for r in low["samples"] if r.get("stopped")]
+    if stop_rows:
+        assert stop_rows[0]["evaluations"] == 1 and low["full_evaluations"] is None
+        assert low["samples"][-1] is stop_rows[0]
+    else:
+        assert low["full_evaluations"] == 1 and low["exact"] is None
+    assert low["stopped"] in study.summary["scale"]["messages"]
+
+
+def test_export_carries_the_rule_and_verify_evaluates_it_at_another_n(study, tmp_path):
+    exported = export(study.run.path,
+                      engine="hnswlib", out=tmp_path / "hnsw.yaml", backend="good")
+    import yaml
+
+    doc = yaml.safe_load(exported.path.read_text())
+    rule = doc["evidence"]["scale_rule"]
+    good = next(b for b in study.summary["builds"] if b["label"] == "good")
+    assert rule["knob"] == "ef_search" and rule["n"] == 4000 and rule["value"] == good["exact"]
+    assert rule["transfer_error"] == pytest.approx(good["transfer_error"], rel=1e-5)
+    assert rule["valid_n"] == [500, 4000]
+    # another collection (twice as large, same family): the rule's knob at that N
+    bigger = clustered(8000, seed=0)
+    res = verify(exported.path, dataset=bigger)
+    d = res.info
+    assert d["scaled"]["n"] == 8000 and d["fingerprint_matches"] is False
+    knob = d["search"]["ef_search"]
+    assert knob >= good["exact"]  # the rule grows the knob with N
+    check = d["file_checks"][0]
+    assert check["check"] == "scale rule at N = 8,000"
+    assert res.holds == check["passed"] == (d["measured"]["recall_lb"] >= TARGET - 1e-9)
+    assert d["scaled"]["config_at_n"]["ef"] == knob
+
+
+def test_cli_prints_the_study_and_the_report_draws_it(study, tmp_path, capsys):
+    from retrieval.api import report
+    from retrieval.cli._scale import print_scale
+
+    print_scale(study.summary, str(study.run.path))
+    out = capsys.readouterr().out
+    assert "knob at samples" in out and "transfer" in out and "no search setting" in out
+    page = report(study.run.path, tmp_path / "r.html")
+    text = page.html.read_text()
+    assert "Scale study" in text and "knob(N)" in text
+    assert any(p.name.endswith("_scale.png") for p in page.pngs)
