@@ -54,6 +54,51 @@ class VectorIndex(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class MaintainInfo:
+    """What one ``maintain()`` did: ``action`` names the engine's own operation ("vacuum",
+    "compact", "optimize", "rebuild", or "none" when the engine has nothing to do), ``seconds``
+    its wall time (perf_counter), ``extra`` engine facts (rows reclaimed, segments, ...)."""
+
+    action: str
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class SupportsWrites(Protocol):
+    """Inserts and deletes on a built index (a runbook's write steps).
+
+    Ids are the caller's int64 (>= 0, never row numbers): ``insert(vectors, ids)`` adds float32
+    (m, dim) rows under ids that are not live (DataError otherwise); ``delete(ids)`` removes live
+    ids (DataError naming an id that is not live); a deleted id is never returned by ``search``
+    again and may be inserted again later. ``maintain()`` runs the engine's clean-up (VACUUM,
+    compaction, optimizer) and times it; ``live_count()`` is the number of live vectors.
+    ``cannot_write()`` is None when this index (with its build params) takes writes, else the
+    reason in a few words (faiss-ivf with refine cannot delete). Call ``build`` first (an empty
+    start: ``build`` on zero rows where the backend allows it, else on the first insert batch).
+    """
+
+    def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None: ...
+
+    def delete(self, ids: np.ndarray) -> None: ...
+
+    def maintain(self) -> MaintainInfo: ...
+
+    def live_count(self) -> int: ...
+
+    def cannot_write(self) -> str | None: ...
+
+
+@runtime_checkable
+class SupportsDeadFraction(Protocol):
+    """An index that knows how much of what it holds is deleted but not yet reclaimed
+    (hnswlib's marked-deleted nodes, PostgreSQL's dead tuples): a fraction in [0, 1], or None
+    when the engine cannot say right now."""
+
+    def dead_fraction(self) -> float | None: ...
+
+
 @runtime_checkable
 class SupportsMemoryReport(Protocol):
     def memory_bytes(self) -> int: ...
@@ -198,6 +243,10 @@ class IndexBackend:
     #: (build, search) params a benchmark uses when it swaps this backend in (``rwb bench
     #: fanout --backend``): reasonable, not tuned
     bench_defaults: ClassVar[tuple[dict[str, Any], dict[str, Any]]] = ({}, {})
+    #: why this backend takes no inserts / deletes (the refusal of a runbook's write step, see
+    #: :func:`retrieval.indexes.writes.require_writes`); only read when it does not implement
+    #: :class:`SupportsWrites`
+    writes_refusal: ClassVar[str] = "it implements no inserts or deletes (SupportsWrites)"
 
     def __init__(
         self,

@@ -1,4 +1,11 @@
-"""Exact search with Faiss IndexFlat: the baseline every approximate backend is compared with."""
+"""Exact search with Faiss IndexFlat: the baseline every approximate backend is compared with.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): the first write moves the vectors
+into an ``IndexIDMap2`` over a new ``IndexFlat`` labelled by slot (``IndexFlat.remove_ids``
+alone would renumber the rows that follow), then inserts are ``add_with_ids`` and deletes
+``remove_ids`` (the rows are gone at once: nothing to maintain). An exact control under churn:
+recall 1.0 at every step.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from retrieval.indexes.filter_common import faiss_selector
 from retrieval.indexes.inprocess import check_ids, check_k
 from retrieval.indexes.portable import Flat
 from retrieval.indexes.registry import register
+from retrieval.indexes.writes import SlotWrites
 from retrieval.params import Params
 
 
@@ -30,7 +38,7 @@ class FlatSearch(Params):
 
 
 @register
-class FaissFlatIndex(IndexBackend):
+class FaissFlatIndex(SlotWrites, IndexBackend):
     name = "faiss-flat"
     export_engine = "faiss"
     family = "flat"
@@ -39,6 +47,7 @@ class FaissFlatIndex(IndexBackend):
     requires = ("faiss",)
 
     _index: Any = None
+    _inner: Any = None
     _ids: np.ndarray | None = None
 
     @classmethod
@@ -59,7 +68,7 @@ class FaissFlatIndex(IndexBackend):
         index = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
         index.add(x)
         build_s = (time.perf_counter_ns() - t0) / 1e9
-        self._index = index
+        self._index, self._inner = index, None
         self._ids = checked_ids
         return BuildInfo(n=len(x), build_s=build_s, memory_bytes=self.memory_bytes())
 
@@ -96,3 +105,32 @@ class FaissFlatIndex(IndexBackend):
     def close(self) -> None:
         self._index = None
         super().close()
+
+    # --- writes (SlotWrites hooks) -------------------------------------------------------------
+    def _built_count(self) -> int:
+        return int(self._index.ntotal)
+
+    def _check_writable(self) -> None:
+        if self._index is None:
+            raise ConfigError("faiss-flat: insert/delete called before build() or after close()")
+
+    def _id_mapped(self) -> Any:
+        """The index as ``IndexIDMap2`` labelled by slot (converted on the first write)."""
+        faiss = fc.faiss_module()
+        if not isinstance(self._index, faiss.IndexIDMap2):
+            n = int(self._index.ntotal)
+            inner = (faiss.IndexFlatL2(self.dim) if self.metric == "l2"
+                     else faiss.IndexFlatIP(self.dim))
+            mapped = faiss.IndexIDMap2(inner)
+            if n:
+                mapped.add_with_ids(self._index.reconstruct_n(0, n), np.arange(n, dtype=np.int64))
+            self._index, self._inner = mapped, inner  # the map does not own inner
+        return self._index
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        self._id_mapped().add_with_ids(fc.prepare(x, self.metric), slots)
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        removed = int(self._id_mapped().remove_ids(np.ascontiguousarray(slots, dtype=np.int64)))
+        if removed != slots.shape[0]:
+            raise RuntimeError(f"faiss-flat: removed {removed} of {slots.shape[0]} vectors")

@@ -33,6 +33,9 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     snapshot_format = "faiss write_index"
     export_engine = "faiss"
     requires = ("faiss",)
+    writes_refusal = ("Faiss HNSW cannot remove vectors (IndexHNSW has no remove_ids); use "
+                      "hnswlib, faiss-ivf or faiss-flat, or rebuild it on the live set at each "
+                      "maintain step")
 
     _index: Any = None
     _params: Any = None

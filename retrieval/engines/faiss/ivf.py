@@ -17,6 +17,11 @@ training sample and seed share one trained coarse quantizer whatever their encod
 centroids to their quantizer before ``train``, which Faiss then skips for the quantizer
 (``IndexIVF::train``: a trained quantizer holding ``nlist`` centroids is not re-trained) and
 spends only on the encoding.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): inserts are ``add_with_ids`` (into
+the lists of the trained quantizer: the centroids do not move, so data that drifts away from
+them costs recall), deletes ``remove_ids`` (the codes leave the lists at once: nothing to
+maintain). A refined build (``IndexRefineFlat``) cannot remove vectors and refuses writes.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
+from retrieval.indexes.writes import SnapshotSlotWrites
 from retrieval.params import Params
 
 log = logging.getLogger(__name__)
@@ -100,7 +106,7 @@ def _build_where(name: str) -> str:
 
 
 @register
-class FaissIvfIndex(InProcessFilter, SnapshotIndex):
+class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
     name = "faiss-ivf"
     bench_defaults = ({"nlist": 128}, {"nprobe": 16})
     snapshot_format = "faiss write_index"
@@ -327,3 +333,32 @@ class FaissIvfIndex(InProcessFilter, SnapshotIndex):
     def _release(self) -> None:
         self._index = None
         self._ivf = None
+
+    # --- writes (SlotWrites hooks) -------------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        if p.refine:
+            return ("Faiss IndexRefineFlat (refine: true) cannot remove vectors; build without "
+                    "refine")
+        return None
+
+    def _built_count(self) -> int:
+        return self._n
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._built:
+            raise ConfigError(f"{self._where()}: insert/delete called before build()")
+
+    def _after_writes(self, live: int) -> None:
+        self._n = live
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            self._index.add_with_ids(fc.prepare(x, self.metric), slots)
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        removed = int(self._index.remove_ids(np.ascontiguousarray(slots, dtype=np.int64)))
+        if removed != slots.shape[0]:
+            raise RuntimeError(f"{self._where()}: removed {removed} of {slots.shape[0]} vectors")

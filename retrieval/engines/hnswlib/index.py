@@ -8,6 +8,13 @@ generator treats seed 0 as 1, so passing ``seed`` unchanged would make seeds 0 a
 same graph) with ``threads=1``; with more threads the insertion order, hence the graph, varies.
 The build uses ``build_threads`` (``add_items(num_threads=)``), searches ``threads``. Snapshots
 are hnswlib's own ``save_index`` / ``load_index`` file.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): a delete is ``mark_deleted`` (the
+node stays in the graph as a waypoint, never returned); an insert first takes the slots of
+deleted nodes (``add_items(replace_deleted=True)``, the index is made with
+``allow_replace_deleted``), and the index is resized (``resize_index``) when it is full.
+hnswlib has no vacuum: ``maintain`` does nothing; ``dead_fraction`` is the marked-deleted
+nodes not yet replaced over the nodes held.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.errors import DataError
+from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.filter_common import InProcessFilter, pad
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
 from retrieval.indexes.registry import package_version, register
+from retrieval.indexes.writes import SnapshotSlotWrites
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +40,7 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
 
 @register
-class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
+class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswChecks):
     name = "hnswlib"
     bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
     snapshot_format = "hnswlib save_index"
@@ -56,6 +64,7 @@ class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
         index.init_index(
             max_elements=x.shape[0], M=p.M, ef_construction=p.ef_construction,
             random_seed=self.seed + 1,  # minstd_rand maps 0 to 1: keep seeds 0 and 1 apart
+            allow_replace_deleted=True,  # inserts may reuse deleted slots (build unchanged)
         )
         index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.build_threads)
         index.set_num_threads(self.threads)
@@ -76,7 +85,7 @@ class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
         import hnswlib
 
         index = hnswlib.Index(space=_SPACES[self.metric], dim=self.dim)
-        index.load_index(str(folder / "index.hnsw"), max_elements=n)
+        index.load_index(str(folder / "index.hnsw"), max_elements=n, allow_replace_deleted=True)
         if index.get_current_count() != n or index.dim != self.dim:
             raise DataError(f"{self._where()}: snapshot holds {index.get_current_count()} "
                             f"vectors of dim {index.dim}, expected {n} of dim {self.dim}")
@@ -181,3 +190,41 @@ class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
 
     def _release(self) -> None:
         self._index = None
+
+    # --- writes (SlotWrites hooks) -------------------------------------------------------------
+    def _built_count(self) -> int:
+        return self._n
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._built:
+            raise ConfigError(f"{self._where()}: insert/delete called before build()")
+
+    def _after_writes(self, live: int) -> None:
+        self._n = live
+        self._checked_k = -1
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        st = self._state()
+        fresh = max(0, x.shape[0] - st.dead)  # replace_deleted fills dead slots first
+        need = int(self._index.element_count) + fresh
+        if need > int(self._index.get_max_elements()):
+            self._index.resize_index(max(need, int(1.25 * self._index.get_max_elements())))
+        self._index.add_items(x, slots, num_threads=self.build_threads, replace_deleted=True)
+        st.dead -= x.shape[0] - fresh
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        for s in slots.tolist():
+            self._index.mark_deleted(s)
+        self._state().dead += int(slots.shape[0])
+
+    def _maintain(self) -> tuple[str, dict[str, Any]]:
+        """hnswlib has no vacuum: deleted nodes are reused by later inserts."""
+        return "none", {"dead": 0 if self._wstate is None else self._wstate.dead}
+
+    def dead_fraction(self) -> float | None:
+        """Marked-deleted nodes not yet replaced / nodes held (0.0 before any delete)."""
+        self._check_writable()
+        held = int(self._index.element_count)
+        dead = 0 if self._wstate is None else self._wstate.dead
+        return dead / held if held else 0.0

@@ -119,6 +119,8 @@ class MilvusIndex(MilvusFilter, IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
+    writes_refusal = ("rwb does not drive its inserts / deletes yet (delete + flush + "
+                      "compaction are planned: issue 22)")
     bench_defaults = ({"index_type": "HNSW", "M": 16, "efConstruction": 200},
                       {"ef": 64})
     export_engine = "milvus"

@@ -18,6 +18,14 @@ with ``EXPLAIN``: a plan that does not scan this index (a sequential scan is exa
 raises BackendError. Search: one server-side prepared statement, executed once per query (a batch
 is a loop of them), vector parameter in binary. Filtered search (attributes as columns, a WHERE
 clause, iterative scans): :mod:`retrieval.engines.pgvector.filter`.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): the ``id`` column holds slots (row
+numbers at build, then new numbers; the caller's ids are mapped in rwb); an insert is one
+``INSERT`` of the batch (the index is updated by PostgreSQL), a delete ``DELETE ... WHERE id =
+ANY(...)`` (the heap rows become dead tuples that HNSW scans still visit until ``VACUUM``:
+pgvector #244), ``maintain`` is ``VACUUM`` of the table (timed); ``dead_fraction`` is
+``n_dead_tup / (n_live_tup + n_dead_tup)`` from ``pg_stat_user_tables`` (server statistics:
+they can lag a write by up to a second).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
 from retrieval.indexes.owned import pg_mark, pg_unlock
 from retrieval.indexes.registry import package_version
+from retrieval.indexes.writes import SlotWrites
 from retrieval.params import Params
 from retrieval.redact import redact_error, redact_uri
 
@@ -68,7 +77,7 @@ def first_line(exc: BaseException, *urls: str | None) -> str:
     return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
-class PgVectorIndex(PgVectorFilter, InProcessIndex):
+class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
     """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
     Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
 
@@ -439,6 +448,63 @@ class PgVectorIndex(PgVectorFilter, InProcessIndex):
                 conn.execute(f"DROP TABLE IF EXISTS {self.table}")
                 pg_unlock(conn, self.table)
                 self._owned = False
+
+    # --- writes (SlotWrites hooks) -----------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        if self._attached:
+            return "it searches a table another process built (attach)"
+        return None
+
+    def _built_count(self) -> int:
+        return self._n
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._sql:
+            raise ConfigError(f"{self._where()}: insert/delete called before build()")
+
+    def _after_writes(self, live: int) -> None:
+        self._n = live
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        import psycopg
+
+        try:
+            with self.connect().cursor() as cur, cur.copy(
+                f"COPY {self.table} (id, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int8", "vector"])
+                for s, row in zip(slots.tolist(), x, strict=True):
+                    copy.write_row((s, row))
+        except psycopg.Error as exc:
+            raise self._fail("insert (COPY)", exc) from None
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        cur = self._run("DELETE", f"DELETE FROM {self.table} WHERE id = ANY(%(s)s)",
+                        {"s": slots.tolist()})
+        if cur.rowcount != slots.shape[0]:
+            raise BackendError(f"{self._where()}: DELETE removed {cur.rowcount} of "
+                               f"{slots.shape[0]} rows")
+
+    def _maintain(self) -> tuple[str, dict[str, Any]]:
+        """``VACUUM`` the table (reclaims dead tuples, repairs the index's links to them)."""
+        before = self._dead_tuples()
+        self._run("VACUUM", f"VACUUM {self.table}")
+        return "vacuum", {"dead_tuples_before": before, **self._sizes()}
+
+    def _dead_tuples(self) -> tuple[int, int]:
+        """(n_live_tup, n_dead_tup) of the table from ``pg_stat_user_tables``."""
+        self._run("stats", "SELECT pg_stat_clear_snapshot()")
+        row = self._run("stats", "SELECT n_live_tup, n_dead_tup FROM pg_stat_user_tables "
+                        "WHERE relid = %(t)s::regclass", {"t": self.table}).fetchone()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def dead_fraction(self) -> float | None:
+        """Dead tuples / (live + dead) as the server's statistics report them (None before
+        they report anything)."""
+        self._check_writable()
+        live, dead = self._dead_tuples()
+        return dead / (live + dead) if live + dead else None
 
     def _close_thread_conns(self) -> None:
         with self._lock:

@@ -122,6 +122,8 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
     """Qdrant's engine in process (see the module docstring)."""
 
     name = "qdrant"
+    writes_refusal = ("rwb does not drive its inserts / deletes yet (point deletes + optimizer are "
+                      "planned: issue 22)")
     export_engine = "qdrant"
     family = "hnsw"
     BuildParams = QdrantBuild

@@ -131,6 +131,8 @@ class RedisIndex(RedisFilter, InProcessIndex):
     """Redis vector search (see the module docstring)."""
 
     name = "redis"
+    writes_refusal = ("rwb does not drive its inserts / deletes yet (DEL / HSET on the index are "
+                      "planned: issue 22)")
     export_engine = "redis"
     family = "hnsw"  # FLAT builds: family_for(build)
     BuildParams = RedisBuild

@@ -86,6 +86,9 @@ class BackendConformance:
     def test_close_idempotent(self) -> None:
         self._run("close_idempotent")
 
+    def test_writes(self) -> None:
+        self._run("writes")
+
 
 def run_or_skip(suite: Conformance, name: str) -> dict[str, Any]:
     """``suite.run(name)`` for pytest: a check that does not apply to the backend is a pytest

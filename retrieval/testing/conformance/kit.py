@@ -31,6 +31,7 @@ CHECKS: tuple[str, ...] = (
     "memory_report",
     "snapshot_round_trip",
     "close_idempotent",
+    "writes",
 )
 
 
@@ -126,6 +127,22 @@ def true_distances(ds: VectorDataset, ids: np.ndarray, queries: np.ndarray) -> n
     return np.asarray(-ip if ds.metric == "ip" else 1.0 - ip)
 
 
+def exact_live(vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray, metric: Metric,
+               k: int) -> np.ndarray:
+    """Exact top-k caller ids of ``queries`` among ``vectors`` labelled ``ids`` (numpy,
+    float64, rwb distance convention, ties by smaller id): the truth over a live set."""
+    x, q = vectors.astype(np.float64), queries.astype(np.float64)
+    if metric == "cosine":
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    if metric == "l2":
+        d = (q * q).sum(1)[:, None] - 2.0 * q @ x.T + (x * x).sum(1)[None, :]
+    else:
+        d = -(q @ x.T) if metric == "ip" else 1.0 - q @ x.T
+    order = np.lexsort((np.broadcast_to(ids, d.shape), d), axis=1)[:, :k]
+    return np.asarray(ids)[order]
+
+
 def misspelling(name: str, known: list[str]) -> str | None:
     """A misspelling of ``name`` whose closest known name is ``name`` (None if none found)."""
     for cand in (name + "x", name[:-1], name[1:], name.replace("_", "")):
@@ -194,6 +211,7 @@ __all__ = [
     "ConformanceReport",
     "Expect",
     "check_rows",
+    "exact_live",
     "exact_neighbours",
     "knob_grid",
     "misspelling",

@@ -20,11 +20,14 @@ from retrieval.indexes.base import (
     BuildInfo,
     IndexBackend,
     SearchResult,
+    SupportsDeadFraction,
     SupportsMemoryReport,
     SupportsSnapshot,
+    SupportsWrites,
     VectorIndex,
 )
 from retrieval.indexes.registry import create_index, get_backend
+from retrieval.indexes.writes import require_writes
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.params import Params, validate_params
 from retrieval.testing.conformance.kit import (
@@ -34,6 +37,7 @@ from retrieval.testing.conformance.kit import (
     ConformanceReport,
     Expect,
     check_rows,
+    exact_live,
     exact_neighbours,
     knob_grid,
     misspelling,
@@ -421,6 +425,89 @@ class Conformance:
             index.search(self.dataset.queries[:2], self.case.k)
         return {"message": e.message}
 
+
+    def check_writes(self) -> dict[str, Any]:
+        """A backend that claims :class:`SupportsWrites`: built on 2/3 of the rows (custom
+        ids), 30% of them deleted (every query's exact nearest among them), the last 1/3
+        inserted under new ids, some deleted again and one re-inserted: no deleted id is ever
+        returned (at the most accurate knobs, over every query), only live ids come back, the
+        inserted vectors (a sample of about n_queries) find their own ids (l2 / cosine),
+        recall over the live set is at least ``min_recall - 0.02``, ``live_count`` is right
+        after every step and after ``maintain``; a live id inserted again or an unknown id
+        deleted is a DataError. A backend that does not
+        claim it (or whose build cannot write) is refused by ``require_writes`` in one line
+        naming the backend."""
+        c = self.case
+        with self.fresh_index() as index:
+            if not isinstance(index, SupportsWrites) or index.cannot_write():
+                with Expect((ConfigError,), "a write step on a backend without writes",
+                            must_mention=c.backend) as e:
+                    require_writes(index, ("insert", "delete", "search"))
+                assert "\n" not in e.message, f"refusal is not one line: {e.message!r}"
+                return {"refused": e.message}
+            return self._writes_sequence(index)
+
+    def _writes_sequence(self, index: Any) -> dict[str, Any]:
+        c, ds = self.case, self.dataset
+        n = ds.n_base
+        split = 2 * n // 3
+        base, q = ds.base, ds.queries
+        ids = 2**40 + 3 * np.arange(n, dtype=np.int64)  # caller ids, never row numbers
+        index.build(base[:split], ids[:split])
+        live = np.zeros(n, dtype=bool)
+        live[:split] = True
+        counts = [index.live_count()]
+        assert counts[0] == split, f"live_count() after build {counts[0]} != {split}"
+        rng = np.random.default_rng(c.seed)
+        nearest = exact_live(base[:split], np.arange(split), q, c.metric, 1)[:, 0]
+        gone = np.union1d(nearest, rng.choice(split, size=int(0.3 * split), replace=False))
+        index.delete(ids[gone])
+        live[gone] = False
+        counts.append(index.live_count())
+        index.insert(base[split:], ids[split:])
+        live[split:] = True
+        counts.append(index.live_count())
+        again = rng.choice(np.arange(split, n), size=max(1, (n - split) // 10), replace=False)
+        index.delete(ids[again])
+        live[again] = False
+        back = gone[:1]  # a deleted id inserted again (its own vector)
+        index.insert(base[back], ids[back])
+        live[back] = True
+        counts.append(index.live_count())
+        with Expect((DataError,), "inserting a live id again", must_mention=str(ids[back[0]])):
+            index.insert(base[back], ids[back])
+        with Expect((DataError,), "deleting an id that is not in the index"):
+            index.delete(ids[gone[1:2]])
+        expected = [split, split - len(gone), n - len(gone), n - len(gone) - len(again) + 1]
+        assert counts == expected, f"live_count() {counts} != {expected}"
+        recalls = [self._check_live(index, live, ids, "after writes")]
+        info = index.maintain()
+        assert info.seconds >= 0 and isinstance(info.action, str), f"maintain() -> {info}"
+        assert index.live_count() == expected[-1], "live_count() changed by maintain()"
+        recalls.append(self._check_live(index, live, ids, f"after maintain ({info.action})"))
+        dead = index.dead_fraction() if isinstance(index, SupportsDeadFraction) else None
+        assert dead is None or 0.0 <= dead <= 1.0, f"dead_fraction() = {dead}"
+        return {"live_counts": counts, "recall": recalls, "maintain": info.action,
+                "maintain_s": info.seconds, "dead_fraction": dead}
+
+    def _check_live(self, index: Any, live: np.ndarray, ids: np.ndarray, when: str) -> float:
+        c, ds = self.case, self.dataset
+        rows = np.flatnonzero(live)
+        res = self.search(index, self.most_accurate())
+        found = res.ids[res.ids >= 0]
+        dead = found[~np.isin(found, ids[rows])]
+        assert dead.size == 0, f"{when}: ids not live returned, e.g. {dead[:3].tolist()}"
+        exact = exact_live(ds.base[rows], ids[rows], ds.queries, c.metric, c.k)
+        rec = recall(res.ids, exact, c.k)
+        assert rec >= c.min_recall - 0.02, f"{when}: recall@{c.k} over the live set {rec:.4f}"
+        inserted = rows[rows >= 2 * ds.n_base // 3][:: max(1, (ds.n_base // 3) // c.n_queries)]
+        own = self.search(index, self.most_accurate(), queries=ds.base[inserted])
+        dead = own.ids[(own.ids >= 0) & ~np.isin(own.ids, ids[rows])]
+        assert dead.size == 0, f"{when}: ids not live returned, e.g. {dead[:3].tolist()}"
+        if c.metric != "ip":  # under inner product a vector need not be its own neighbour
+            hit = float((own.ids == ids[inserted][:, None]).any(axis=1).mean())
+            assert hit >= 0.99, f"{when}: only {hit:.3f} of the inserted vectors find their id"
+        return rec
 
 
 __all__ = ["Conformance"]
