@@ -1,5 +1,8 @@
 """Print the figures the layout is held to: flat modules in retrieval/, largest file, longest
-function, YAML parse call sites, imports of retrieval.cli from library code.
+function, YAML parse call sites, imports of retrieval.cli from library code, imports of another
+package's private module, and engine-name string literals outside retrieval/engines/ (string
+constants equal to an engine or backend name, docstrings aside; library distribution names such
+as ``faiss-cpu`` and URL schemes are counted too, and listed, so a reader can judge them).
 
     python scripts/layout_report.py [ROOT]     (ROOT: a checkout; default this one)
 """
@@ -11,9 +14,51 @@ import sys
 from pathlib import Path
 
 
+ENGINES = ("faiss", "hnswlib", "milvus", "pgvector", "qdrant", "redis", "weaviate", "lancedb")
+
+
+def _engine_literal(value: str) -> bool:
+    return any(value == e or value.startswith(e + "-") for e in ENGINES)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            ids.add(id(body[0].value))
+    return ids
+
+
+def _private_import(rel: str, module: str, names: list[str]) -> bool:
+    """``module`` (+ imported names) reaches a private module of another package."""
+    parts = module.split(".")
+    own = rel.split("/")[1] if rel.count("/") > 1 else rel.split("/")[-1][:-3]
+    other = parts[1] if len(parts) > 1 else ""
+    if other == own:
+        return False
+    private = [p for p in parts[1:] if p.startswith("_") and p not in ("_version", "__main__")]
+    private += [n for n in names if n.startswith("_") and not n.startswith("__")
+                and len(parts) > 1 and (pathlib_mod_exists(module, n))]
+    return bool(private)
+
+
+_ROOT = Path(".")
+
+
+def pathlib_mod_exists(module: str, name: str) -> bool:
+    base = _ROOT / Path(*module.split("."))
+    return (base / f"{name}.py").exists() or (base / name / "__init__.py").exists()
+
+
 def main() -> int:
+    global _ROOT
     root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1])
+    _ROOT = root
     pkg = root / "retrieval"
+    private_imports: list[str] = []
+    literals: list[str] = []
     files = sorted(pkg.rglob("*.py"))
     flat = sorted(p for p in pkg.glob("*.py"))
     sizes = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in files}
@@ -23,7 +68,15 @@ def main() -> int:
     for p in files:
         rel = p.relative_to(root).as_posix()
         tree = ast.parse(p.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        in_engines = rel.startswith("retrieval/engines/")
         for node in ast.walk(tree):
+            if (not in_engines and isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docs and _engine_literal(node.value)):
+                literals.append(f"{rel}:{node.lineno}:{node.value}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("retrieval"):
+                if _private_import(rel, node.module or "", [a.name for a in node.names]):
+                    private_imports.append(f"{rel}:{node.lineno}")
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 end = node.end_lineno or node.lineno
                 funcs.append((end - node.lineno + 1, f"{rel}:{node.name}"))
@@ -49,6 +102,11 @@ def main() -> int:
           f"{sum(1 for n, _ in funcs if n > 120)}")
     print(f"YAML parse call sites: {len(yaml_sites)} {yaml_sites}")
     print(f"imports of retrieval.cli outside it: {len(cli_imports)} {cli_imports}")
+    print(f"imports of another package's private module: {len(private_imports)} "
+          f"{private_imports}")
+    print(f"engine-name string literals outside retrieval/engines/: {len(literals)}")
+    for item in literals:
+        print(f"  {item}")
     return 0
 
 
