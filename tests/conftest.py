@@ -185,10 +185,11 @@ def pytest_configure(config: pytest.Config) -> None:
     import functools
 
     from retrieval import embed
+    from retrieval.embed import models
 
     if getattr(embed, "_rwb_test_guard", False):
         return
-    packaged = embed._packaged_model
+    packaged = models._packaged_model
     cached_embed = embed.CachedEmbedder.embed
 
     @functools.wraps(packaged)
@@ -201,7 +202,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _model_used("embeds text")
         return cached_embed(self, *a, **kw)
 
-    embed._packaged_model = guarded_packaged  # type: ignore[assignment]
+    models._packaged_model = guarded_packaged  # type: ignore[assignment]
     embed.CachedEmbedder.embed = guarded_embed  # type: ignore[method-assign]
     embed._rwb_test_guard = True  # type: ignore[attr-defined]
 

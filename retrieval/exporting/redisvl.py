@@ -93,6 +93,22 @@ def vectorizer_doc(embedder: str | None, dim: int | None) -> dict[str, Any]:
     return doc
 
 
+def cache_name(spec: Mapping[str, Any]) -> str:
+    """The exported ``SemanticCache(name=...)``: ``export.name`` when set to other than its
+    default, else the user's own ``cache.name`` when that is not rwb's default tuning index
+    name, else redisvl's default ``llmcache``."""
+    from retrieval.cache.spec import CacheIndexSpec, ExportSpec
+
+    given = (spec.get("export") or {}).get("name")
+    default = ExportSpec.model_fields["name"].default
+    if given and given != default:
+        return str(given)
+    own = (spec.get("cache") or {}).get("name")
+    if own and own != CacheIndexSpec.model_fields["name"].default:
+        return str(own)
+    return str(given or default)
+
+
 def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
                  manifest: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The exported document (plain data) from a cache-tune run's files."""
@@ -112,7 +128,7 @@ def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
         "kind": KIND,
         "engine": ENGINE,
         "semantic_cache": {
-            "name": export.get("name") or (spec.get("cache") or {}).get("name") or "llmcache",
+            "name": cache_name(spec),
             "distance_threshold": float(thr),
             "ttl": export.get("ttl_s"),
         },

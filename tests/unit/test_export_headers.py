@@ -4,7 +4,7 @@ recommendations to use; the redisvl vectorizer is the hub id redisvl can load.""
 from __future__ import annotations
 
 from retrieval.exporting.files import is_rwb_export
-from retrieval.exporting.redisvl import PACKAGED_HUB_ID, vectorizer_doc
+from retrieval.exporting.redisvl import PACKAGED_HUB_ID, cache_name, vectorizer_doc
 from retrieval.exporting.rerank import recommendation
 
 
@@ -29,3 +29,10 @@ def test_old_and_new_headers_are_both_rwb_exports(tmp_path):
     new = tmp_path / "new.yaml"
     new.write_text("rwb_export: 1\nkind: cache-tune\n")
     assert is_rwb_export(old) and is_rwb_export(new)
+
+
+def test_the_users_cache_name_is_kept():
+    assert cache_name({"cache": {"name": "faq-cache"}, "export": {"name": "llmcache"}}) == \
+        "faq-cache"
+    assert cache_name({"cache": {"name": "faq-cache"}, "export": {"name": "prod"}}) == "prod"
+    assert cache_name({"cache": {"name": "rwb-qqp-tune"}}) == "llmcache"
