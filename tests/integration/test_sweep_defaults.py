@@ -66,3 +66,34 @@ def test_cli_header_names_the_strategy_and_strict_exits_1_on_a_miss(tmp_path, ca
     out = capsys.readouterr().out
     assert "strategy target (smallest knob value meeting the target)" in out
     assert "ef_search [1, 8]" in out and "widen tune.search_range" in out
+
+
+def test_quickstart_without_milvus_loads_with_a_warning(tmp_path, caplog):
+    """sweeps/quickstart.yaml invites dropping Milvus; its tune.search_range.ef then names a
+    knob no remaining backend has: warned and ignored, a typo is still refused."""
+    import logging
+    from pathlib import Path
+
+    import pytest
+
+    from retrieval.errors import ConfigError
+    from retrieval.tune.units import check_ranges_used
+
+    data = yaml.safe_load(Path("sweeps/quickstart.yaml").read_text())
+    data["indexes"] = [e for e in data["indexes"] if e["backend"] != "milvus"]
+    with caplog.at_level(logging.WARNING):
+        check_ranges_used(parse_spec(data, source="quickstart.yaml"))
+    assert "tune.search_range.ef' ignored" in caplog.text
+    data["tune"]["search_range"]["ef_serach"] = [10, 20]
+    with pytest.raises(ConfigError, match=r"tune\.search_range\.ef_serach"):
+        check_ranges_used(parse_spec(data, source="quickstart.yaml"))
+
+
+def test_byo_examples_go_to_the_current_folder(tmp_path, monkeypatch):
+    import runpy
+    from pathlib import Path
+
+    script = Path("scripts/make_byo_examples.py").resolve()
+    mod = runpy.run_path(str(script), run_name="byo")
+    monkeypatch.chdir(tmp_path)
+    assert mod["default_out"]() == tmp_path / "runs" / "byo-data"
