@@ -7,7 +7,7 @@
 - ``other.csv``: 600 other QQP pairs (csv, true/false labels) for the transfer check;
 - ``hard.tsv``: 400 QQP non-duplicates (tsv), traffic on which a cap is easily broken.
 
-    python scripts/make_byo_examples.py [OUT]      (default: runs/byo-data)
+    python scripts/make_byo_examples.py [OUT]      (default: runs/byo-data in the current folder)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 from retrieval.loaders.shared import load_cranfield, load_qqp_pairs
-from retrieval.paths import REPO_ROOT
 from retrieval.testing.byo import sample_pairs, write_beir, write_pairs
 
 
@@ -33,6 +32,12 @@ def make(out: Path) -> Path:
     return out
 
 
+def default_out() -> Path:
+    """Where the examples go without an argument: ``runs/byo-data`` under the current folder
+    (where the command was typed), not under the installed package."""
+    return Path.cwd() / "runs" / "byo-data"
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO_ROOT / "runs" / "byo-data"
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else default_out()
     print(f"wrote {make(target)}")

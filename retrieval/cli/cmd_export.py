@@ -136,9 +136,27 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"  held-out recall {report.heldout.recall:.4f} (recorded "
               f"{_f(rec.get('heldout_recall'))})")
     if m.p95_ms is not None:
-        print(f"  p95 {m.p95_ms:.4g} ms (recorded {_f(rec.get('p95_ms'), '.4g')} ms; latency "
-              f"depends on the machine)")
+        print(f"  p95 {m.p95_ms:.4g} ms (recorded {_f(rec.get('p95_ms'), '.4g')} ms; "
+              f"{latency_cause(rec.get('measured_on'), report.backend)})")
     return 0 if report.holds else 1
+
+
+def latency_cause(recorded_on: Any, measured_on: str) -> str:
+    """Why verify's p95 may differ from the recorded one: another engine (a server over a
+    socket vs in-process) when the backends differ, else the machine."""
+    from retrieval.indexes.engine import engine_of_backend
+
+    if not recorded_on or recorded_on == measured_on:
+        return "latency depends on the machine"
+
+    def where(backend: str) -> str:
+        desc = engine_of_backend(backend)
+        return "a server over a socket" if desc is not None and (
+            desc.server or desc.local_server) else "in-process"
+
+    return (f"a different engine: recorded on {recorded_on} ({where(str(recorded_on))}), "
+            f"measured now on {measured_on} ({where(measured_on)}); latency does not transfer "
+            f"between them")
 
 
 def _f(v: Any, spec: str = ".4f") -> str:

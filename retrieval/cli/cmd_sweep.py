@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "every CPU; more than one makes HNSW builds irreproducible)")
     p.add_argument(
         "--strict", action="store_true",
-        help="exit 1 when a chosen config misses the target on the held-out queries",
+        help="exit 1 when a backend has no config meeting the target, or a chosen config misses "
+        "it on the held-out queries (exit codes: docs/exit-codes.md)",
     )
     p.set_defaults(func=run)
 
@@ -120,15 +121,21 @@ def heldout_failures(s: dict[str, Any]) -> list[str]:
 
 
 def strict_exit(s: dict[str, Any]) -> int:
-    """--strict: 1 (with one line on stderr) when the held-out check failed, else 0."""
+    """--strict: 1 (with one line per failure on stderr) when a backend has no config meeting
+    the target or the held-out check failed, else 0."""
+    from retrieval.tune.summary import missed_labels
+
     failing = heldout_failures(s)
-    if not failing:
-        return 0
-    recalls = ", ".join(f"{label} {_num(s['backends'][label]['heldout_recall'])}"
-                        for label in failing)
-    print(f"rwb sweep: --strict: held-out check failed: mean recall on the held-out queries "
-          f"below target {s.get('target_recall')} ({recalls})", file=sys.stderr)
-    return 1
+    missed = missed_labels(s)
+    if missed:
+        print(f"rwb sweep: --strict: no config meets target {s.get('target_recall')} for "
+              f"{', '.join(missed)}", file=sys.stderr)
+    if failing:
+        recalls = ", ".join(f"{label} {_num(s['backends'][label]['heldout_recall'])}"
+                            for label in failing)
+        print(f"rwb sweep: --strict: held-out check failed: mean recall on the held-out queries "
+              f"below target {s.get('target_recall')} ({recalls})", file=sys.stderr)
+    return 1 if failing or missed else 0
 
 
 def _search(d: dict[str, Any] | None) -> str:
@@ -145,7 +152,11 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
     q = s["queries"]
     k = s["k"]
     aim = f"target recall@{k} >= {target}" if target is not None else "no target"
-    print(f"{s['name']} on {s['dataset']} (k={k}): {aim}, strategy {s['strategy']}")
+    ran = s["strategy"]
+    how = {"grid": "every listed value", "target": "smallest knob value meeting the target",
+           "optuna": "Optuna-proposed builds, each solved by target"}.get(ran, "")
+    print(f"{s['name']} on {s['dataset']} (k={k}): {aim}, strategy {ran}"
+          + (f" ({how})" if how else ""))
     if target is not None:
         print(f"meets = {conf['level']:.0%} {conf['method']} lower bound over {q['tuning']} "
               f"tuning queries >= target; held-out = mean recall on {q['heldout']} other queries")
@@ -167,6 +178,10 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
         rows,
         ["backend", "build", "search", "recall", "lower", "held-out", "p95 ms", "QPS", "evals"],
     )
+    from retrieval.tune.summary import miss_hint, missed_labels
+
+    for label in missed_labels(s):
+        print(f"{label}: no config meets the target: {miss_hint(s, label)}")
     failing = heldout_failures(s)
     if failing:
         print(f"held-out FAIL: {', '.join(failing)}: mean recall on the held-out queries is below "

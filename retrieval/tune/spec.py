@@ -109,9 +109,23 @@ def checked_entries(spec: SweepSpec) -> list[CheckedEntry]:
 
 
 def validate_spec(spec: SweepSpec) -> SweepSpec:
-    """Validate every entry's params against its backend's models and cross-field rules."""
+    """Validate every entry's params against its backend's models and cross-field rules; the
+    strategy resolved (:func:`resolve_strategy`)."""
     checked_entries(spec)
-    return spec
+    return resolve_strategy(spec)
+
+
+def resolve_strategy(spec: SweepSpec) -> SweepSpec:
+    """The ONE place that picks the default strategy: ``target`` when the spec (or an override)
+    sets ``target_recall`` and ``tune.strategy`` was not set explicitly (pydantic's
+    ``model_fields_set``), else the spec as is (``grid`` without a target). Every door (spec file,
+    mapping, spec object, ``--target-recall``) goes through :func:`validate_spec`, so the API and
+    the CLI agree."""
+    if spec.target_recall is None or "strategy" in spec.tune.model_fields_set:
+        return spec
+    tune = spec.tune.model_copy(update={"strategy": "target"})
+    tune.__pydantic_fields_set__.discard("strategy")  # still the default: a later override wins
+    return spec.model_copy(update={"tune": tune})
 
 
 def parse_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> SweepSpec:

@@ -118,6 +118,36 @@ class SweepSummary(RunSummary):
     workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
 
 
+def missed_labels(s: Mapping[str, Any]) -> list[str]:
+    """Index labels of a sweep summary with no config meeting the target (none when the sweep
+    had no target)."""
+    if s.get("target_recall") is None:
+        return []
+    return [label for label, b in (s.get("backends") or {}).items() if b.get("chosen") is None]
+
+
+def miss_hint(s: Mapping[str, Any], label: str) -> str:
+    """What to change when ``label`` has no config meeting the target: a grid's best listed
+    value and a wider list (or ``--strategy target``); a target search's range top and a wider
+    ``tune.search_range``. One line."""
+    target = s.get("target_recall")
+    mine = [r for r in s.get("rows") or [] if r.get("label") == label
+            and r.get("recall_lb") is not None]
+    best = max(mine, key=lambda r: (r["recall_lb"], r["recall"]), default=None)
+    seen = "nothing measured" if best is None else (
+        "best measured: " + (",".join(f"{k}={v}" for k, v in best["search"].items()) or "-")
+        + f" recall {best['recall']:.4f} (lower bound {best['recall_lb']:.4f})")
+    builds = [b for b in s.get("builds") or [] if b.get("label") == label]
+    ranged = [b for b in builds if b.get("method") == "target" and b.get("range")]
+    if ranged:
+        knobs = sorted({f"{b['knob']} [{b['range'][0]}, {b['range'][1]}]" for b in ranged})
+        return (f"{seen}; the search reached the top of its range ({', '.join(knobs)}) below "
+                f"target {target}: widen tune.search_range (or build a denser index)")
+    return (f"{seen}; the grid's most accurate listed value misses target {target}: list larger "
+            f"search values, or run --strategy target (searches up to the backend's most "
+            f"accurate setting, tune.search_range)")
+
+
 def build_params(backend: str, build: Mapping[str, Any]) -> dict[str, Any]:
     """Every build param with defaults filled in, as the backend validated it."""
     cls = get_backend(backend)

@@ -94,7 +94,8 @@ def apply_overrides(
     return with_overrides(
         spec,
         check=validate_spec,
-        tune={**spec.tune.model_dump(), **tune} if tune else None,
+        # exclude_unset: a strategy left to its default stays one (see resolve_strategy)
+        tune={**spec.tune.model_dump(exclude_unset=True), **tune} if tune else None,
         target_recall=target,
         threads=threads,
         index_build=None if build_threads is None else {

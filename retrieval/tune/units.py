@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +33,8 @@ from retrieval.tune.bucket_summary import bucket_names
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.results import PointResult
 from retrieval.tune.spec import SweepSpec, checked_entries, search_grid
+
+log = logging.getLogger(__name__)
 
 Method = Literal["grid", "target"]
 
@@ -259,6 +262,12 @@ def _filter_knob(spec: SweepSpec, cls: type[IndexBackend], build: Params, label:
         lo, hi = spec.tune.search_range[knob]
         low, high = max(low, lo), min(high, hi)
     return knob, low, high
+def _every_monotone_knob() -> set[str]:
+    """Monotone search knobs of every registered backend (a spec may drop the backends that
+    a ``tune.search_range`` entry was written for)."""
+    from retrieval.indexes.registry import all_backends
+
+    return {k for cls in all_backends().values() for k in cls.monotone_knobs}
 
 
 def check_ranges_used(spec: SweepSpec) -> None:
@@ -268,11 +277,17 @@ def check_ranges_used(spec: SweepSpec) -> None:
     for e in spec.indexes:
         knobs.update(get_backend(e.backend).monotone_knobs)
     for knob in spec.tune.search_range:
-        if knob not in knobs:
-            raise ConfigError(
-                f"{spec.source}: field 'tune.search_range.{knob}': '{knob}' is not a monotone "
-                f"search knob of any backend in this spec; allowed: {', '.join(sorted(knobs))}"
-            )
+        if knob in knobs:
+            continue
+        if knob in _every_monotone_knob():  # a backend dropped from the spec (as its comment
+            log.warning("%s: field 'tune.search_range.%s' ignored: no backend left in this "
+                        "spec has knob '%s' (it has: %s)", spec.source, knob, knob,
+                        ", ".join(sorted(knobs)))
+            continue
+        raise ConfigError(
+            f"{spec.source}: field 'tune.search_range.{knob}': '{knob}' is not a monotone "
+            f"search knob of any backend in this spec; allowed: {', '.join(sorted(knobs))}"
+        )
     names = set(labels) | {e.backend for e in spec.indexes}
     for name in spec.tune.knobs:
         if name not in names:

@@ -51,6 +51,8 @@ def test_export_fields(exported, run_dir):
     doc = yaml.safe_load(exported.read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     assert doc["kind"] == "rerank-depth" and doc["engine"] == "rerank"
+    assert doc["rwb_export"] == 1 and "format" not in doc  # one header for every export
+    assert doc["use"].startswith("router: ") and "rerank.depth" in doc["use"]
     assert doc["rerank"]["depth"] == summary["chosen_depth"] in (5, 10)
     assert doc["first_stage"]["kind"] == "bm25"
     assert doc["first_stage"]["bm25"]["implementation"] == "rank-bm25"

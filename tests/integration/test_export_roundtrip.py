@@ -39,8 +39,8 @@ NAMES = {
     "faiss": {"index_factory", "parameter_space", "metric", "normalize_vectors", "dim",
               "index_fields"},
     "hnswlib": {"space", "dim", "M", "ef_construction", "ef"},
-    "qdrant": {"vectors", "hnsw_config", "optimizers_config", "search_params"},
-    "redis": {"ft_create", "vector_field", "query", "query_params"},
+    "qdrant": {"create_collection", "search", "measurement_settings"},
+    "redis": {"ft_create", "vector_field", "query", "query_params", "dialect", "ft_search"},
     "weaviate": {"vectorIndexType", "vectorIndexConfig"},
 }
 EVIDENCE = ("target_recall", "recall", "recall_lower_bound", "heldout_recall", "latency_ms",

@@ -59,9 +59,10 @@ READERS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
     "faiss": _faiss,
     "hnswlib": lambda c: {"M": c["M"], "ef_construction": c["ef_construction"],
                           "ef_search": c["ef"]},
-    "qdrant": lambda c: {"M": c["hnsw_config"]["m"],
-                         "ef_construction": c["hnsw_config"]["ef_construct"],
-                         "ef_search": c["search_params"]["hnsw_ef"]},
+    "qdrant": lambda c: {"M": c["create_collection"]["hnsw_config"]["m"],
+                         "ef_construction": c["create_collection"]["hnsw_config"][
+                             "ef_construct"],
+                         "ef_search": c["search"]["params"]["hnsw_ef"]},
     "pgvector": lambda c: ({"M": c["build_params"]["m"],
                             "ef_construction": c["build_params"]["ef_construction"],
                             "ef_search": c["search_params"]["ef_search"]} if c["method"] == "hnsw"

@@ -202,11 +202,11 @@ def test_an_acorn_operating_point_exports_to_qdrant_with_its_acorn_params() -> N
           "label": "qdrant-acorn", "build": BUILD, "p95_ms": 1.0, "recall": 0.95,
           "search": {"hnsw_ef": 64, "acorn": True, "acorn_max_selectivity": 0.3}}
     doc = _entry(op, "qdrant", "l2", 16, K)
-    sp = doc["config"]["search_params"]
+    sp = doc["config"]["search"]["params"]
     assert sp["hnsw_ef"] == 64 and sp["acorn"] == {"enable": True, "max_selectivity": 0.3}
     back = from_qdrant(doc["config"], "l2", 16, K, where="f.yaml")
     assert back.search["acorn"] is True and back.search["acorn_max_selectivity"] == 0.3
     off = _entry({**op, "search": {"hnsw_ef": 64, "acorn": False}}, "qdrant", "l2", 16, K)
-    assert "acorn" not in off["config"]["search_params"]
+    assert "acorn" not in off["config"]["search"]["params"]
     other = _entry(op, "hnswlib", "l2", 16, K)
     assert other["config"] is not None and "acorn" not in json.dumps(other["config"])

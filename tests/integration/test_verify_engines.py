@@ -68,13 +68,15 @@ def test_qdrant_export_carries_optimizers_and_verifies_on_qdrant(run, tmp_path, 
     path = _export(run, tmp_path, "qdrant", "qdrant")
     doc = read_config(path)
     cfg = doc["config"]
-    assert cfg["optimizers_config"]["indexing_threshold"] == 1
-    assert cfg["hnsw_config"]["full_scan_threshold"] == 1
+    ms = cfg["measurement_settings"]  # labelled; the production body keeps Qdrant's defaults
+    assert ms["optimizers_config"]["indexing_threshold"] == 1
+    assert ms["hnsw_config"]["full_scan_threshold"] == 1
+    assert "optimizers_config" not in cfg["create_collection"]
     assert doc["evidence"]["measured_on"] == "qdrant" and "note" not in doc["evidence"]
     _code, report = _verify(capsys, str(path))
     assert report["backend"] == "qdrant" and report["engine"] == "qdrant"
     assert report["build"]["m"] == 8 and report["search"]["hnsw_ef"] == cfg[
-        "search_params"]["hnsw_ef"]
+        "search"]["params"]["hnsw_ef"]
     failed = [c for c in report["file_checks"] if not c["passed"]]
     assert not failed, failed
     _holds_iff_the_target_is_reached(path, capsys)

@@ -24,10 +24,13 @@ def test_hnsw_in_every_engine():
     assert translate("hnswlib", HNSW, "l2", 8, 10) == {
         "space": "l2", "dim": 8, "M": 16, "ef_construction": 200, "ef": 64}
     q = translate("qdrant", HNSW, "ip", 8, 10)
-    assert q["hnsw_config"] == {"m": 16, "ef_construct": 200, "full_scan_threshold": 1,
-                                "on_disk": False}
-    assert q["optimizers_config"]["indexing_threshold"] == 1  # indexed, not brute-forced
-    assert q["search_params"]["hnsw_ef"] == 64 and q["vectors"]["distance"] == "Dot"
+    body = q["create_collection"]  # production values: Qdrant's own optimizer defaults
+    assert body["hnsw_config"] == {"m": 16, "ef_construct": 200, "on_disk": False}
+    assert "optimizers_config" not in body and "search_params" not in body
+    ms = q["measurement_settings"]  # what was measured: indexed, not brute-forced, labelled
+    assert ms["optimizers_config"] == {"indexing_threshold": 1, "default_segment_number": 1}
+    assert ms["hnsw_config"] == {"full_scan_threshold": 1} and "not for production" in ms["note"]
+    assert q["search"]["params"]["hnsw_ef"] == 64 and body["vectors"]["distance"] == "Dot"
     w = translate("weaviate", HNSW, "l2", 8, 10)
     assert w == {"vectorIndexType": "hnsw", "vectorIndexConfig": {
         "maxConnections": 16, "efConstruction": 200, "ef": 64, "distance": "l2-squared"}}

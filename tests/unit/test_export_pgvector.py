@@ -65,6 +65,23 @@ def test_edited_config_fails_naming_the_field():
         from_pgvector(_edited(doc, set=["SET hnsw.ef_search = 40;", "SET jit = 0;"]))
 
 
+def test_set_local_for_pooled_connections():
+    from retrieval.engines.pgvector.export import from_native
+
+    doc = to_pgvector(Hnsw(16, 64, 40), "l2", 32, 10)
+    assert doc["set_local"]["sql"] == [
+        "BEGIN;", "SET LOCAL hnsw.ef_search = 40;",
+        "SELECT id FROM items ORDER BY embedding <-> $1 LIMIT 10;", "COMMIT;"]
+    assert "pooled" in doc["set_local"]["note"]
+    assert from_native(doc, "l2", 32, 10, "f.yaml").search == {"ef_search": 40}
+    old = {k: v for k, v in doc.items() if k != "set_local"}  # a file from before: still read
+    assert from_native(old, "l2", 32, 10, "f.yaml").search == {"ef_search": 40}
+    edited = copy.deepcopy(doc)
+    edited["set_local"]["sql"][1] = "SET LOCAL hnsw.ef_search = 80;"
+    with pytest.raises(ConfigError, match=r"config\.set_local\.sql"):
+        from_native(edited, "l2", 32, 10, "f.yaml")
+
+
 @pytest.mark.parametrize(("p", "word"), [
     (Hnsw(16, 64, 40, quantization="SQ8"), "SQ8"),
     (Ivf(64, 8, encoding="pq", pq_m=8), "IVFFlat"),

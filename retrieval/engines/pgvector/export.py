@@ -57,6 +57,19 @@ def _sql(method: str, metric: str, with_: Mapping[str, int], sets: Mapping[str, 
     }
 
 
+def with_set_local(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``set_local``: its ``set`` lines as ``SET LOCAL`` in one transaction with
+    its ``query``."""
+    lines = [str(x).replace("SET ", "SET LOCAL ", 1) for x in doc["set"]]
+    return {**doc, "set_local": {"note": SET_LOCAL_NOTE,
+                                 "sql": ["BEGIN;", *lines, doc["query"], "COMMIT;"]}}
+
+
+#: why a pooled connection wants ``SET LOCAL`` (a session ``SET`` leaks to the pool's next user)
+SET_LOCAL_NOTE = ("for pooled connections (PgBouncer transaction mode, a client pool): SET LOCAL "
+                  "lasts until COMMIT, so the setting never leaks to the next borrower")
+
+
 def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     """The pgvector config of ``p``: SQL (``create_index``, ``set``, ``query``) and the same
     settings as fields (``method``, ``opclass``, ``operator``, ``dim``, ``build_params``,
@@ -91,7 +104,7 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     else:
         raise _cannot(p, "rwb measures pgvector's HNSW and IVFFlat indexes only (no index is "
                       "a sequential scan, AUTOINDEX is Milvus's)")
-    return {
+    return with_set_local({
         "method": method,
         "opclass": OPS[metric],
         "operator": OPERATOR[metric],
@@ -99,7 +112,7 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         "build_params": with_,
         "search_params": sp,
         **_sql(method, metric, with_, sets, k),
-    }
+    })
 
 
 @dataclass(frozen=True)
@@ -237,12 +250,25 @@ def from_native(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: st
     (``create_index`` + ``set`` lines, checked against the structured fields and pgvector's
     limits), then checked against the data's metric and dimension."""
     c = from_pgvector(cfg, k)
+    check_set_local(cfg)
     if c.metric != metric:
         raise param_error("config.create_index operator class",
                           f"'{OPS.get(metric, metric)}' (the data's metric is {metric})",
                           OPS.get(c.metric, c.metric), where=where)
     dim_is(c.dim, dim, "dim", where)
     return Rebuilt(c.backend, dict(c.build), dict(c.search))
+
+
+def check_set_local(doc: Mapping[str, Any]) -> None:
+    """``set_local`` (when present: files written before it existed still verify) must say what
+    the ``set`` lines and the ``query`` say."""
+    if doc.get("set_local") is None:
+        return
+    want = with_set_local({"set": list(doc["set"]), "query": doc["query"]})["set_local"]["sql"]
+    got = doc["set_local"].get("sql") if isinstance(doc["set_local"], Mapping) else None
+    if not isinstance(got, list) or [" ".join(str(x).split()) for x in got] != want:
+        raise param_error("config.set_local.sql", f"{want} (the set lines and the query as SET "
+                          f"LOCAL in one transaction)", got, where=WHERE)
 
 
 to_native = to_pgvector
@@ -260,6 +286,6 @@ def filter_knobs(search: dict[str, Any], given: Mapping[str, Any]) -> Any:
     def apply(native: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         native["search_params"].update(scan)
         native["set"] += [f"SET hnsw.{key} = {val};" for key, val in scan.items()]
-        return native, {}
+        return with_set_local(native), {}
 
     return apply

@@ -1,8 +1,20 @@
-"""Qdrant in its own names (REST): collection ``vectors`` + ``hnsw_config`` (``m``,
-``ef_construct`` >= 4, ``full_scan_threshold``) + ``optimizers_config`` (``indexing_threshold``)
-+ ``quantization_config``, and search ``params`` (``hnsw_ef``, ``quantization.rescore`` /
-``oversampling``, ``acorn``); and the way back (:func:`from_native`). Qdrant 'Euclid' is the
-(unsquared) Euclidean distance, which ranks as rwb's squared l2.
+"""Qdrant in its own names (REST), in three labelled parts:
+
+- ``create_collection``: the body of ``PUT /collections/{name}`` (qdrant-client
+  ``create_collection(vectors_config=..., hnsw_config=..., quantization_config=...)``) with
+  production values: ``vectors``, ``hnsw_config`` (``m``, ``ef_construct`` >= 4) and
+  ``quantization_config``; the optimizer thresholds are left to Qdrant's defaults unless the
+  tuning set them to other values than rwb's measurement settings;
+- ``search``: what goes with each query, ``search.params`` = ``SearchParams`` (``hnsw_ef``,
+  ``quantization.rescore`` / ``oversampling``, ``acorn``), not part of a collection body;
+- ``measurement_settings``: the benchmark harness's ``full_scan_threshold: 1``,
+  ``indexing_threshold: 1``, ``default_segment_number: 1`` (they force the HNSW graph on a small
+  collection, and would hurt a production one): what was measured, read back by ``rwb verify``.
+
+:func:`from_native` rebuilds exactly what was measured from ``create_collection`` + ``search`` +
+``measurement_settings``, and still reads the older single-block form (``vectors``,
+``hnsw_config``, ``optimizers_config``, ``search_params``). Qdrant 'Euclid' is the (unsquared)
+Euclidean distance, which ranks as rwb's squared l2.
 """
 
 from __future__ import annotations
@@ -84,7 +96,8 @@ class QdrantQuantization(Params):
 
 
 class QdrantConfig(Params):
-    """A Qdrant collection config (REST names) plus the search ``params`` it was measured with."""
+    """The older single-block export (still read): a Qdrant collection config with the
+    measurement thresholds inside, plus the search ``params`` it was measured with."""
 
     vectors: QdrantVectors
     hnsw_config: QdrantHnsw
@@ -93,10 +106,58 @@ class QdrantConfig(Params):
     search_params: QdrantSearch
 
 
+class ProdHnsw(Params):
+    m: int = Field(ge=2, le=256)
+    ef_construct: int = Field(ge=4, le=16384)
+    full_scan_threshold: int | None = Field(None, ge=1)
+    on_disk: bool = False
+
+
+class ProdOptimizers(Params):
+    indexing_threshold: int | None = Field(None, ge=1)
+
+
+class CreateCollection(Params):
+    vectors: QdrantVectors
+    hnsw_config: ProdHnsw
+    optimizers_config: ProdOptimizers | None = None
+    quantization_config: QdrantQuantization | None = None
+
+
+class SearchBlock(Params):
+    params: QdrantSearch
+
+
+class MeasuredHnsw(Params):
+    full_scan_threshold: int = Field(ge=1)
+
+
+class MeasurementSettings(Params):
+    note: str = ""
+    hnsw_config: MeasuredHnsw
+    optimizers_config: QdrantOptimizers
+
+
+class QdrantExport(Params):
+    """``create_collection`` (production body) + ``search`` (per-query params) +
+    ``measurement_settings`` (what the harness measured with; see the module doc)."""
+
+    create_collection: CreateCollection
+    search: SearchBlock
+    measurement_settings: MeasurementSettings
+
+
+#: rwb's measurement value of both thresholds (QdrantBuild's default): forces the HNSW graph
+MEASURE_THRESHOLD = 1
+MEASUREMENT_NOTE = ("benchmark-harness settings rwb measured with (HNSW forced on a small "
+                    "collection); not for production: rwb verify reads them to rebuild the "
+                    "measurement")
+
+
 def to_qdrant(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
-    """Collection config with the optimizer thresholds rwb measured with (Qdrant's defaults,
-    10000 KB, leave a collection under ~10 MB of vectors unindexed: every hnsw_ef would then
-    be a brute force) and the search params."""
+    """The three-part export of the module doc: production collection body, search params and
+    the labelled measurement settings (Qdrant's own thresholds, 10000 KB, leave a collection
+    under ~10 MB of vectors unindexed: rwb measures with 1 so every hnsw_ef is a graph walk)."""
     from retrieval.engines.qdrant.params import QdrantBuild
     from retrieval.engines.qdrant.params import QdrantSearch as Knobs
 
@@ -135,13 +196,69 @@ def to_qdrant(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         doc["quantization_config"] = q
         doc["search_params"]["quantization"] = {"rescore": sk.rescore,
                                                 "oversampling": sk.oversampling}
-    return validate_params(QdrantConfig, doc, where="qdrant export").model_dump(
+    legacy = validate_params(QdrantConfig, doc, where="qdrant export").model_dump(
+        exclude_none=True)
+    return validate_params(QdrantExport, split_legacy(legacy), where="qdrant export").model_dump(
         exclude_none=True)
 
 
-def from_qdrant(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str) -> Rebuilt:
+def split_legacy(legacy: Mapping[str, Any]) -> dict[str, Any]:
+    """The three-part form of a single-block config: thresholds rwb set only to measure move to
+    ``measurement_settings``; a threshold the tuning set to another value stays in the body."""
+    hnsw = dict(legacy["hnsw_config"])
+    opt = dict(legacy["optimizers_config"])
+    body_hnsw = {k: v for k, v in hnsw.items() if k != "full_scan_threshold"}
+    if hnsw["full_scan_threshold"] != MEASURE_THRESHOLD:
+        body_hnsw["full_scan_threshold"] = hnsw["full_scan_threshold"]
+    body: dict[str, Any] = {"vectors": legacy["vectors"], "hnsw_config": body_hnsw}
+    if opt["indexing_threshold"] != MEASURE_THRESHOLD:
+        body["optimizers_config"] = {"indexing_threshold": opt["indexing_threshold"]}
+    if legacy.get("quantization_config") is not None:
+        body["quantization_config"] = legacy["quantization_config"]
+    return {
+        "create_collection": body,
+        "search": {"params": legacy["search_params"]},
+        "measurement_settings": {
+            "note": MEASUREMENT_NOTE,
+            "hnsw_config": {"full_scan_threshold": hnsw["full_scan_threshold"]},
+            "optimizers_config": {"indexing_threshold": opt["indexing_threshold"],
+                                  "default_segment_number": opt.get("default_segment_number",
+                                                                    1)},
+        },
+    }
 
-    c = validate_params(QdrantConfig, cfg, where=where, prefix="config.")
+
+def join_parts(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The single-block form of what was measured: the three-part export read back (the
+    measurement settings win: they are what ran), or an older single-block file as is."""
+    if "create_collection" not in cfg:
+        return dict(cfg)
+    e = validate_params(QdrantExport, cfg, where=where, prefix="config.")
+    body, ms = e.create_collection, e.measurement_settings
+    for field, prod, measured in (
+            ("create_collection.hnsw_config.full_scan_threshold",
+             body.hnsw_config.full_scan_threshold, ms.hnsw_config.full_scan_threshold),
+            ("create_collection.optimizers_config.indexing_threshold",
+             body.optimizers_config.indexing_threshold if body.optimizers_config else None,
+             ms.optimizers_config.indexing_threshold)):
+        if prod is not None and prod != measured:
+            raise param_error(f"config.{field}", f"absent (Qdrant's default) or equal to "
+                              f"measurement_settings ({measured}): the tuning measured that",
+                              prod, where=where)
+    legacy: dict[str, Any] = {
+        "vectors": body.vectors.model_dump(),
+        "hnsw_config": {**body.hnsw_config.model_dump(exclude_none=True),
+                        "full_scan_threshold": ms.hnsw_config.full_scan_threshold},
+        "optimizers_config": ms.optimizers_config.model_dump(),
+        "search_params": e.search.params.model_dump(exclude_none=True),
+    }
+    if body.quantization_config is not None:
+        legacy["quantization_config"] = body.quantization_config.model_dump(exclude_none=True)
+    return legacy
+
+
+def from_qdrant(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str) -> Rebuilt:
+    c = validate_params(QdrantConfig, join_parts(cfg, where), where=where, prefix="config.")
     metric_is(c.vectors.distance, metric, "vectors.distance",
                {"l2": "Euclid", "ip": "Dot", "cosine": "Cosine"}, where)
     dim_is(c.vectors.size, dim, "vectors.size", where)
@@ -202,8 +319,8 @@ def filter_knobs(search: dict[str, Any], given: Mapping[str, Any]) -> Any:
     search.pop("acorn_max_selectivity", None)
 
     def apply(native: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        native["search_params"]["acorn"] = acorn
-        doc = validate_params(QdrantConfig, native, where="qdrant export").model_dump(
+        native["search"]["params"]["acorn"] = acorn
+        doc = validate_params(QdrantExport, native, where="qdrant export").model_dump(
             exclude_none=True)
         return doc, {}
 

@@ -47,12 +47,17 @@ class RedisQueryParams(Params):
 
 class RedisConfig(Params):
     """``FT.CREATE`` (as one command line and as its vector field) plus the KNN query and its
-    params; ``ft_create`` and ``query`` must be what the structured fields say."""
+    params; ``ft_create``, ``query`` and ``ft_search`` must be what the structured fields say.
+    ``dialect``: the query dialect a vector query needs (2; Redis still defaults to 1), sent as
+    ``FT.SEARCH ... DIALECT 2`` (``ft_search``; redis-py: ``Query(...).dialect(2)``). Files
+    written before ``dialect``/``ft_search`` existed still verify."""
 
     ft_create: str
     vector_field: RedisVectorField
     query: str
     query_params: RedisQueryParams
+    dialect: Literal[2] | None = None
+    ft_search: str | None = None
 
 
 def redis_strings(field: Mapping[str, Any], k: int) -> tuple[str, str]:
@@ -63,6 +68,15 @@ def redis_strings(field: Mapping[str, Any], k: int) -> tuple[str, str]:
               f"{field['algorithm']} {2 * len(attrs)} {flat}")
     ef = " EF_RUNTIME $EF_RUNTIME" if field["algorithm"] == "HNSW" else ""
     return create, f"*=>[KNN {k} @{field['name']} $vec{ef} AS score]"
+
+
+def redis_search_line(query: str, params: Mapping[str, Any], k: int) -> str:
+    """The ``FT.SEARCH`` command of the KNN query (``$vec`` is the query vector's FLOAT32 bytes;
+    ``DIALECT 2``: vector queries need it)."""
+    values = {"vec": "$BLOB", **{n: v for n, v in params.items() if v is not None}}
+    flat = " ".join(f"{n} {v}" for n, v in values.items())
+    return (f'FT.SEARCH idx "{query}" PARAMS {2 * len(values)} {flat} SORTBY score '
+            f"LIMIT 0 {k} DIALECT 2")
 
 
 def to_redis(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
@@ -85,7 +99,8 @@ def to_redis(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         raise cannot_express("redis", p, "Redis vector fields are HNSW or FLAT")
     field = {"name": REDIS_FIELD, "algorithm": algorithm, "attributes": attrs}
     create, query = redis_strings(field, k)
-    doc = {"ft_create": create, "vector_field": field, "query": query, "query_params": params}
+    doc = {"ft_create": create, "vector_field": field, "query": query, "query_params": params,
+           "dialect": 2, "ft_search": redis_search_line(query, params, k)}
     return validate_params(RedisConfig, doc, where="redis export").model_dump(exclude_none=True)
 
 
@@ -104,6 +119,13 @@ def from_redis(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
     if " ".join(c.query.split()) != query:
         raise param_error("config.query", f"'{query}' (k {k}, as vector_field says)", c.query,
                           where=where)
+    if c.query_params.EF_RUNTIME is not None:
+        ef_at_least_k(c.query_params.EF_RUNTIME, k, "query_params.EF_RUNTIME", where)
+    if c.ft_search is not None:
+        line = redis_search_line(query, c.query_params.model_dump(), k)
+        if " ".join(c.ft_search.split()) != line:
+            raise param_error("config.ft_search", f"'{line}' (as query and query_params say)",
+                              c.ft_search, where=where)
     if c.vector_field.algorithm == "FLAT":
         return Rebuilt("redis", {"algorithm": "FLAT"}, {})
     build: dict[str, Any] = {"algorithm": "HNSW"}
