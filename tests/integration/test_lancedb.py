@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from retrieval.export.files import read_config
 
 from retrieval.cli import main
 from retrieval.errors import BackendError, ConfigError
+from retrieval.exporting.files import read_config
 from retrieval.indexes.engine import get_engine
 from retrieval.indexes.registry import create_index
 from retrieval.loaders.synthetic import make_synthetic
