@@ -18,8 +18,8 @@ step function of ``ef`` (steps of 1/k), reaching 1.0 only when ``quality > 1``. 
 Per-query spread (build param ``spread``, default 0: the exact curve above). With ``spread = s >
 0`` queries differ: each query keeps ``hits + s`` or ``hits - s`` true neighbours (clipped to
 ``[0, k]``), decided by a fair coin per query that is a pure function of the query vector and
-``seed`` (a keyed BLAKE2b hash of its bytes rounded to 3 decimals, :func:`fake_coins`), so single-query and
-batch searches agree and a query set's recall is known in advance (:func:`fake_query_recall`).
+``seed`` (a keyed BLAKE2b hash of its bytes rounded to 3 decimals, :func:`fake_coins`), so
+single-query and batch searches agree and a query set's recall is known in advance (:func:`fake_query_recall`).
 Where ``s <= hits <= k - s`` the expected recall is still :func:`fake_recall` while each query's
 is ``(hits +- s) / k``: lower confidence bounds fall below the mean, and a tuning and a held-out
 split of the queries can disagree (about half of the queries of each are "hard").
@@ -62,7 +62,8 @@ def fake_recall(ef: int, quality: float, k: int, half_ef: int = 16) -> float:
 
 def fake_coins(queries: np.ndarray, seed: int = 0) -> np.ndarray:
     """+1 ("easy") or -1 ("hard") per query row: a fair coin that depends only on the row's
-    bytes (rounded to 3 decimals, so the same on every CPU) and ``seed`` (the first bit of a BLAKE2b hash keyed with the seed)."""
+    bytes (rounded to 3 decimals, so the same on every CPU) and ``seed`` (the first bit of a
+    BLAKE2b hash keyed with the seed)."""
     # rounded first: the last bits of generated or normalised floats differ between CPUs (AVX2 vs
     # AVX-512 code paths), and the coin must not
     x = np.ascontiguousarray(np.round(np.atleast_2d(queries).astype(np.float64), 3))
