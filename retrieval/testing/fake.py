@@ -19,7 +19,8 @@ Per-query spread (build param ``spread``, default 0: the exact curve above). Wit
 0`` queries differ: each query keeps ``hits + s`` or ``hits - s`` true neighbours (clipped to
 ``[0, k]``), decided by a fair coin per query that is a pure function of the query vector and
 ``seed`` (a keyed BLAKE2b hash of its bytes rounded to 3 decimals, :func:`fake_coins`), so
-single-query and batch searches agree and a query set's recall is known in advance (:func:`fake_query_recall`).
+single-query and batch searches agree and a query set's recall is known in advance
+(:func:`fake_query_recall`).
 Where ``s <= hits <= k - s`` the expected recall is still :func:`fake_recall` while each query's
 is ``(hits +- s) / k``: lower confidence bounds fall below the mean, and a tuning and a held-out
 split of the queries can disagree (about half of the queries of each are "hard").
