@@ -56,19 +56,33 @@ class IndexEntry(BaseEntry):
 class SweepSpec(SpecModel):
     """A sweep/eval spec. Times are in ms/s as named; recall is recall@k by id."""
 
+    #: the run's name (run directory ``runs/<name>-<time>``, the Optuna study's name)
     name: RunName = "sweep"
+    #: a dataset name (``rwb datasets``), a manifest path, or a mapping: ``{name: N, field:
+    #: value}`` overrides fields of a named one, ``{kind: npy, base: b.npy, queries: q.npy,
+    #: metric: cosine}`` (or ``synthetic`` / ``hdf5`` / ``texmex`` / ``text``) gives one inline
     dataset: str | dict[str, Any]
+    #: results per query; recall is recall@k
     k: int = Field(10, ge=1, le=1000)
+    #: seeds the query split, sampling and seeded builds
     seed: int = 0
+    #: search threads (``threads`` of each library; batch mode uses them)
     threads: int = Field(1, ge=1, le=512)
     #: build threads and the build cache (``threads`` above is for searches)
     index_build: IndexBuildSpec = Field(default_factory=IndexBuildSpec)
+    #: what is timed: ``single`` (one query per call: p50/p95/p99 ms) and ``batch`` (QPS)
     modes: list[Literal["single", "batch"]] = Field(
         default_factory=lambda: ["single", "batch"]  # type: ignore[arg-type]
     )
+    #: queries searched before timing starts
     warmup: int = Field(32, ge=0)
+    #: timed batch passes; the best one is reported
     batch_repeats: int = Field(3, ge=1, le=100)
+    #: recall@k target in (0, 1]; with a target and no ``tune.strategy``, ``rwb sweep`` runs
+    #: ``target`` (the cheapest setting whose recall lower bound meets it)
     target_recall: float | None = Field(None, gt=0.0, le=1.0)
+    #: the indexes: each a ``backend`` (``rwb backends``) with ``build`` and ``search`` params,
+    #: a list value being a grid
     indexes: list[IndexEntry] = Field(min_length=1)
     #: tuning options (strategy, confidence, held-out split, ...); see retrieval.tune.config
     tune: TuneSpec = Field(default_factory=TuneSpec)
