@@ -23,6 +23,7 @@ from typing import Any
 
 from retrieval.errors import param_error, unknown_name_error
 from retrieval.indexes.portable import Inverse, PortableReader, Translator
+from retrieval.runs.provenance import track_packages
 
 #: a filtered operating point's native extras. Called with the full search params of the
 #: engine's own backend and the params as measured (before defaults were filled in), it removes
@@ -141,6 +142,7 @@ def register_engine(desc: EngineDescriptor) -> EngineDescriptor:
     if old is not None and old != desc:
         raise ValueError(f"engine '{desc.name}' registered twice")
     _ENGINES[desc.name] = desc
+    track_packages(desc.libraries)  # every run's manifest records their versions
     return desc
 
 

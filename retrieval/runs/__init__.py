@@ -24,6 +24,7 @@ from retrieval.runs.provenance import (
     git_info,
     package_versions,
     thread_info,
+    track_packages,
 )
 from retrieval.runs.rundir import (
     COMPLETE,
@@ -61,6 +62,7 @@ __all__ = [
     "new_run_id",
     "package_versions",
     "thread_info",
+    "track_packages",
     "typed_frame",
     "workload_kind",
     "write_atomic",

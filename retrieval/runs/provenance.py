@@ -22,10 +22,7 @@ log = logging.getLogger(__name__)
 TRACKED_PACKAGES = (
     "retrieval-workbench",
     "numpy",
-    "faiss-cpu",
-    "hnswlib",
-    "pymilvus",
-    "milvus-lite",
+    "faiss-cpu",  # a core dependency: exact ground truth
     "optuna",
     "pydantic",
     "pandas",
@@ -72,7 +69,22 @@ THREAD_ENV = (
 )
 
 
-def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
+#: distributions added by the engines as they register (their descriptors' ``libraries``)
+_TRACKED_MORE: dict[str, None] = {}
+
+
+def track_packages(names: Iterable[str]) -> None:
+    """Record these distributions' versions in every manifest from now on (each engine's
+    libraries, added when its descriptor registers)."""
+    for name in names:
+        _TRACKED_MORE.setdefault(name, None)
+
+
+def package_versions(names: Iterable[str] | None = None) -> dict[str, str]:
+    """Installed versions of ``names`` (default: :data:`TRACKED_PACKAGES` and the engines'
+    libraries); a distribution that is not installed is left out."""
+    if names is None:
+        names = (*TRACKED_PACKAGES, *(n for n in _TRACKED_MORE if n not in TRACKED_PACKAGES))
     out = {}
     for name in names:
         try:
