@@ -96,10 +96,11 @@ def _holds_iff_the_target_is_reached(path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("engine", "edit", "field"), [
-    ("qdrant", lambda d: d["config"]["hnsw_config"].update(m=2), "config.hnsw_config.m"),
-    ("qdrant", lambda d: d["config"]["search_params"].update(
-        hnsw_ef=d["config"]["search_params"]["hnsw_ef"] + 7),
-     "config.search_params.hnsw_ef"),
+    ("qdrant", lambda d: d["config"]["create_collection"]["hnsw_config"].update(m=2),
+     "config.create_collection.hnsw_config.m"),
+    ("qdrant", lambda d: d["config"]["search"]["params"].update(
+        hnsw_ef=d["config"]["search"]["params"]["hnsw_ef"] + 7),
+     "config.search.params.hnsw_ef"),
     # Qdrant's graph is unseeded: an edit is caught beyond what a rebuild moves (0.05+)
     ("qdrant", lambda d: d["evidence"].update(recall=d["evidence"]["recall"] - 0.2),
      "evidence.recall"),
@@ -135,12 +136,13 @@ def test_hnswlib_file_with_ef_below_k_is_one_line(run, tmp_path, capsys):
 def test_a_dimension_the_data_does_not_have_is_one_line(run, tmp_path, capsys):
     path = _export(run, tmp_path, "qdrant", "qdrant")
     doc = yaml.safe_load(path.read_text())
-    doc["config"]["vectors"]["size"] = 70000  # over Qdrant's limit, and not the data's
+    doc["config"]["create_collection"]["vectors"]["size"] = 70000  # over Qdrant's limit
     path.write_text(yaml.safe_dump(doc))
     capsys.readouterr()
     assert main(["verify", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "config.vectors.size" in err and "70000" in err
+    assert err.count("\n") == 1 and "config.create_collection.vectors.size" in err, err
+    assert "70000" in err
 
 
 def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, tmp_path,
