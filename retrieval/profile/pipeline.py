@@ -220,11 +220,10 @@ class Pipeline:
         end = now()
         rec_trace = None
         if self.tracing is not None:
-            rec_trace = self.tracing.emit(
+            rec_trace, end = self.tracing.emit(
                 "rwb.request", t0, spans,
                 {"rwb.query.id": qid, "rwb.request.index": index, "rwb.mode": self.mode,
                  "gen_ai.request.top_k": self.k, "rwb.cache.hit": bool(hit)})
-            end = now()
         final = tuple(ranked[: self.k])
         if self.cache is not None and not hit:
             self.cache.store(text, json.dumps({"ranked": list(final), "qid": qid}), vector=vec)
@@ -321,7 +320,7 @@ def build_pipeline(spec: ProfileSpec, workdir: Path,
                     timeout_s=spec.retrieval.timeout_s, fusion=spec.fusion.method,
                     rrf_k=spec.fusion.rrf_k,
                     collections=[c.model_dump(exclude={"export"}) for c in cols],
-                    source=spec.source)  # type: ignore[arg-type]
+                    source=spec.source)
     fs = validate_fanout_spec(fs)
     prepared = prepare_collections(fs)
     texts: dict[str, str] = {}

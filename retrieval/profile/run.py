@@ -215,8 +215,8 @@ def apply_remedy(key: str, built: Built, spec: ProfileSpec,
             if not (url or os.environ.get("REDIS_URL")):
                 return False, "no Redis (set REDIS_URL)"
             pipe.cache = stack.enter_context(open_cache(url, int(pipe.embedder.dim), spec.name))
-        before, pipe.cache_threshold = pipe.cache_threshold, rem.cache_threshold
-        return True, (f"cache threshold {before} -> {rem.cache_threshold}" if before is not None
+        old_thr, pipe.cache_threshold = pipe.cache_threshold, rem.cache_threshold
+        return True, (f"cache threshold {old_thr} -> {rem.cache_threshold}" if old_thr is not None
                       else f"semantic cache at cosine distance {rem.cache_threshold}")
     if key == "bm25_fallback":
         fb = rem.bm25_fallback

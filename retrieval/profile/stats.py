@@ -306,8 +306,9 @@ def compare(prod_spans: Sequence[Mapping[str, Any]], lab_rows: Sequence[Mapping[
             k = f"p{int(q)}_ms"
             row[f"prod_{k}"] = prod[k]
             row[f"lab_{k}"] = lab.get(k)
-            if prod[k] is not None and lab.get(k) is not None:
-                row[f"gap_{k}"] = prod[k] - float(lab[k])
+            pv, lv = prod[k], lab.get(k)
+            if pv is not None and lv is not None:
+                row[f"gap_{k}"] = pv - float(lv)
         rows.append(row)
     return {"stages": rows, "unmapped_spans": unmapped,
             "traces": len({sp.get("trace_id") for sp in prod_spans})}

@@ -49,7 +49,8 @@ def endpoint_configured() -> bool:
 @dataclass
 class Tracing:
     """A tracer provider with its exporters; :meth:`emit` turns one request's measured spans into
-    OpenTelemetry spans and returns the trace id (32 hex digits)."""
+    OpenTelemetry spans and returns the trace id (32 hex digits) and the request's end
+    (``perf_counter_ns``, taken after its spans were made: the root span's end)."""
 
     provider: Any
     tracer: Any
@@ -58,7 +59,7 @@ class Tracing:
     offset_ns: int  # epoch ns - perf_counter_ns, taken once
 
     def emit(self, root_name: str, start_ns: int, spans: Sequence[SpanRecord],
-             attrs: Mapping[str, Any]) -> str:
+             attrs: Mapping[str, Any]) -> tuple[str, int]:
         from opentelemetry import trace
 
         off = self.offset_ns
@@ -72,8 +73,9 @@ class Tracing:
                                         attributes={"rwb.stage": s.stage, **s.attrs})
             sp.end(end_time=s.end_ns + off)
             parents[s.stage] = sp
-        root.end(end_time=time.perf_counter_ns() + off)
-        return f"{root.get_span_context().trace_id:032x}"
+        end = time.perf_counter_ns()
+        root.end(end_time=end + off)
+        return f"{root.get_span_context().trace_id:032x}", end
 
     def close(self) -> None:
         self.provider.force_flush()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -50,8 +51,9 @@ def _req(i: int, embed: float, a: float, b: float, rerank: float, parallel: bool
 
 
 def _records(parallel: bool = False) -> list[RequestRecord]:
-    recs = [_req(i, 2.0, 1.0, 1.5, 3.0, parallel) for i in range(99)]
-    recs.append(_req(99, 2.0, 1.0, 40.0, 3.0, parallel))  # collection b made this one slow
+    recs = [_req(i, 2.0, 1.0, 1.5, 3.0, parallel) for i in range(97)]
+    # collection b made the last three slow (q99 the slowest)
+    recs += [_req(i, 2.0, 1.0, 40.0 + i - 97, 3.0, parallel) for i in range(97, 100)]
     return recs
 
 
@@ -96,7 +98,7 @@ def test_waterfall_roi_and_best() -> None:
 
 
 def _emit_all(tracing, recs: list[RequestRecord]) -> list[str]:
-    return [tracing.emit("rwb.request", r.start_ns, r.spans, {"rwb.query.id": r.query_id})
+    return [tracing.emit("rwb.request", r.start_ns, r.spans, {"rwb.query.id": r.query_id})[0]
             for r in recs]
 
 
@@ -133,7 +135,7 @@ def test_compare_maps_production_span_names(tmp_path: Path) -> None:
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
+    bodies: ClassVar[list[bytes]] = []
 
     def do_POST(self) -> None:
         n = int(self.headers.get("Content-Length", 0))
@@ -180,7 +182,7 @@ def test_spans_arrive_at_an_otlp_http_receiver(monkeypatch: pytest.MonkeyPatch) 
     for s in spans:
         by_trace.setdefault(s.trace_id.hex(), []).append(s)
     assert sorted(by_trace) == sorted(ids)  # one trace per request
-    for tid, ss in by_trace.items():
+    for ss in by_trace.values():
         roots = [s for s in ss if not s.parent_span_id]
         assert len(roots) == 1 and roots[0].name == "rwb.request"
         ids_of = {s.span_id: s for s in ss}
