@@ -36,7 +36,7 @@ def spec(small: bool) -> dict:
         ]},
         "rerank": {"model": "tiny", "depth": 100},
         "remedies": {"parallel": True,
-                     "knobs": {c: {"search": {"ef_search": 64}}
+                     "knobs": {c: {"search": {"ef_search": 128}}
                                for c in ("scifact", "reuters", "qqp")},
                      "rerank_depth": 30, "cache_threshold": 0.1,
                      "bm25_fallback": {"collection": "scifact"}, "fallback_timeout_s": 0.2},
