@@ -11,6 +11,7 @@ command-line options and the verbs' keyword options alike, are applied in one pl
 :func:`retrieval.api.overrides.apply_overrides`.
 """
 
+from retrieval.api.profile import ProfileRun, profile
 from retrieval.api.results import (
     BenchRun,
     CacheRun,
@@ -43,6 +44,7 @@ __all__ = [
     "EvalRun",
     "ExportedConfig",
     "IndexRun",
+    "ProfileRun",
     "Report",
     "RerankRun",
     "RunResult",
@@ -54,6 +56,7 @@ __all__ = [
     "evaluate",
     "export",
     "open_run",
+    "profile",
     "report",
     "sweep",
     "tune_cache",

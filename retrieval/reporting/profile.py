@@ -1,0 +1,86 @@
+"""Figures of ``rwb profile`` (matplotlib, headless): a stacked per-stage bar of P50/P95/P99, the
+remedy waterfall (P95 after each measured step, quality beside) and one slow trace as a
+timeline. Each returns the PNG path written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """Stacked bars of the top-level stages' P50/P95/P99 (ms; a stage's own percentile, so the
+    stack is an upper bound of the end-to-end percentile, marked beside)."""
+    plt = _plt()
+    top = [s for s in stages if "/" not in s["name"] and s["name"] not in ("request",)]
+    e2e = next((s for s in stages if s["name"] == "request"), None)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    qs = ("p50_ms", "p95_ms", "p99_ms")
+    bottom = [0.0] * len(qs)
+    for s in top:
+        vals = [float(s.get(q) or 0.0) for q in qs]
+        ax.bar([q[:3].upper() for q in qs], vals, bottom=bottom, label=s["name"])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    if e2e is not None:
+        ax.plot([q[:3].upper() for q in qs], [float(e2e.get(q) or 0) for q in qs], "k_",
+                markersize=30, label="end to end")
+    ax.set_ylabel("ms")
+    ax.set_title("per-stage latency")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def waterfall_plot(remedies: Mapping[str, Any], out: Path) -> Path:
+    """P50/P95/P99 after each applied remedy step, quality on a second axis."""
+    plt = _plt()
+    steps = [s for s in remedies.get("steps", []) if s.get("applied")]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = list(range(len(steps)))
+    for q in ("p50_ms", "p95_ms", "p99_ms"):
+        ax.plot(x, [s.get(q) or 0.0 for s in steps], marker="o", label=q[:3].upper())
+    ax.set_xticks(x, [s["step"] for s in steps], rotation=25, ha="right", fontsize=7)
+    ax.set_ylabel("ms")
+    qk = remedies.get("quality_key")
+    if qk:
+        ax2 = ax.twinx()
+        ax2.plot(x, [s.get(qk) or 0.0 for s in steps], "k--", marker="x", label=qk)
+        ax2.set_ylabel(qk)
+    ax.legend(fontsize=7)
+    ax.set_title("remedies, cumulative (each measured)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def trace_timeline(spans: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    """One request's spans (``stage``, ``start_ms``, ``ms``) as horizontal bars."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 0.4 * len(spans) + 1.2))
+    for i, s in enumerate(spans):
+        ax.barh(i, s["ms"], left=s["start_ms"], color="tab:gray" if s["stage"] == "request"
+                else "tab:blue")
+    ax.set_yticks(range(len(spans)), [s["stage"] for s in spans], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms from the request's start")
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+__all__ = ["stage_bars", "trace_timeline", "waterfall_plot"]
