@@ -97,9 +97,14 @@ def node_ports(prefix: str = "") -> list[str]:
 def ray_cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="rwb-ray-", dir="/tmp"))  # short: Unix socket paths
     head_dir, node2_dir = root / "h", root / "n"
+    (root / "home").mkdir()
     env = {
         **os.environ,
         "RAY_USAGE_STATS_ENABLED": "0",
+        # a private home: a ~/.ray/auth_token left by another Ray on this machine would turn
+        # token authentication on for our head and off for our second node
+        "HOME": str(root / "home"),
+        "RAY_AUTH_MODE": "disabled",
         # synthetic data depends on the BLAS thread count (QR, sgemm) and Ray runs a 1-CPU task
         # with OMP_NUM_THREADS=1: the driver and the in-process run read the same bytes so
         "OMP_NUM_THREADS": "1",
