@@ -126,12 +126,18 @@ def sweep(
     dataset: VectorDataset | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> SweepRun | StudyRun:
     """``rwb sweep``: tune ``spec`` into an Optuna study (resumed when ``out`` or ``storage`` +
     ``study`` name an existing one) and choose the cheapest config meeting the target per
     backend. A ``kind: rag-study`` spec runs the cross-layer study instead (a :class:`StudyRun`).
+    ``executor="ray"`` runs each build config as a Ray task (on the cluster at ``ray_address``).
     """
     if _is_study(spec):
+        if executor != "local" or ray_address is not None:
+            raise ConfigError("--executor / --ray-address apply to index sweeps, not to a "
+                              "rag-study")
         if dataset is not None:
             raise ConfigError("a rag-study spec names its own datasets; 'dataset' applies to "
                               "index sweeps only")
@@ -146,7 +152,8 @@ def sweep(
                               target_recall=target_recall, n_trials=n_trials, threads=threads,
                               build_threads=build_threads)
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
-                       progress=progress, force=force)
+                       progress=progress, force=force, executor=executor,
+                       ray_address=ray_address)
     return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))
 
 

@@ -44,6 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--build-threads", type=int,
                    help="threads for index builds (default: the spec's index_build.threads, else "
                    "every CPU; more than one makes HNSW builds irreproducible)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"),
+                   help="local: measure in this process (default); ray: each build config is "
+                   "a Ray task (CPUs = build threads, memory from the index's expected size), "
+                   "the study in --storage stays the source of truth (docs/distributed.md)")
+    p.add_argument("--ray-address",
+                   help="--executor ray: the cluster to join (e.g. 127.0.0.1:6379; default: "
+                   "RAY_ADDRESS, else a Ray started in this process)")
     p.add_argument(
         "--strict", action="store_true",
         help="exit 1 when a backend has no config meeting the target, or a chosen config misses "
@@ -61,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     if is_study_spec(args.spec):  # kind: rag-study -> the cross-layer study (retrieval.study)
         from retrieval.cli.sweep_study import run_study_cmd
 
+        if args.executor != "local" or args.ray_address:
+            raise ConfigError(f"{args.spec}: --executor / --ray-address apply to index sweeps, "
+                              f"not to a rag-study")
         if args.strict:
             raise ConfigError(f"{args.spec}: --strict applies to index sweeps, not to a "
                               f"rag-study (its held-out comparison is in its summary)")
@@ -72,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         run = sweep(args.spec, out=args.out, strategy=args.strategy,
                     target_recall=args.target_recall, storage=args.storage, study=args.study,
                     n_trials=args.n_trials, threads=args.threads,
-                    build_threads=args.build_threads, progress=progress, force=args.force)
+                    build_threads=args.build_threads, progress=progress, force=args.force,
+                    executor=args.executor, ray_address=args.ray_address)
     except StorageLost as exc:
         raise StorageLost(f"{exc}; resume once it answers again with: "
                           f"{resume_command(args, exc.run_path)}", exc.run_path) from None
@@ -107,12 +118,18 @@ def resume_command(args: argparse.Namespace, run_path: Any) -> str:
                         ("--build-threads", args.build_threads),
                         ("--storage", redact_uri(args.storage) if args.storage else None),
                         ("--study", args.study),
+                        ("--executor", _non_default(getattr(args, "executor", None))),
+                        ("--ray-address", getattr(args, "ray_address", None)),
                         ("--out", run_path if run_path is not None else args.out)):
         if value is not None:
             words += [flag, str(value)]
     hidden = bool(args.storage) and redact_uri(args.storage) != args.storage
     return shlex.join(words) + (" (with the storage's credentials where *** stands)"
                                 if hidden else "")
+
+
+def _non_default(executor: str | None) -> str | None:
+    return None if executor in (None, "local") else executor
 
 
 def heldout_failures(s: dict[str, Any]) -> list[str]:
@@ -186,6 +203,11 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
     if failing:
         print(f"held-out FAIL: {', '.join(failing)}: mean recall on the held-out queries is below "
               f"the target")
+    hours = [f"{label} {b['node_hours']:.4f}" for label, b in s["backends"].items()
+             if b.get("node_hours") is not None]
+    if hours:
+        print(f"node-hours per configuration found (every build of the entry): "
+              f"{', '.join(hours)}")
     cost = "highest batch QPS" if s.get("objective") == "qps" else "lowest single-query p95 ms"
     print(f"cheapest = {cost} per backend; within a build, the smallest knob value meeting the "
           f"target")

@@ -193,6 +193,16 @@ class SupportsFilter(Protocol):
 
 
 @runtime_checkable
+class SupportsMemoryEstimate(Protocol):
+    """A backend that can say, before building, about how many bytes of this process's memory
+    an index of ``n`` vectors of ``dim`` dimensions takes with ``build`` (its validated build
+    params): what a cluster task asks its scheduler for (:mod:`retrieval.tune.cluster`)."""
+
+    @classmethod
+    def expected_memory_bytes(cls, build: Any, n: int, dim: int) -> int: ...
+
+
+@runtime_checkable
 class SupportsAsyncSearch(Protocol):
     async def asearch(self, queries: np.ndarray, k: int) -> SearchResult: ...
 

@@ -5,7 +5,10 @@ worker writes the same one), and their typed models :class:`EvalSummary` / :clas
 Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, ``objective``,
 ``confidence``, ``queries`` (the split), ``cheapest_rule``, ``builds`` (one entry per unit with
 ``chosen`` | null, ``evaluations``, ``heldout_recall``), ``backends`` (the cheapest build per
-index entry), ``rows`` (every measured config) and ``pareto`` (both fronts).
+index entry), ``rows`` (every measured config) and ``pareto`` (both fronts). ``node_hours`` (in
+``builds`` and ``backends``): wall hours workers spent on the unit's points (build, measurement,
+decision) wherever they ran; a backend's is the sum over its builds, the cost of finding its
+configuration. Time lost with a killed worker is not counted.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class BackendChoice(SummaryPart):
     heldout_recall: float | None = None
     heldout_recall_lb: float | None = None
     heldout_meets: bool | None = None
+    node_hours: float | None = None  # wall hours spent on every build of this entry
 
 
 class SweepSummary(RunSummary):
@@ -159,7 +163,9 @@ def point_doc(p: PointResult) -> dict[str, Any]:
     return {"search": d["search"], **{k: d[k] for k in POINT_KEYS}}
 
 
-def unit_doc(u: Unit, n_points: int, result: UnitResult | None) -> dict[str, Any]:
+def unit_doc(
+    u: Unit, n_points: int, result: UnitResult | None, node_s: float | None = None
+) -> dict[str, Any]:
     held = result.heldout if result else None
     doc: dict[str, Any] = {
         "unit": u.key,
@@ -180,6 +186,7 @@ def unit_doc(u: Unit, n_points: int, result: UnitResult | None) -> dict[str, Any
         "heldout_recall_lb": held.recall_lb if held else None,
         "heldout_queries": held.n_queries if held else None,
         "heldout_meets": held.meets if held else None,
+        "node_hours": None if node_s is None else node_s / 3600.0,
     }
     if result and result.extra:
         doc["note"] = dict(result.extra)
@@ -228,7 +235,23 @@ def _best_per_label(builds: list[dict[str, Any]], objective: str) -> dict[str, d
             "heldout_recall": None if best is None else best["heldout_recall"],
             "heldout_recall_lb": None if best is None else best["heldout_recall_lb"],
             "heldout_meets": None if best is None else best["heldout_meets"],
+            "node_hours": _total([b.get("node_hours") for b in mine]),
         }
+    return out
+
+
+def _total(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def node_seconds(trials: list[Any]) -> dict[str, float]:
+    """Wall seconds recorded on the finished trials of each unit (:data:`trials.NODE_S`)."""
+    out: dict[str, float] = {}
+    for t in trials:
+        ua = t.user_attrs
+        if tr.NODE_S in ua and tr.UNIT in ua:
+            out[str(ua[tr.UNIT])] = out.get(str(ua[tr.UNIT]), 0.0) + float(ua[tr.NODE_S])
     return out
 
 
@@ -252,7 +275,8 @@ def build_summary(
     rows = _rows(trials, units)
     n_points = Counter(r["unit"] for r in rows)
     ordered = sorted(units.items(), key=lambda kv: kv[1].entry)  # spec order, then first trial
-    builds = [unit_doc(u, n_points[k], done.get(k)) for k, u in ordered]
+    spent = node_seconds(trials)
+    builds = [unit_doc(u, n_points[k], done.get(k), spent.get(k)) for k, u in ordered]
     chosen_rows = [
         {"trial": None, "unit": b["unit"], "backend": b["backend"], "label": b["label"],
          "build": b["build"], **b["chosen"], "timing": "full (chosen)"}

@@ -49,6 +49,22 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """Where units run: ``executor`` ``local`` (this process) or ``ray`` (tasks on the cluster
+    at ``address``); ``storage_url``: the study's storage as every task opens it."""
+
+    executor: str = "local"
+    address: str | None = None
+    storage_url: str | None = None
+
+    def with_url(self, url: str) -> Cluster:
+        return Cluster(self.executor, self.address, url)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.executor, "address": redact_uri(self.address or "") or None}
+
+
+@dataclass(frozen=True)
 class SweepResult:
     run: RunDir
     summary: dict[str, Any]
@@ -157,14 +173,24 @@ def run_sweep(
     progress: Progress | None = None,
     poll_s: float = 0.5,
     force: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> SweepResult:
     """Run (or join, or resume) the sweep of ``spec`` and write its run directory. A non-empty
     ``out`` is refused unless it holds this sweep (same study and storage; resumed) or
-    ``force``; manifest.json records the run's status."""
+    ``force``; manifest.json records the run's status. ``executor`` ``"ray"`` runs each unit
+    as a Ray task on the cluster at ``ray_address`` (:mod:`retrieval.tune.cluster`; default: a
+    local Ray); ``"local"`` (the default) measures in this process."""
+    from retrieval.tune.cluster import check_executor
+
     started = time.perf_counter()
     check_tunable(spec)
     strategy = spec.tune.strategy
     plan = plan_units(spec, "grid" if strategy == "grid" else "target")  # checks every range
+    if ray_address is not None and executor != "ray":
+        raise ConfigError("--ray-address applies to --executor ray only")
+    check_executor(executor, spec, in_memory=dataset is not None)
+    cluster = Cluster(executor, ray_address)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
@@ -179,7 +205,8 @@ def run_sweep(
     resumable = resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
-        return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started)
+        return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started,
+                           cluster)
 
 
 def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
@@ -201,17 +228,20 @@ def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
 def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
+    cluster: Cluster | None = None,
 ) -> SweepResult:
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
             if run.file(link).is_symlink():
                 raise ConfigError(f"'{run.file(link)}' is a symbolic link; rwb never writes "
                                   f"through links (remove it)")
-    opened = open_storage(storage or default_url(run.path))
+    url = storage or default_url(run.path)
+    opened = open_storage(url)
     ds = dataset or load_vectors(spec)
+    cluster = cluster or Cluster()
     try:
         return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
-                            recorded_ref(spec, dataset))
+                            recorded_ref(spec, dataset), cluster.with_url(url))
     except Exception as exc:
         lost = storage_failure(exc)
         if lost is None:
@@ -222,7 +252,7 @@ def _sweep_into(
 def _sweep_study(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
     ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
-    ref: Any,
+    ref: Any, cluster: Cluster,
 ) -> SweepResult:
     strategy = spec.tune.strategy
     labels = entry_labels(spec)
@@ -240,8 +270,12 @@ def _sweep_study(
         dataset={**dataset_info(ds), "ref": ref},
         spec_source=spec.source,
         study={"storage": opened.display, "name": name, "created_here": created},
+        **({"executor": cluster.describe()} if cluster.executor != "local" else {}),
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+    if cluster.executor == "ray":
+        return _sweep_on_ray(run, spec, plan, name, opened, ds, split, optuna_study, created,
+                             progress, poll_s, started, cluster)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
@@ -317,3 +351,54 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in row.items() if k not in ("build", "search")},
             "build": json.dumps(row["build"], sort_keys=True),
             "search": json.dumps(row["search"], sort_keys=True)}
+
+
+def _sweep_on_ray(
+    run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
+    ds: VectorDataset, split: Any, optuna_study: Any, created: bool, progress: Progress | None,
+    poll_s: float, started: float, cluster: Cluster,
+) -> SweepResult:
+    """The driver of ``--executor ray``: one task per undecided unit, then the summary (from
+    the study, as any worker writes it)."""
+    from retrieval.tune.cluster import run_on_ray
+
+    strategy = spec.tune.strategy
+    metric = study_metric(strategy, spec.tune.objective)
+    book = tr.Book(optuna_study, opened.storage, tr.this_worker())
+    if created:
+        book.describe(metric.name, metric.description, spec.target_recall)
+        optuna_study.set_user_attr("rwb:creator", book.worker)
+        optuna_study.set_user_attr(tr.PLAN_DONE, True)  # each task queues its own unit
+    assert cluster.storage_url is not None
+    result = run_on_ray(spec, plan, storage_url=cluster.storage_url, study=name, done=book.done,
+                        shape=(ds.n_base, ds.n_queries, ds.dim), address=cluster.address,
+                        progress=progress, poll_s=poll_s)
+    missing = [u.label for u in plan if u.key not in book.done()]
+    if missing:  # cannot happen: a task returns only once its unit is decided
+        raise RuntimeError(f"units not decided after every task returned: {missing}")
+    run.update_manifest(executor={**cluster.describe(), "nodes": result.nodes,
+                                  "tasks": len(result.tasks), "resources": result.resources})
+    summary = build_summary(
+        spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
+        study_name=name,
+    )
+    wall = time.perf_counter() - started
+    summary["this_worker"] = {
+        "worker": book.worker,
+        "executor": "ray",
+        "units_run": sum(int(t["units_run"]) for t in result.tasks),
+        "points_measured": sum(int(t["points_measured"]) for t in result.tasks),
+        "wall_s": wall,
+        "build_s": sum(float(t["build_s"]) for t in result.tasks),
+        "measure_s": sum(float(t["measure_s"]) for t in result.tasks),
+        "nodes": sorted({str(t["node"]) for t in result.tasks}),
+        "note": "this driver's Ray tasks (finished attempts only); build_s and measure_s "
+                "summed over the tasks",
+    }
+    typed = SweepSummary.model_validate(summary)
+    run.write_summary(typed)
+    summary = typed.to_json_dict()
+    if summary["rows"]:
+        run.write_table("trials.parquet", summary["rows"])
+    return SweepResult(run, summary, summary["this_worker"]["units_run"],
+                       summary["this_worker"]["points_measured"])

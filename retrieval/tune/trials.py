@@ -38,6 +38,9 @@ RESULT = "rwb:result"
 NOTE = "rwb:note"
 VALUE = "rwb:value"
 WORKER = "rwb:worker"
+#: trial user attr: wall seconds the worker spent on this point (its share of the build, the
+#: measurement and, for a unit's last point, the decision); summed into node-hours per config
+NODE_S = "rwb:node_s"
 DONE = "rwb:done:"
 HEARTBEAT = "rwb:hb:"
 PLAN_DONE = "rwb:plan_done"
@@ -222,12 +225,16 @@ class Book:
         value: float,
         value_name: str,
         target: float | None,
+        node_s: float | None = None,
     ) -> None:
-        """Record a measured point and tell it (COMPLETE), with the recall constraint."""
+        """Record a measured point and tell it (COMPLETE), with the recall constraint and the
+        worker's wall seconds spent on it (``node_s``)."""
         import optuna
 
         trial = optuna.Trial(self.study, trial_id)
         self.storage.set_trial_user_attr(trial_id, RESULT, result.to_dict())
+        if node_s is not None:
+            self.storage.set_trial_user_attr(trial_id, NODE_S, float(node_s))
         self.storage.set_trial_user_attr(trial_id, VALUE, value_name)
         if target is not None:
             slack = float(target - result.recall_lb)

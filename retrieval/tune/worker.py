@@ -109,8 +109,12 @@ class Worker:
         proposer: Any = None,
         progress: Progress | None = None,
         filtered: FilteredMeasurer | None = None,
+        scope: Sequence[str] | None = None,
     ) -> None:
         self.spec, self.labels, self.ev, self.m = spec, list(labels), ev, measurer
+        #: unit keys this worker recovers and queues (None: every unit of the study); a cluster
+        #: task holds one unit (:mod:`retrieval.tune.cluster`)
+        self.scope = None if scope is None else set(scope)
         self.book, self.s, self.plan = book, settings, list(plan)
         self.proposer = proposer
         self.progress = progress
@@ -240,6 +244,7 @@ class Worker:
             return
         measured = self.book.points(unit.key)
         nid: int | None = None
+        clock = time.perf_counter()  # node time is charged to the points measured
         try:
             built = self.built(unit)
             while True:
@@ -261,7 +266,10 @@ class Worker:
                 if res is not None:
                     metric = self.s.metric
                     value = objective_of(res, metric)
-                    self.book.finish(tid, res, value, metric.name, self.s.target)
+                    now = time.perf_counter()
+                    self.book.finish(tid, res, value, metric.name, self.s.target,
+                                     node_s=now - clock)
+                    clock = now
                 self._report(unit, search, res)
                 if nxt is None or nid is None:
                     break
@@ -332,7 +340,7 @@ class Worker:
                 units[t.user_attrs[tr.UNIT]] = tr.unit_from_dict(t.user_attrs[tr.UNIT_DEF])
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
         for key, unit in units.items():
-            if key in done or key in inflight:
+            if key in done or key in inflight or (self.scope is not None and key not in self.scope):
                 continue
             measured = self.book.points(key, complete)
             nxt = unit.next_point(measured)

@@ -55,6 +55,15 @@ class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswCheck
 
         return package_version("hnswlib")
 
+    @classmethod
+    def expected_memory_bytes(cls, build: Any, n: int, dim: int) -> int:
+        """hnswlib's layout: per element the float32 vector, 2*M level-0 links (4 bytes each),
+        a label (8) and a link count (4), plus upper levels (~1/M of the elements, M links
+        each); 10% headroom for the visited lists and the allocator."""
+        assert isinstance(build, HnswBuild)
+        per = dim * 4 + 2 * build.M * 4 + 12 + (build.M * 4 + 8) // max(build.M, 1)
+        return int(n * per * 1.1)
+
     def _build(self, x: np.ndarray) -> dict[str, Any]:
         import hnswlib
 
