@@ -20,3 +20,22 @@ def test_every_spec_kind_has_a_page() -> None:
     for kind in ("sweep-spec", "filters-spec", "load-spec", "fanout-spec", "rerank-spec",
                  "cache-spec", "rag-study-spec", "cli"):
         assert kind in pages
+
+
+def test_every_relative_link_in_the_docs_resolves() -> None:
+    import re
+
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text("utf-8")):
+            if "://" in target:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_the_readme_is_a_users_page() -> None:
+    text = (ROOT / "README.md").read_text("utf-8")
+    assert len(text.splitlines()) < 250
+    assert "issue #" not in text.lower()
