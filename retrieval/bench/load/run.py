@@ -237,6 +237,8 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
     configs = resolve_configs(spec)
     n_cfg = len(configs) + len(extra)
     w = spec.writes
+    static = spec.closed is not None or (spec.open is not None and bool(
+        spec.open.rates or spec.open.search))
     per = (len(spec.closed.clients) if spec.closed else 0) + (
         (len(spec.open.rates) + (spec.open.search.steps if spec.open.search else 0))
         if spec.open else 0) + (
@@ -258,7 +260,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
                 break
             ds, gt = datasets(r.dataset, spec.k)
             entry: dict[str, Any] = {"label": r.label, "backend": r.backend}
-            if spec.closed is not None or spec.open is not None:
+            if static:  # an open section without rates or search only sets the writes' loop
                 with index_target(r, ds, gt, spec, base) as (target, facts):
                     from retrieval.bench.load.procs import factory_for
 
