@@ -332,8 +332,16 @@ def _print_load(s: dict[str, Any]) -> None:
     print(f"SLO: corrected p99 <= {slo['p99_ms']:g} ms, recall >= {slo['target_recall']}; "
           f"clients as {s['client']}; latency ms")
     for c in s["configs"]:
-        print(f"{c['label']} ({c['backend']}): capacity {fmt(c['capacity_qps'])} QPS "
-              f"(limited by {c['limited_by']}); {c['scaling']['verdict']}")
+        if "scaling" in c:
+            print(f"{c['label']} ({c['backend']}): capacity {fmt(c.get('capacity_qps'))} QPS "
+                  f"(limited by {c.get('limited_by')}); {c['scaling']['verdict']}")
+        w = c.get("writes")
+        if w:
+            print(f"{c['label']} ({c['backend']}) while writing {w['insert_rate']:g} inserts/s "
+                  f"+ {w['delete_rate']:g} deletes/s: capacity {fmt(w['capacity_qps'])} QPS "
+                  f"(limited by {w['limited_by']}); live {w['initial_rows']} -> "
+                  f"{w['live_end']}" + (f"; writer failed: {w['writer_errors'][0]}"
+                                        if w["writer_errors"] else ""))
         print_table(
             [(p["mode"], p["clients"], p["offered_qps"], p["achieved_qps"], p["p50_ms"],
               p["p99_ms"], p["p99_ms_uncorrected"], p["recall"], p["errors"] + p["timeouts"],

@@ -100,6 +100,15 @@ class SupportsDeadFraction(Protocol):
 
 
 @runtime_checkable
+class SupportsReserve(Protocol):
+    """An index that can make room ahead of inserts: after ``reserve(n)`` inserts up to ``n``
+    vectors held in all never reallocate the library's storage (hnswlib's ``resize_index`` is
+    not safe while other threads search: searching while writing reserves first)."""
+
+    def reserve(self, n: int) -> None: ...
+
+
+@runtime_checkable
 class SupportsMemoryReport(Protocol):
     def memory_bytes(self) -> int: ...
 

@@ -6,7 +6,9 @@
   ("slots": rows ``0..n-1`` at build, then ``n, n+1, ...`` for each insert, never reused): it
   keeps the caller's ids (``_ids``: slot -> id) and the reverse map (id -> slot), checks every
   write, and calls the backend's ``_insert_rows`` / ``_delete_rows`` with slots only. Ids stay
-  the caller's int64 through any sequence of inserts and deletes.
+  the caller's int64 through any sequence of inserts and deletes. Writes come from one thread
+  at a time; searches may run in other threads meanwhile (the slot -> id map is extended before
+  the library sees a new slot, and replaced, never changed in place).
 """
 
 from __future__ import annotations
@@ -129,9 +131,16 @@ class SlotWrites:
         if new.shape[0] == 0:
             return
         slots = np.arange(st.next_slot, st.next_slot + new.shape[0], dtype=np.int64)
-        self._insert_rows(x, slots)
         assert self._ids is not None
-        self._ids = np.concatenate([self._ids, new])
+        before = self._ids
+        # the id map grows first: a search running in another thread may see the new slots
+        # as soon as the library has them (one reference swap, no lock on the search path)
+        self._ids = np.concatenate([before, new])
+        try:
+            self._insert_rows(x, slots)
+        except BaseException:
+            self._ids = before
+            raise
         st.slot_of.update(zip(new.tolist(), slots.tolist(), strict=True))
         st.next_slot += int(new.shape[0])
         st.inserted += int(new.shape[0])

@@ -91,3 +91,37 @@ def test_a_faiss_ivf_sweeps_chosen_config_runs_under_load(
     (cfg,) = json.loads(capsys.readouterr().out)["configs"]
     assert cfg["backend"] == "faiss-ivf" and cfg["source_label"] == "faiss-ivf"
     assert cfg["points"] and cfg["points"][0]["recall"] is not None
+
+
+WRITES: dict[str, Any] = {**BASE, "closed": None, "open": None,
+                          "writes": {"rates": [50.0], "search": None}}
+
+
+@pytest.mark.parametrize(("edit", "field", "allowed"), [
+    ({"insert_rate": 0.0, "delete_rate": 0.0}, "writes.insert_rate", "> 0"),
+    ({"rates": [], "search": None}, "writes.rates", "a non-empty list"),
+    ({"rates": [INF]}, "writes.rates[0]", f"<= {MAX_QPS:,.0f}"),
+    ({"rates": [-5.0]}, "writes.rates[0]", "> 0"),
+    ({"insert_rate": 1e12}, "writes.insert_rate", "<= 1000000"),
+    ({"batch": 0}, "writes.batch", ">= 1"),
+    ({"initial_fraction": 0.0}, "writes.initial_fraction", "> 0"),
+    ({"recall_every_s": 5.0}, "writes.recall_every_s", "<= duration_s - warmup_s"),
+    ({"search": {"start_qps": 100.0, "max_qps": 10.0}}, "writes.search.max_qps", ">= start_qps"),
+])
+def test_a_writes_bound_is_checked_at_the_spec(edit: dict[str, Any], field: str,
+                                               allowed: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_load_spec({**WRITES, "writes": {**WRITES["writes"], **edit}}, source="load.yaml")
+    text = str(exc.value)
+    assert text.startswith(f"load.yaml: field '{field}' must be"), text
+    assert allowed in text and "\n" not in text, text
+
+
+def test_writes_need_thread_clients_and_known_fields() -> None:
+    with pytest.raises(ConfigError, match="field 'client' must be threads"):
+        parse_load_spec({**WRITES, "client": "processes"}, source="load.yaml")
+    with pytest.raises(ConfigError, match="insert_qps"):
+        parse_load_spec({**WRITES, "writes": {**WRITES["writes"], "insert_qps": 5}},
+                        source="load.yaml")
+    spec = parse_load_spec(WRITES, source="load.yaml")
+    assert spec.writes is not None and spec.closed is None and spec.open is None

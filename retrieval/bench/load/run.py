@@ -1,7 +1,9 @@
 """`rwb bench load SPEC`: latency under load for one or more configs. For each config: a closed
 loop at each client count, an open loop at each explicit rate, and the capacity search (the
 highest offered rate whose corrected p99 stays within the SLO with recall at the target); then
-the run directory (spec.yaml, manifest.json, points.parquet, summary.json).
+the run directory (spec.yaml, manifest.json, points.parquet, summary.json), and with a
+``writes`` section, searching while writing on a fresh index of each config
+(:mod:`.writing`; its timeline in writes_timeline.parquet).
 
 A point that ends early (a server that died: ``abort_errors`` consecutive errors) is kept and
 marked ``partial``; the run then stops measuring, writes what it has with ``partial: true`` and
@@ -205,6 +207,20 @@ def _datasets() -> Iterator[Callable[[Any, int], tuple[Any, Any]]]:
     yield get
 
 
+def _writes_phase(spec: LoadSpec, r: Any, ds: Any, base: Path, note: Callable[[str], None]
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Searching while writing on a fresh index of config ``r`` (see :mod:`.writing`)."""
+    from retrieval.bench.load.targets import opened_index
+    from retrieval.bench.load.writing import measure_writes
+
+    workdir = base / f"writes-{abs(hash(r.label))}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    with opened_index(r, ds, spec, workdir) as opened:
+        summary, wrows, _ = measure_writes(spec, opened, r.search, ds, r.label, note,
+                                           os.cpu_count() or 1)
+    return summary, wrows
+
+
 #: an extra target (the semantic cache): given the spec's dataset, a context manager yielding
 #: (an object with Target's fields, its facts)
 ExtraTarget = Callable[[Any], contextlib.AbstractContextManager[tuple[Any, dict[str, Any]]]]
@@ -220,9 +236,13 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
 
     configs = resolve_configs(spec)
     n_cfg = len(configs) + len(extra)
+    w = spec.writes
+    static = spec.closed is not None or (spec.open is not None and bool(
+        spec.open.rates or spec.open.search))
     per = (len(spec.closed.clients) if spec.closed else 0) + (
         (len(spec.open.rates) + (spec.open.search.steps if spec.open.search else 0))
-        if spec.open else 0)
+        if spec.open else 0) + (
+        (len(w.rates) + (w.search.steps if w.search else 0)) if w else 0)
     total, done = max(1, n_cfg * per), [0]
 
     def note(what: str) -> None:
@@ -239,16 +259,23 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
             if aborted:
                 break
             ds, gt = datasets(r.dataset, spec.k)
-            with index_target(r, ds, gt, spec, base) as (target, facts):
-                from retrieval.bench.load.procs import factory_for
+            entry: dict[str, Any] = {"label": r.label, "backend": r.backend}
+            if static:  # an open section without rates or search only sets the writes' loop
+                with index_target(r, ds, gt, spec, base) as (target, facts):
+                    from retrieval.bench.load.procs import factory_for
 
-                m = Measurer(spec, target, r.label, factory_for(spec, r, ds, gt, base)
-                             if spec.client == "processes" else None)
-                cap = measure_config(spec, m, note)
-            out.append({**facts, **cap, "scaling": scaling(m.rows), "dataset": ds.name,
-                        "metric": ds.metric})
-            rows += m.rows
-            aborted = aborted or m.aborted
+                    m = Measurer(spec, target, r.label, factory_for(spec, r, ds, gt, base)
+                                 if spec.client == "processes" else None)
+                    cap = measure_config(spec, m, note)
+                entry.update({**facts, **cap, "scaling": scaling(m.rows)})
+                rows += m.rows
+                aborted = aborted or m.aborted
+            if w is not None and not aborted:
+                writes, wrows = _writes_phase(spec, r, ds, base, note)
+                entry["writes"] = writes
+                rows += wrows
+                aborted = aborted or writes["aborted"]
+            out.append({**entry, "dataset": ds.name, "metric": ds.metric})
         for make in extra:
             if aborted:
                 break
@@ -289,6 +316,10 @@ def write_load_run(spec: LoadSpec, result: LoadBenchResult, out: str | Path | No
                            seeds={"schedule": spec.seed, "index": spec.seed},
                            index_threads=spec.threads, client=spec.client)
         run.write_table("points.parquet", result.rows)
+        timeline = [t for c in result.summary.get("configs", [])
+                    for t in (c.get("writes") or {}).get("timeline", [])]
+        if timeline:
+            run.write_table("writes_timeline.parquet", timeline)
         result.summary["run_id"] = run.run_id
         run.write_summary(LoadBenchSummary.model_validate(result.summary))
         run.record_threads(spec.threads)

@@ -95,6 +95,35 @@ class SloSpec(Params):
     max_error_rate: float = Field(0.001, ge=0.0, le=1.0)
 
 
+#: the highest write rate (vectors per second) a writer spec may ask for
+MAX_WRITE_RATE = 1_000_000.0
+
+
+class WritesSpec(Params):
+    """Searching while writing (:mod:`retrieval.bench.load.writing`): the index is built on the
+    first ``initial_fraction`` of the dataset's base rows, then a writer thread inserts rows
+    not yet indexed at ``insert_rate`` and deletes live ones at ``delete_rate`` (vectors per
+    second, in batches of ``batch``; ids are ``id_offset`` + a generation number times the base
+    size + the row, never row numbers) while the open loop searches at each of ``rates`` (QPS)
+    and along the capacity ``search`` (null: no search). Recall@k over the live set is sampled
+    every ``recall_every_s`` seconds on ``recall_queries`` queries (exact answers kept
+    incrementally)."""
+
+    initial_fraction: float = Field(0.5, gt=0.0, le=1.0, allow_inf_nan=False,
+                                    description="of the base rows, built before the writes")
+    insert_rate: float = Field(200.0, ge=0.0, le=MAX_WRITE_RATE, allow_inf_nan=False,
+                               description="vectors inserted per second")
+    delete_rate: float = Field(0.0, ge=0.0, le=MAX_WRITE_RATE, allow_inf_nan=False,
+                               description="vectors deleted per second")
+    batch: int = Field(50, ge=1, le=100_000, description="vectors per insert / delete call")
+    id_offset: int = Field(1 << 32, ge=0, le=1 << 61, description="ids start here")
+    recall_every_s: float = Field(0.25, gt=0.0, le=MAX_DURATION_S, allow_inf_nan=False,
+                                  description="seconds between recall samples")
+    recall_queries: int = Field(100, ge=1, le=10_000, description="queries of a recall sample")
+    rates: list[float] = Field(default_factory=list, description="search QPS, each > 0")
+    search: RateSearch | None = Field(default_factory=RateSearch)
+
+
 class LoadSpec(Params):
     """A load benchmark over one or more configs (see the module docstring)."""
 
@@ -121,6 +150,7 @@ class LoadSpec(Params):
     closed: ClosedSpec | None = Field(default_factory=ClosedSpec)
     open: OpenSpec | None = Field(default_factory=OpenSpec)
     slo: SloSpec = Field(default_factory=SloSpec)
+    writes: WritesSpec | None = Field(None, description="searching while writing (null: none)")
     configs: list[LoadConfig] = Field(default_factory=list)
     cache: dict[str, Any] | None = Field(
         None, description="semantic-cache lookups under load (retrieval.cache.loadtarget."
@@ -176,6 +206,37 @@ def _check_rates(spec: LoadSpec) -> None:
                               s.max_qps, where=where)
         if o.clients < 1:
             raise param_error("open.clients", "an integer >= 1", o.clients, where=where)
+    _check_writes(spec)
+
+
+def _check_writes(spec: LoadSpec) -> None:
+    w, where = spec.writes, spec.source
+    if w is None:
+        return
+    if w.insert_rate <= 0 and w.delete_rate <= 0:
+        raise param_error("writes.insert_rate", "> 0 (or writes.delete_rate > 0: a writer that "
+                          "writes)", w.insert_rate, where=where)
+    if not w.rates and w.search is None:
+        raise param_error("writes.rates", "a non-empty list of QPS (or a writes.search)", [],
+                          where=where)
+    most = min(MAX_QPS, MAX_SCHEDULED / spec.duration_s)
+    rates = [(f"writes.rates[{i}]", r) for i, r in enumerate(w.rates)]
+    if w.search is not None:
+        rates += [("writes.search.start_qps", w.search.start_qps),
+                  ("writes.search.max_qps", w.search.max_qps)]
+        if w.search.max_qps < w.search.start_qps:
+            raise param_error("writes.search.max_qps", f">= start_qps ({w.search.start_qps:g})",
+                              w.search.max_qps, where=where)
+    for field, r in rates:
+        if not 0 < r <= most:
+            raise param_error(field, f"a rate in QPS > 0 and <= {most:,.0f}", r, where=where)
+    if w.recall_every_s > spec.duration_s - spec.warmup_s:
+        raise param_error("writes.recall_every_s", f"<= duration_s - warmup_s "
+                          f"({spec.duration_s - spec.warmup_s:g} s: at least one recall sample "
+                          f"in the measured window)", w.recall_every_s, where=where)
+    if spec.client != "threads":
+        raise param_error("client", "threads when 'writes' is given (the writer and the "
+                          "searches share one index in this process)", spec.client, where=where)
 
 
 def _check_clients(spec: LoadSpec) -> None:
@@ -196,8 +257,9 @@ def validate_load_spec(spec: LoadSpec) -> LoadSpec:
     its backend's own models."""
     _check_rates(spec)
     _check_clients(spec)
-    if spec.closed is None and spec.open is None:
-        raise ConfigError(f"{spec.source}: give 'closed', 'open' or both; received neither")
+    if spec.closed is None and spec.open is None and spec.writes is None:
+        raise ConfigError(f"{spec.source}: give 'closed', 'open', 'writes' or several; "
+                          f"received none")
     if not spec.configs and spec.cache is None:
         raise param_error("configs", "a non-empty list (or a 'cache' section)", [],
                           where=spec.source)
@@ -240,6 +302,7 @@ __all__ = [
     "OpenSpec",
     "RateSearch",
     "SloSpec",
+    "WritesSpec",
     "load_load_spec",
     "max_lag_us",
     "os_client_limit",

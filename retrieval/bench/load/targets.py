@@ -130,10 +130,22 @@ def query_rows(ds: VectorDataset, n: int | None) -> list[np.ndarray]:
     return [q[i:i + 1] for i in range(m)]
 
 
+@dataclass(frozen=True)
+class Opened:
+    """An index of a config, not built yet: its backend class, validated build params and the
+    server URI it was given (None: in process or the backend's own default)."""
+
+    index: Any
+    cls: Any
+    build: Any
+    uri: str | None
+
+
 @contextlib.contextmanager
-def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadSpec,
-                 workdir: Path) -> Iterator[tuple[Target, dict[str, Any]]]:
-    """Build ``r`` on ``ds`` and yield it as a Target with its build facts; closed after."""
+def opened_index(r: Resolved, ds: VectorDataset, spec: LoadSpec,
+                 workdir: Path) -> Iterator[Opened]:
+    """The index of ``r`` (a private server started for it when ``server`` is set), unbuilt;
+    closed (and the server stopped) after."""
     from retrieval.indexes.registry import get_backend
 
     cls = get_backend(r.backend, where=f"{spec.source}: config '{r.label}'")
@@ -142,7 +154,6 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
                                          "search": r.search}, where=where)
     ce = check_entry(entry, spec.k, where=where, field=r.label)
     (bp,) = ce.builds()
-    k = spec.k
     with contextlib.ExitStack() as stack:
         kwargs: dict[str, Any] = {}
         if r.extra.get("uri"):  # a client process on the parent's server
@@ -153,6 +164,18 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
         index: Any = cls(ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads,
                          workdir=workdir, **kwargs)
         stack.callback(_close_quietly, index, r.label)
+        yield Opened(index, cls, bp, kwargs.get("uri"))
+
+
+@contextlib.contextmanager
+def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadSpec,
+                 workdir: Path) -> Iterator[tuple[Target, dict[str, Any]]]:
+    """Build ``r`` on ``ds`` and yield it as a Target with its build facts; closed after."""
+    where = f"{spec.source}: config '{r.label}'"
+    k = spec.k
+    with opened_index(r, ds, spec, workdir) as opened:
+        index, cls, bp = opened.index, opened.cls, opened.build
+        kwargs = {"uri": opened.uri} if opened.uri else {}
         handle = r.extra.get("attach")
         if handle is not None and isinstance(index, SupportsServerAttach):
             # a client process: search the index the parent built on the server (no rebuild)
@@ -207,5 +230,5 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
         yield Target(r.label, len(rows), call, score, acall), facts
 
 
-__all__ = ["Resolved", "from_sweep", "index_target", "query_rows",
+__all__ = ["Opened", "Resolved", "from_sweep", "index_target", "opened_index", "query_rows",
            "resolve_configs"]

@@ -222,6 +222,13 @@ class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswCheck
         self._index.add_items(x, slots, num_threads=self.build_threads, replace_deleted=True)
         st.dead -= x.shape[0] - fresh
 
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` nodes (live + deleted not yet replaced) without a resize later
+        (:class:`~retrieval.indexes.base.SupportsReserve`)."""
+        self._check_writable()
+        if int(n) > int(self._index.get_max_elements()):
+            self._index.resize_index(int(n))
+
     def _delete_rows(self, slots: np.ndarray) -> None:
         for s in slots.tolist():
             self._index.mark_deleted(s)

@@ -25,6 +25,15 @@ Snapshots (the build cache, :class:`~retrieval.indexes.base.SupportsSnapshot`) a
 own Lance folder, copied; a loaded one is a copy in a folder of its own, checked to hold ``n``
 rows of this dimension, every row indexed by an index of this type and distance. Since builds
 are not reproducible, this is what lets ``rwb verify`` re-measure the sweep's own index.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): the ``id`` column holds the caller's
+ids, so nothing is mapped; rwb keeps the set of live ids to refuse a live id inserted again or
+an unknown one deleted. An insert is ``table.add`` (the new rows are unindexed: LanceDB scans
+them exactly and merges them with the index's answer), a delete ``table.delete("id IN
+(...)")`` (deletion files: the rows are filtered out at once); ``maintain`` is
+``table.optimize()`` (compacts the data files, materialises the deletions, adds the unindexed
+rows to the index, prunes old versions) and reports the indexed / unindexed rows before and
+after. No snapshot after writes (the build cache holds built indexes only).
 """
 
 from __future__ import annotations
@@ -55,8 +64,8 @@ from retrieval.engines.lancedb.params import (
     portable_hnsw,
     portable_ivfpq,
 )
-from retrieval.errors import BackendError, DataError
-from retrieval.indexes.base import BuildInfo
+from retrieval.errors import BackendError, ConfigError, DataError
+from retrieval.indexes.base import BuildInfo, MaintainInfo
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import SnapshotIndex, check_ids, check_k, unknown_knob
 from retrieval.indexes.knob_check import knob_check
@@ -116,6 +125,8 @@ class LanceIndex(SnapshotIndex):
         super().__init__(dim, metric, build, **kw)
         self._column_ids: np.ndarray | None = None
         self._distance = DISTANCE[self.metric]
+        #: live ids (None until the first write: then the build's ids)
+        self._live: set[int] | None = None
 
     @classmethod
     def library_version(cls) -> str:
@@ -140,6 +151,7 @@ class LanceIndex(SnapshotIndex):
         n = x.shape[0]
         self._column_ids = (np.arange(n, dtype=np.int64) if ids is None
                             else check_ids(ids, n, f"{self._where()} build"))
+        self._live = None
         return super().build(x)
 
     def _build(self, x: np.ndarray) -> dict[str, Any]:
@@ -193,6 +205,9 @@ class LanceIndex(SnapshotIndex):
     # --- snapshot ----------------------------------------------------------------------------
     def _save_files(self, folder: Path) -> list[str]:
         """Copy the table's Lance folder into ``folder``; the names of the files written."""
+        if self._live is not None:
+            raise ConfigError(f"{self._where()}: no snapshot after inserts or deletes (the "
+                              f"build cache holds built indexes only)")
         dest = folder / f"{TABLE}.lance"
         shutil.copytree(self._table_dir(), dest)
         return sorted(str(f.relative_to(folder)) for f in dest.rglob("*") if f.is_file())
@@ -221,7 +236,85 @@ class LanceIndex(SnapshotIndex):
             self._release()
             raise DataError(f"{self._where()}: snapshot in {folder} holds (rows, dim, indexed "
                             f"rows, index type, distance) {got}, expected {want}")
-        self._table = table
+        self._table, self._live = table, None
+
+    # --- writes (SupportsWrites) -------------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        return None
+
+    def _writable(self, what: str) -> set[int]:
+        self._check_open()
+        if self._table is None:
+            raise ConfigError(f"{self._where()}: {what} called before build()")
+        if self._live is None:
+            assert self._column_ids is not None
+            self._live = set(self._column_ids.tolist())
+        return self._live
+
+    def _lance(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise BackendError(f"{self._where()}: LanceDB {what} failed "
+                               f"({type(exc).__name__}: {str(exc)[:300]})") from None
+
+    def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add ``vectors`` (m, dim) under the caller's ``ids`` (none of them live)."""
+        live = self._writable("insert")
+        x = as_matrix(vectors, f"{self._where()} insert vectors", dim=self.dim)
+        new = check_ids(ids, x.shape[0], f"{self._where()} insert")
+        dup = [v for v in new.tolist() if v in live]
+        if dup:
+            raise DataError(f"{self._where()} insert: id {dup[0]} is already in the index "
+                            f"({len(dup)} of the {len(new)} ids are); delete it first")
+        for s in range(0, x.shape[0], WRITE_BATCH):
+            self._lance("add", self._table.add,
+                        _arrow_table(x[s:s + WRITE_BATCH], new[s:s + WRITE_BATCH]))
+        live.update(new.tolist())
+        self._n = len(live)
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Remove the live ``ids``; a deleted id is never returned again."""
+        live = self._writable("delete")
+        arr = np.asarray(ids)
+        if arr.ndim != 1:
+            raise DataError(f"{self._where()} delete: ids must be a 1-d array; received "
+                            f"shape {arr.shape}")
+        gone = check_ids(arr, arr.shape[0], f"{self._where()} delete")
+        missing = [v for v in gone.tolist() if v not in live]
+        if missing:
+            raise DataError(f"{self._where()} delete: id {missing[0]} is not in the index "
+                            f"({len(missing)} of the {len(gone)} ids are not)")
+        for s in range(0, gone.shape[0], WRITE_BATCH):
+            part = ", ".join(str(int(v)) for v in gone[s:s + WRITE_BATCH].tolist())
+            self._lance("delete", self._table.delete, f"id IN ({part})")
+        live.difference_update(gone.tolist())
+        self._n = len(live)
+
+    def _index_rows(self) -> tuple[int, int]:
+        stats = self._lance("index_stats", self._table.index_stats, "vector_idx")
+        return (int(getattr(stats, "num_indexed_rows", 0)),
+                int(getattr(stats, "num_unindexed_rows", 0)))
+
+    def maintain(self) -> MaintainInfo:
+        """``table.optimize()`` (compaction, deletions, index update, version pruning), timed."""
+        live = self._writable("maintain")
+        import time
+
+        before = self._index_rows()
+        t0 = time.perf_counter_ns()
+        self._lance("optimize", self._table.optimize)
+        seconds = (time.perf_counter_ns() - t0) / 1e9
+        after = self._index_rows()
+        return MaintainInfo("optimize", seconds, {
+            "indexed_rows_before": before[0], "unindexed_rows_before": before[1],
+            "indexed_rows": after[0], "unindexed_rows": after[1], "live": len(live)})
+
+    def live_count(self) -> int:
+        """Live rows: built + inserted - deleted."""
+        self._writable("live_count")
+        assert self._live is not None
+        return len(self._live)
 
     # --- search ----------------------------------------------------------------------------
     def _query(self, table: Any, q: np.ndarray, k: int) -> Any:

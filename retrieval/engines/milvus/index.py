@@ -45,7 +45,18 @@ This module is the registered backend; its helpers are private modules beside it
 ``_milvus_params`` (params models and their checks), ``_milvus_common`` (names, redaction, log
 silencer, ids, results), ``_milvus_build`` (schema, index params, wait, read-back check),
 ``_milvus_lite`` (the in-process server and its files on disk), ``_milvus_checks`` (the
-brute-force check), ``_milvus_filter`` (attributes as fields, filters as expressions)."""
+brute-force check), ``_milvus_filter`` (attributes as fields, filters as expressions).
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`): the primary key is the caller's int64
+id itself (no mapping). An insert is ``insert`` of the rows (they land in a growing segment,
+searched by brute force until flushed and indexed), a delete ``delete(ids=...)`` (Milvus writes
+delete records; the rows stay in their sealed segments, filtered out at search, until a
+compaction rewrites the segment); rwb keeps the set of live ids to refuse a live id inserted
+again or an unknown id deleted before anything reaches Milvus. ``maintain`` is ``flush`` (seals
+the growing segment, which is then indexed) + ``compact`` (waits for the job: deleted rows are
+removed from the segments) + waiting for the index to cover every live row (and, embedded, for
+Milvus Lite's background work). A build with attributes attached (filtered search) takes no
+writes (inserts would carry no attributes)."""
 
 from __future__ import annotations
 
@@ -101,7 +112,7 @@ from retrieval.engines.milvus.params import (
     search_model_for,
 )
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
-from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.base import BuildInfo, IndexBackend, MaintainInfo, SearchResult
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
@@ -119,8 +130,6 @@ class MilvusIndex(MilvusFilter, IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
-    writes_refusal = ("rwb does not drive its inserts / deletes yet (delete + flush + "
-                      "compaction are planned: issue 22)")
     bench_defaults = ({"index_type": "HNSW", "M": 16, "efConstruction": 200},
                       {"ef": 64})
     export_engine = "milvus"
@@ -175,6 +184,9 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         self._lite: InProcessLite | None = None
         self._owned_dirs: list[Path] = []
         self._built_n = 0
+        #: live primary keys (None until the first write: then the build's ids)
+        self._live: set[int] | None = None
+        self._build_ids: np.ndarray | None = None
 
     # --- class hooks ----------------------------------------------------------------------
     @classmethod
@@ -363,6 +375,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         self._call("create_collection", client.create_collection, self.collection, schema=schema,
                    properties=MILVUS_PROPERTIES)
         self._built_n = n
+        self._live, self._build_ids = None, pk
         pinned = self._pin_lite_background()
         t0 = time.perf_counter_ns()
         batch = self.insert_batch
@@ -562,6 +575,87 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         Use queries for which the low end is not trivially exact (a few dozen suffice).
         """
         return brute_force_check(self, queries, k, exact_ids, raise_on_failure=raise_on_failure)
+
+    # --- writes (SupportsWrites) -------------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        if self._attrs is not None:
+            return "its build carries attributes for filtered search (inserts would have none)"
+        return None
+
+    def _writable(self, what: str) -> set[int]:
+        if self._closed:
+            raise BackendError(f"{WHERE}: index is closed")
+        if not self._built_n or self._client is None:
+            raise ConfigError(f"{WHERE}: {what} called before build()")
+        reason = self.cannot_write()
+        if reason:
+            raise ConfigError(f"{WHERE} {what}: {reason}")
+        if self._live is None:
+            assert self._build_ids is not None
+            self._live = set(self._build_ids.tolist())
+        return self._live
+
+    def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add ``vectors`` (m, dim) under the caller's ``ids`` (primary keys, none live)."""
+        from retrieval.indexes.writes import check_write_ids
+
+        live = self._writable("insert")
+        x = as_matrix(vectors, f"{WHERE} insert vectors", dim=self.dim)
+        new = check_write_ids(ids, x.shape[0], f"{WHERE} insert")
+        dup = [v for v in new.tolist() if v in live]
+        if dup:
+            raise DataError(f"{WHERE} insert: id {dup[0]} is already in the index ({len(dup)} "
+                            f"of the {len(new)} ids are); delete it first")
+        batch = self.insert_batch
+        for s in range(0, new.shape[0], batch):
+            rows = [{PK: i, VEC: v} for i, v in zip(new[s:s + batch].tolist(), x[s:s + batch])]
+            self._call("insert", self._client.insert, self.collection, rows)
+        live.update(new.tolist())
+
+    def delete(self, ids: np.ndarray) -> None:
+        """Remove the live ``ids`` (primary keys); a deleted id is never returned again."""
+        from retrieval.indexes.writes import check_write_ids
+
+        live = self._writable("delete")
+        arr = np.asarray(ids)
+        if arr.ndim != 1:
+            raise DataError(f"{WHERE} delete: ids must be a 1-d array; received shape "
+                            f"{arr.shape}")
+        gone = check_write_ids(arr, arr.shape[0], f"{WHERE} delete")
+        missing = [v for v in gone.tolist() if v not in live]
+        if missing:
+            raise DataError(f"{WHERE} delete: id {missing[0]} is not in the index "
+                            f"({len(missing)} of the {len(gone)} ids are not)")
+        if gone.shape[0]:
+            self._call("delete", self._client.delete, self.collection, ids=gone.tolist())
+        live.difference_update(gone.tolist())
+
+    def maintain(self) -> MaintainInfo:
+        """``flush`` + ``compact`` (waited for) + index coverage of the live rows (seconds)."""
+        live = self._writable("maintain")
+        client = self._client
+        t0 = time.perf_counter_ns()
+        self._call("flush", client.flush, self.collection)
+        job = self._call("compact", client.compact, self.collection)
+        state = "Completed"
+        deadline = time.perf_counter() + self.index_timeout_s
+        while True:
+            state = str(self._call("get_compaction_state", client.get_compaction_state, job))
+            if state.lower().endswith(("completed", "undefined")) or \
+                    time.perf_counter() > deadline:
+                break
+            time.sleep(0.02)
+        self._drain_lite_background()
+        self._wait_indexed(len(live))
+        seconds = (time.perf_counter_ns() - t0) / 1e9
+        return MaintainInfo("flush+compact", seconds, {"compaction": state,
+                                                         "live": len(live)})
+
+    def live_count(self) -> int:
+        """Live rows: built + inserted - deleted."""
+        if not self._built_n:
+            raise ConfigError(f"{WHERE}: live_count() called before build()")
+        return self._built_n if self._live is None else len(self._live)
 
     # --- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:

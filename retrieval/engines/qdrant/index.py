@@ -32,6 +32,15 @@ scanning the payload index's matches, otherwise by a filtered HNSW walk. The sea
 Qdrant's ACORN walk for filtered searches only (``SearchParams(acorn=AcornSearchParams(
 enable=True))``); a qdrant-edge-py without ACORN refuses ``acorn: true`` in one line.
 Results have fewer than k ids (-1 padded) when Qdrant finds fewer.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`, through
+:class:`~retrieval.indexes.writes.SlotWrites`: point ids are slots, the caller's int64 ids are
+mapped in rwb): an insert is a point upsert (the new points land in Qdrant's appendable segment,
+searched by full scan until the optimizer indexes them), a delete ``delete_points`` (Qdrant
+marks the points deleted in their segments at once); ``maintain`` runs Qdrant's optimizers to
+completion (``EdgeShard.optimize``: vacuum of segments past ``deleted_threshold``, indexing of
+the appended points, merges) and reports segments and indexed vectors before and after. A build
+with attributes attached (filtered search) takes no writes (inserts would carry no payload).
 """
 
 from __future__ import annotations
@@ -56,12 +65,13 @@ from retrieval.engines.qdrant.params import (
     check_search,
     portable_of,
 )
-from retrieval.errors import BackendError, DataError, unknown_name_error
+from retrieval.errors import BackendError, ConfigError, DataError, unknown_name_error
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.knob_check import knob_check
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
+from retrieval.indexes.writes import SlotWrites
 from retrieval.params import Params
 
 log = logging.getLogger(__name__)
@@ -118,12 +128,10 @@ def filtered_search_params(sp: QdrantSearch, quantized: bool) -> Any:
 
 
 @register
-class QdrantIndex(QdrantFilter, InProcessIndex):
+class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
     """Qdrant's engine in process (see the module docstring)."""
 
     name = "qdrant"
-    writes_refusal = ("rwb does not drive its inserts / deletes yet (point deletes + optimizer are "
-                      "planned: issue 22)")
     export_engine = "qdrant"
     family = "hnsw"
     BuildParams = QdrantBuild
@@ -328,6 +336,59 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
                 if part.is_dir() and part.name.startswith(("vector_storage", "vector_index")):
                     total += sum(f.stat().st_size for f in part.rglob("*") if f.is_file())
         return total
+
+    # --- writes (SlotWrites hooks) -------------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        if getattr(self, "_payload_attrs", None) is not None:
+            return "its build carries attributes for filtered search (inserts would have none)"
+        return None
+
+    def _built_count(self) -> int:
+        return self._n
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._shard is None:
+            raise ConfigError(f"{self._where()}: insert/delete called before build()")
+
+    def _after_writes(self, live: int) -> None:
+        self._n = live
+
+    def _update(self, what: str, op: Any) -> None:
+        try:
+            self._shard.update(op)
+        except Exception as exc:
+            raise BackendError(f"{self._where()}: the engine refused the {what} "
+                               f"({type(exc).__name__}: {str(exc)[:300]})") from None
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        import qdrant_edge as q
+
+        for s in range(0, x.shape[0], UPSERT_BATCH):
+            rows, ids = x[s:s + UPSERT_BATCH], slots[s:s + UPSERT_BATCH].tolist()
+            self._update("upsert", q.UpdateOperation.upsert_points(
+                [q.Point(i, row) for i, row in zip(ids, rows, strict=True)]))
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        import qdrant_edge as q
+
+        self._update("delete", q.UpdateOperation.delete_points(slots.tolist()))
+
+    def _maintain(self) -> tuple[str, dict[str, Any]]:
+        """Qdrant's optimizers to completion (vacuum, indexing, merges; blocking)."""
+        before = self._shard.info()
+        try:
+            self._shard.optimize()
+        except Exception as exc:
+            raise BackendError(f"{self._where()}: the optimizer failed "
+                               f"({type(exc).__name__}: {str(exc)[:300]})") from None
+        after = self._shard.info()
+        return "optimize", {
+            "segments_before": int(before.segments_count),
+            "segments": int(after.segments_count),
+            "indexed_vectors_before": int(before.indexed_vectors_count),
+            "indexed_vectors": int(after.indexed_vectors_count),
+            "points": int(after.points_count)}
 
     def _remove_dir(self) -> None:
         if self._dir is not None:

@@ -30,6 +30,16 @@ double).
 Distances: Redis L2 is the squared Euclidean distance (as rwb), IP is ``1 - <x, q>`` (converted to
 ``-<x, q>``), COSINE ``1 - cos`` (as rwb). Memory: ``FT.INFO vector_index_sz_mb`` (the vector index
 as Redis measures it, in bytes); the other FT.INFO figures go to ``BuildInfo.extra``.
+
+Writes (:class:`~retrieval.indexes.base.SupportsWrites`, through
+:class:`~retrieval.indexes.writes.SlotWrites`: keys are ``<name>:<slot>``, the caller's int64
+ids are mapped in rwb): an insert is one ``HSET`` per new key (one pipeline per
+``PIPELINE`` rows; Redis indexes a hash under the index's prefix as it is written), a delete
+one ``DEL`` per key (the document leaves the index at once; RediSearch's garbage collector
+reclaims the HNSW nodes later, on its own schedule); after each write rwb waits until
+``FT.INFO num_docs`` equals the live count. Redis has no clean-up to call: ``maintain`` does
+nothing and reports ``FT.INFO``'s document and index-size figures. A build with attributes
+attached (filtered search) or an attached index takes no writes.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.knob_check import knob_check
 from retrieval.indexes.portable import Flat, Hnsw, Portable
 from retrieval.indexes.registry import package_version, register
+from retrieval.indexes.writes import SlotWrites
 from retrieval.params import Params
 from retrieval.redact import redact_uri
 
@@ -127,12 +138,10 @@ def connect(url: str, timeout_s: float) -> Any:
 
 
 @register
-class RedisIndex(RedisFilter, InProcessIndex):
+class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
     """Redis vector search (see the module docstring)."""
 
     name = "redis"
-    writes_refusal = ("rwb does not drive its inserts / deletes yet (DEL / HSET on the index are "
-                      "planned: issue 22)")
     export_engine = "redis"
     family = "hnsw"  # FLAT builds: family_for(build)
     BuildParams = RedisBuild
@@ -392,6 +401,61 @@ class RedisIndex(RedisFilter, InProcessIndex):
             return 0
         info = self._ft_info()
         return max(1, int(float(info.get("vector_index_sz_mb", 0.0)) * 2**20))
+
+    # --- writes (SlotWrites hooks) -------------------------------------------------------------
+    def cannot_write(self) -> str | None:
+        if self._attached:
+            return "it searches an index another process built (attach)"
+        if getattr(self, "_built_attrs", None) is not None:
+            return "its build carries attributes for filtered search (inserts would have none)"
+        return None
+
+    def _built_count(self) -> int:
+        return self._n
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._built or self._client is None:
+            raise ConfigError(f"{WHERE}: insert/delete called before build()")
+
+    def _after_writes(self, live: int) -> None:
+        self._n = live
+        self._checked_k = -1
+        t0 = time.perf_counter()
+        while True:
+            info = self._ft_info()
+            if int(info.get("num_docs", -1)) == live and str(info.get("indexing", "0")) == "0":
+                self._info = info
+                return
+            if time.perf_counter() - t0 > self.index_timeout_s:
+                raise BackendError(f"{WHERE}: Redis reports {info.get('num_docs')} documents "
+                                   f"for {live} live vectors after {self.index_timeout_s:g} s")
+            time.sleep(0.005)
+
+    def _insert_rows(self, x: np.ndarray, slots: np.ndarray) -> None:
+        prefix = f"{self.index_name}:"
+        for s in range(0, x.shape[0], PIPELINE):
+            pipe = self._client.pipeline(transaction=False)
+            for slot, row in zip(slots[s:s + PIPELINE].tolist(), x[s:s + PIPELINE],
+                                 strict=True):
+                pipe.hset(f"{prefix}{slot}", "v", row.tobytes())
+            self._call("HSET", pipe.execute)
+
+    def _delete_rows(self, slots: np.ndarray) -> None:
+        prefix = f"{self.index_name}:"
+        removed = 0
+        for s in range(0, slots.shape[0], PIPELINE):
+            keys = [f"{prefix}{slot}" for slot in slots[s:s + PIPELINE].tolist()]
+            removed += int(self._call("DEL", self._client.delete, *keys))
+        if removed != slots.shape[0]:
+            raise BackendError(f"{WHERE}: DEL removed {removed} of {slots.shape[0]} keys on "
+                               f"{self.where}")
+
+    def _maintain(self) -> tuple[str, dict[str, Any]]:
+        """Redis has no clean-up call (its GC runs on its own): FT.INFO figures only."""
+        info = self._ft_info()
+        return "none", {k: info.get(k) for k in (
+            "num_docs", "vector_index_sz_mb", "total_index_memory_sz_mb")}
 
     def _release(self) -> None:
         client = self._client
