@@ -5,7 +5,8 @@ limit also counts the read-only memory map of the base file (and Faiss/OpenMP re
 of MB of address space), so an ``--as`` limit below the base refuses the map itself. Since Linux
 4.7 ``RLIMIT_DATA`` counts private writable memory (heap, anonymous maps) and not read-only file
 maps: exactly "what rwb allocates". The child measures what the interpreter with rwb, Faiss,
-Optuna and pandas imported (and BLAS's buffers reserved by a first product) already holds
+Optuna and pandas imported (and BLAS's and pyarrow's reservations made by a first product and
+a first Parquet write) already holds
 (VmData), then allows only half the base's size beyond it, checks that loading the base whole
 now fails, and runs the sweep (one build thread: a second OpenMP thread reserves its own BLAS
 buffers).
@@ -44,6 +45,8 @@ CHILD = textwrap.dedent("""
     warm = faiss.index_factory(96, "IVF16,PQ8", faiss.METRIC_L2)
     warm.train(np.random.default_rng(0).normal(size=(4096, 96)).astype("float32"))
     del warm
+    import io  # pyarrow's allocator reserves its arenas at the first table written
+    pandas.DataFrame({"a": [1.0]}).to_parquet(io.BytesIO())
     base_bytes = int(sys.argv[3])
     before = vmdata()
     limit = before + base_bytes // 2
@@ -96,10 +99,12 @@ def test_sweep_over_base_larger_than_memory_limit(tmp_path: Path) -> None:
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(spec), str(base),
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CHILD, str(spec), str(base),
                            str(N * DIM * 4), str(out)],
                           env=env, capture_output=True, text=True, timeout=600)
-    facts = json.loads(proc.stderr.strip().splitlines()[-1])
+    last = (proc.stderr.strip().splitlines() or [""])[-1]
+    assert last.startswith("{"), f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    facts = json.loads(last)
     assert facts["whole_load"] == "MemoryError", facts  # the limit binds: no room for the base
     assert facts["limit"] - facts["vmdata_before"] < N * DIM * 4
     assert facts["code"] == 0, proc.stderr[-3000:]
