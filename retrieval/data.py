@@ -9,14 +9,23 @@ Distances everywhere in rwb are *lower is closer*:
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import mmap
+import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from retrieval.errors import DataError, param_error
 from retrieval.filtering.attrs import Attributes
+
+log = logging.getLogger(__name__)
 
 Metric = Literal["l2", "ip", "cosine"]
 METRICS: tuple[str, ...] = ("l2", "ip", "cosine")
@@ -28,9 +37,80 @@ def check_metric(metric: str, where: str | None = None) -> Metric:
     return metric  # type: ignore[return-value]
 
 
+#: bytes of one chunk when a memory-mapped matrix is read piece by piece
+CHUNK_BYTES = 32 << 20
+#: chunk row counts are multiples of this (Faiss's BLAS database block), so a chunked exact
+#: search computes every distance with the same arithmetic as a search over the whole base
+CHUNK_ALIGN = 1024
+
+
+def is_out_of_core(x: object) -> bool:
+    """Whether ``x`` is (a view of) a memory-mapped file: rwb then reads it in chunks and never
+    materialises it whole."""
+    obj: object = x
+    for _ in range(32):
+        if isinstance(obj, np.memmap | mmap.mmap):
+            return True
+        obj = getattr(obj, "base", None)
+        if obj is None:
+            return False
+    return False
+
+
+def chunk_rows(dim: int, *, rows: int | None = None, itemsize: int = 4) -> int:
+    """Rows per chunk: ``rows`` if given, else about :data:`CHUNK_BYTES` of ``dim``-wide rows,
+    a multiple of :data:`CHUNK_ALIGN`."""
+    if rows is not None:
+        if rows < 1:
+            raise param_error("rows", "an integer >= 1", rows, where="chunked read")
+        return int(rows)
+    per = max(1, CHUNK_BYTES // max(1, dim * itemsize))
+    return max(CHUNK_ALIGN, per // CHUNK_ALIGN * CHUNK_ALIGN)
+
+
+def row_chunks(n: int, rows: int, start: int = 0) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` row ranges of at most ``rows`` rows covering ``start..n``."""
+    for lo in range(start, n, rows):
+        yield lo, min(n, lo + rows)
+
+
+def base_chunks(
+    ds: VectorDataset | np.ndarray,
+    rows: int | None = None,
+    *,
+    metric: Metric | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(first row, chunk)`` over the base vectors (a dataset's, or a matrix), each chunk a
+    C-contiguous float32 copy of at most ``rows`` rows (default: :func:`chunk_rows`), rows
+    L2-normalised when the metric (the dataset's, or ``metric``) is cosine. Memory: one chunk."""
+    base = ds.base if isinstance(ds, VectorDataset) else ds
+    m = ds.metric if isinstance(ds, VectorDataset) and metric is None else metric
+    n = int(base.shape[0]) if stop is None else min(int(stop), int(base.shape[0]))
+    step = chunk_rows(int(base.shape[1]), rows=rows)
+    for lo, hi in row_chunks(n, step, start):
+        chunk = np.ascontiguousarray(base[lo:hi], dtype=np.float32)
+        yield lo, normalize_rows(chunk) if m == "cosine" else chunk
+
+
+def _check_chunks(arr: np.ndarray, name: str) -> None:
+    """The finiteness check of :func:`as_matrix`, one chunk at a time."""
+    step = chunk_rows(int(arr.shape[1]))
+    for lo, hi in row_chunks(int(arr.shape[0]), step):
+        part = np.asarray(arr[lo:hi])
+        finite = np.isfinite(part)
+        if not finite.all():
+            bad = lo + int(np.argwhere(~finite.all(axis=1))[0, 0])
+            raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
+
+
 def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
-    """Return ``x`` as a C-contiguous float32 matrix; raise DataError on bad shape or values."""
-    arr = np.asarray(x)
+    """Return ``x`` as a C-contiguous float32 matrix; raise DataError on bad shape or values.
+
+    A memory-mapped float32 matrix (:func:`is_out_of_core`) is checked chunk by chunk and
+    returned as it is (possibly strided): it is never copied whole into memory."""
+    arr = x if isinstance(x, np.ndarray) and is_out_of_core(x) else np.asarray(x)
     if arr.ndim == 1 and arr.size and dim is not None and arr.shape[0] == dim:
         arr = arr.reshape(1, -1)
     if arr.ndim != 2:
@@ -43,6 +123,12 @@ def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
         raise DataError(f"{name}: dimension must be {dim}; received {arr.shape[1]}")
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(f"{name}: expected numeric vectors; received dtype {arr.dtype}")
+    if arr.dtype == np.float32 and is_out_of_core(arr):
+        _check_chunks(arr, name)
+        return arr
+    if is_out_of_core(arr) and arr.size * 4 > CHUNK_BYTES:
+        log.warning("%s: memory-mapped %s matrix converted to float32 in memory (%.1f MB)",
+                    name, arr.dtype, arr.shape[0] * arr.shape[1] * 4 / 1e6)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     finite = np.isfinite(arr)
     if not finite.all():
@@ -77,6 +163,9 @@ class VectorDataset:
     source: str = ""
     info: dict[str, object] = field(default_factory=dict)
     attributes: Attributes | None = None
+    #: a cheap key that determines the content (files' path + size + mtime and the metric,
+    #: or a generator's arguments): the fingerprint is then hashed once and cached under it
+    content_key: str = ""
 
     def __repr__(self) -> str:  # the arrays' shapes, not their contents
         gt = "" if self.gt_ids is None else f", gt_ids {self.gt_ids.shape}"
@@ -150,14 +239,31 @@ class VectorDataset:
     def n_queries(self) -> int:
         return int(self.queries.shape[0])
 
+    @property
+    def out_of_core(self) -> bool:
+        """Whether the base is memory-mapped (read in chunks, never materialised)."""
+        return is_out_of_core(self.base)
+
     @cached_property
     def fingerprint(self) -> str:
-        """sha256 (hex, 16 chars) of the base and query bytes and the metric."""
+        """sha256 (hex, 16 chars) of the base and query bytes (float32, row-major) and the
+        metric; hashed chunk by chunk, and cached on disk under :attr:`content_key` when set."""
+        return cached_fingerprint(self.content_key, self._hash) if self.content_key \
+            else self._hash()
+
+    def _hash(self) -> str:
+        from retrieval.phases import phase
+
+        with phase("fingerprint"):
+            return self._sha256()
+
+    def _sha256(self) -> str:
         h = hashlib.sha256()
         h.update(self.metric.encode())
         for arr in (self.base, self.queries):
             h.update(str(arr.shape).encode())
-            h.update(arr.tobytes())
+            for _, chunk in base_chunks(arr, metric="l2"):
+                h.update(chunk.data)
         return h.hexdigest()[:16]
 
     def subset_queries(self, idx: np.ndarray, suffix: str) -> VectorDataset:
@@ -173,6 +279,77 @@ class VectorDataset:
             info=dict(self.info),
             attributes=self.attributes,
         )
+
+
+def mapped_file(x: object) -> str | None:
+    """The file behind a memory-mapped matrix (None for an in-memory one)."""
+    obj: object = x
+    for _ in range(32):
+        name = getattr(obj, "filename", None)
+        if isinstance(obj, np.memmap) and name:
+            return str(name)
+        obj = getattr(obj, "base", None)
+        if obj is None:
+            return None
+    return None
+
+
+def footprint(ds: VectorDataset) -> dict[str, object]:
+    """Sizes of a dataset: ``base_bytes`` (as float32, bytes), ``on_disk_bytes`` (the size of
+    the memory-mapped base file, None when the base is in memory) and ``out_of_core``."""
+    path = mapped_file(ds.base)
+    disk = None
+    if path is not None:
+        try:
+            disk = Path(path).stat().st_size
+        except OSError:
+            disk = None
+    return {"base_bytes": ds.n_base * ds.dim * 4, "on_disk_bytes": disk,
+            "out_of_core": ds.out_of_core}
+
+
+def file_key(*paths: str | Path, extra: object = None) -> str:
+    """A content key (see :attr:`VectorDataset.content_key`) from files' resolved path, size
+    and modification time (ns), and ``extra`` (e.g. the metric); "" when a file is missing."""
+    parts: list[object] = [extra]
+    for p in paths:
+        try:
+            st = Path(p).stat()
+        except OSError:
+            return ""
+        parts.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+    return json.dumps(parts, default=str)
+
+
+def _fingerprint_dir() -> Path:
+    from retrieval.paths import cache_dir
+
+    return cache_dir() / "fingerprints"
+
+
+def cached_fingerprint(key: str, compute: object) -> str:
+    """The fingerprint stored under ``key`` (a content key), else ``compute()`` stored there.
+
+    The file is ``<cache>/fingerprints/<sha256(key)[:24]>.json`` holding the key and the value;
+    a changed file (size or mtime) makes a new key, so the full hash runs again."""
+    assert callable(compute)
+    path = _fingerprint_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("key") == key and isinstance(saved.get("fingerprint"), str):
+            return str(saved["fingerprint"])
+    except (OSError, ValueError):
+        pass
+    value = str(compute())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"key": key, "fingerprint": value}, fh)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache: the hash is recomputed next time
+        log.info("fingerprint cache not written (%s)", exc)
+    return value
 
 
 @dataclass(frozen=True, eq=False)

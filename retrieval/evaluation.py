@@ -48,6 +48,7 @@ from retrieval.indexes.buildcache import (
 from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
+from retrieval.phases import phase
 from retrieval.timing import time_each, time_repeat, warm_up
 
 log = logging.getLogger(__name__)
@@ -290,9 +291,10 @@ class Evaluator:
         gc.collect()
         rss0 = _rss_bytes()
         try:
-            info, outcome = build_or_load(self.cache, index, self.ds.base,
-                                          data=self.ds.fingerprint,
-                                          reproducible=self.reproducible)
+            fingerprint = self.ds.fingerprint
+            with phase("build"):
+                info, outcome = build_or_load(self.cache, index, self.ds.base,
+                                              data=fingerprint, reproducible=self.reproducible)
         except ConfigError as exc:  # params that do not fit the data (nlist > n): the file
             if not self.source or str(exc).startswith(f"{self.source}:"):
                 raise
@@ -359,6 +361,12 @@ class Evaluator:
             raise ConfigError("no queries to measure (query subset is empty)")
         queries = np.ascontiguousarray(self.ds.queries[qidx])
         gt = self.gt.rows(qidx)
+        with phase("search"):
+            return self._measure_modes(built, config, modes, queries, gt, query_set)
+
+    def _measure_modes(self, built: BuiltIndex, config: SearchConfig, modes: Sequence[Mode],
+                       queries: np.ndarray, gt: GroundTruth, query_set: str
+                       ) -> list[Measurement]:
         out = []
         self._warm_up(built.index, queries)
         for mode in modes:

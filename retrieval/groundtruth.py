@@ -12,7 +12,9 @@ import numpy as np
 
 from retrieval.data import Metric, VectorDataset, normalize_rows
 from retrieval.errors import ConfigError
+from retrieval.groundtruth_ooc import canonical_search
 from retrieval.paths import cache_dir
+from retrieval.phases import phase
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ class GroundTruth:
 def exact_knn(
     base: np.ndarray, queries: np.ndarray, metric: Metric, k: int, threads: int | None = None
 ) -> GroundTruth:
-    """Brute-force top-k with faiss IndexFlat (no cache)."""
+    """Brute-force top-k with faiss IndexFlat (no cache), ties ordered by id ascending
+    (:func:`canonical_search`)."""
     import faiss
 
     if threads:
@@ -51,21 +54,28 @@ def exact_knn(
         base, queries = normalize_rows(base), normalize_rows(queries)
     index = faiss.IndexFlatL2(base.shape[1]) if metric == "l2" else faiss.IndexFlatIP(base.shape[1])
     index.add(np.ascontiguousarray(base, dtype=np.float32))
-    d, i = index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
-    if metric == "ip":
-        d = -d
-    elif metric == "cosine":
-        d = 1.0 - d
-    return GroundTruth(i.astype(np.int64), d.astype(np.float32))
+    keys, i = canonical_search(index, np.ascontiguousarray(queries, dtype=np.float32), k,
+                               int(base.shape[0]), ip=metric != "l2")
+    if metric == "l2":
+        d = keys
+    elif metric == "ip":
+        d = keys  # -similarity
+    else:
+        d = 1.0 - (-keys)
+    return GroundTruth(i, np.asarray(d, dtype=np.float32))
 
 
 def ground_truth(
-    ds: VectorDataset, k: int, *, cache: Path | None = None, use_cache: bool = True
+    ds: VectorDataset, k: int, *, cache: Path | None = None, use_cache: bool = True,
+    shards: int | None = None,
 ) -> GroundTruth:
     """Exact top-k for ``ds`` (k <= 100 or <= n_base), cached by dataset fingerprint.
 
     Ground truth shipped with the dataset (e.g. ann-benchmarks ``neighbors``) is used when it is
-    deep enough; distances are then recomputed exactly for the tie-aware recall.
+    deep enough; distances are then recomputed exactly for the tie-aware recall. A memory-mapped
+    base (:attr:`VectorDataset.out_of_core`), or ``shards`` given, is searched out of core
+    (:mod:`retrieval.groundtruth_ooc`: chunked, checkpointed, shards shared by file locks
+    between workers using the same cache folder); the result is the same either way.
     """
     if k < 1:
         raise ConfigError(f"field 'k' must be >= 1; received {k}")
@@ -83,15 +93,50 @@ def ground_truth(
             log.debug("ground truth cache hit %s", path)
             return GroundTruth(z["ids"], z["distances"]).top(depth)
     log.info("computing exact top-%d for %s (%d x %d)", depth, ds.name, ds.n_queries, ds.n_base)
+    with phase("ground_truth"):
+        return _compute(ds, depth, path, use_cache, shards)
+
+
+def _compute(ds: VectorDataset, depth: int, path: Path, use_cache: bool,
+             shards: int | None) -> GroundTruth:
+    if ds.out_of_core or shards is not None:
+        gt = _out_of_core(ds, depth, path if use_cache else None, shards or 1)
+        if use_cache and path.exists() and gt is None:  # another worker stored it
+            with np.load(path) as z:
+                return GroundTruth(z["ids"], z["distances"]).top(depth)
+        assert gt is not None
+        return gt
     gt = exact_knn(ds.base, ds.queries, ds.metric, depth)
     if use_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-        os.close(fd)
-        with open(tmp, "wb") as fh:
-            np.savez(fh, ids=gt.ids, distances=gt.distances)
-        os.replace(tmp, path)
+        _store(path, gt)
     return gt
+
+
+def _out_of_core(ds: VectorDataset, depth: int, final: Path | None,
+                 shards: int) -> GroundTruth | None:
+    """Out-of-core exact top-``depth`` (work under ``final``'s folder; None when another
+    worker wrote ``final`` meanwhile)."""
+    from retrieval.groundtruth_ooc import cleanup, ooc_exact, plan_shards, work_dir
+
+    with tempfile.TemporaryDirectory(prefix="rwb-gt-") as tmp:
+        where = final.parent if final is not None else Path(tmp)
+        got = ooc_exact(ds, depth, cache=where, shards=shards,
+                        finished=None if final is None else final.exists)
+        if got is None:
+            return None
+        if final is not None:
+            _store(final, GroundTruth(got[0], got[1]))
+        cleanup(work_dir(where, ds, depth, len(plan_shards(ds.n_base, shards))))
+    return GroundTruth(got[0], got[1])
+
+
+def _store(path: Path, gt: GroundTruth) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    os.close(fd)
+    with open(tmp, "wb") as fh:
+        np.savez(fh, ids=gt.ids, distances=gt.distances)
+    os.replace(tmp, path)
 
 
 def exact_distances(

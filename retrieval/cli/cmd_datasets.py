@@ -16,11 +16,17 @@ def register(subparsers: Any) -> None:
         help="list known datasets and where their files are looked for",
         description="List the dataset manifests (datasets/*.yaml), their kind, and the files "
         "each needs (present/missing). --load NAME loads one (embedding text datasets on "
-        "first use, cached afterwards) and prints its shape.",
+        "first use, cached afterwards) and prints its shape, size on disk, whether it is read "
+        "memory-mapped (out of core), the time to load and fingerprint it and the resident "
+        "peak.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--load", metavar="NAME", help="load (and cache) this dataset, print a summary")
     p.set_defaults(func=run)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n < 10**9 else f"{n / 1e9:,.2f} GB"
 
 
 def _status(entry: Any) -> str:
@@ -33,8 +39,14 @@ def run(args: argparse.Namespace) -> int:
     from retrieval.loaders.catalog import list_datasets, resolve_dataset
 
     if args.load:
+        from retrieval import phases
+        from retrieval.data import footprint
+
         t0 = time.perf_counter()
         ds = resolve_dataset(args.load, where="--load")
+        load_s = time.perf_counter() - t0
+        fingerprint = ds.fingerprint
+        sizes = footprint(ds)
         summary = {
             "name": ds.name,
             "n_base": ds.n_base,
@@ -42,8 +54,13 @@ def run(args: argparse.Namespace) -> int:
             "dim": ds.dim,
             "metric": ds.metric,
             "ground_truth_in_files": ds.gt_ids is not None,
-            "fingerprint": ds.fingerprint,
-            "load_s": round(time.perf_counter() - t0, 3),
+            "fingerprint": fingerprint,
+            "load_s": round(load_s, 3),
+            "fingerprint_s": round(time.perf_counter() - t0 - load_s, 3),
+            "out_of_core": sizes["out_of_core"],
+            "base_bytes": sizes["base_bytes"],
+            "on_disk_bytes": sizes["on_disk_bytes"],
+            "resident_peak_bytes": phases.resident_peak_bytes(),
             "source": ds.source,
             "info": ds.info,
         }
@@ -57,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     entries = list_datasets()
     if args.json:
         print_json([
-            {**dataclasses.asdict(e), "status": _status(e)} for e in entries
+            {**dataclasses.asdict(e), "status": _status(e), "disk_bytes": e.disk_bytes}
+            for e in entries
         ])
         return 0
     rows = []
@@ -73,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             where = ", ".join(folders)
         else:
             where = "(generated)"
-        rows.append([e.name, e.kind, _status(e), e.description, where])
-    print_table(rows, ["name", "kind", "status", "description", "files"])
+        size = "" if e.disk_bytes is None else _mb(e.disk_bytes)
+        rows.append([e.name, e.kind, _status(e), size, e.description, where])
+    print_table(rows, ["name", "kind", "status", "on disk", "description", "files"])
     return 0

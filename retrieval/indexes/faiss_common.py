@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.data import Metric, normalize_rows
+from retrieval.data import Metric, base_chunks, is_out_of_core, normalize_rows
 from retrieval.errors import DataError
 from retrieval.indexes.base import SearchResult
 
@@ -29,6 +29,23 @@ def prepare(x: np.ndarray, metric: Metric) -> np.ndarray:
     """float32 C-contiguous; rows normalised for cosine."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     return normalize_rows(x) if metric == "cosine" else x
+
+
+def add_rows(index: Any, x: np.ndarray, metric: Metric) -> None:
+    """``index.add`` of ``x`` prepared for the metric: in one call for an in-memory matrix,
+    chunk by chunk for a memory-mapped one (never copied whole)."""
+    if not is_out_of_core(x):
+        index.add(prepare(x, metric))
+        return
+    for _, chunk in base_chunks(x, metric=metric):
+        index.add(chunk)
+
+
+def train_rows(x: np.ndarray, rows: np.ndarray | None, metric: Metric) -> np.ndarray:
+    """The training sample ``x[rows]`` (all rows when None) prepared for the metric."""
+    if rows is None:
+        return prepare(x, metric)
+    return prepare(np.asarray(x[rows]), metric)
 
 
 def to_result(distances: np.ndarray, ids: np.ndarray, metric: Metric) -> SearchResult:

@@ -68,6 +68,9 @@ class SyntheticSpec(_Spec):
     seed: int = 0
     attributes: bool = False  # per-vector attributes for filtered search (see make_synthetic)
     correlation: float = Field(1.0, ge=0.0, le=1.0)
+    #: generate the base in chunks of this many rows into a memory-mapped cache file
+    #: (default: whole when n <= 2,000,000, else 1,048,576-row chunks)
+    chunk_rows: int | None = Field(None, ge=1)
 
 
 class Hdf5Spec(_Spec):
@@ -195,6 +198,16 @@ class DatasetEntry:
     @property
     def available(self) -> bool:
         return self.error is None and all(f.present for f in self.files)
+
+    @property
+    def disk_bytes(self) -> int | None:
+        """Bytes on disk of the files present (None when there are no files, e.g. synthetic)."""
+        sizes = []
+        for f in self.files:
+            p = Path(f.path)
+            if f.present and p.is_file():
+                sizes.append(p.stat().st_size)
+        return sum(sizes) if sizes else None
 
 
 # --------------------------------------------------------------------------- manifests

@@ -18,11 +18,25 @@ vectors are the same as without):
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
 import numpy as np
 
-from retrieval.data import Metric, VectorDataset, check_metric
+from retrieval.data import Metric, VectorDataset, check_metric, row_chunks
 from retrieval.errors import param_error
 from retrieval.filtering.attrs import Attributes, LabelColumn
+
+log = logging.getLogger(__name__)
+
+#: above this many base vectors the base is generated in chunks into a memory-mapped file
+CHUNKED_ABOVE = 2_000_000
+#: default rows per generated chunk (the chunking is part of the data's definition)
+DEFAULT_CHUNK_ROWS = 1 << 20
 
 
 def make_synthetic(
@@ -38,8 +52,16 @@ def make_synthetic(
     name: str | None = None,
     attributes: bool = False,
     correlation: float = 1.0,
+    chunk_rows: int | None = None,
 ) -> VectorDataset:
-    """Clustered vectors with a decaying spectrum (float32, deterministic for a seed)."""
+    """Clustered vectors with a decaying spectrum (float32, deterministic for a seed).
+
+    ``chunk_rows`` (default: :data:`DEFAULT_CHUNK_ROWS` when ``n`` > :data:`CHUNKED_ABOVE`,
+    else the whole base in one draw) generates the base chunk by chunk, each chunk from its own
+    seeded stream, into a ``.npy`` file in the cache folder (``<cache>/synthetic/``, made once,
+    then memory-mapped): N up to 10M and more without holding the base in memory. The chunked
+    data differ from the one-draw data of the same seed (the streams differ); for one
+    ``chunk_rows`` they are the same on every run and machine."""
     for field, value, low in (
         ("n", n, 1),
         ("dim", dim, 2),
@@ -53,6 +75,13 @@ def make_synthetic(
     if not 0.0 <= correlation <= 1.0:
         raise param_error("correlation", "in [0, 1]", correlation, where="synthetic dataset")
     check_metric(metric, where="synthetic dataset")
+    if chunk_rows is None and n > CHUNKED_ABOVE:
+        chunk_rows = DEFAULT_CHUNK_ROWS
+    if chunk_rows is not None and int(chunk_rows) < 1:
+        raise param_error("chunk_rows", "an integer >= 1", chunk_rows, where="synthetic dataset")
+    args = {"n": n, "dim": dim, "n_queries": n_queries, "n_clusters": n_clusters,
+            "decay": decay, "cluster_spread": cluster_spread, "metric": metric, "seed": seed,
+            "chunk_rows": chunk_rows, "numpy": np.__version__, "generator": 1}
     rng = np.random.default_rng(seed)
     scales = (np.arange(1, dim + 1, dtype=np.float64) ** -decay).astype(np.float32)
     centers = rng.standard_normal((n_clusters, dim)).astype(np.float32) * scales * 3.0
@@ -69,10 +98,18 @@ def make_synthetic(
         noise = rng.standard_normal((m, dim)).astype(np.float32) * scales * cluster_spread
         return np.ascontiguousarray((centers[labels] + noise) @ rot, dtype=np.float32)
 
-    base = draw(n)
-    queries = draw(n_queries)
+    if chunk_rows is None:
+        base = draw(n)
+        queries = draw(n_queries)
+    else:
+        queries = draw(n_queries)
+        drawn.clear()
+        base, labels = _chunked_base(args, int(chunk_rows), centers, weights, scales, rot,
+                                     cluster_spread, need_labels=attributes)
+        drawn.append(labels)
     attrs = _attributes(drawn[0], n_clusters, correlation, seed) if attributes else None
     return VectorDataset(
+        content_key=json.dumps(["synthetic", args], sort_keys=True),
         name=name or f"synthetic-{n}x{dim}",
         base=base,
         queries=queries,
@@ -80,9 +117,51 @@ def make_synthetic(
         source=f"synthetic(n={n}, dim={dim}, n_queries={n_queries}, n_clusters={n_clusters}, "
         f"decay={decay}, seed={seed})",
         info={"generator": "make_synthetic", "seed": seed,
+              **({"chunk_rows": int(chunk_rows)} if chunk_rows is not None else {}),
               **({"attribute_correlation": correlation} if attributes else {})},
         attributes=attrs,
     )
+
+
+def _chunked_base(
+    args: Mapping[str, object], rows: int, centers: np.ndarray, weights: np.ndarray,
+    scales: np.ndarray, rot: np.ndarray, spread: float, *, need_labels: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(memory-mapped base, cluster labels or an empty array): chunk ``c`` drawn from
+    ``default_rng([seed, 2, c])``, written once into ``<cache>/synthetic/<key>.npy``."""
+    from retrieval.paths import cache_dir
+
+    n, dim, seed = int(args["n"]), int(args["dim"]), int(args["seed"])  # type: ignore[call-overload]
+    key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:20]
+    path = cache_dir() / "synthetic" / f"{key}.npy"
+    labels_all = np.empty(n if need_labels else 0, dtype=np.int64)
+    k = centers.shape[0]
+
+    def chunk(c: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        r = np.random.default_rng([seed, 2, c])
+        lab = r.choice(k, size=hi - lo, p=weights)
+        noise = r.standard_normal((hi - lo, dim)).astype(np.float32) * scales * spread
+        return np.ascontiguousarray((centers[lab] + noise) @ rot, dtype=np.float32), lab
+
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
+        for c, (lo, hi) in enumerate(row_chunks(n, rows)):
+            out[lo:hi], lab = chunk(c, lo, hi)
+            if need_labels:
+                labels_all[lo:hi] = lab
+            if c % 8 == 7:
+                log.info("synthetic %dx%d: %d of %d rows generated", n, dim, hi, n)
+        out.flush()
+        del out
+        os.replace(tmp, path)
+    elif need_labels:  # labels are cheap to redraw (no vectors kept)
+        for c, (lo, hi) in enumerate(row_chunks(n, rows)):
+            r = np.random.default_rng([seed, 2, c])
+            labels_all[lo:hi] = r.choice(k, size=hi - lo, p=weights)
+    base = np.load(Path(path), mmap_mode="r", allow_pickle=False)
+    return base, labels_all
 
 
 def _attributes(cluster: np.ndarray, n_clusters: int, correlation: float,

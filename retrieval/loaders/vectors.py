@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.data import Metric, VectorDataset, as_matrix, check_metric
+from retrieval.data import (
+    Metric,
+    VectorDataset,
+    as_matrix,
+    check_metric,
+    chunk_rows,
+    file_key,
+    row_chunks,
+)
 from retrieval.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -125,10 +133,24 @@ def _read_hdf5(fh: Any, what: str, metric: Metric | None) -> tuple[
             )
         metric = HDF5_METRICS[key]
     metric = check_metric(metric, where=what)
-    base = as_matrix(fh["train"][()], f"{what}: train")
+    base = as_matrix(_hdf5_map(fh["train"]), f"{what}: train")
     queries = as_matrix(fh["test"][()], f"{what}: test", dim=base.shape[1])
     gt_raw = fh["neighbors"][()] if "neighbors" in keys else None
     return keys, metric, base, queries, gt_raw, "distances" in keys
+
+
+def _hdf5_map(dset: Any) -> np.ndarray:
+    """A read-only memory map of an HDF5 dataset stored contiguous and uncompressed (as
+    ann-benchmarks writes them); otherwise (chunked, compressed, empty) the data read whole."""
+    try:
+        offset = dset.id.get_offset()
+    except (AttributeError, OSError, RuntimeError):
+        offset = None
+    if (offset is None or dset.chunks is not None or dset.compression is not None
+            or dset.ndim != 2 or dset.size == 0 or dset.dtype != np.float32):
+        return np.asarray(dset[()])
+    return np.memmap(dset.file.filename, dtype=dset.dtype, mode="r", offset=int(offset),
+                     shape=tuple(dset.shape), order="C")
 
 
 def load_hdf5(
@@ -160,6 +182,7 @@ def load_hdf5(
         if has_distances:
             gt_dist = exact_distances(base, queries, gt_ids, metric)
     return VectorDataset(
+        content_key=file_key(p, extra=["hdf5", metric]),
         name=name or _stem_name(p),
         base=base,
         queries=queries,
@@ -226,6 +249,37 @@ def _read_vecs(path: str | Path, dtype: type[np.generic], what: str) -> np.ndarr
     return np.ascontiguousarray(rows[:, 4:]).view(dtype).reshape(rows.shape[0], dim)
 
 
+def map_vecs(path: str | Path, dtype: type[np.generic], what: str) -> np.ndarray:
+    """Like :func:`_read_vecs`, but a read-only memory map: a strided ``(n, d)`` view that
+    skips each record's dimension header (checked chunk by chunk, never read whole)."""
+    p = _existing_file(path, what)
+    size = p.stat().st_size
+    if size < 4:
+        raise DataError(f"{what} {p}: " + ("file is empty" if size == 0 else
+                                           f"truncated ({size} bytes)"))
+    dim = int(np.fromfile(p, dtype=np.int32, count=1)[0])
+    item = np.dtype(dtype).itemsize
+    record = 4 + dim * item
+    if dim <= 0 or dim > 1_000_000:
+        raise DataError(f"{what} {p}: bad leading dimension {dim}; not a *vecs file?")
+    if size % record:
+        raise DataError(
+            f"{what} {p}: size {size} bytes is not a multiple of the record size {record} "
+            f"(dimension {dim}); truncated or wrong format"
+        )
+    rec = np.dtype([("d", "<i4"), ("v", np.dtype(dtype), (dim,))])
+    mm = np.memmap(p, dtype=rec, mode="r")
+    for lo, hi in row_chunks(mm.shape[0], chunk_rows(dim, itemsize=item)):
+        dims = np.asarray(mm["d"][lo:hi])
+        if (dims != dim).any():
+            bad = lo + int(np.argmax(dims != dim))
+            raise DataError(
+                f"{what} {p}: record {bad} has dimension {int(mm['d'][bad])}, the first has "
+                f"{dim}"
+            )
+    return mm["v"]
+
+
 def read_fvecs(path: str | Path) -> np.ndarray:
     """float32 ``(n, d)`` from a ``.fvecs`` file."""
     return _read_vecs(path, np.float32, "fvecs")
@@ -282,6 +336,18 @@ def read_vectors(path: str | Path) -> np.ndarray:
     )
 
 
+def _map_base(path: str | Path) -> np.ndarray:
+    """A base file memory-mapped (``.fvecs``, ``.bvecs``, ``.npy``), else read whole."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".fvecs":
+        return map_vecs(path, np.float32, "fvecs")
+    if suffix == ".bvecs":
+        return map_vecs(path, np.uint8, "bvecs")
+    if suffix == ".npy":
+        return _read_npy(path, "npy", mmap=True)
+    return read_vectors(path)
+
+
 def load_texmex(
     base: str | Path,
     queries: str | Path,
@@ -293,7 +359,7 @@ def load_texmex(
     """TEXMEX (SIFT/GIST) files: base and queries ``.fvecs``/``.bvecs``, ground truth
     ``.ivecs`` (ids only; ``gt_distances`` computed from them in rwb's convention)."""
     metric = check_metric(metric, where="texmex dataset")
-    b = as_matrix(read_vectors(base), f"texmex base {base}")
+    b = as_matrix(_map_base(base), f"texmex base {base}")
     q = as_matrix(read_vectors(queries), f"texmex queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:
@@ -302,6 +368,7 @@ def load_texmex(
         gt_dist = exact_distances(b, q, gt_ids, metric)
     files = {"base": base, "queries": queries, "groundtruth": groundtruth}
     return VectorDataset(
+        content_key=file_key(base, queries, extra=["texmex", metric]),
         name=name or _stem_name(Path(base)).removesuffix("_base"),
         base=b,
         queries=q,
@@ -316,7 +383,7 @@ def load_texmex(
 # --------------------------------------------------------------------------- NumPy
 
 
-def _read_npy(path: str | Path, what: str) -> np.ndarray:
+def _read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
     p = _existing_file(path, what)
     try:
         with open(p, "rb") as fh:
@@ -327,6 +394,11 @@ def _read_npy(path: str | Path, what: str) -> np.ndarray:
         raise DataError(f"{what} {p}: not an .npy file (it does not start with NumPy's "
                         f"\\x93NUMPY header; received {magic!r})")
     try:
+        if mmap:
+            try:
+                return np.load(p, allow_pickle=False, mmap_mode="r")
+            except (ValueError, OSError):  # e.g. an empty array cannot be mapped: read it
+                pass
         return np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         if "pickle" in str(exc):  # an object array: never unpickled (it could run code)
@@ -345,7 +417,7 @@ def load_npy(
 ) -> VectorDataset:
     """Base and queries from ``.npy`` matrices; optional ground-truth ids ``.npy``."""
     metric = check_metric(metric, where="npy dataset")
-    b = as_matrix(_read_npy(base, "npy base"), f"npy base {base}")
+    b = as_matrix(_read_npy(base, "npy base", mmap=True), f"npy base {base}")
     q = as_matrix(_read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:
@@ -353,6 +425,7 @@ def load_npy(
                            f"npy groundtruth {groundtruth}")
         gt_dist = exact_distances(b, q, gt_ids, metric)
     return VectorDataset(
+        content_key=file_key(base, queries, extra=["npy", metric]),
         name=name or _stem_name(Path(base)),
         base=b,
         queries=q,

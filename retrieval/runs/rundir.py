@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from retrieval import phases
 from retrieval.errors import ConfigError, DataError
 from retrieval.redact import mask
 from retrieval.runs.kinds import RunSummary, S
@@ -151,6 +152,7 @@ class RunDir:
         (see :func:`check_out_dir`)."""
         run_id = new_run_id(name)
         check_out_dir(out, force=force, resumable=resumable)
+        phases.reset()  # the manifest's time per phase counts from here
         path = Path(out) if out else (base or Path("runs")) / run_id
         created = not path.exists()
         try:
@@ -245,6 +247,8 @@ class RunDir:
             manifest["error"] = error
         if status != RUNNING:
             manifest["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+            # time per phase (fingerprint, ground truth, builds, searches) and resident peak
+            manifest["resources"] = phases.snapshot()
         self.write_json("manifest.json", manifest)
 
     @contextlib.contextmanager

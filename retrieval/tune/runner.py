@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval.data import VectorDataset
+from retrieval.data import VectorDataset, footprint
 from retrieval.evaluation import Evaluator, Measurement
 from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind
 from retrieval.tune.bucket_summary import (
@@ -201,6 +201,7 @@ def dataset_info(ds: VectorDataset) -> dict[str, Any]:
         "dim": ds.dim,
         "metric": ds.metric,
         "source": ds.source,
+        **footprint(ds),
         "info": {k: v for k, v in ds.info.items() if isinstance(v, str | int | float | bool)},
     }
 

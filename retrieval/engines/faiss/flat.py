@@ -62,11 +62,11 @@ class FaissFlatIndex(SlotWrites, IndexBackend):
     def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
         faiss = fc.faiss_module()
         faiss.omp_set_num_threads(self.threads)
-        x = fc.prepare(as_matrix(vectors, "faiss-flat build vectors", dim=self.dim), self.metric)
+        x = as_matrix(vectors, "faiss-flat build vectors", dim=self.dim)
         checked_ids = None if ids is None else check_ids(ids, len(x), "faiss-flat build")
         t0 = time.perf_counter_ns()
         index = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
-        index.add(x)
+        fc.add_rows(index, x, self.metric)
         build_s = (time.perf_counter_ns() - t0) / 1e9
         self._index, self._inner = index, None
         self._ids = checked_ids

@@ -67,7 +67,7 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
         index.hnsw.efConstruction = p.ef_construction
         index.hnsw.rng = faiss.RandomGenerator(self.seed)
         with fc.omp_threads(self.build_threads, after=self.threads):
-            index.add(fc.prepare(x, self.metric))
+            fc.add_rows(index, x, self.metric)
         self._index = index
         return {"factory": factory, "efConstruction": p.ef_construction}
 

@@ -256,15 +256,14 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
         if p.encoding == "pq":
             ivf.pq.cp.seed = self.seed
             ivf.pq.cp.min_points_per_centroid = 1
-        xp = fc.prepare(x, self.metric)
-        xt = xp if rows is None else np.ascontiguousarray(xp[rows])
+        xt = fc.train_rows(x, rows, self.metric)
         qkey = self._quantizer_key(rows, x.shape[0]) if self._trained is not None else None
         shared = self._trained.get(qkey) if qkey is not None else None
         if shared is not None:
             ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
         with fc.omp_threads(self.build_threads, after=self.threads):
             index.train(xt)  # with a shared quantizer: only the encoding is trained
-            index.add(xp)
+            fc.add_rows(index, x, self.metric)
         if qkey is not None and shared is None:
             self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
         self._index = index

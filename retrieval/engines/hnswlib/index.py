@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.data import base_chunks, is_out_of_core
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.filter_common import InProcessFilter, pad
@@ -75,7 +76,13 @@ class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswCheck
             random_seed=self.seed + 1,  # minstd_rand maps 0 to 1: keep seeds 0 and 1 apart
             allow_replace_deleted=True,  # inserts may reuse deleted slots (build unchanged)
         )
-        index.add_items(x, np.arange(x.shape[0], dtype=np.int64), num_threads=self.build_threads)
+        if is_out_of_core(x):  # a memory-mapped base: fed chunk by chunk, never copied whole
+            for lo, chunk in base_chunks(x, metric="l2"):
+                index.add_items(chunk, np.arange(lo, lo + chunk.shape[0], dtype=np.int64),
+                                num_threads=self.build_threads)
+        else:
+            index.add_items(x, np.arange(x.shape[0], dtype=np.int64),
+                            num_threads=self.build_threads)
         index.set_num_threads(self.threads)
         self._index = index
         return {"space": _SPACES[self.metric]}
