@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,8 @@ def make_synthetic(
     centers = rng.standard_normal((n_clusters, dim)).astype(np.float32) * scales * 3.0
     weights = rng.dirichlet(np.full(n_clusters, 2.0))
     # a random rotation so that the spectrum is not axis-aligned
-    q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    with _one_blas_thread():
+        q, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
     rot = q.astype(np.float32)
 
     drawn: list[np.ndarray] = []
@@ -96,7 +98,7 @@ def make_synthetic(
         labels = rng.choice(n_clusters, size=m, p=weights)
         drawn.append(labels)
         noise = rng.standard_normal((m, dim)).astype(np.float32) * scales * cluster_spread
-        return np.ascontiguousarray((centers[labels] + noise) @ rot, dtype=np.float32)
+        return _rotate(centers[labels] + noise, rot)
 
     if chunk_rows is None:
         base = draw(n)
@@ -141,7 +143,7 @@ def _chunked_base(
         r = np.random.default_rng([seed, 2, c])
         lab = r.choice(k, size=hi - lo, p=weights)
         noise = r.standard_normal((hi - lo, dim)).astype(np.float32) * scales * spread
-        return np.ascontiguousarray((centers[lab] + noise) @ rot, dtype=np.float32), lab
+        return _rotate(centers[lab] + noise, rot), lab
 
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -179,3 +181,17 @@ def _attributes(cluster: np.ndarray, n_clusters: int, correlation: float,
                           "clustered": clustered.astype(np.int64)},
                       {"tag": LabelColumn.from_rows(f"t{t}" for t in tags),
                        "cluster": LabelColumn.from_rows(f"c{c}" for c in cluster)})
+
+
+def _one_blas_thread() -> Any:
+    """BLAS on one thread: a float32 matrix product's last bits depend on how many threads
+    split it, and the same spec must give the same bytes (and fingerprint) on every machine,
+    Ray node and ``OMP_NUM_THREADS``."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _rotate(x: np.ndarray, rot: np.ndarray) -> np.ndarray:
+    with _one_blas_thread():
+        return np.ascontiguousarray(x @ rot, dtype=np.float32)
