@@ -158,9 +158,15 @@ def tune_rerank(
     sample_queries: int | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    reranker: Any = None,
 ) -> RerankRun:
     """``rwb tune rerank``: nDCG@10 / recall per rerank depth against whole-stage latency, the
-    chosen depth and (if enabled) the BM25 fallback threshold."""
+    chosen depth and (if enabled) the BM25 fallback threshold.
+
+    ``reranker``: your own reranker, a callable ``(query, passages) -> scores`` (higher is more
+    relevant, one float per passage, pointwise) or an object with ``score(query, passages)``.
+    The run records it by import path ``module:function`` (what ``verify`` re-imports); a
+    lambda or local function is recorded without one (pass it to ``verify(reranker=)``)."""
     from retrieval.api.overrides import apply_overrides
     from retrieval.rerank.run import RerankSweepSummary, run_rerank_sweep
     from retrieval.rerank.spec import RerankSweepSpec, load_rerank_spec, parse_rerank_spec
@@ -168,7 +174,14 @@ def tune_rerank(
     s = _spec(spec, RerankSweepSpec, parse_rerank_spec, load_rerank_spec, "rerank spec")
     source = str(spec) if isinstance(spec, str | Path) else "<memory>"
     s = apply_overrides(s, source=source, max_queries=max_queries, sample_queries=sample_queries)
-    result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force)
+    if reranker is not None:
+        from retrieval.rerank.custom import CallableReranker, callable_path
+
+        CallableReranker(reranker)  # refuses what is neither callable nor a scorer, early
+        s = s.model_copy(update={"reranker": s.reranker.model_validate(
+            {"kind": "callable", "callable": callable_path(reranker)})})
+    result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force,
+                              reranker=reranker)
     return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
 
 
@@ -256,18 +269,19 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
 
 
 def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
-           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None
-           ) -> Verification:
+           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None,
+           reranker: Any = None) -> Verification:
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
     ``engine``: measure the same settings on that engine (does the target transfer?).
     ``dataset``: the data of an ANN export when the recorded one is not reachable (the
     :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
-    manifest / HDF5 path); DataError unless its fingerprint is the recorded one."""
+    manifest / HDF5 path); DataError unless its fingerprint is the recorded one.
+    ``reranker``: the callable of a rerank export tuned with one that has no import path."""
     from retrieval.exporting import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path, engine=engine, dataset=dataset)
+    report = verify_file(path, engine=engine, dataset=dataset, reranker=reranker)
     return Verification(path, bool(report.holds), report.to_dict())
 
 

@@ -176,7 +176,8 @@ def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
 
 
 def build_rerankers(
-    spec: RerankSweepSpec, embedder: CachedEmbedder, corpus: Sequence[str], dense: DenseStage
+    spec: RerankSweepSpec, embedder: CachedEmbedder, corpus: Sequence[str], dense: DenseStage,
+    reranker: Any = None,
 ) -> tuple[Reranker, Reranker, dict[str, Any]]:
     """(reranker for the quality pass, reranker for timing, description).
 
@@ -185,6 +186,11 @@ def build_rerankers(
     reranker encodes query and passages for real on every call.
     """
     r = spec.reranker
+    if r.is_custom or reranker is not None:
+        from retrieval.rerank.custom import make_custom_reranker
+
+        custom, info = make_custom_reranker(r, reranker)
+        return custom, custom, info
     known: dict[str, np.ndarray] = {}
     if r.kind not in ("cross-encoder", "flag"):
         emb = get_embedder(r.model) if r.model else embedder
@@ -353,20 +359,24 @@ def run_rerank_sweep(
     spec_source: str = "<memory>",
     progress: Progress | None = None,
     force: bool = False,
+    reranker: Any = None,
 ) -> RerankRunResult:
     """Run the sweep described by ``spec``; write and return the summary. A non-empty ``out``
-    is refused unless ``force``; manifest.json records the run's status."""
+    is refused unless ``force``; manifest.json records the run's status. ``reranker``: a
+    callable (query, passages) -> scores (or a reranker object) used instead of the spec's
+    (whose ``reranker.kind`` should then be ``callable``)."""
     rd = RunDir.create(out, spec.name, force=force)
     with rd.recording():
-        return _rerank_into(rd, spec, spec_source, progress)
+        return _rerank_into(rd, spec, spec_source, progress, reranker)
 
 
 def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
-                 progress: Progress | None) -> RerankRunResult:
+                 progress: Progress | None, reranker: Any = None) -> RerankRunResult:
     q = _queries(spec)
     fs = _first_stages(spec, q)
     # one scoring pass at the largest depth
-    quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense)
+    quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense,
+                                                     reranker)
     main = fs.cands[spec.first_stage_name]
     rscores = score_candidates(quality_rr, q.qtexts, q.corpus, main, spec.max_depth,
                                progress=progress)
