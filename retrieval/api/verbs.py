@@ -39,9 +39,14 @@ Progress = Callable[[int, int, str], None]
 
 def _spec(spec: Any, model: type[M], parse: Callable[..., M], load: Callable[[Any], M],
           what: str) -> M:
-    """``spec`` as a ``model``: a path is read, a mapping validated, a model taken as is."""
+    """``spec`` as a ``model``: a path is read, a mapping validated, a model (the typed spec
+    objects exported from ``retrieval``) validated again as the YAML would be (relative paths,
+    dataset names and cross-field checks)."""
     if isinstance(spec, model):
-        return spec
+        dump = getattr(spec, "model_dump", None)
+        if dump is None:
+            return spec
+        return parse(dump(by_alias=True, exclude_unset=True), source=f"<{what} object>")
     if isinstance(spec, str | Path):
         return load(spec)
     if isinstance(spec, Mapping):
