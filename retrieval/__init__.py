@@ -11,8 +11,11 @@ The Python API (the command line's verbs, typed results with ``to_frame()``)::
     retrieval.export(tuned, "hnswlib", "tuned.yaml"); retrieval.verify("tuned.yaml")
     retrieval.plots.recall_vs_latency(tuned.points(), k=10, target=0.95)
 
-Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``, ``bench_embed``,
-``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run`` (:mod:`retrieval.api.verbs`).
+Specs: a YAML path, a mapping, or a typed spec object (``SweepSpec``, ``RerankSweepSpec``,
+``CacheTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``: the pydantic models the
+YAML is validated into). Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
+``bench_embed``, ``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run``
+(:mod:`retrieval.api.verbs`).
 Everything is imported on first use, so ``import retrieval`` loads no numpy, pandas or faiss.
 """
 
@@ -34,6 +37,15 @@ _RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "Re
 _LAZY: dict[str, str] = {
     **{name: "retrieval.api" for name in (*_VERBS, *_RESULTS)},
     "VectorDataset": "retrieval.data",
+    # the typed spec objects the verbs take as well as YAML paths and mappings
+    "SweepSpec": "retrieval.tune.spec",
+    "IndexEntry": "retrieval.tune.spec",
+    "RerankSweepSpec": "retrieval.rerank.spec",
+    "RerankerSpec": "retrieval.rerank.spec",
+    "CacheTuneSpec": "retrieval.cache.spec",
+    "StudySpec": "retrieval.study.spec",
+    "FanoutSpec": "retrieval.bench.fanout.spec",
+    "EmbedBenchConfig": "retrieval.bench.embed.spec",
     "RwbError": "retrieval.errors",
     "ConfigError": "retrieval.errors",
     "DataError": "retrieval.errors",

@@ -22,10 +22,18 @@ from retrieval.api.verbs import sweep as sweep
 from retrieval.api.verbs import tune_cache as tune_cache
 from retrieval.api.verbs import tune_rerank as tune_rerank
 from retrieval.api.verbs import verify as verify
+from retrieval.bench.embed.spec import EmbedBenchConfig as EmbedBenchConfig
+from retrieval.bench.fanout.spec import FanoutSpec as FanoutSpec
+from retrieval.cache.spec import CacheTuneSpec as CacheTuneSpec
 from retrieval.data import VectorDataset as VectorDataset
 from retrieval.errors import ConfigError as ConfigError
 from retrieval.errors import DataError as DataError
 from retrieval.errors import RwbError as RwbError
+from retrieval.rerank.spec import RerankerSpec as RerankerSpec
+from retrieval.rerank.spec import RerankSweepSpec as RerankSweepSpec
+from retrieval.study.spec import StudySpec as StudySpec
+from retrieval.tune.spec import IndexEntry as IndexEntry
+from retrieval.tune.spec import SweepSpec as SweepSpec
 
 __version__: str
 __all__: list[str]

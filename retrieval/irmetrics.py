@@ -21,6 +21,7 @@ import logging
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from retrieval.data import TextCollection
 from retrieval.errors import DataError
@@ -179,5 +180,52 @@ def evaluate_collection(
     return replace(scores, unknown_docs=unknown)
 
 
-__all__ = ["DEFAULT_METRICS", "IRScores", "evaluate_collection", "evaluate_rankings",
-           "relevant_qrels"]
+def _id_columns(frame: Any, names: Sequence[str], what: str) -> str:
+    for n in names:
+        if n in frame.columns:
+            return n
+    raise DataError(f"{what}: the frame has none of the columns {', '.join(names)}; "
+                    f"received {', '.join(map(str, frame.columns))}")
+
+
+def _nested(frame: Any, q_col: str | None, doc_col: str | None, score_col: str | None,
+            cast: type, what: str) -> dict[str, dict[str, Any]]:
+    q = q_col or _id_columns(frame, ("q_id", "query_id", "qid", "query-id"), what)
+    d = doc_col or _id_columns(frame, ("doc_id", "docid", "corpus_id", "corpus-id"), what)
+    s = score_col or _id_columns(frame, ("score", "relevance", "grade", "rel"), what)
+    out: dict[str, dict[str, Any]] = {}
+    for qid, did, sc in zip(frame[q].tolist(), frame[d].tolist(), frame[s].tolist(),
+                            strict=True):
+        out.setdefault(str(qid), {})[str(did)] = cast(sc)
+    return out
+
+
+def ranx_qrels(frame: Any, *, q_col: str | None = None, doc_col: str | None = None,
+               score_col: str | None = None) -> Any:
+    """A ``ranx.Qrels`` from a pandas frame of judgments (``q_id``/``query_id``,
+    ``doc_id``/``corpus_id``, ``score``/``grade``; integer grades). ``ranx.Qrels.from_df``
+    refuses pandas 3's string columns (it asserts dtype ``object``); this builds the dict."""
+    from ranx import Qrels as RanxQrels
+
+    return RanxQrels(_nested(frame, q_col, doc_col, score_col, int, "ranx_qrels"))
+
+
+def ranx_run(frame: Any, *, name: str | None = None, q_col: str | None = None,
+             doc_col: str | None = None, score_col: str | None = None) -> Any:
+    """A ``ranx.Run`` from a pandas frame of scored results (``q_id``/``query_id``,
+    ``doc_id``, ``score``: higher is better), e.g. a TREC run file read by
+    :func:`retrieval.loaders.trec.read_run` into a frame; see :func:`ranx_qrels`."""
+    from ranx import Run as RanxRun
+
+    return RanxRun(_nested(frame, q_col, doc_col, score_col, float, "ranx_run"), name=name)
+
+
+__all__ = [
+    "DEFAULT_METRICS",
+    "IRScores",
+    "evaluate_collection",
+    "evaluate_rankings",
+    "ranx_qrels",
+    "ranx_run",
+    "relevant_qrels",
+]

@@ -3,7 +3,8 @@ function returning a :class:`matplotlib.figure.Figure` (headless; display it in 
 
 Index runs (points from :meth:`retrieval.api.results.IndexRun.points` / ``chosen()``):
 ``recall_vs_latency``, ``recall_vs_qps``, ``per_query_recall``, ``param_surface``,
-``build_costs``. RAG-layer runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
+``build_costs``; ``config_label(point)`` names a config in words for a title. RAG-layer
+runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 ``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``. Filtered runs (a spec with
 ``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``.
 """
@@ -16,6 +17,7 @@ from retrieval.reporting.ann import (
     recall_vs_qps,
 )
 from retrieval.reporting.filtered import p95_vs_selectivity, recall_vs_selectivity
+from retrieval.reporting.points import config_label
 from retrieval.reporting.rag import (
     cache_curve,
     embed_batch_sweep,
@@ -26,6 +28,7 @@ from retrieval.reporting.rag import (
 __all__ = [
     "build_costs",
     "cache_curve",
+    "config_label",
     "embed_batch_sweep",
     "fanout_speedups",
     "p95_vs_selectivity",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,16 +24,15 @@ if TYPE_CHECKING:
 
 
 def _frame(rows: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
-    import pandas as pd
+    """Rows as the run's parquet tables hold them: nested dicts as dotted columns
+    (``build.nlist``), integers that some rows lack as nullable ``Int64``, booleans as
+    ``boolean`` (:func:`retrieval.runs.tables.typed_frame`)."""
+    from retrieval.runs.tables import flatten, typed_frame
 
-    return pd.DataFrame([dict(r) for r in rows or []])
+    return typed_frame([flatten(dict(r)) for r in rows or []])
 
 
-def _flat(rows: Sequence[Mapping[str, Any]] | None) -> pd.DataFrame:
-    """Nested dicts as dotted columns (``tuning.ndcg@10``)."""
-    import pandas as pd
-
-    return pd.json_normalize([dict(r) for r in rows or []])
+_flat = _frame
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,21 @@ class RunResult:
         """The summary as plain data (what ``summary.json`` holds)."""
         return self.summary.to_json_dict()
 
+    #: the parquet file ``to_frame()`` returns when the run was written (None: built from the
+    #: summary's rows through the same table writer)
+    TABLE: ClassVar[str | None] = None
+
     def to_frame(self) -> pd.DataFrame:
+        """The run's main table with the parquet file's typed columns (the file itself when the
+        run was written, without its constant ``run_id`` column)."""
+        if self.TABLE and self.path is not None and (self.path / self.TABLE).is_file():
+            import pandas as pd
+
+            frame = pd.read_parquet(self.path / self.TABLE)
+            return frame.drop(columns=["run_id"], errors="ignore")
+        return _frame(self._rows())
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
         raise NotImplementedError
 
     def _run(self) -> Run:
@@ -116,20 +129,25 @@ class IndexRun(RunResult):
 
 @dataclass(frozen=True)
 class EvalRun(IndexRun):
+    """``to_frame()``: one row per measured config (recall, latency percentiles in ms, QPS,
+    ``build.*`` / ``search.*`` params) with the column types of ``measurements.parquet``
+    (which holds one row per config x timing mode)."""
+
     summary: EvalSummary
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per measured config (recall, latency percentiles in ms, QPS, build)."""
-        return _frame(self.summary.rows)
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.summary.rows
 
 
 @dataclass(frozen=True)
 class SweepRun(IndexRun):
-    summary: SweepSummary
+    """``to_frame()``: one row per measured trial, as ``trials.parquet``."""
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per measured trial of the study."""
-        return _frame(self.summary.rows)
+    summary: SweepSummary
+    TABLE: ClassVar[str | None] = "trials.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.summary.rows
 
     def choices(self) -> pd.DataFrame:
         """One row per index entry: its chosen config (or none) and the held-out check."""
@@ -146,28 +164,30 @@ class SweepRun(IndexRun):
 class StudyRun(RunResult):
     summary: StudySummary
 
-    def to_frame(self) -> pd.DataFrame:
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
         """The Pareto set (tuning split), nested metrics as dotted columns."""
-        return _flat(self.to_dict().get("pareto_set"))
+        return self.to_dict().get("pareto_set") or []
 
 
 @dataclass(frozen=True)
 class RerankRun(RunResult):
     summary: RerankSweepSummary
 
-    def to_frame(self) -> pd.DataFrame:
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
         """One row per rerank depth (tuning / held-out / all metrics, latency) as dotted
-        columns."""
-        return _flat(self.to_dict().get("curve"))
+        columns (``curve.parquet`` holds the same metrics one row per depth x split)."""
+        return self.to_dict().get("curve") or []
 
 
 @dataclass(frozen=True)
 class CacheRun(RunResult):
-    summary: CacheTuneSummary
+    """``to_frame()``: the threshold curve, one row per threshold x split (``curve.parquet``)."""
 
-    def to_frame(self) -> pd.DataFrame:
-        """The threshold curve: one row per threshold x split."""
-        return _frame(self.to_dict().get("curve"))
+    summary: CacheTuneSummary
+    TABLE: ClassVar[str | None] = "curve.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.to_dict().get("curve") or []
 
 
 @dataclass(frozen=True)
@@ -175,9 +195,9 @@ class BenchRun(RunResult):
     summary: EmbedBenchSummary | FanoutBenchSummary | LoadBenchSummary
     rows: tuple[dict[str, Any], ...] = ()
 
-    def to_frame(self) -> pd.DataFrame:
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
         """One row per measured setting (embed) or per mode x query (fan-out)."""
-        return _frame(self.rows or self.to_dict().get("rows"))
+        return self.rows or self.to_dict().get("rows") or []
 
 
 @dataclass(frozen=True)

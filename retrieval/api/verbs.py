@@ -39,9 +39,14 @@ Progress = Callable[[int, int, str], None]
 
 def _spec(spec: Any, model: type[M], parse: Callable[..., M], load: Callable[[Any], M],
           what: str) -> M:
-    """``spec`` as a ``model``: a path is read, a mapping validated, a model taken as is."""
+    """``spec`` as a ``model``: a path is read, a mapping validated, a model (the typed spec
+    objects exported from ``retrieval``) validated again as the YAML would be (relative paths,
+    dataset names and cross-field checks)."""
     if isinstance(spec, model):
-        return spec
+        dump = getattr(spec, "model_dump", None)
+        if dump is None:
+            return spec
+        return parse(dump(by_alias=True, exclude_unset=True), source=f"<{what} object>")
     if isinstance(spec, str | Path):
         return load(spec)
     if isinstance(spec, Mapping):
@@ -165,9 +170,15 @@ def tune_rerank(
     sample_queries: int | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    reranker: Any = None,
 ) -> RerankRun:
     """``rwb tune rerank``: nDCG@10 / recall per rerank depth against whole-stage latency, the
-    chosen depth and (if enabled) the BM25 fallback threshold."""
+    chosen depth and (if enabled) the BM25 fallback threshold.
+
+    ``reranker``: your own reranker, a callable ``(query, passages) -> scores`` (higher is more
+    relevant, one float per passage, pointwise) or an object with ``score(query, passages)``.
+    The run records it by import path ``module:function`` (what ``verify`` re-imports); a
+    lambda or local function is recorded without one (pass it to ``verify(reranker=)``)."""
     from retrieval.api.overrides import apply_overrides
     from retrieval.rerank.run import RerankSweepSummary, run_rerank_sweep
     from retrieval.rerank.spec import RerankSweepSpec, load_rerank_spec, parse_rerank_spec
@@ -175,7 +186,14 @@ def tune_rerank(
     s = _spec(spec, RerankSweepSpec, parse_rerank_spec, load_rerank_spec, "rerank spec")
     source = str(spec) if isinstance(spec, str | Path) else "<memory>"
     s = apply_overrides(s, source=source, max_queries=max_queries, sample_queries=sample_queries)
-    result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force)
+    if reranker is not None:
+        from retrieval.rerank.custom import CallableReranker, callable_path
+
+        CallableReranker(reranker)  # refuses what is neither callable nor a scorer, early
+        s = s.model_copy(update={"reranker": s.reranker.model_validate(
+            {"kind": "callable", "callable": callable_path(reranker)})})
+    result = run_rerank_sweep(s, out, spec_source=source, progress=progress, force=force,
+                              reranker=reranker)
     return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
 
 
@@ -263,18 +281,19 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
 
 
 def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
-           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None
-           ) -> Verification:
+           dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None,
+           reranker: Any = None) -> Verification:
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
     ``engine``: measure the same settings on that engine (does the target transfer?).
     ``dataset``: the data of an ANN export when the recorded one is not reachable (the
     :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
-    manifest / HDF5 path); DataError unless its fingerprint is the recorded one."""
+    manifest / HDF5 path); DataError unless its fingerprint is the recorded one.
+    ``reranker``: the callable of a rerank export tuned with one that has no import path."""
     from retrieval.exporting import verify_file
 
     path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path, engine=engine, dataset=dataset)
+    report = verify_file(path, engine=engine, dataset=dataset, reranker=reranker)
     return Verification(path, bool(report.holds), report.to_dict())
 
 

@@ -24,6 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rwb {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar or progress lines (also accepted after the "
+                             "command); outside a terminal, progress is a plain line every "
+                             "$RWB_PROGRESS_INTERVAL seconds (default 10)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     import retrieval.cli as pkg
 
@@ -38,7 +42,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    quiet = "--quiet" in args_in
+    if quiet:  # a global flag, wherever it is written
+        args_in = [a for a in args_in if a != "--quiet"]
+    args = parser.parse_args(args_in)
+    from retrieval.cli import _common
+
+    _common.QUIET = quiet or bool(getattr(args, "quiet", False))
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

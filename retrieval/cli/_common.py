@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -52,14 +53,75 @@ def _screen() -> tuple[int | None, int | None]:
     return (None, None) if size.columns and size.lines else (80, 24)
 
 
+#: ``--quiet``: no progress at all (set by :func:`retrieval.cli.main`)
+QUIET = False
+#: seconds between two plain progress lines when stderr is not a terminal
+#: (``$RWB_PROGRESS_INTERVAL`` overrides; 0 prints on every update)
+DEFAULT_INTERVAL_S = 10.0
+#: the clock of the plain progress lines (seconds; tests replace it)
+clock: Callable[[], float] = time.monotonic
+
+
+def progress_interval() -> float:
+    """Seconds between plain progress lines: ``$RWB_PROGRESS_INTERVAL`` or 10."""
+    raw = os.environ.get("RWB_PROGRESS_INTERVAL")
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_INTERVAL_S
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def progress_lines(desc: str, *, use_total: bool = True, interval_s: float | None = None,
+                   stream: Any = None) -> Progress:
+    """A progress callback that writes a plain line to stderr at most every ``interval_s``
+    seconds (the first after ``interval_s``): ``rwb <desc>: <phase> <done>/<total> (<pct>%)
+    elapsed <t> ETA <t>`` (no total: the count only). For logs and CI, where a bar would be
+    lost or garbled."""
+    every = progress_interval() if interval_s is None else interval_s
+    out = sys.stderr if stream is None else stream
+    start = clock()
+    last = [start]
+
+    def progress(done: int, total: int, what: str) -> None:
+        now = clock()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        elapsed = now - start
+        parts = [f"rwb {desc}:", what]
+        if total and use_total:
+            pct = 100.0 * done / total
+            parts.append(f"{done}/{total} ({pct:.0f}%)")
+            parts.append(f"elapsed {_duration(elapsed)}")
+            if 0 < done < total:
+                parts.append(f"ETA {_duration(elapsed * (total - done) / done)}")
+        else:
+            parts += [f"{done} done", f"elapsed {_duration(elapsed)}"]
+        print(" ".join(p for p in parts if p), file=out, flush=True)
+
+    return progress
+
+
 def progress_bar(
     desc: str, *, unit: str = "it", width: int = 60, use_total: bool = True
 ) -> tuple[Any, Progress | None]:
     """A tqdm bar on stderr and its callback when stderr is a terminal (whatever ``--json``
-    says: the JSON goes to stdout, the bar to stderr), else ``(None, None)``; ``use_total``
-    False when the callback's total counts something else than its done. Close the bar."""
-    if not sys.stderr.isatty():
+    says: the JSON goes to stdout, the bar to stderr); else ``(None, plain lines)``
+    (:func:`progress_lines`); ``(None, None)`` with ``--quiet``. ``use_total`` False when the
+    callback's total counts something else than its done. Close the bar."""
+    if QUIET:
         return None, None
+    if not sys.stderr.isatty():
+        return None, progress_lines(desc, use_total=use_total)
     from tqdm import tqdm
 
     ncols, nrows = _screen()

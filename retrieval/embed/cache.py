@@ -176,6 +176,15 @@ def default_embedder() -> CachedEmbedder:
 def get_embedder(model: str | Path | None = None, runtime: str | None = None) -> CachedEmbedder:
     """A cached embedder for ``model`` (None: :func:`default_embedder`) on ``runtime`` (None or
     ``torch``: sentence-transformers fp32), one per model and runtime per process."""
+    from retrieval.embed.plugins import entry_point_name, load_embedder
+
+    plugin = entry_point_name(model)
+    if plugin is not None:  # a third-party embedder (rwb.embedders entry point)
+        with _LOCK:
+            key = f"{model}@entry-point"
+            if key not in _BY_MODEL:
+                _BY_MODEL[key] = CachedEmbedder(load_embedder(plugin))
+            return _BY_MODEL[key]
     name = "torch" if runtime is None else runtime
     if name != "torch":
         from retrieval.embed.runtimes import parse_runtime

@@ -75,12 +75,20 @@ def export_run(
 
 
 def verify_file(path: Path | str, *, engine: str | None = None,
-                dataset: Any = None) -> VerifyResult:
+                dataset: Any = None, reranker: Any = None) -> VerifyResult:
     """Rebuild and re-measure an exported config; returns a report with ``holds``.
     ``engine``: measure an ANN export's settings on that engine instead (does the target
     transfer?). ``dataset``: an ANN export's data when its recorded reference is not reachable
     (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match)."""
     doc = read_config(path)
+    if reranker is not None:  # a rerank export's callable, given by the Python API
+        from retrieval.exporting.rerank import KIND as RERANK_KIND
+        from retrieval.exporting.rerank import verify_rerank
+
+        if doc.get("kind") != RERANK_KIND:
+            raise ConfigError(f"{path}: reranker= applies to rerank exports (kind "
+                              f"'{RERANK_KIND}'); received kind {doc.get('kind')!r}")
+        return verify_rerank(path, reranker=reranker)
     if dataset is not None:
         from retrieval.exporting.verify import FILE_KIND, verify_ann
 

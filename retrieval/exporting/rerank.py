@@ -135,8 +135,7 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
                    "meaning": "re-score each query's first-stage top `depth` with the reranker; "
                               "the rest keeps first-stage order; 0 = no rerank"},
         "first_stage": first_stage,
-        "reranker": {"kind": rr.kind, "model": rr.name,
-                     "batch_size": (spec.get("reranker") or {}).get("batch_size")},
+        "reranker": _reranker_doc(rr.kind, rr.name, spec.get("reranker") or {}),
         "router": router_doc,
         "evidence": {
             "run_id": run_id,
@@ -176,6 +175,24 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
         },
         "source": {"spec": {k: v for k, v in spec.items() if k != "source"}},
     }
+
+
+def _reranker_doc(kind: str | None, name: str | None,
+                  spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The export's ``reranker`` block: what to deploy. A callable is named by its import path
+    (``module:function``), an endpoint by its URL (credentials redacted) and request shape, the
+    key by the name of the environment variable that holds it (never its value)."""
+    if kind == "callable":
+        return {"kind": kind, "callable": spec.get("callable"), "name": name}
+    if kind == "http":
+        return {"kind": kind, "url": spec.get("url"), "shape": spec.get("shape"),
+                "model": spec.get("model"), "key_env": spec.get("key_env"),
+                "timeout_s": spec.get("timeout_s"), "retries": spec.get("retries"),
+                "concurrency": spec.get("concurrency"),
+                "max_documents": spec.get("max_documents")}
+    if kind == "entry-point":
+        return {"kind": kind, "entry_point": spec.get("name"), "options": spec.get("options")}
+    return {"kind": kind, "model": name, "batch_size": spec.get("batch_size")}
 
 
 def export_rerank(run: RunDir, out: Path | str) -> ExportedRerank:
@@ -228,8 +245,10 @@ def _verify(doc: Mapping[str, Any], path: Path | str) -> RerankVerifyReport:
     return verify_rerank(path)
 
 
-def verify_rerank(path: Path | str) -> RerankVerifyReport:
-    """Re-score the held-out queries at the exported depth; see the module doc."""
+def verify_rerank(path: Path | str, *, reranker: Any = None) -> RerankVerifyReport:
+    """Re-score the held-out queries at the exported depth; see the module doc. ``reranker``:
+    the callable of a ``callable`` export that has no import path (a lambda, a local
+    function); otherwise the export's own ``reranker.callable`` / ``url`` is used."""
     from retrieval.embed import get_embedder
     from retrieval.irmetrics import evaluate_collection
     from retrieval.rerank.firststage import BM25Stage, DenseStage
@@ -291,7 +310,11 @@ def verify_rerank(path: Path | str) -> RerankVerifyReport:
         raise ConfigError(f"{where}: field 'rerank.depth' must be <= {k} (candidates fetched by "
                           f"the recorded spec); received {depth}")
     if depth > 0:
-        quality_rr, _, _ = build_rerankers(spec, embedder, corpus, dense)
+        if spec.reranker.kind == "callable" and not spec.reranker.callable and reranker is None:
+            raise ConfigError(f"{where}: field 'reranker.callable' is empty (the run's callable "
+                              f"had no import path): pass it as retrieval.verify(..., "
+                              f"reranker=fn)")
+        quality_rr, _, _ = build_rerankers(spec, embedder, corpus, dense, reranker)
         scores = score_candidates(quality_rr, held_texts, corpus, cands, depth)
         rankings = reranked_rankings(cands, scores, depth, heldout, corpus_ids,
                                      k=spec.recall_k)

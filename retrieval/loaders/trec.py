@@ -69,16 +69,25 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     return {q: [(doc, -neg) for neg, _, _, doc in sorted(r)] for q, r in rows.items()}
 
 
-def write_run(path: str | Path, rankings: Mapping[str, Sequence[str]], tag: str) -> Path:
-    """Write ``rankings`` (query id -> doc ids, best first) as a TREC run; returns the path."""
+def write_run(path: str | Path, rankings: Mapping[str, Sequence[str]], tag: str,
+              scores: Mapping[str, Sequence[float]] | None = None) -> Path:
+    """Write ``rankings`` (query id -> doc ids, best first) as a TREC run; returns the path.
+
+    ``scores``: each query's scores, aligned with its doc ids and non-increasing (the stage's
+    real scores, so score-based fusion such as ranx's min-max + CombSUM works); without them a
+    rank-derived score (n, n-1, ..., 1) is written."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tag = "".join(c if not c.isspace() else "_" for c in tag) or "rwb"
     with p.open("w", encoding="utf-8") as fh:
         for qid, docs in rankings.items():
             n = len(docs)
+            given = None if scores is None else scores.get(qid)
+            if given is not None and len(given) != n:
+                raise ValueError(f"write_run: query {qid}: {len(given)} scores for {n} docs")
             for i, doc in enumerate(docs):
-                fh.write(f"{qid} Q0 {doc} {i + 1} {n - i} {tag}\n")
+                sc = f"{float(given[i]):.9g}" if given is not None else str(n - i)
+                fh.write(f"{qid} Q0 {doc} {i + 1} {sc} {tag}\n")
     return p
 
 

@@ -208,10 +208,15 @@ def per_query_recall(
     k: int = 10,
     target: float | None = None,
     title: str | None = None,
-    config: str = "",
+    config: str | Mapping[str, Any] = "",
 ) -> Figure:
     """Distribution of per-query recall@k at one config: share of queries at each recall value
-    (a bar per possible value i/k), with the mean, the 5th percentile and the target."""
+    (a bar per possible value i/k), with the mean, the 5th percentile and the target.
+    ``config``: text, or the point itself (named by :func:`config_label`)."""
+    if not isinstance(config, str):
+        from retrieval.reporting.points import config_label
+
+        config = config_label(config)
     x = np.asarray(values, dtype=np.float64)
     fig, (ax,) = new_figure(width=7.5, height=4.6)
     head = title or f"Per-query recall@{k}" + (f" at {config}" if config else "")

@@ -48,6 +48,16 @@ def series_names(points: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, 
     return name
 
 
+def config_label(p: Mapping[str, Any]) -> str:
+    """One config in words for titles and legends: ``faiss-ivf nlist=64 nprobe=2`` (label or
+    backend, build params, search params), never a dict repr."""
+    from retrieval.reporting.style import params_text
+
+    name = str(p.get("label") or p.get("backend") or "?")
+    parts = [params_text(d) for d in (p.get("build"), p.get("search")) if d]
+    return " ".join([name, *parts])
+
+
 def config_key(p: Mapping[str, Any]) -> str:
     """A stable identity of one config (backend, build, search)."""
     return json.dumps(

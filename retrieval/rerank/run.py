@@ -176,7 +176,8 @@ def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
 
 
 def build_rerankers(
-    spec: RerankSweepSpec, embedder: CachedEmbedder, corpus: Sequence[str], dense: DenseStage
+    spec: RerankSweepSpec, embedder: CachedEmbedder, corpus: Sequence[str], dense: DenseStage,
+    reranker: Any = None,
 ) -> tuple[Reranker, Reranker, dict[str, Any]]:
     """(reranker for the quality pass, reranker for timing, description).
 
@@ -185,6 +186,11 @@ def build_rerankers(
     reranker encodes query and passages for real on every call.
     """
     r = spec.reranker
+    if r.is_custom or reranker is not None:
+        from retrieval.rerank.custom import make_custom_reranker
+
+        custom, info = make_custom_reranker(r, reranker)
+        return custom, custom, info
     known: dict[str, np.ndarray] = {}
     if r.kind not in ("cross-encoder", "flag"):
         emb = get_embedder(r.model) if r.model else embedder
@@ -353,20 +359,24 @@ def run_rerank_sweep(
     spec_source: str = "<memory>",
     progress: Progress | None = None,
     force: bool = False,
+    reranker: Any = None,
 ) -> RerankRunResult:
     """Run the sweep described by ``spec``; write and return the summary. A non-empty ``out``
-    is refused unless ``force``; manifest.json records the run's status."""
+    is refused unless ``force``; manifest.json records the run's status. ``reranker``: a
+    callable (query, passages) -> scores (or a reranker object) used instead of the spec's
+    (whose ``reranker.kind`` should then be ``callable``)."""
     rd = RunDir.create(out, spec.name, force=force)
     with rd.recording():
-        return _rerank_into(rd, spec, spec_source, progress)
+        return _rerank_into(rd, spec, spec_source, progress, reranker)
 
 
 def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
-                 progress: Progress | None) -> RerankRunResult:
+                 progress: Progress | None, reranker: Any = None) -> RerankRunResult:
     q = _queries(spec)
     fs = _first_stages(spec, q)
     # one scoring pass at the largest depth
-    quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense)
+    quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense,
+                                                     reranker)
     main = fs.cands[spec.first_stage_name]
     rscores = score_candidates(quality_rr, q.qtexts, q.corpus, main, spec.max_depth,
                                progress=progress)
@@ -384,26 +394,62 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
         )
     summary = _summarise(spec, rd, q, fs, rr_info, depths, latency, choice, router_summary)
     summary = summary.model_copy(update={"trec_runs": write_trec_runs(rd, spec, q, main, depths,
-                                                                      choice)})
+                                                                      choice, rscores)})
     _write_run(rd, spec, spec_source, q, fs, rr_info, summary, depths, latency, router_rows)
     return RerankRunResult(summary=summary.to_json_dict(), run_dir=rd)
 
 
 def write_trec_runs(rd: RunDir, spec: RerankSweepSpec, q: _Queries, main: Candidates,
-                    depths: _Depths, choice: DepthChoice) -> dict[str, str]:
+                    depths: _Depths, choice: DepthChoice,
+                    rscores: RerankScores | None = None) -> dict[str, str]:
     """TREC run files (``runs/depth-<d>.trec``, top ``recall_k`` of every judged query) for
-    depth 0 (the first stage alone), the chosen and the best depth; role -> file (relative)."""
+    depth 0 (the first stage alone), the chosen and the best depth; role -> file (relative).
+
+    Scores are the stage's real ones (:func:`staged_scores`): the first stage's at depth 0; at
+    depth d the reranker's for the top d and the first stage's for the tail, shifted per query
+    below the head's lowest so that score order is rank order."""
     from retrieval.loaders.trec import write_run
 
     out: dict[str, str] = {}
     for role, d in (("depth_0", 0), ("chosen", choice.depth), ("best", choice.best_depth)):
-        rankings = depths.rankings.get(d)
-        if rankings is None:  # depth 0 not swept: the first stage's own order
-            rankings = main.rankings(q.qids, q.corpus_ids, spec.recall_k)
+        ranked, scores = staged_scores(main, rscores, d, q.qids, q.corpus_ids, spec.recall_k)
         name = f"runs/depth-{d}.trec"
-        write_run(rd.path / name, rankings, f"rwb-{spec.first_stage_name}-rerank{d}")
+        write_run(rd.path / name, ranked, f"rwb-{spec.first_stage_name}-rerank{d}", scores)
         out[role] = name
     return out
+
+
+def staged_scores(main: Candidates, rscores: RerankScores | None, depth: int,
+                  query_ids: Sequence[str], corpus_ids: Sequence[str], k: int
+                  ) -> tuple[dict[str, list[str]], dict[str, list[float]]]:
+    """(query id -> doc ids, query id -> scores) of the first stage reranked at ``depth``: the
+    reranker's score for each of the top ``depth`` (sorted, ties in first-stage order), the
+    first stage's score for the rest, minus one per-query constant that puts the tail's best
+    strictly below the head's lowest (so the order holds for any reader that sorts by score).
+    Depth 0 (or no ``rscores``): the first stage's own scores."""
+    ranked: dict[str, list[str]] = {}
+    scored: dict[str, list[float]] = {}
+    for i, qid in enumerate(query_ids):
+        row = main.row(i)
+        fs = np.asarray(main.scores[i, : len(row)], dtype=np.float64)
+        n = 0 if rscores is None else min(depth, len(row), rscores.depth)
+        if n > 0:
+            assert rscores is not None
+            head_s = np.asarray(rscores.scores[i, :n], dtype=np.float64)
+            order = np.argsort(-head_s, kind="stable")
+            docs = np.concatenate([row[:n][order], row[n:]])
+            head, tail = head_s[order], fs[n:]
+            if len(tail) and np.isfinite(tail).all():
+                gap = max(1e-6, 1e-6 * abs(float(head[-1])))
+                tail = tail - (float(tail[0]) - float(head[-1]) + gap) if tail[0] >= head[-1] \
+                    else tail
+            vals = np.concatenate([head, tail])
+        else:
+            docs, vals = row, fs
+        docs, vals = docs[:k], vals[:k]
+        ranked[qid] = [corpus_ids[j] for j in docs]
+        scored[qid] = [float(v) for v in vals]
+    return ranked, scored
 
 
 def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,

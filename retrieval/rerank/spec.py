@@ -44,18 +44,44 @@ class DenseSpec(IndexEntry):
 
 class RerankerSpec(Params):
     """``bi-encoder``: the embedder (or ``model``) re-scores by cosine at query time;
-    ``cross-encoder`` / ``flag``: a local model folder (or offline-cached name) is required."""
+    ``cross-encoder`` / ``flag``: a local model folder (or offline-cached name) is required;
+    ``callable``: ``callable: module:function`` taking (query, passages) -> scores (or the
+    callable given to ``retrieval.tune_rerank(reranker=...)``); ``http``: a Cohere / Jina / TEI
+    ``rerank`` endpoint at ``url`` (``shape``, optional ``model``, the key in the environment
+    variable ``key_env``, ``timeout_s`` seconds per request, ``retries``, ``concurrency``
+    requests in flight, ``max_documents`` per request); ``entry-point``: the ``rwb.rerankers``
+    entry point ``name`` called with ``options`` (:mod:`retrieval.rerank.custom`)."""
 
-    kind: Literal["bi-encoder", "cross-encoder", "flag"] = "bi-encoder"
+    kind: Literal["bi-encoder", "cross-encoder", "flag", "callable", "http",
+                  "entry-point"] = "bi-encoder"
     model: str | None = None
     batch_size: int = Field(32, ge=1, le=4096)
     max_length: int | None = Field(None, ge=8, le=8192)
+    callable: str | None = None
+    url: str | None = None
+    shape: Literal["cohere", "jina", "tei"] = "cohere"
+    key_env: str | None = None
+    timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+    retries: int = Field(3, ge=0, le=20)
+    concurrency: int = Field(4, ge=1, le=256)
+    max_documents: int = Field(100, ge=1, le=10_000)
+    name: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _model_needed(self) -> RerankerSpec:
-        if self.kind != "bi-encoder" and not self.model:
+        if self.kind in ("cross-encoder", "flag") and not self.model:
             raise ValueError(f"a {self.kind} reranker needs 'model' (a local folder)")
+        if self.kind == "http" and not self.url:
+            raise ValueError("an http reranker needs 'url' (the endpoint's rerank URL)")
+        if self.kind == "entry-point" and not self.name:
+            raise ValueError("an entry-point reranker needs 'name' (its rwb.rerankers entry)")
         return self
+
+    @property
+    def is_custom(self) -> bool:
+        """Callable, HTTP endpoint or entry point (:mod:`retrieval.rerank.custom`)."""
+        return self.kind in ("callable", "http", "entry-point")
 
 
 class LatencySpec(Params):

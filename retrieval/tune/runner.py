@@ -11,6 +11,7 @@ from typing import Any
 
 from retrieval.data import VectorDataset, footprint
 from retrieval.evaluation import Evaluator, Measurement
+from retrieval.indexes.knobs import knob_columns
 from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind
 from retrieval.tune.bucket_summary import (
     CLIFF_RULE,
@@ -92,13 +93,15 @@ def config_columns(backend: str, build: Mapping[str, Any], search: Mapping[str, 
                    ) -> dict[str, Any]:
     """How a config is stored in every table of a run (measurements.parquet, per_query.parquet):
     ``build``/``search`` as JSON strings with sorted keys (one config = one string pair, to
-    join on) and each param in its own typed column (``build.M``, ``search.ef_search``)."""
+    join on), each param in its own typed column (``build.M``, ``search.ef_search``) and the
+    engine-neutral ``knob`` / ``knob_native`` / ``knob_value`` (:mod:`retrieval.indexes.knobs`)."""
     return {
         "backend": backend,
         "build": json.dumps(dict(build), sort_keys=True),
         "search": json.dumps(dict(search), sort_keys=True),
         **{f"build.{k}": v for k, v in build.items()},
         **{f"search.{k}": v for k, v in search.items()},
+        **knob_columns(backend, build, search),
     }
 
 
@@ -268,6 +271,7 @@ def _filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
 
 def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in row.items() if k not in ("build", "search")}
+    out.update(knob_columns(row["backend"], row["build"], row["search"]))
     out["build"] = json.dumps(row["build"], sort_keys=True)
     out["search"] = json.dumps(row["search"], sort_keys=True)
     return out

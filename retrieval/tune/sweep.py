@@ -342,8 +342,20 @@ def _sweep_study(
     summary = typed.to_json_dict()
     if summary["rows"]:
         rows = summary["rows"] if spec.filters is None else [_flat(r) for r in summary["rows"]]
-        run.write_table("trials.parquet", rows)
+        run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
+                                           zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def _with_knob(row: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the engine-neutral ``knob`` / ``knob_native`` / ``knob_value`` columns
+    (:mod:`retrieval.indexes.knobs`) of its config (``src``: the row with dict params)."""
+    from retrieval.indexes.knobs import knob_columns
+
+    build, search = src.get("build"), src.get("search")
+    if not isinstance(build, dict) or not isinstance(search, dict):
+        return row
+    return {**row, **knob_columns(str(src.get("backend")), build, search)}
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:

@@ -82,6 +82,20 @@ def alive(worker: str, heartbeats: Mapping[str, Any], grace_s: float) -> bool:
     return time.time() - last < grace_s
 
 
+#: flat per-trial user attributes beside the ``rwb:result`` dict (optuna-dashboard shows a
+#: trial's user attributes as columns and plots numeric ones; a dict is one opaque string)
+FLAT_ATTRS = ("recall", "recall_lower", "p95_ms", "qps")
+
+
+def flat_attrs(result: PointResult) -> dict[str, float]:
+    """``recall`` (mean recall@k, 0..1), ``recall_lower`` (its lower confidence bound),
+    ``p95_ms`` (single-query p95 latency, ms), ``qps`` of a measured point; a value the point
+    does not have (None) is left out."""
+    values = {"recall": result.recall, "recall_lower": result.recall_lb,
+              "p95_ms": result.p95_ms, "qps": result.qps}
+    return {k: float(v) for k, v in values.items() if v is not None}
+
+
 class Heartbeat:
     """A daemon thread writing this worker's heartbeat into the study every ``interval_s``."""
 
@@ -236,6 +250,8 @@ class Book:
         if node_s is not None:
             self.storage.set_trial_user_attr(trial_id, NODE_S, float(node_s))
         self.storage.set_trial_user_attr(trial_id, VALUE, value_name)
+        for key, v in flat_attrs(result).items():  # columns optuna-dashboard can sort and plot
+            self.storage.set_trial_user_attr(trial_id, key, v)
         if target is not None:
             slack = float(target - result.recall_lb)
             trial.set_constraint(CONSTRAINT, slack)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -81,11 +82,10 @@ def test_evaluate_in_memory_arrays_with_exact_ground_truth(tmp_path):
     assert run.summary.dataset == "arrays" and run.summary.k == 5
     assert run.summary.dataset_fingerprint == ds.fingerprint
     frame = run.to_frame()
-    assert len(frame) == 3 and {"backend", "search", "recall", "p95_ms", "qps"} <= set(frame)
+    assert len(frame) == 3 and {"backend", "search.nprobe", "recall", "p95_ms", "qps"} <= set(frame)
     flat = frame[frame.backend == "faiss-flat"].recall.iloc[0]
     assert flat == pytest.approx(1.0)  # exact search against exact ground truth
-    ivf = frame[frame.backend == "faiss-ivf"].sort_values("search", key=lambda s: [
-        d["nprobe"] for d in s]).recall.tolist()
+    ivf = frame[frame.backend == "faiss-ivf"].sort_values("search.nprobe").recall.tolist()
     assert ivf[0] < ivf[1] == pytest.approx(1.0)  # nprobe = nlist probes every list
 
 
@@ -122,7 +122,7 @@ def test_sweep_export_verify_report_open_run(tmp_path):
     choices = tuned.choices()
     assert set(choices.label) == {"faiss-flat", "faiss-ivf"}
     ivf = choices[choices.label == "faiss-ivf"].iloc[0]
-    assert ivf.search == {"nprobe": 8} and ivf.recall_lb >= 0.9  # nprobe 1 cannot reach 0.9
+    assert ivf["search.nprobe"] == 8 and ivf.recall_lb >= 0.9  # nprobe 1 cannot reach 0.9
     assert len(tuned.to_frame()) == tuned.summary.evaluations == len(tuned.points())
     assert {c["label"] for c in tuned.chosen()} == {"faiss-flat", "faiss-ivf"}
 
@@ -218,3 +218,33 @@ def test_dataset_repr_and_dir_stay_short():
     names = dir(retrieval)
     assert "evaluate" in names and "VectorDataset" in names
     assert not {"Any", "sys", "importlib", "annotations"} & set(names)
+
+
+def test_typed_spec_objects_and_frames_typed_like_the_parquet_files(tmp_path):
+    """A typed spec object (exported from ``retrieval``) runs like its mapping; ``to_frame()``
+    has the parquet files' dotted, typed columns (``search.nprobe`` Int64 with <NA> where a
+    backend has no such knob)."""
+    base, queries = arrays()
+    ds = retrieval.VectorDataset.from_arrays(base, queries, "l2")
+    spec = retrieval.SweepSpec(name="typed", k=5, dataset="arrays", warmup=1, batch_repeats=1,
+                               indexes=[retrieval.IndexEntry(backend="faiss-flat"),
+                                        TINY["indexes"][1]])
+    run = retrieval.evaluate(spec, dataset=ds, out=tmp_path / "ev")
+    frame = run.to_frame()
+    parquet = pd.read_parquet(tmp_path / "ev" / "measurements.parquet")
+    assert len(frame) == 3 and "search" not in frame
+    for col in ("backend", "recall", "p95_ms", "memory_bytes", "build.nlist", "search.nprobe"):
+        assert frame[col].dtype == parquet[col].dtype, col
+    assert str(frame["search.nprobe"].dtype) == "Int64"
+    assert frame["search.nprobe"].isna().sum() == 1
+    tuned = retrieval.sweep(spec.model_copy(update={"name": "typed-sweep"}), dataset=ds,
+                            out=tmp_path / "sw", strategy="grid")
+    frame = tuned.to_frame()
+    parquet = pd.read_parquet(tmp_path / "sw" / "trials.parquet")
+    assert list(frame.columns) == [c for c in parquet.columns if c != "run_id"]
+    assert (frame.dtypes == parquet.drop(columns="run_id").dtypes).all()
+    with pytest.raises(retrieval.ConfigError, match="rerank spec"):
+        retrieval.tune_rerank(42)
+    bad = retrieval.RerankSweepSpec.model_construct(dataset="no-such-collection")
+    with pytest.raises(retrieval.RwbError):
+        retrieval.tune_rerank(bad)  # a typed object is validated like its YAML

@@ -1,5 +1,5 @@
 """Progress bars go to stderr whenever stderr is a terminal, ``--json`` or not; stdout keeps
-clean JSON. With stderr on a pipe there is no bar."""
+clean JSON. With stderr on a pipe there is no bar but a plain line every N seconds."""
 
 from __future__ import annotations
 
@@ -64,14 +64,22 @@ def test_bar_on_a_terminal_stderr_with_json(tmp_path):
     assert proc.returncode == 0, err
     summary = json.loads(proc.stdout)  # stdout is the JSON document only
     assert summary["name"] == "progress-e2e"
-    assert "sweep (grid)" in err and "config" in err, err
+    assert "sweep" in err and "config" in err, err
     assert "ef_search=" in err  # the bar's postfix names the config being measured
     assert "\"backends\"" not in err  # the JSON went to stdout only
 
 
-def test_no_bar_on_a_pipe(tmp_path):
+def test_plain_lines_not_a_bar_on_a_pipe(tmp_path):
+    """On a pipe: no bar (no carriage returns) but plain progress lines (every update with
+    RWB_PROGRESS_INTERVAL=0; every 10 s by default); --quiet prints none."""
+    env = {**_env(), "RWB_PROGRESS_INTERVAL": "0"}
     proc = subprocess.run(_sweep_args(tmp_path, "pipe"), capture_output=True, text=True,
-                          env=_env(), timeout=300)
+                          env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout)
-    assert "sweep (grid)" not in proc.stderr and "\r" not in proc.stderr, proc.stderr
+    assert "\r" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rwb sweep:")]
+    assert lines and "done elapsed" in lines[-1], proc.stderr
+    quiet = subprocess.run([*_sweep_args(tmp_path, "quiet"), "--quiet"], capture_output=True,
+                           text=True, env=env, timeout=300)
+    assert quiet.returncode == 0 and "rwb sweep" not in quiet.stderr, quiet.stderr

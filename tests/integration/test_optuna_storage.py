@@ -133,3 +133,38 @@ def test_study_in_postgresql_opens_in_optuna(tmp_path, pg_storage_url):
     infeasible = check_constraints(study)
     assert infeasible  # quality 0.5 never reaches the target
     assert not {t.number for t in infeasible} & {t.number for t in study.best_trials}
+
+
+def _dashboard_get(app, path: str) -> dict:
+    """GET ``path`` from optuna-dashboard's WSGI app (its own JSON API, no server)."""
+    import io
+
+    status: list[str] = []
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
+               "SERVER_NAME": "localhost", "SERVER_PORT": "80", "wsgi.url_scheme": "http",
+               "wsgi.input": io.BytesIO(), "wsgi.errors": io.StringIO(), "HTTP_ACCEPT": "*/*"}
+    body = b"".join(app(environ, lambda s, h, *a: status.append(s)))
+    assert status and status[0].startswith("200"), (status, body[:300])
+    return json.loads(body)
+
+
+def test_dashboard_shows_recall_and_latency_as_trial_columns(tmp_path):
+    """optuna-dashboard's API lists recall, recall_lower, p95_ms and qps among the study's
+    sortable (numeric) trial user attributes, with each measured trial's values."""
+    od = pytest.importorskip("optuna_dashboard")
+    _summary, study = sweep(tmp_path, "--strategy", "grid")
+    app = od.wsgi(study._storage)
+    studies = _dashboard_get(app, "/api/studies")["study_summaries"]
+    sid = next(s["study_id"] for s in studies if s["study_name"] == study.study_name)
+    detail = _dashboard_get(app, f"/api/studies/{sid}")
+    columns = {a["key"]: a["sortable"] for a in detail["union_user_attrs"]}
+    for key in tr.FLAT_ATTRS:
+        assert columns.get(key) is True, (key, columns)
+    done = [t for t in detail["trials"] if t["state"] == "Complete"]
+    assert done
+    for t in done:
+        attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
+        result = json.loads(attrs[tr.RESULT])
+        assert float(attrs["recall"]) == pytest.approx(result["recall"])
+        assert float(attrs["recall_lower"]) == pytest.approx(result["recall_lb"])
+        assert float(attrs["p95_ms"]) > 0 and float(attrs["qps"]) > 0
