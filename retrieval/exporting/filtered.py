@@ -125,6 +125,19 @@ def _points_of(summary: Mapping[str, Any], backend: str | None) -> list[dict[str
     return operating_points(mine)
 
 
+def _with_data_ref(spec: Mapping[str, Any] | None, ds: Mapping[str, Any]
+                   ) -> dict[str, Any] | None:
+    """The run's spec with its ``dataset`` as the reference the sweep recorded (absolute paths,
+    :func:`retrieval.loaders.catalog.dataset_ref`), so ``rwb verify`` finds the data from any
+    folder."""
+    if not spec:
+        return None
+    out = dict(spec)
+    if ds.get("ref") is not None:
+        out["dataset"] = ds["ref"]
+    return out
+
+
 def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[str, Any],
                     manifest: Mapping[str, Any], spec: Mapping[str, Any] | None = None,
                     backend: str | None = None) -> FilteredExported:
@@ -143,7 +156,7 @@ def export_filtered(run: RunDir, engine: str, out: Path | str, summary: Mapping[
     doc = {
         "rwb_export": FORMAT_VERSION, "kind": FILE_KIND, "engine": engine,
         "operating_points": tidy(table),
-        "source": {"spec": dict(spec) if spec else None, "run": str(run.path)},
+        "source": {"spec": _with_data_ref(spec, ds), "run": str(run.path)},
         "evidence": tidy({
             "target_recall": summary.get("target_recall"), "k": k,
             "recall_definition": summary.get("recall_definition"),
