@@ -11,8 +11,9 @@ The Python API (the command line's verbs, typed results with ``to_frame()``)::
     retrieval.export(tuned, "hnswlib", "tuned.yaml"); retrieval.verify("tuned.yaml")
     retrieval.plots.recall_vs_latency(tuned.points(), k=10, target=0.95)
 
-Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``, ``bench_embed``,
-``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run`` (:mod:`retrieval.api.verbs`).
+Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``, ``bench_churn``,
+``bench_embed``, ``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run``
+(:mod:`retrieval.api.verbs`).
 Everything is imported on first use, so ``import retrieval`` loads no numpy, pandas or faiss.
 """
 
@@ -23,8 +24,8 @@ from typing import Any
 
 from retrieval._version import __version__ as __version__
 
-_VERBS = ("bench_embed", "bench_fanout", "evaluate", "export", "open_run", "report", "sweep",
-          "tune_cache", "tune_rerank", "verify")
+_VERBS = ("bench_churn", "bench_embed", "bench_fanout", "evaluate", "export", "open_run",
+          "report", "sweep", "tune_cache", "tune_rerank", "verify")
 _RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "RerankRun",
             "Report", "RunResult", "StudyRun", "SweepRun", "Verification")
 #: public name -> module that defines it (imported on first access). No submodule of this
