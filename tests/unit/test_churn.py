@@ -236,3 +236,18 @@ def test_shipped_runbook_shapes_resolve(shape: str) -> None:
         assert book.peak == 400 and book.count("delete") == 0
     if shape == "clustered-drift":
         assert sorted(book.order.tolist()) == list(range(400))
+
+
+def test_shipped_churn_spec_and_runbook_files_load() -> None:
+    from retrieval.churn.spec import load_churn_spec, runbook_of
+    from retrieval.workload.runbook import load_runbook
+
+    root = Path(__file__).resolve().parents[2]
+    spec = load_churn_spec(root / "sweeps" / "churn-qqp20k.yaml")
+    assert len(runbook_of(spec).steps) == 22
+    base = np.random.default_rng(2).standard_normal((20_000, 4)).astype(np.float32)
+    files = sorted((root / "sweeps" / "runbooks").glob("*.yaml"))
+    assert len(files) == 4
+    for f in files:
+        book = resolve_runbook(load_runbook(str(f), where=str(f)), base, where=str(f))
+        assert book.count("search") >= 4, f
