@@ -12,6 +12,7 @@ from retrieval.api.results import RunResult as RunResult
 from retrieval.api.results import StudyRun as StudyRun
 from retrieval.api.results import SweepRun as SweepRun
 from retrieval.api.results import Verification as Verification
+from retrieval.api.verbs import bench_churn as bench_churn
 from retrieval.api.verbs import bench_embed as bench_embed
 from retrieval.api.verbs import bench_fanout as bench_fanout
 from retrieval.api.verbs import evaluate as evaluate

@@ -43,7 +43,7 @@ SPECS: dict[str, tuple[str, str, str]] = {
                   "`rwb sweep` on a `kind: rag-study` spec: the cross-layer study."),
 }
 OPTIONAL_SPECS: dict[str, tuple[str, str, str]] = {
-    "churn": ("churn-spec", "retrieval.bench.churn.spec:ChurnSpec",
+    "churn": ("churn-spec", "retrieval.churn.spec:ChurnSpec",
               "`rwb bench churn`: recall under inserts and deletes (runbooks)."),
     "profile": ("profile-spec", "retrieval.profile.spec:ProfileSpec",
                 "`rwb profile`: the retrieval pipeline traced stage by stage."),

@@ -26,6 +26,7 @@ from retrieval.api.results import (
     Verification,
 )
 from retrieval.api.verbs import (
+    bench_churn,
     bench_embed,
     bench_fanout,
     evaluate,
@@ -51,6 +52,7 @@ __all__ = [
     "StudyRun",
     "SweepRun",
     "Verification",
+    "bench_churn",
     "bench_embed",
     "bench_fanout",
     "evaluate",

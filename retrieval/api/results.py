@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.run import CacheTuneSummary
+    from retrieval.churn.summary import ChurnBenchSummary
     from retrieval.reporting.load import Run
     from retrieval.rerank.run import RerankSweepSummary
     from retrieval.runs import RunKind, RunSummary
@@ -192,7 +193,7 @@ class CacheRun(RunResult):
 
 @dataclass(frozen=True)
 class BenchRun(RunResult):
-    summary: EmbedBenchSummary | FanoutBenchSummary | LoadBenchSummary
+    summary: EmbedBenchSummary | FanoutBenchSummary | LoadBenchSummary | ChurnBenchSummary
     rows: tuple[dict[str, Any], ...] = ()
 
     def _rows(self) -> Sequence[Mapping[str, Any]]:

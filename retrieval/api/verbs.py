@@ -265,6 +265,22 @@ def bench_fanout(spec: Any, *, out: PathLike | None = None,
                     rows=tuple(result.rows))
 
 
+def bench_churn(spec: Any, *, out: PathLike | None = None, progress: Progress | None = None,
+                force: bool = False, resume: bool = False) -> BenchRun:
+    """``rwb bench churn``: the spec's runbook (inserts, deletes, replaces, maintenance) on each
+    config; per search step recall and its fresh-build control (drift vs damage), latency,
+    write throughput, and one line of advice per config. ``resume``: continue a killed run in
+    ``out`` from each config's last finished step."""
+    from retrieval.churn.run import run_churn
+    from retrieval.churn.spec import ChurnSpec, load_churn_spec, parse_churn_spec
+    from retrieval.churn.summary import ChurnBenchSummary
+
+    s = _spec(spec, ChurnSpec, parse_churn_spec, load_churn_spec, "churn spec")
+    result = run_churn(s, out=out, force=force, resume=resume, progress=progress)
+    return BenchRun(result.run.path, ChurnBenchSummary.model_validate(result.summary),
+                    rows=tuple(result.steps))
+
+
 def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
            backend: str | None = None, force: bool = False) -> ExportedConfig:
     """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
@@ -320,7 +336,7 @@ def open_run(path: PathLike) -> RunResult:
         RunKind.EVAL: EvalRun, RunKind.SWEEP: SweepRun, RunKind.RAG_STUDY: StudyRun,
         RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
         RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
-        RunKind.BENCH_LOAD: BenchRun,
+        RunKind.BENCH_LOAD: BenchRun, RunKind.BENCH_CHURN: BenchRun,
     }
     return by_kind[run.kind](run.path, run.model)
 
@@ -334,6 +350,7 @@ def _run_path(run: PathLike | RunResult) -> Path:
 
 
 __all__ = [
+    "bench_churn",
     "bench_embed",
     "bench_fanout",
     "evaluate",

@@ -88,6 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write into --out even if it is a non-empty folder")
     f.set_defaults(func=run_fanout)
     _register_load(bsub)
+    _register_churn(bsub)
 
 
 def _bar(desc: str) -> tuple[Any, Callable[[int, int, str], None] | None]:
@@ -351,3 +352,69 @@ def _print_load(s: dict[str, Any]) -> None:
         )
     for line in s["health"]:
         print(f"  note: {line}")
+
+
+# --------------------------------------------------------------------------- churn
+
+
+def _register_churn(bsub: argparse._SubParsersAction) -> None:
+    c = bsub.add_parser(
+        "churn", help="recall under inserts and deletes: a runbook, drift vs damage, advice",
+        description="Apply SPEC's runbook (insert / delete / replace / search / maintain steps "
+        "over the dataset's base rows; the index starts empty) to each config; at every search "
+        "step measure recall@k against the live set's exact top-k, a fresh-build control "
+        "(drift vs damage), latency, writes, and the knob that holds the target; print one "
+        "line of advice per config.",
+    )
+    c.add_argument("spec", help="churn spec YAML (e.g. sweeps/churn-qqp20k.yaml)")
+    c.add_argument("--target-recall", type=float, help="the recall the advice holds")
+    c.add_argument("--queries", type=int, help="the first N queries")
+    c.add_argument("--json", action="store_true", help="print summary.json")
+    c.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
+    c.add_argument("--resume", action="store_true",
+                   help="continue a killed run in --out from each config's last finished step")
+    c.add_argument("--force", action="store_true",
+                   help="write into --out even if it is a non-empty folder")
+    c.set_defaults(func=run_churn_cmd)
+
+
+def run_churn_cmd(args: argparse.Namespace) -> int:
+    from retrieval.api import bench_churn
+    from retrieval.churn.spec import load_churn_spec, validate_churn_spec
+    from retrieval.specfile import with_overrides
+
+    spec = with_overrides(load_churn_spec(args.spec), target_recall=args.target_recall,
+                          queries=args.queries, check=validate_churn_spec)
+    bar, progress = _bar("bench churn")
+    try:
+        result = bench_churn(spec, out=args.out, progress=progress, force=args.force,
+                             resume=args.resume)
+    finally:
+        if bar is not None:
+            bar.close()
+    s = result.summary.to_json_dict()
+    if args.json:
+        print_json({**s, "run_dir": str(result.path)})
+        return 0
+    _print_churn(s)
+    print(f"run directory: {result.path}")
+    return 0
+
+
+def _print_churn(s: dict[str, Any]) -> None:
+    rb = s["runbook"]
+    print(f"{s['dataset']}: {s['n_queries']} queries, k={s['k']}, target "
+          f"{s['target_recall']}; runbook {rb['steps']} steps "
+          f"({', '.join(f'{n} {op}' for op, n in rb['ops'].items() if n)}), peak "
+          f"{rb['peak_live']} live; drift/damage in recall points")
+    for c in s["configs"]:
+        knob = f", {c['knob']} {c['knob_value']}" if c["knob"] else ""
+        print(f"{c['label']} ({c['backend']}{knob}):")
+        rows = [(r["step"], r["live"], r["recall"], r["recall_lower"], r["control_recall"],
+                 None if r["drift"] is None else 100 * r["drift"],
+                 None if r["damage"] is None else 100 * r["damage"], r["p99_ms"],
+                 r["short_queries"], r["dead_fraction"], r["tuned_knob"])
+                for r in c["steps"] if r["op"] == "search"]
+        print_table(rows, ["step", "live", "recall", "lower", "control", "drift", "damage",
+                           "p99_ms", "short", "dead", "tuned"])
+        print(f"  advice: {c['advice']['line']}")

@@ -32,15 +32,21 @@ WRITE_STEPS = frozenset({"insert", "delete", "replace", "maintain"})
 
 def require_writes(index: object, steps: Iterable[str] = ("insert", "delete")) -> None:
     """Raise ConfigError (one line) when ``index`` cannot run ``steps`` (runbook step kinds);
-    a search-only runbook passes on any index."""
+    a search-only runbook passes on any index. ``index`` may be a backend class (checked
+    before any instance exists, e.g. before connecting to a server): then only whether it
+    implements writes at all is checked, not an instance's ``cannot_write``."""
     needed = sorted(set(steps) & WRITE_STEPS)
     if not needed:
         return
-    name = getattr(index, "name", type(index).__name__)
+    kind = index if isinstance(index, type) else type(index)
+    name = getattr(kind, "name", kind.__name__)
     what = "/".join(needed)
-    if not isinstance(index, SupportsWrites):
-        reason = getattr(type(index), "writes_refusal", "it implements no inserts or deletes")
+    if not issubclass(kind, SupportsWrites):
+        reason = getattr(kind, "writes_refusal", "it implements no inserts or deletes")
         raise ConfigError(f"backend '{name}' cannot run {what} steps: {reason}")
+    if isinstance(index, type):
+        return
+    assert isinstance(index, SupportsWrites)
     reason = index.cannot_write()
     if reason:
         raise ConfigError(f"backend '{name}' cannot run {what} steps: {reason}")

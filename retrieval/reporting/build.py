@@ -228,6 +228,12 @@ def rag_figures(run: Run) -> Figures:
                  "Open loop per config: corrected and uncorrected p99, SLO line, capacity."),
                 ("load_closed", "Closed loop", loadcurves.closed_loop_curves(s),
                  "Clients vs achieved QPS and p99.")]
+    if run.kind == RunKind.BENCH_CHURN:
+        from retrieval.reporting.churn import recall_over_steps
+
+        return [("churn_recall", "Recall under churn", recall_over_steps(s),
+                 "Recall and its fresh-build control per search step, p99, maintenance "
+                 "marked.")]
     if run.kind == RunKind.BENCH_FANOUT:
         return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
                  "Per-query latency of serial, thread-pool and asyncio fan-out.")]
@@ -277,6 +283,11 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
         from retrieval.reporting.loadcurves import load_tables
 
         return load_tables(s)
+    if run.kind == RunKind.BENCH_CHURN:
+        from retrieval.reporting.churn import churn_tables
+
+        return [("Summary", scalar_table({k: v for k, v in s.items() if k != "configs"})),
+                *churn_tables(s)]
     if run.kind == RunKind.BENCH_EMBED and _typed(run, EmbedBenchSummary).rows:
         e = _typed(run, EmbedBenchSummary)
         cols = ["setting", "mode", "batch_size", "token_budget", "texts_per_s", "tokens_per_s",

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
 from retrieval.cache.run import CacheTuneSummary
+from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
 from retrieval.rerank.run import RerankSweepSummary
@@ -40,7 +41,8 @@ KINDS: tuple[RunKind, ...] = tuple(RunKind)
 #: each kind's summary model
 SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
     m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
-                        RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary)
+                        RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary,
+                        ChurnBenchSummary)
 }
 #: summary keys that identify a kind when neither file names it
 _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
@@ -50,6 +52,7 @@ _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
     (RunKind.BENCH_EMBED, ("best_setting", "max_abs_diff")),
     (RunKind.BENCH_FANOUT, ("modes", "speedup")),
     (RunKind.BENCH_LOAD, ("configs", "slo", "client")),
+    (RunKind.BENCH_CHURN, ("configs", "runbook", "target_recall")),
     (RunKind.SWEEP, ("builds", "backends", "pareto")),
     (RunKind.EVAL, ("rows", "dataset")),
 )

@@ -18,6 +18,7 @@ class RunKind(StrEnum):
     BENCH_EMBED = "bench-embed"  # rwb bench embed
     BENCH_FANOUT = "bench-fanout"  # rwb bench fanout
     BENCH_LOAD = "bench-load"  # rwb bench load
+    BENCH_CHURN = "bench-churn"  # rwb bench churn
     RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
     CACHE_TUNE = "cache-tune"  # rwb tune cache
     RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml

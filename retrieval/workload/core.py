@@ -7,8 +7,9 @@ deletes, as big-ann-benchmarks' streaming runbooks describe them). The evaluatio
 sweep worker read the workload; what they run is declared by :attr:`Workload.kind`, never
 guessed from the keys of a summary.
 
-Write steps are a declared slot: no loop runs them yet (:func:`check_runnable` refuses a
-workload that has some, in one line).
+Write steps come from a runbook (:mod:`retrieval.workload.runbook`: YAML -> resolved steps over
+the caller's ids); the churn bench (:mod:`retrieval.churn`) runs them. The evaluation loop and the
+sweep do not (:func:`check_runnable` refuses a workload that has some there, in one line).
 """
 
 from __future__ import annotations
@@ -26,16 +27,30 @@ from retrieval.workload.truth import FilteredGT
 #: what a run measured: unfiltered search, or per-query filtered search by selectivity bucket
 WorkloadKind = Literal["plain", "filtered"]
 WORKLOAD_KINDS: tuple[str, ...] = ("plain", "filtered")
-StepOp = Literal["insert", "delete", "search"]
+StepOp = Literal["insert", "delete", "replace", "search", "maintain"]
 
 
 @dataclass(frozen=True, eq=False)
 class Step:
-    """One runbook step: ``insert`` / ``delete`` the base rows ``ids`` (int64), or ``search``
-    (the workload's queries, scored against the ground truth of the data as it stands then)."""
+    """One resolved runbook step over the caller's ``ids`` (int64, never row numbers):
+
+    - ``insert``: the base rows ``rows`` under ``ids`` (same length);
+    - ``delete``: the live ``ids`` (``rows``: the base rows they held, for the record);
+    - ``replace``: the live ``ids`` get the vectors of the base rows ``rows`` (delete + insert
+      under the same ids: a document updated in place);
+    - ``search``: the workload's queries, scored against the exact top-k of the live set then
+      (``control``: also build a fresh index on the live set, see :mod:`retrieval.churn`);
+    - ``maintain``: the engine's clean-up (vacuum / compact / optimize).
+
+    ``index`` is the step's position in the runbook (0-based) and ``label`` how it reads in
+    messages and tables (``"3 replace 10000:11000"``)."""
 
     op: StepOp
     ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    index: int = 0
+    label: str = ""
+    control: bool | None = None
 
 
 @dataclass(frozen=True, eq=False)
