@@ -108,8 +108,9 @@ def _check_chunks(arr: np.ndarray, name: str) -> None:
 def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
     """Return ``x`` as a C-contiguous float32 matrix; raise DataError on bad shape or values.
 
-    A memory-mapped float32 matrix (:func:`is_out_of_core`) is checked chunk by chunk and
-    returned as it is (possibly strided): it is never copied whole into memory."""
+    A memory-mapped numeric matrix (:func:`is_out_of_core`: float32, or uint8 from a ``.bvecs``
+    file, ...) is checked chunk by chunk and returned as it is (possibly strided, its own
+    dtype): it is never copied whole into memory; :func:`base_chunks` reads it as float32."""
     arr = x if isinstance(x, np.ndarray) and is_out_of_core(x) else np.asarray(x)
     if arr.ndim == 1 and arr.size and dim is not None and arr.shape[0] == dim:
         arr = arr.reshape(1, -1)
@@ -123,12 +124,12 @@ def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
         raise DataError(f"{name}: dimension must be {dim}; received {arr.shape[1]}")
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(f"{name}: expected numeric vectors; received dtype {arr.dtype}")
-    if arr.dtype == np.float32 and is_out_of_core(arr):
-        _check_chunks(arr, name)
+    if is_out_of_core(arr) and arr.dtype.kind in "fiu":
+        # float32 as it is; uint8 (.bvecs) and other numeric types stay mapped too: readers
+        # convert them to float32 chunk by chunk (base_chunks), never the whole base at once
+        if arr.dtype.kind == "f":
+            _check_chunks(arr, name)
         return arr
-    if is_out_of_core(arr) and arr.size * 4 > CHUNK_BYTES:
-        log.warning("%s: memory-mapped %s matrix converted to float32 in memory (%.1f MB)",
-                    name, arr.dtype, arr.shape[0] * arr.shape[1] * 4 / 1e6)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     finite = np.isfinite(arr)
     if not finite.all():

@@ -146,7 +146,7 @@ def exact_distances(
     +inf where id is -1. Used for tie-aware recall (an index's own distances may be approximate)."""
     q = ds.queries if queries is None else queries
     safe = np.clip(ids, 0, ds.n_base - 1)
-    vecs = ds.base[safe]  # (nq, k, d)
+    vecs = np.asarray(ds.base[safe], dtype=np.float32)  # (nq, k, d); a mapped uint8 base too
     if ds.metric == "l2":
         diff = vecs - q[:, None, :]
         out = np.einsum("qkd,qkd->qk", diff, diff)

@@ -127,7 +127,8 @@ class SlotWrites:
         reason = self.cannot_write()
         if reason:
             raise ConfigError(f"{where}: {reason}")
-        x = as_matrix(vectors, f"{where} vectors", dim=self.dim)
+        x = np.ascontiguousarray(as_matrix(vectors, f"{where} vectors", dim=self.dim),
+                                 dtype=np.float32)  # rows of a mapped uint8 base too
         new = check_write_ids(ids, x.shape[0], where)
         st = self._state()
         live = [int(v) for v in new.tolist() if int(v) in st.slot_of]

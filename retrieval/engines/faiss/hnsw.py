@@ -28,6 +28,7 @@ from retrieval.params import Params
 
 @register
 class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
+    reads_chunks = True  # a mapped base is fed through base_chunks
     name = "faiss-hnsw"
     bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
     snapshot_format = "faiss write_index"

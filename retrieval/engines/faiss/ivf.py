@@ -107,6 +107,7 @@ def _build_where(name: str) -> str:
 
 @register
 class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
+    reads_chunks = True  # a mapped base is fed through base_chunks
     name = "faiss-ivf"
     bench_defaults = ({"nlist": 128}, {"nprobe": 16})
     snapshot_format = "faiss write_index"

@@ -42,6 +42,7 @@ _SPACES = {"l2": "l2", "ip": "ip", "cosine": "cosine"}
 
 @register
 class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswChecks):
+    reads_chunks = True  # a mapped base is fed through base_chunks
     name = "hnswlib"
     bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
     snapshot_format = "hnswlib save_index"
