@@ -259,12 +259,18 @@ class VectorDataset:
             return self._sha256()
 
     def _sha256(self) -> str:
+        from retrieval.phases import report
+
         h = hashlib.sha256()
         h.update(self.metric.encode())
+        total = self.n_base + self.n_queries
+        done = 0
         for arr in (self.base, self.queries):
             h.update(str(arr.shape).encode())
             for _, chunk in base_chunks(arr, metric="l2"):
                 h.update(chunk.data)
+                done += chunk.shape[0]
+                report("fingerprint", done, total, f"{self.name}: rows hashed")
         return h.hexdigest()[:16]
 
     def subset_queries(self, idx: np.ndarray, suffix: str) -> VectorDataset:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import CHUNK_ALIGN, Metric, VectorDataset, base_chunks, chunk_rows
+from retrieval.phases import report
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,8 @@ def run_shard(ds: VectorDataset, depth: int, shard: Shard, folder: Path, *,
             last[0] = now
             log.info("ground truth %s shard %d: %d of %d rows (%.0f rows/s)", ds.name,
                      shard.index, done_rows, total, done_rows / max(now - t0, 1e-9))
+        report("ground truth", done_rows, total,
+               f"{ds.name} shard {shard.index + 1}: rows (top-{depth} of {ds.n_queries} queries)")
         if on_chunk is not None:
             on_chunk(shard.index, done_rows, total)
 

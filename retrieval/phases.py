@@ -4,6 +4,10 @@ A process-wide recorder: library code wraps a long phase in ``with phase("ground
 the run directory writes :func:`snapshot` into its manifest when the run ends. Seconds are wall
 time (``time.perf_counter``); the resident peak is the process's maximum resident set size
 (``getrusage``, bytes) since it started.
+
+Progress of long phases (out-of-core ground truth, fingerprinting a large file, a scale study's
+sample sizes): library code calls :func:`report`; whoever runs it (the CLI for every command,
+or an API user) installs a callback with :func:`progress_to`. Library code never prints.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: the phases rwb records (others may be added by name)
@@ -66,6 +70,34 @@ def snapshot() -> dict[str, Any]:
         phases = {k: {"s": round(v, 3), "count": _counts.get(k, 0)}
                   for k, v in sorted(_seconds.items())}
     return {"phases": phases, "resident_peak_bytes": resident_peak_bytes()}
+
+
+#: a phase progress callback: (phase, done, total, description); total 0 when unknown
+PhaseProgress = Callable[[str, int, int, str], None]
+
+_reporter: list[PhaseProgress | None] = [None]
+
+
+@contextlib.contextmanager
+def progress_to(callback: PhaseProgress | None) -> Iterator[None]:
+    """Send :func:`report` calls of the whole process (all threads) to ``callback`` within
+    the block (the previous callback is restored after it)."""
+    with _lock:
+        previous = _reporter[0]
+        _reporter[0] = callback
+    try:
+        yield
+    finally:
+        with _lock:
+            _reporter[0] = previous
+
+
+def report(name: str, done: int, total: int, what: str = "") -> None:
+    """Progress of a long phase: ``done`` of ``total`` units (rows, samples; ``total`` 0 when
+    unknown). A no-op when no callback is installed (:func:`progress_to`)."""
+    callback = _reporter[0]
+    if callback is not None:
+        callback(name, int(done), int(total), what)
 
 
 def reset() -> None:

@@ -55,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from retrieval.phases import progress_to
+
     try:
-        return int(args.func(args) or 0)
+        with progress_to(_common.phase_progress()):
+            return int(args.func(args) or 0)
     except RwbError as exc:
         print(f"rwb: error: {exc}", file=sys.stderr)
         return 2

@@ -140,3 +140,27 @@ def progress_bar(
 def close_bar(bar: Any) -> None:
     if bar is not None:
         bar.close()
+
+
+def phase_progress() -> Callable[[str, int, int, str], None]:
+    """The callback the CLI installs for :func:`retrieval.phases.report` (long phases: ground
+    truth out of core, fingerprinting a large file, a scale study's sample sizes): one
+    :func:`progress_bar` per phase (a bar on a terminal, plain lines in a pipe, nothing with
+    ``--quiet``), opened at its first report and closed when it reports done == total."""
+    import threading
+
+    open_: dict[str, tuple[Any, Progress | None]] = {}
+    lock = threading.Lock()
+
+    def callback(phase: str, done: int, total: int, what: str) -> None:
+        with lock:
+            if phase not in open_:
+                open_[phase] = progress_bar(phase, unit="", width=70)
+            bar, progress = open_[phase]
+            if progress is not None:
+                progress(done, total, what)
+            if total and done >= total:
+                close_bar(bar)
+                del open_[phase]
+
+    return callback

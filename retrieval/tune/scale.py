@@ -286,7 +286,10 @@ def ceiling_trend(ns: Sequence[float], ceilings: Sequence[float], target: float)
     f = fit(ns, ceilings, "log")
     n_stop = None
     if f.b < 0:
-        n_stop = float(2.0 ** ((target - f.a) / f.b))
+        try:  # a flat ceiling (fit noise: b ~ -1e-17) predicts no N at all
+            n_stop = float(2.0 ** ((target - f.a) / f.b))
+        except OverflowError:
+            n_stop = None
     elif f.a + f.b * math.log2(max(ns)) < target:
         n_stop = float(min(ns))  # already below at the samples, and not rising
     return CeilingTrend(f.a, f.b, n_stop)

@@ -30,6 +30,7 @@ from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth import GroundTruth, ground_truth
 from retrieval.indexes.entry import CheckedEntry
+from retrieval.phases import report
 from retrieval.runs import RunDir, RunKind
 from retrieval.tune import scale as sc
 from retrieval.tune import target as tgt
@@ -169,10 +170,12 @@ class Study:
     # --- samples -----------------------------------------------------------------------------
     def run_samples(self) -> None:
         rows = sc.nested_rows(self.ds.n_base, self.sizes, self.spec.seed)
-        for n, idx in zip(self.sizes, rows, strict=True):
+        stages = len(self.sizes) + 1  # the samples, then the check at full N
+        for j, (n, idx) in enumerate(zip(self.sizes, rows, strict=True)):
             live = [b for b in self.builds if b.stopped is None]
             if not live:
                 break
+            report("scale study", j, stages, f"sample N={n:,} ({len(live)} builds)")
             sds = sample_dataset(self.ds, idx)
             t0 = time.perf_counter()
             with self.evaluator(sds) as ev:
@@ -266,6 +269,9 @@ class Study:
         out: dict[int, dict[str, Any]] = {}
         if not todo:
             return out
+        stages = len(self.sizes) + 1
+        report("scale study", stages - 1, stages,
+               f"full N={self.ds.n_base:,} ({len(todo)} builds)")
         t0 = time.perf_counter()
         with self.evaluator(self.ds) as ev:
             m = Measurer(ev, self.split, self.spec.modes, self.target,
@@ -273,6 +279,7 @@ class Study:
             for i in todo:
                 out[i] = self.check_full(ev, m, self.builds[i], fits[i])
         self.timing["full_s"] += time.perf_counter() - t0
+        report("scale study", stages, stages, f"full N={self.ds.n_base:,} checked")
         return out
 
     def check_full(self, ev: Evaluator, m: Measurer, b: sc.BuildStudy,

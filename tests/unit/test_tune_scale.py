@@ -100,6 +100,8 @@ def test_ceiling_trend_predicts_where_a_build_stops_meeting_the_target():
     assert t.n_stop == pytest.approx(8000, rel=1e-6)
     assert t.predict(16_000) == pytest.approx(0.88, abs=1e-9)
     assert sc.ceiling_trend(ns, [0.99, 0.99, 0.995], 0.9).n_stop is None
+    # a flat ceiling of 1.0 (fit noise b ~ -4e-16) predicts no stop (it overflowed before)
+    assert sc.ceiling_trend([500, 1000], [1.0, 1.0], 0.9).n_stop is None
     line = sc.ceiling_message(10, 0.95, {"M": 16, "ef_construction": 100}, 1_000_000, 0.935,
                               hint=sc.raise_hint({"M": 16, "ef_construction": 100},
                                                  ["M", "ef_construction"]))
