@@ -282,18 +282,30 @@ def bench_churn(spec: Any, *, out: PathLike | None = None, progress: Progress | 
 
 
 def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
-           backend: str | None = None, force: bool = False) -> ExportedConfig:
+           backend: str | None = None, force: bool = False,
+           churn: PathLike | RunResult | None = None) -> ExportedConfig:
     """``rwb export``: the tuned config of a run in ``engine``'s own names, with its evidence.
     Raises :class:`retrieval.exporting.NothingToExport` when nothing meets the target. An existing
-    ``out`` that is not an earlier rwb export is refused unless ``force``."""
+    ``out`` that is not an earlier rwb export is refused unless ``force``. ``churn``: a
+    ``rwb bench churn`` run of the same config; its figures go into ``evidence.under_churn``
+    (runbook, last step's recall / control / damage, target held at every search step)."""
     from retrieval.exporting import export_run
     from retrieval.exporting.files import is_rwb_export
     from retrieval.runs import check_out_file
 
     check_out_file(out, force=force, ours=is_rwb_export)
+    if churn is not None:  # refused before anything is written when it is not a churn run
+        from retrieval.exporting.churn import _read_churn
+
+        _read_churn(Path(_run_path(churn)))
     result = export_run(_run_path(run), engine, Path(out), backend=backend)
     info = result.to_dict()
-    return ExportedConfig(Path(info.get("path") or out), engine, info)
+    path = Path(info.get("path") or out)
+    if churn is not None:
+        from retrieval.exporting.churn import FIELD, add_churn_evidence
+
+        info[FIELD] = add_churn_evidence(path, _run_path(churn))
+    return ExportedConfig(path, engine, info)
 
 
 def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,

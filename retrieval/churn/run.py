@@ -31,7 +31,7 @@ import numpy as np
 
 from retrieval.churn.live import ConfigRun, control_steps
 from retrieval.churn.logic import AdviceInput, advice_dict
-from retrieval.churn.spec import ChurnSpec, runbook_of
+from retrieval.churn.spec import ChurnSpec, runbook_name, runbook_of
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import ConfigError
 from retrieval.runs import RunDir, RunKind
@@ -251,7 +251,7 @@ def _write_results(run: RunDir, spec: ChurnSpec, dataset: str, nq: int, book: Re
         "kind": RunKind.BENCH_CHURN, "run_id": run.run_id, "name": spec.name,
         "dataset": dataset, "k": spec.k, "n_queries": nq, "target_recall": spec.target_recall,
         "confidence": spec.confidence.model_dump(mode="json"), "control": spec.control,
-        "runbook": _runbook_facts(book),
+        "runbook": {"name": runbook_name(spec), **_runbook_facts(book)},
         "recall": "recall@k by id against the exact top-k of the live set at the step",
         "drift_damage": "drift = recall at the first search step - control (a fresh build on "
                         "the live set); damage = control - recall; fractions of recall",

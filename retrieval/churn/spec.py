@@ -84,6 +84,14 @@ def runbook_of(spec: ChurnSpec) -> RunbookSpec:
     return load_runbook(spec.runbook, where=spec.source, base_dir=base)
 
 
+def runbook_name(spec: ChurnSpec) -> str:
+    """The runbook's name: its file's stem (``uniform-churn-20k``), or ``<spec name> (inline)``
+    for a runbook written in the spec."""
+    if isinstance(spec.runbook, str):
+        return Path(spec.runbook).stem
+    return f"{spec.name} (inline)"
+
+
 def parse_churn_spec(data: Any, source: str = "<memory>") -> ChurnSpec:
     return load_model(data, ChurnSpec, source=source, what="a churn spec",
                       extra={"source": source}, check=validate_churn_spec)
@@ -97,4 +105,4 @@ def load_churn_spec(path: str | Path) -> ChurnSpec:
 
 
 __all__ = ["ChurnConfig", "ChurnSpec", "ControlRule", "load_churn_spec", "parse_churn_spec",
-           "runbook_of", "validate_churn_spec"]
+           "runbook_name", "runbook_of", "validate_churn_spec"]

@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace --out even if it is a file rwb did not write")
     p.add_argument("--backend", help="export this index label/backend's config")
+    p.add_argument("--churn", metavar="CHURN_RUN",
+                   help="a rwb bench churn run of the same config: the evidence then says "
+                   "whether it holds under that runbook (runbook, last step's recall / control "
+                   "/ damage, target held at every search step)")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(func=run_export)
 
@@ -68,7 +72,8 @@ def run_export(args: argparse.Namespace) -> int:
     replaced = ("" if not out.is_file() else " (replaced an earlier rwb export)"
                 if is_rwb_export(out) else " (replaced the file that was there: --force)")
     try:
-        result = export(args.run, args.engine, args.out, backend=args.backend, force=args.force)
+        result = export(args.run, args.engine, args.out, backend=args.backend, force=args.force,
+                        churn=getattr(args, "churn", None))
     except NothingToExport as exc:
         print(f"rwb: nothing to export: {exc}", file=sys.stderr)
         return 1
@@ -138,7 +143,21 @@ def run_verify(args: argparse.Namespace) -> int:
     if m.p95_ms is not None:
         print(f"  p95 {m.p95_ms:.4g} ms (recorded {_f(rec.get('p95_ms'), '.4g')} ms; "
               f"{latency_cause(rec.get('measured_on'), report.backend)})")
+    churn = rec.get("under_churn")
+    if isinstance(churn, dict):
+        print(f"  {churn_line(churn)}")
     return 0 if report.holds else 1
+
+
+def churn_line(c: dict[str, Any]) -> str:
+    """The recorded ``evidence.under_churn`` in one line (not re-measured by verify)."""
+    last = c.get("last_search_step") or {}
+    held = ("held at every search step" if c.get("held_at_every_search_step") else
+            "did NOT hold at every search step")
+    return (f"under churn '{c.get('runbook')}' (recorded, not re-run): target "
+            f"{c.get('target_recall')} {held} ({c.get('search_steps')} search steps); last step "
+            f"{last.get('step')}: recall {_f(last.get('recall'))}, control "
+            f"{_f(last.get('control_recall'))}, damage {_f(last.get('damage'))}")
 
 
 def latency_cause(recorded_on: Any, measured_on: str) -> str:

@@ -45,7 +45,7 @@ EVIDENCE_FIELDS = (
     "heldout_meets_target", "latency_ms", "qps", "qps_mode", "threads", "build_s",
     "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
     "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
-    "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule",
+    "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule", "under_churn",
 )
 
 

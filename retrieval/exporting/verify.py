@@ -455,6 +455,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
             "p95_ms": (ev.get("latency_ms") or {}).get("p95"),
             "fingerprint": recorded_fp,
             "measured_on": ev.get("measured_on") or src_backend,
+            **({"under_churn": ev["under_churn"]} if ev.get("under_churn") else {}),
         },
         fingerprint=ds.fingerprint,
         engine=engine or file_engine,
