@@ -1,7 +1,9 @@
 """Searching while writing (`rwb bench load` with a ``writes`` section): open-loop searches at a
 fixed rate while a writer inserts and deletes on the same index, on hnswlib (threads in this
-process), pgvector (a real PostgreSQL) and faiss-flat (exact: recall over the live set must be
-1.0 at every sample, which a ground truth of the static base or a stale one would not give).
+process), pgvector (a real PostgreSQL), Qdrant (qdrant-edge), Milvus Lite and LanceDB (in
+process: each is safe to search while writing, no deleted id comes back) and faiss-flat (exact:
+recall over the live set must be 1.0 at every sample, which a ground truth of the static base
+or a stale one would not give).
 Structure only, never a timed assertion; each run is a few seconds."""
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "pgvector": {"backend": "pgvector", "label": "pg", "build": {"m": 8, "ef_construction": 32},
                  "search": {"ef_search": 40}},
     "faiss-flat": {"backend": "faiss-flat", "label": "flat"},
+    "qdrant": {"backend": "qdrant", "label": "qdrant", "build": {"m": 8, "ef_construct": 48},
+               "search": {"hnsw_ef": 32}},
+    "milvus": {"backend": "milvus", "label": "milvus", "build": {"index_type": "HNSW"},
+               "search": {"ef": 32}},
+    "lancedb-hnsw": {"backend": "lancedb-hnsw", "label": "lance",
+                     "build": {"m": 8, "ef_construction": 48}, "search": {"ef": 32}},
 }
 
 
@@ -47,7 +55,9 @@ def _check(backend: str, tmp_path: Path) -> dict[str, Any]:
     assert w["initial_rows"] == 1000 and w["writer_errors"] == [] and w["aborted"] is None
     assert w["limited_by"] in {"slo", "max_qps", "steps", "generator", "aborted"}
     rows = [r for r in result.rows if r["mode"] == "open-writes"]
-    assert len(rows) == 3  # the explicit rate, then two capacity-search points
+    # the explicit rate, then the capacity search: one point (it failed the SLO at its first
+    # rate, as LanceDB's does on a loaded 2-core machine) or two
+    assert len(rows) in (2, 3), rows
     live = w["initial_rows"]
     for i, r in enumerate(rows):
         assert r["point"] == i and r["errors"] == 0 and r["p99_ms"] is not None
@@ -72,7 +82,7 @@ def _check(backend: str, tmp_path: Path) -> dict[str, Any]:
     saved = pd.read_parquet(run.path / "writes_timeline.parquet")
     assert len(saved) == len(tl) and {"t_s", "recall", "p99_ms", "live"} <= set(saved.columns)
     points = pd.read_parquet(run.path / "points.parquet")
-    assert (points["mode"] == "open-writes").sum() == 3
+    assert (points["mode"] == "open-writes").sum() == len(rows)
     return w
 
 
@@ -125,3 +135,11 @@ def test_churn_ground_truth_follows_the_live_set() -> None:
     assert (np.sort(churn.gt.top().ids, axis=1) == np.sort(exact, axis=1)).all()
     assert log.samples[0].recall == 1.0 and log.samples[0].dead_returned == 0
     index.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["qdrant", "milvus", "lancedb-hnsw"])
+def test_more_engines_searching_while_writing(tmp_path: Path, backend: str) -> None:
+    pytest.importorskip({"qdrant": "qdrant_edge", "milvus": "milvus_lite",
+                         "lancedb-hnsw": "lancedb"}[backend])
+    _check(backend, tmp_path)
