@@ -105,12 +105,15 @@ def _check_chunks(arr: np.ndarray, name: str) -> None:
             raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
 
 
-def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
+def as_matrix(x: object, name: str, *, dim: int | None = None,
+              mapped: bool = False) -> np.ndarray:
     """Return ``x`` as a C-contiguous float32 matrix; raise DataError on bad shape or values.
 
-    A memory-mapped numeric matrix (:func:`is_out_of_core`: float32, or uint8 from a ``.bvecs``
-    file, ...) is checked chunk by chunk and returned as it is (possibly strided, its own
-    dtype): it is never copied whole into memory; :func:`base_chunks` reads it as float32."""
+    A memory-mapped float32 matrix (:func:`is_out_of_core`) is checked chunk by chunk and
+    returned as it is (possibly strided): it is never copied whole into memory. With ``mapped``
+    (datasets, and builds that read :func:`base_chunks`) a memory-mapped matrix of another
+    numeric dtype (uint8 from a ``.bvecs`` file, ...) is returned as it is too, and read as
+    float32 chunk by chunk; without it, it is converted to float32 in memory."""
     arr = x if isinstance(x, np.ndarray) and is_out_of_core(x) else np.asarray(x)
     if arr.ndim == 1 and arr.size and dim is not None and arr.shape[0] == dim:
         arr = arr.reshape(1, -1)
@@ -124,12 +127,13 @@ def as_matrix(x: object, name: str, *, dim: int | None = None) -> np.ndarray:
         raise DataError(f"{name}: dimension must be {dim}; received {arr.shape[1]}")
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(f"{name}: expected numeric vectors; received dtype {arr.dtype}")
-    if is_out_of_core(arr) and arr.dtype.kind in "fiu":
-        # float32 as it is; uint8 (.bvecs) and other numeric types stay mapped too: readers
-        # convert them to float32 chunk by chunk (base_chunks), never the whole base at once
+    if is_out_of_core(arr) and (arr.dtype == np.float32 or (mapped and arr.dtype.kind in "fiu")):
         if arr.dtype.kind == "f":
             _check_chunks(arr, name)
         return arr
+    if is_out_of_core(arr) and arr.size * 4 > CHUNK_BYTES:
+        log.info("%s: memory-mapped %s matrix converted to float32 in memory (%.1f MB)",
+                 name, arr.dtype, arr.shape[0] * arr.shape[1] * 4 / 1e6)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     finite = np.isfinite(arr)
     if not finite.all():
@@ -177,7 +181,7 @@ class VectorDataset:
 
     def __post_init__(self) -> None:
         check_metric(self.metric, where=f"dataset '{self.name}'")
-        base = as_matrix(self.base, f"dataset '{self.name}' base vectors")
+        base = as_matrix(self.base, f"dataset '{self.name}' base vectors", mapped=True)
         queries = as_matrix(self.queries, f"dataset '{self.name}' query vectors")
         if queries.shape[1] != base.shape[1]:
             raise DataError(

@@ -78,7 +78,7 @@ class InProcessIndex(IndexBackend):
     deterministic: ClassVar[bool] = True
     #: whether :meth:`_build` reads a memory-mapped base through :func:`base_chunks` (float32
     #: chunk by chunk); else a mapped base of another dtype (uint8 ``.bvecs``) is converted to
-    #: float32 whole before :meth:`_build`
+    #: float32 whole before :meth:`_build` (:func:`as_matrix`)
     reads_chunks: ClassVar[bool] = False
 
     def __init__(
@@ -158,11 +158,8 @@ class InProcessIndex(IndexBackend):
         """Build from ``vectors`` (n, dim); ``ids`` optional int64 ids >= 0 (default row
         numbers). ``build_s`` in seconds; ``memory_bytes`` see :meth:`memory_bytes`."""
         self._check_open()
-        x = as_matrix(vectors, f"{self._where()} build vectors", dim=self.dim)
-        if x.dtype != np.float32 and not self.reads_chunks:
-            log.info("%s: %s base converted to float32 in memory (%.1f MB)", self._where(),
-                     x.dtype, x.shape[0] * x.shape[1] * 4 / 1e6)
-            x = np.ascontiguousarray(x, dtype=np.float32)
+        x = as_matrix(vectors, f"{self._where()} build vectors", dim=self.dim,
+                      mapped=self.reads_chunks)
         custom = None if ids is None else check_ids(ids, x.shape[0], f"{self._where()} build")
         self._checked_k = -1
         if self._built:

@@ -127,8 +127,7 @@ class SlotWrites:
         reason = self.cannot_write()
         if reason:
             raise ConfigError(f"{where}: {reason}")
-        x = np.ascontiguousarray(as_matrix(vectors, f"{where} vectors", dim=self.dim),
-                                 dtype=np.float32)  # rows of a mapped uint8 base too
+        x = as_matrix(vectors, f"{where} vectors", dim=self.dim)
         new = check_write_ids(ids, x.shape[0], where)
         st = self._state()
         live = [int(v) for v in new.tolist() if int(v) in st.slot_of]

@@ -133,7 +133,7 @@ def _read_hdf5(fh: Any, what: str, metric: Metric | None) -> tuple[
             )
         metric = HDF5_METRICS[key]
     metric = check_metric(metric, where=what)
-    base = as_matrix(_hdf5_map(fh["train"]), f"{what}: train")
+    base = as_matrix(_hdf5_map(fh["train"]), f"{what}: train", mapped=True)
     queries = as_matrix(fh["test"][()], f"{what}: test", dim=base.shape[1])
     gt_raw = fh["neighbors"][()] if "neighbors" in keys else None
     return keys, metric, base, queries, gt_raw, "distances" in keys
@@ -359,7 +359,7 @@ def load_texmex(
     """TEXMEX (SIFT/GIST) files: base and queries ``.fvecs``/``.bvecs``, ground truth
     ``.ivecs`` (ids only; ``gt_distances`` computed from them in rwb's convention)."""
     metric = check_metric(metric, where="texmex dataset")
-    b = as_matrix(_map_base(base), f"texmex base {base}")
+    b = as_matrix(_map_base(base), f"texmex base {base}", mapped=True)
     q = as_matrix(read_vectors(queries), f"texmex queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:
@@ -417,7 +417,7 @@ def load_npy(
 ) -> VectorDataset:
     """Base and queries from ``.npy`` matrices; optional ground-truth ids ``.npy``."""
     metric = check_metric(metric, where="npy dataset")
-    b = as_matrix(_read_npy(base, "npy base", mmap=True), f"npy base {base}")
+    b = as_matrix(_read_npy(base, "npy base", mmap=True), f"npy base {base}", mapped=True)
     q = as_matrix(_read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:

@@ -72,3 +72,16 @@ def test_mapped_bvecs_other_engines_get_float32(
         idx.close()
     recall = np.mean([len(set(a) & set(r)) / 10 for a, r in zip(got.tolist(), ref.tolist())])
     assert recall >= 0.9
+
+
+def test_as_matrix_keeps_a_mapped_uint8_only_when_asked(
+        files: tuple[Path, Path, np.ndarray, np.ndarray]) -> None:
+    from retrieval.data import as_matrix, is_out_of_core
+    from retrieval.loaders.vectors import map_vecs
+
+    b, _, base, _ = files
+    mm = map_vecs(b, np.uint8, "bvecs")
+    kept = as_matrix(mm, "x", mapped=True)
+    assert kept.dtype == np.uint8 and is_out_of_core(kept)
+    made = as_matrix(mm, "x")  # an engine that reads the whole matrix gets float32
+    assert made.dtype == np.float32 and np.array_equal(made, base.astype(np.float32))

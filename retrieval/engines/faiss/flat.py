@@ -62,7 +62,7 @@ class FaissFlatIndex(SlotWrites, IndexBackend):
     def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
         faiss = fc.faiss_module()
         faiss.omp_set_num_threads(self.threads)
-        x = as_matrix(vectors, "faiss-flat build vectors", dim=self.dim)
+        x = as_matrix(vectors, "faiss-flat build vectors", dim=self.dim, mapped=True)  # add_rows
         checked_ids = None if ids is None else check_ids(ids, len(x), "faiss-flat build")
         t0 = time.perf_counter_ns()
         index = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
