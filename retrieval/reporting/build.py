@@ -20,7 +20,14 @@ from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Section, Table, render
 from retrieval.reporting.load import Run, load_run, typed_summary
 from retrieval.reporting.perquery import per_query_recall
-from retrieval.reporting.points import cheapest_meeting, points_frame, series_names, timed
+from retrieval.reporting.knob import recall_vs_knob
+from retrieval.reporting.points import (
+    cheapest_meeting,
+    knob_curves,
+    points_frame,
+    series_names,
+    timed,
+)
 from retrieval.reporting.study import study_figures, study_tables
 from retrieval.reporting.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
@@ -61,8 +68,47 @@ def _index_summary(run: Run) -> EvalSummary | SweepSummary:
 
 
 def index_points(run: Run) -> list[dict[str, Any]]:
-    """Measured configs of an eval or sweep run (sweep probe points have no p95)."""
-    return [dict(r) for r in _index_summary(run).rows]
+    """Measured configs of an eval or sweep run (sweep probe points have no p95), sorted by
+    index entry (in the spec's order), build and knob value."""
+    s = _index_summary(run)
+    rows = [dict(r) for r in s.rows]
+    labels = dict.fromkeys([*(s.backends if isinstance(s, SweepSummary) else {}),
+                            *(str(r.get("label") or r.get("backend")) for r in rows)])
+    order = {label: i for i, label in enumerate(labels)}
+    return sorted(rows, key=lambda r: (order[str(r.get("label") or r.get("backend"))],
+                                       _sortable(r.get("build")), _sortable(r.get("search"))))
+
+
+def _sortable(params: Any) -> tuple[tuple[str, int, float, str], ...]:
+    """A sort key of a param dict: numbers by value, anything else by its text."""
+    if not isinstance(params, Mapping):
+        return ()
+    return tuple((str(k), 0, float(v), "") if isinstance(v, int | float)
+                 and not isinstance(v, bool) else (str(k), 1, 0.0, str(v))
+                 for k, v in sorted(params.items()))
+
+
+def sweep_knobs(run: Run) -> dict[str, str]:
+    """The knob a target sweep searched, per index entry (empty for other runs)."""
+    s = _index_summary(run)
+    if not isinstance(s, SweepSummary):
+        return {}
+    return {str(b.get("label")): str(b["knob"]) for b in s.builds
+            if b.get("method") == "target" and b.get("knob")}
+
+
+def with_chosen_timing(points: Sequence[Mapping[str, Any]],
+                       chosen: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``points`` where a chosen config's point takes the chosen config's full single-query
+    timing (a sweep's probe of that config has none), so it sits on the p95 axis."""
+    by_key = {_key(c): c for c in chosen}
+    out = []
+    for p in points:
+        c = by_key.get(_key(p))
+        if c is not None and p.get("p95_ms") is None and c.get("p95_ms") is not None:
+            p = {**p, **{f: c[f] for f in ("p50_ms", "p95_ms", "p99_ms") if f in c}}
+        out.append(dict(p))
+    return out
 
 
 def chosen_points(run: Run) -> list[dict[str, Any]]:
@@ -131,7 +177,8 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
     sweep = isinstance(s, SweepSummary)
     figs: Figures = [
         ("recall_vs_p95", f"Recall@{k} vs p95 latency",
-         ann.recall_vs_latency(points, k=k, target=target, chosen=chosen, colors=colors),
+         ann.recall_vs_latency(with_chosen_timing(points, chosen), k=k, target=target,
+                               chosen=chosen, colors=colors),
          "Single-query p95 latency (ms) on a log x axis, recall@k on y; the black step line is "
          "the recall/p95 Pareto front across every backend and build."
          + (f" {STEPS_NOTE}" if sweep else "")),
@@ -140,6 +187,13 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
          "The ann-benchmarks plot: recall@k on x, batch-mode QPS on a log y axis."
          + (f" {RETIMED_NOTE}" if sweep else "")),
     ]
+    if knob_curves(points, sweep_knobs(run)):
+        figs.insert(0, ("recall_vs_knob", f"Recall@{k} vs the search knob",
+                        recall_vs_knob(points, k=k, target=target, chosen=chosen,
+                                       knobs=sweep_knobs(run), colors=colors),
+                        "Every measured point per index entry: recall@k (mean over the "
+                        "tuning queries) against the knob value, the band down to its lower "
+                        "confidence bound, the target line and the chosen value (star)."))
     if chosen:
         pick = min(chosen, key=lambda c: float(c.get("p95_ms") or float("inf")))
         values = per_query_recall(run, pick, remeasure=remeasure)
@@ -350,13 +404,20 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         if "scale" in s:
             from retrieval.reporting import scale
 
-            exports = exports_table(chosen_points(run))
+            exports = _exports(run)
             return [("Summary", scalar_table(head)), *scale.tables(s),
                     *([("Exports: measured or translated", exports)] if exports else [])]
         tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
-        exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None
+        exports = _exports(run) if run.kind == RunKind.SWEEP else None
         return tables + ([("Exports: measured or translated", exports)] if exports else [])
     return rag_tables(run)
+
+
+def _exports(run: Run) -> Table | None:
+    """The measured-or-translated table of a sweep's chosen configs (exports rwb can write)."""
+    s = _index_summary(run)
+    dim = int(((run.manifest or {}).get("dataset") or {}).get("dim") or 0)
+    return exports_table(chosen_points(run), metric=str(s.metric), dim=dim, k=int(s.k or 10))
 
 
 def write_report(
@@ -414,6 +475,8 @@ __all__ = [
     "chosen_points",
     "figures_for",
     "index_points",
+    "sweep_knobs",
+    "with_chosen_timing",
     "surface_axes",
     "tables_for",
     "timed",
