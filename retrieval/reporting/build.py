@@ -16,6 +16,7 @@ from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import redact_text
 from retrieval.reporting import ann, filtered, rag
+from retrieval.reporting.bands import per_query_bands
 from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Section, Table, render
 from retrieval.reporting.load import Run, load_run, typed_summary
@@ -292,8 +293,11 @@ def rag_figures(run: Run) -> Figures:
         return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
                  "Per-query latency of serial, thread-pool and asyncio fan-out.")]
     if run.kind == RunKind.RERANK_SWEEP:
-        return [("rerank_depth", "Rerank-depth curve", rag.rerank_depth_curve(s),
-                 "Quality from one scoring pass at the largest depth; latency from actual calls.")]
+        return [("rerank_depth", "Rerank-depth curve",
+                 rag.rerank_depth_curve(s, bands=rerank_bands(run)),
+                 "Quality from one scoring pass at the largest depth; latency from actual calls. "
+                 "Shaded: 95% bootstrap interval of each split's mean over its queries (a few "
+                 "dozen queries leave a wide one).")]
     if run.kind == RunKind.CACHE_TUNE:
         return [("cache_curve", "Semantic-cache hit / false-hit curve", rag.cache_curve(s),
                  "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
@@ -301,6 +305,29 @@ def rag_figures(run: Run) -> Figures:
     if run.kind == RunKind.RAG_STUDY:
         return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
     raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
+
+
+def rerank_bands(run: Run) -> dict[str, dict[int, tuple[float, float]]]:
+    """Bootstrap intervals of the selection metric per split and depth of a rerank run, from
+    its per_query.parquet and the spec's seeded split (empty when either is missing)."""
+    from retrieval.rerank.tune import split_queries
+    from retrieval.specfile import read_yaml
+
+    r = _typed(run, RerankSweepSummary)
+    rows = _rows(run, "per_query.parquet")
+    spec_path = run.path / "spec.yaml"
+    if not rows or not spec_path.is_file():
+        return {}
+    spec = read_yaml(spec_path)
+    first = min(int(x["depth"]) for x in rows)
+    ids = [str(x["query_id"]) for x in rows if int(x["depth"]) == first]  # the run's order
+    try:
+        tuning, heldout = split_queries(ids, float(spec.get("tuning_fraction", 0.5)),
+                                        int(spec.get("seed", 0)))
+    except ConfigError:
+        return {}
+    return per_query_bands(rows, r.selection_metric or "ndcg@10",
+                           {"tuning": tuning, "heldout": heldout})
 
 
 def _rows(run: Run, name: str) -> list[dict[str, Any]]:
