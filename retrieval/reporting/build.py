@@ -19,9 +19,9 @@ from retrieval.reporting import ann, filtered, rag
 from retrieval.reporting.bands import per_query_bands
 from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Section, Table, render
+from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.load import Run, load_run, typed_summary
 from retrieval.reporting.perquery import per_query_recall
-from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.points import (
     cheapest_meeting,
     knob_curves,
@@ -502,10 +502,10 @@ __all__ = [
     "chosen_points",
     "figures_for",
     "index_points",
-    "sweep_knobs",
-    "with_chosen_timing",
     "surface_axes",
+    "sweep_knobs",
     "tables_for",
     "timed",
+    "with_chosen_timing",
     "write_report",
 ]
