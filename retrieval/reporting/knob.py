@@ -11,7 +11,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from retrieval.reporting.points import knob_curves
+from retrieval.reporting.points import knob_curves, series_names
 from retrieval.reporting.style import (
     Colors,
     draw_target,
@@ -39,6 +39,7 @@ def recall_vs_knob(
     target (by the lower bound where the run has one), hollow ones miss it; the shaded band
     runs from the lower confidence bound to the mean."""
     curves = knob_curves(points, knobs)
+    namer = series_names(points)
     labels = list(dict.fromkeys(c["label"] for c in curves))
     colors = colors or Colors()
     head = title or f"Recall@{k} vs search knob"
@@ -84,7 +85,8 @@ def recall_vs_knob(
             if isinstance(x, int | float) and ch.get("recall") is not None:
                 ax.scatter([float(x)], [float(ch["recall"])], marker="*", s=240,
                            color="white", edgecolor="black", linewidth=0.9, zorder=6,
-                           label=f"chosen {mine[0]['knob']}={x}")
+                           label=f"chosen {mine[0]['knob']}={x}" + (
+                               f" ({namer(ch)})" if len(mine) > 1 else ""))
         draw_target(ax, target, f"target = {target}")
         if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) > 10:
             ax.set_xscale("log", base=2)  # knob values are counts: 16, 32, 64 ... as plain text
