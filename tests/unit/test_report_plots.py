@@ -251,3 +251,16 @@ def test_cache_curve_shades_wilson_intervals_over_the_probes():
     assert lo[0] == 0.0 and lo[1] < 0.5 < hi[1] and hi[2] == 1.0
     top = _bands(fig.axes[0])[0].get_paths()[0].vertices[:, 1].max()
     assert top == pytest.approx(float(wilson_interval([20], n)[1][0]))
+
+
+def test_recall_vs_knob_one_panel_per_entry_one_line_per_build():
+    import retrieval
+
+    fig = retrieval.plots.recall_vs_knob(_points(), k=10, target=0.95)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert set(panels) == {"hnswlib", "faiss-ivf"}
+    hnsw = [line for line in panels["hnswlib"].get_lines() if len(line.get_xdata()) > 2]
+    assert sorted(list(line.get_xdata()) for line in hnsw) == [[10, 20, 40, 80]] * 2
+    assert panels["faiss-ivf"].get_xlabel().startswith("nprobe")
+    empty = retrieval.plots.recall_vs_knob([{"backend": "faiss-flat", "recall": 1.0}])
+    assert any("no series" in t.get_text() for ax in empty.axes for t in ax.texts)
