@@ -2,7 +2,8 @@
 function returning a :class:`matplotlib.figure.Figure` (headless; display it in a notebook).
 
 Index runs (points from :meth:`retrieval.api.results.IndexRun.points` / ``chosen()``):
-``recall_vs_latency``, ``recall_vs_qps``, ``per_query_recall``, ``param_surface``,
+``recall_vs_latency``, ``recall_vs_qps``, ``recall_vs_knob`` (recall with its lower bound
+against the search knob, per index entry), ``per_query_recall``, ``param_surface``,
 ``build_costs``; ``config_label(point)`` names a config in words for a title. RAG-layer
 runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 ``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``. Filtered runs (a spec with
@@ -17,6 +18,7 @@ from retrieval.reporting.ann import (
     recall_vs_qps,
 )
 from retrieval.reporting.filtered import p95_vs_selectivity, recall_vs_selectivity
+from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.points import config_label
 from retrieval.reporting.rag import (
     cache_curve,
@@ -34,6 +36,7 @@ __all__ = [
     "p95_vs_selectivity",
     "param_surface",
     "per_query_recall",
+    "recall_vs_knob",
     "recall_vs_latency",
     "recall_vs_qps",
     "recall_vs_selectivity",

@@ -143,6 +143,11 @@ def recall_vs_latency(
         ys = [float(p["recall"]) for p in ser]
         ax.plot(xs, ys, marker=colors.marker(name), ms=5, lw=1.4, color=colors.color(name),
                 label=name, zorder=3)
+    drawn = {namer(p) for p in pts}
+    for name in dict.fromkeys(namer(p) for p in steps):  # every series in the legend
+        if name not in drawn:
+            ax.scatter([], [], marker=colors.marker(name), s=30, facecolors="none",
+                       edgecolors=colors.color(name), label=f"{name} (search steps only)")
     fr = sorted(_front_points(pts, "p95_ms", False), key=lambda p: float(p["p95_ms"]))
     if fr:
         ax.step([float(p["p95_ms"]) for p in fr], [float(p["recall"]) for p in fr],

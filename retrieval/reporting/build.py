@@ -16,11 +16,19 @@ from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary
 from retrieval.errors import ConfigError, param_error
 from retrieval.redact import redact_text
 from retrieval.reporting import ann, filtered, rag
+from retrieval.reporting.bands import per_query_bands
 from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Section, Table, render
+from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.load import Run, load_run, typed_summary
 from retrieval.reporting.perquery import per_query_recall
-from retrieval.reporting.points import cheapest_meeting, points_frame, series_names, timed
+from retrieval.reporting.points import (
+    cheapest_meeting,
+    knob_curves,
+    points_frame,
+    series_names,
+    timed,
+)
 from retrieval.reporting.study import study_figures, study_tables
 from retrieval.reporting.style import Colors, params_text, png_bytes
 from retrieval.rerank.run import RerankSweepSummary
@@ -61,8 +69,47 @@ def _index_summary(run: Run) -> EvalSummary | SweepSummary:
 
 
 def index_points(run: Run) -> list[dict[str, Any]]:
-    """Measured configs of an eval or sweep run (sweep probe points have no p95)."""
-    return [dict(r) for r in _index_summary(run).rows]
+    """Measured configs of an eval or sweep run (sweep probe points have no p95), sorted by
+    index entry (in the spec's order), build and knob value."""
+    s = _index_summary(run)
+    rows = [dict(r) for r in s.rows]
+    labels = dict.fromkeys([*(s.backends if isinstance(s, SweepSummary) else {}),
+                            *(str(r.get("label") or r.get("backend")) for r in rows)])
+    order = {label: i for i, label in enumerate(labels)}
+    return sorted(rows, key=lambda r: (order[str(r.get("label") or r.get("backend"))],
+                                       _sortable(r.get("build")), _sortable(r.get("search"))))
+
+
+def _sortable(params: Any) -> tuple[tuple[str, int, float, str], ...]:
+    """A sort key of a param dict: numbers by value, anything else by its text."""
+    if not isinstance(params, Mapping):
+        return ()
+    return tuple((str(k), 0, float(v), "") if isinstance(v, int | float)
+                 and not isinstance(v, bool) else (str(k), 1, 0.0, str(v))
+                 for k, v in sorted(params.items()))
+
+
+def sweep_knobs(run: Run) -> dict[str, str]:
+    """The knob a target sweep searched, per index entry (empty for other runs)."""
+    s = _index_summary(run)
+    if not isinstance(s, SweepSummary):
+        return {}
+    return {str(b.get("label")): str(b["knob"]) for b in s.builds
+            if b.get("method") == "target" and b.get("knob")}
+
+
+def with_chosen_timing(points: Sequence[Mapping[str, Any]],
+                       chosen: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``points`` where a chosen config's point takes the chosen config's full single-query
+    timing (a sweep's probe of that config has none), so it sits on the p95 axis."""
+    by_key = {_key(c): c for c in chosen}
+    out = []
+    for p in points:
+        c = by_key.get(_key(p))
+        if c is not None and p.get("p95_ms") is None and c.get("p95_ms") is not None:
+            p = {**p, **{f: c[f] for f in ("p50_ms", "p95_ms", "p99_ms") if f in c}}
+        out.append(dict(p))
+    return out
 
 
 def chosen_points(run: Run) -> list[dict[str, Any]]:
@@ -131,7 +178,8 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
     sweep = isinstance(s, SweepSummary)
     figs: Figures = [
         ("recall_vs_p95", f"Recall@{k} vs p95 latency",
-         ann.recall_vs_latency(points, k=k, target=target, chosen=chosen, colors=colors),
+         ann.recall_vs_latency(with_chosen_timing(points, chosen), k=k, target=target,
+                               chosen=chosen, colors=colors),
          "Single-query p95 latency (ms) on a log x axis, recall@k on y; the black step line is "
          "the recall/p95 Pareto front across every backend and build."
          + (f" {STEPS_NOTE}" if sweep else "")),
@@ -140,6 +188,13 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
          "The ann-benchmarks plot: recall@k on x, batch-mode QPS on a log y axis."
          + (f" {RETIMED_NOTE}" if sweep else "")),
     ]
+    if knob_curves(points, sweep_knobs(run)):
+        figs.insert(0, ("recall_vs_knob", f"Recall@{k} vs the search knob",
+                        recall_vs_knob(points, k=k, target=target, chosen=chosen,
+                                       knobs=sweep_knobs(run), colors=colors),
+                        "Every measured point per index entry: recall@k (mean over the "
+                        "tuning queries) against the knob value, the band down to its lower "
+                        "confidence bound, the target line and the chosen value (star)."))
     if chosen:
         pick = min(chosen, key=lambda c: float(c.get("p95_ms") or float("inf")))
         values = per_query_recall(run, pick, remeasure=remeasure)
@@ -238,8 +293,11 @@ def rag_figures(run: Run) -> Figures:
         return [("fanout_speedups", "Fan-out speedups", rag.fanout_speedups(s),
                  "Per-query latency of serial, thread-pool and asyncio fan-out.")]
     if run.kind == RunKind.RERANK_SWEEP:
-        return [("rerank_depth", "Rerank-depth curve", rag.rerank_depth_curve(s),
-                 "Quality from one scoring pass at the largest depth; latency from actual calls.")]
+        return [("rerank_depth", "Rerank-depth curve",
+                 rag.rerank_depth_curve(s, bands=rerank_bands(run)),
+                 "Quality from one scoring pass at the largest depth; latency from actual calls. "
+                 "Shaded: 95% bootstrap interval of each split's mean over its queries (a few "
+                 "dozen queries leave a wide one).")]
     if run.kind == RunKind.CACHE_TUNE:
         return [("cache_curve", "Semantic-cache hit / false-hit curve", rag.cache_curve(s),
                  "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
@@ -247,6 +305,29 @@ def rag_figures(run: Run) -> Figures:
     if run.kind == RunKind.RAG_STUDY:
         return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
     raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
+
+
+def rerank_bands(run: Run) -> dict[str, dict[int, tuple[float, float]]]:
+    """Bootstrap intervals of the selection metric per split and depth of a rerank run, from
+    its per_query.parquet and the spec's seeded split (empty when either is missing)."""
+    from retrieval.rerank.tune import split_queries
+    from retrieval.specfile import read_yaml
+
+    r = _typed(run, RerankSweepSummary)
+    rows = _rows(run, "per_query.parquet")
+    spec_path = run.path / "spec.yaml"
+    if not rows or not spec_path.is_file():
+        return {}
+    spec = read_yaml(spec_path)
+    first = min(int(x["depth"]) for x in rows)
+    ids = [str(x["query_id"]) for x in rows if int(x["depth"]) == first]  # the run's order
+    try:
+        tuning, heldout = split_queries(ids, float(spec.get("tuning_fraction", 0.5)),
+                                        int(spec.get("seed", 0)))
+    except ConfigError:
+        return {}
+    return per_query_bands(rows, r.selection_metric or "ndcg@10",
+                           {"tuning": tuning, "heldout": heldout})
 
 
 def _rows(run: Run, name: str) -> list[dict[str, Any]]:
@@ -350,13 +431,20 @@ def tables_for(run: Run) -> list[tuple[str, Table]]:
         if "scale" in s:
             from retrieval.reporting import scale
 
-            exports = exports_table(chosen_points(run))
+            exports = _exports(run)
             return [("Summary", scalar_table(head)), *scale.tables(s),
                     *([("Exports: measured or translated", exports)] if exports else [])]
         tables = [("Summary", scalar_table(head)), ("Measured configs", index_table(run))]
-        exports = exports_table(chosen_points(run)) if run.kind == RunKind.SWEEP else None
+        exports = _exports(run) if run.kind == RunKind.SWEEP else None
         return tables + ([("Exports: measured or translated", exports)] if exports else [])
     return rag_tables(run)
+
+
+def _exports(run: Run) -> Table | None:
+    """The measured-or-translated table of a sweep's chosen configs (exports rwb can write)."""
+    s = _index_summary(run)
+    dim = int(((run.manifest or {}).get("dataset") or {}).get("dim") or 0)
+    return exports_table(chosen_points(run), metric=str(s.metric), dim=dim, k=int(s.k or 10))
 
 
 def write_report(
@@ -415,7 +503,9 @@ __all__ = [
     "figures_for",
     "index_points",
     "surface_axes",
+    "sweep_knobs",
     "tables_for",
     "timed",
+    "with_chosen_timing",
     "write_report",
 ]

@@ -100,5 +100,54 @@ def cheapest_meeting(
     return list(best.values())
 
 
-__all__ = ["cheapest_meeting", "config_key", "points_frame", "series_name", "series_names",
-           "timed"]
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def knob_curves(
+    points: Sequence[Mapping[str, Any]], knobs: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Recall against the search knob, one curve per series (label + build), every point with
+    a recall and a numeric knob value: ``{"label", "series", "knob", "x", "recall",
+    "recall_lb", "meets"}`` (lists in knob order; ``recall_lb`` entries None where not measured).
+    ``knobs``: the knob per label (a target sweep's ``builds[].knob``); else the search param
+    that varies within the series (the first one when several do). Series without a varying
+    numeric knob (an exact index) are left out."""
+    namer = series_names(points)
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for p in points:
+        if p.get("recall") is not None:
+            groups.setdefault(namer(p), []).append(p)
+    out = []
+    for name, ser in groups.items():
+        label = str(ser[0].get("label") or ser[0].get("backend") or "?")
+        knob = (knobs or {}).get(label)
+        if knob is None:
+            values: dict[str, set[str]] = {}
+            for p in ser:
+                for k, v in (p.get("search") or {}).items():
+                    if _number(v) is not None:
+                        values.setdefault(k, set()).add(json.dumps(v))
+            knob = next((k for k, vs in values.items() if len(vs) > 1), None)
+        if knob is None:
+            continue
+        rows = sorted(((x, p) for p in ser
+                       if (x := _number((p.get("search") or {}).get(knob))) is not None),
+                      key=lambda t: t[0])
+        if not rows:
+            continue
+        out.append({
+            "label": label, "series": name, "knob": knob,
+            "x": [x for x, _ in rows],
+            "recall": [float(p["recall"]) for _, p in rows],
+            "recall_lb": [None if p.get("recall_lb") is None else float(p["recall_lb"])
+                          for _, p in rows],
+            "meets": [p.get("meets") for _, p in rows],
+        })
+    return out
+
+
+__all__ = ["cheapest_meeting", "config_key", "knob_curves", "points_frame", "series_name",
+           "series_names", "timed"]

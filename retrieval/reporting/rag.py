@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from retrieval.reporting.bands import wilson_interval
 from retrieval.reporting.style import (
     TARGET_COLOR,
     Colors,
@@ -180,10 +181,14 @@ def fanout_speedups(
 # --------------------------------------------------------------------------- rerank depth
 
 
-def rerank_depth_curve(summary: Mapping[str, Any], *, title: str | None = None) -> Figure:
+def rerank_depth_curve(summary: Mapping[str, Any], *, title: str | None = None,
+                       bands: Mapping[str, Mapping[int, tuple[float, float]]] | None = None
+                       ) -> Figure:
     """Quality (selection metric, e.g. nDCG@10) per rerank depth on the tuning and held-out
     splits, with the tolerance band under the best tuning value (the target the choice must
-    meet) and the chosen depth; right: whole-stage p50 / p95 latency (ms) per depth."""
+    meet) and the chosen depth; right: whole-stage p50 / p95 latency (ms) per depth.
+    ``bands``: ``{split: {depth: (low, high)}}``, a confidence interval of each split's mean
+    (:func:`retrieval.reporting.bands.per_query_bands`), shaded around its line."""
     curve = list(summary.get("curve") or [])
     metric = str(summary.get("selection_metric") or "ndcg@10")
     fig, (ax, ax2) = new_figure(2, 1, width=6.4, height=4.6)
@@ -196,6 +201,11 @@ def rerank_depth_curve(summary: Mapping[str, Any], *, title: str | None = None) 
     for split, color, marker in (("tuning", "#1f77b4", "o"), ("heldout", "#ff7f0e", "s")):
         ys = [_f((c.get(split) or {}).get(metric)) for c in curve]
         ax.plot(depths, ys, marker=marker, color=color, label=f"{split} split")
+        band = (bands or {}).get(split) or {}
+        if all(d in band for d in depths):
+            ax.fill_between(depths, [band[d][0] for d in depths], [band[d][1] for d in depths],
+                            color=color, alpha=0.15, lw=0,
+                            label=f"{split}: 95% bootstrap interval over its queries")
     tol = _f(summary.get("tolerance"))
     tune_vals = [_f((c.get("tuning") or {}).get(metric)) for c in curve]
     best = max(v for v in tune_vals if math.isfinite(v))
@@ -212,7 +222,7 @@ def rerank_depth_curve(summary: Mapping[str, Any], *, title: str | None = None) 
             ax.axhline(float(v), color="#777777", ls=ls, lw=1.0,
                        label=f"{name} first stage alone (all queries): {float(v):.4f}")
     finish(ax, title=head + f" (first stage: {first})", xlabel="rerank depth N (top-N re-scored)",
-           ylabel=f"{metric} (mean over queries, 0..1)", legend_loc="best")
+           ylabel=f"{metric} (mean over queries, 0..1)", legend_loc="below", legend_cols=2)
     lat50 = [_f((c.get("latency") or {}).get("p50_ms")) for c in curve]
     lat95 = [_f((c.get("latency") or {}).get("p95_ms")) for c in curve]
     ax2.plot(depths, lat50, marker="o", color="#4c72b0", label="p50")
@@ -265,6 +275,17 @@ def cache_curve(summary: Mapping[str, Any], *, title: str | None = None) -> Figu
                 label=f"precision = correct / hits ({split})")
         ax2.plot(t, [_f(r.get("false_hit_rate")) for r in sub], ls=ls, color="#d62728",
                  label=f"false-hit rate ({split})")
+        n = _f((summary.get("design") or {}).get(f"n_{split}"))
+        if math.isfinite(n) and n > 0:  # 95% Wilson interval of each rate over the split's probes
+            for a, key, count, color in ((ax, "hit_rate", "hits", "#1f77b4"),
+                                         (ax, "correct_hit_rate", "correct_hits", "#2ca02c"),
+                                         (ax2, "false_hit_rate", "false_hits", "#d62728")):
+                k = np.array([_f(r[count]) if r.get(count) is not None
+                              else round(_f(r.get(key)) * n) for r in sub])
+                lo, hi = wilson_interval(k, n)
+                a.fill_between(t, lo, hi, color=color, alpha=0.12, lw=0,
+                               label="95% Wilson interval (probes)"
+                               if (key, split) == ("hit_rate", "tuning") else None)
         if split == "tuning":
             ax2.plot(t, [_f(r.get("false_hit_upper_bound")) for r in sub], ls=":",
                      color="#8c564b", label=f"{summary.get('bound', 'upper')} bound "

@@ -144,3 +144,27 @@ def test_one_number_format_in_cli_and_report_tables(tmp_path):
 
     page = table_html(index_table(load_run(run)))
     assert "98,830" in page and "e+0" not in page
+
+
+def test_exports_table_lists_only_exports_rwb_can_write():
+    """A row per engine whose translator takes the chosen config (an IVF config is not
+    offered to HNSW-only engines)."""
+    from retrieval.exporting.engines import ANN_ENGINES
+    from retrieval.reporting.exports import exportable, exports_table
+
+    ivf = {"backend": "faiss-ivf", "label": "faiss-ivf", "build": {"nlist": 16},
+           "build_params": {"nlist": 16}, "search": {"nprobe": 2}}
+    hnsw = {"backend": "hnswlib", "label": "hnswlib", "build": {"M": 8, "ef_construction": 40},
+            "search": {"ef_search": 20}}
+    t = exports_table([ivf, hnsw], metric="l2", dim=32, k=10)
+    assert t is not None
+    by = {(r[0], r[2]) for r in t.rows}
+    ivf_engines = {e for label, e in by if label == "faiss-ivf"}
+    assert "faiss" in ivf_engines and not {"qdrant", "hnswlib"} & ivf_engines
+    assert {"faiss", "hnswlib", "milvus", "qdrant"} <= {e for label, e in by
+                                                        if label == "hnswlib"}
+    assert len(t.rows) < 2 * len(ANN_ENGINES)
+    for c in (ivf, hnsw):
+        assert {e for label, e in by if label == c["label"]} == {
+            e for e in ANN_ENGINES if exportable(c, e, "l2", 32, 10)}
+    assert exports_table([], metric="l2", dim=32, k=10) is None

@@ -197,3 +197,70 @@ def test_embed_batch_axis_ticks_read_as_numbers():
         labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         assert {"8", "32", "128"} <= set(labels), labels
         assert not any("^" in t or "$" in t for t in labels), labels
+
+
+def _bands(ax) -> list:
+    from matplotlib.collections import PolyCollection
+
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def test_rerank_curve_shades_each_splits_bootstrap_interval():
+    from retrieval.reporting.bands import per_query_bands
+
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(40)]
+    rows = [{"depth": d, "query_id": q, "ndcg@10": float(v)}
+            for d in (0, 10, 20) for q, v in zip(qids, rng.uniform(0.3, 1.0, 40))]
+    bands = per_query_bands(rows, "ndcg@10", {"tuning": qids[:20], "heldout": qids[20:]})
+    for split, ids in (("tuning", qids[:20]), ("heldout", qids[20:])):
+        for d in (0, 10, 20):
+            mean = np.mean([r["ndcg@10"] for r in rows if r["depth"] == d
+                            and r["query_id"] in ids])
+            lo, hi = bands[split][d]
+            assert lo < mean < hi and hi - lo > 0.1  # 20 queries: a wide interval
+    assert per_query_bands(rows, "ndcg@10", {"tuning": qids[:20]}) == {
+        "tuning": bands["tuning"]}  # seeded: the same report twice
+    curve = [{"depth": d, "tuning": {"ndcg@10": 0.6}, "heldout": {"ndcg@10": 0.62},
+              "latency": {"p50_ms": 5 + d, "p95_ms": 8 + 2 * d}} for d in (0, 10, 20)]
+    summary = {"curve": curve, "chosen_depth": 10, "tolerance": 0.005,
+               "selection_metric": "ndcg@10"}
+    assert not _bands(rag.rerank_depth_curve(summary).axes[0])
+    fig = rag.rerank_depth_curve(summary, bands=bands)
+    polys = _bands(fig.axes[0])
+    assert len(polys) == 2
+    ys = polys[0].get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(min(v[0] for v in bands["tuning"].values()))
+    assert max(ys) == pytest.approx(max(v[1] for v in bands["tuning"].values()))
+
+
+def test_cache_curve_shades_wilson_intervals_over_the_probes():
+    from retrieval.reporting.bands import wilson_interval
+
+    n = 40
+    rows = [{"threshold": t / 100, "threshold_unit": "cosine_distance", "split": s,
+             "hits": t, "correct_hits": t // 2, "false_hits": t // 4, "hit_rate": t / n,
+             "correct_hit_rate": (t // 2) / n, "false_hit_rate": (t // 4) / n,
+             "false_hit_upper_bound": 0.1, "precision": 0.5}
+            for s in ("tuning", "heldout") for t in range(0, 21)]
+    summary = {"curve": rows, "threshold": 0.1, "max_false_hit": 0.05}
+    assert not _bands(rag.cache_curve(summary).axes[0])  # no probe counts: no band
+    fig = rag.cache_curve({**summary, "design": {"n_tuning": n, "n_heldout": n}})
+    assert len(_bands(fig.axes[0])) == 4 and len(_bands(fig.axes[1])) == 2
+    lo, hi = wilson_interval([0, 20, 40], n)
+    assert lo[0] == 0.0 and lo[1] < 0.5 < hi[1] and hi[2] == 1.0
+    top = _bands(fig.axes[0])[0].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(float(wilson_interval([20], n)[1][0]))
+
+
+def test_recall_vs_knob_one_panel_per_entry_one_line_per_build():
+    import retrieval
+
+    fig = retrieval.plots.recall_vs_knob(_points(), k=10, target=0.95)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert set(panels) == {"hnswlib", "faiss-ivf"}
+    hnsw = [line for line in panels["hnswlib"].get_lines() if len(line.get_xdata()) > 2]
+    assert sorted(list(line.get_xdata()) for line in hnsw) == [[10, 20, 40, 80]] * 2
+    assert panels["faiss-ivf"].get_xlabel().startswith("nprobe")
+    empty = retrieval.plots.recall_vs_knob([{"backend": "faiss-flat", "recall": 1.0}])
+    assert any("no series" in t.get_text() for ax in empty.axes for t in ax.texts)
