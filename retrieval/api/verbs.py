@@ -19,6 +19,7 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
+    ProfileRunResult,
     Report,
     RerankRun,
     RunResult,
@@ -337,6 +338,7 @@ def open_run(path: PathLike) -> RunResult:
         RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
         RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
         RunKind.BENCH_LOAD: BenchRun, RunKind.BENCH_CHURN: BenchRun,
+        RunKind.PROFILE: ProfileRunResult,
     }
     return by_kind[run.kind](run.path, run.model)
 

@@ -18,7 +18,19 @@ def _plt() -> Any:
     return plt
 
 
+def _save(fig: Any, out: Path) -> Path:
+    plt = _plt()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """:func:`stages_figure` written to ``out``."""
+    return _save(stages_figure(stages), out)
+
+
+def stages_figure(stages: Sequence[Mapping[str, Any]]) -> Any:
     """Stacked bars of the top-level stages' P50/P95/P99 (ms; a stage's own percentile, so the
     stack is an upper bound of the end-to-end percentile, marked beside)."""
     plt = _plt()
@@ -36,14 +48,17 @@ def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
                 markersize=30, label="end to end")
     ax.set_ylabel("ms")
     ax.set_title("per-stage latency")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, markerscale=0.4)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def waterfall_plot(remedies: Mapping[str, Any], out: Path) -> Path:
+    """:func:`waterfall_figure` written to ``out``."""
+    return _save(waterfall_figure(remedies), out)
+
+
+def waterfall_figure(remedies: Mapping[str, Any]) -> Any:
     """P50/P95/P99 after each applied remedy step, quality on a second axis."""
     plt = _plt()
     steps = [s for s in remedies.get("steps", []) if s.get("applied")]
@@ -61,12 +76,15 @@ def waterfall_plot(remedies: Mapping[str, Any], out: Path) -> Path:
     ax.legend(fontsize=7)
     ax.set_title("remedies, cumulative (each measured)")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def trace_timeline(spans: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    """:func:`timeline_figure` written to ``out``."""
+    return _save(timeline_figure(spans, title), out)
+
+
+def timeline_figure(spans: Sequence[Mapping[str, Any]], title: str) -> Any:
     """One request's spans (``stage``, ``start_ms``, ``ms``) as horizontal bars."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(spans) + 1.2))
@@ -78,9 +96,22 @@ def trace_timeline(spans: Sequence[Mapping[str, Any]], out: Path, title: str) ->
     ax.set_xlabel("ms from the request's start")
     ax.set_title(title, fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
-__all__ = ["stage_bars", "trace_timeline", "waterfall_plot"]
+def slow_trace_spans(summary: Mapping[str, Any], frame: Any) -> tuple[list[dict[str, Any]], str]:
+    """The spans (rows of spans.parquet, baseline pass) of the slowest request of the tail, and
+    a title naming it; ([], "") when the summary names none."""
+    ex = (summary.get("tail") or {}).get("requests") or []
+    if not ex or frame is None:
+        return [], ""
+    slow = frame[(frame["pass"] == "baseline") & (frame["query_id"] == ex[0]["query_id"])]
+    if "request" in slow.columns and "request" in ex[0]:
+        slow = slow[slow["request"] == ex[0]["request"]]
+    title = f"slowest request: query {ex[0]['query_id']}, {ex[0]['ms']:.1f} ms" + (
+        f", trace {ex[0]['trace_id']}" if ex[0].get("trace_id") else "")
+    return slow.to_dict("records"), title
+
+
+__all__ = ["slow_trace_spans", "stage_bars", "stages_figure", "timeline_figure", "trace_timeline",
+           "waterfall_figure", "waterfall_plot"]
