@@ -64,14 +64,18 @@ def waterfall_figure(remedies: Mapping[str, Any]) -> Any:
     steps = [s for s in remedies.get("steps", []) if s.get("applied")]
     fig, ax = plt.subplots(figsize=(7, 4))
     x = list(range(len(steps)))
-    for q in ("p50_ms", "p95_ms", "p99_ms"):
-        ax.plot(x, [s.get(q) or 0.0 for s in steps], marker="o", label=q[:3].upper())
+    # distinct markers and line styles: with few requests P95 and P99 often coincide
+    for q, mk, ls in (("p50_ms", "o", "-"), ("p95_ms", "s", "--"), ("p99_ms", "^", ":")):
+        ax.plot(x, [s.get(q) or 0.0 for s in steps], marker=mk, linestyle=ls, markersize=7,
+                label=q[:3].upper())
     ax.set_xticks(x, [s["step"] for s in steps], rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("ms")
     qk = remedies.get("quality_key")
     if qk:
         ax2 = ax.twinx()
-        ax2.plot(x, [s.get(qk) or 0.0 for s in steps], "k--", marker="x", label=qk)
+        qv = [float(s.get(qk) or 0.0) for s in steps]
+        ax2.plot(x, qv, color="k", linestyle="-.", marker="x", label=qk)
+        ax2.set_ylim(0.0, max(qv) * 1.1 if max(qv) > 0 else 1.0)  # quality is >= 0
         ax2.set_ylabel(qk)
     ax.legend(fontsize=7)
     ax.set_title("remedies, cumulative (each measured)")
@@ -91,6 +95,7 @@ def timeline_figure(spans: Sequence[Mapping[str, Any]], title: str) -> Any:
     for i, s in enumerate(spans):
         ax.barh(i, s["ms"], left=s["start_ms"], color="tab:gray" if s["stage"] == "request"
                 else "tab:blue")
+        ax.text(s["start_ms"] + s["ms"], i, f" {s['ms']:.3g} ms", va="center", fontsize=6)
     ax.set_yticks(range(len(spans)), [s["stage"] for s in spans], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the request's start")
