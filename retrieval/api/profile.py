@@ -56,20 +56,21 @@ def profile(spec: Any, *, out: str | Path | None = None, queries: str | Path | N
 
 def _figures(run: Any, summary: dict[str, Any]) -> list[Path]:
     try:
-        from retrieval.reporting.profile import stage_bars, trace_timeline, waterfall_plot
+        from retrieval.reporting.profile import (
+            slow_trace_spans,
+            stage_bars,
+            trace_timeline,
+            waterfall_plot,
+        )
     except ImportError:  # matplotlib is optional (the report extra)
         return []
     figs = [stage_bars(summary["stages"], run.file("stages.png"))]
     if summary.get("remedies"):
         figs.append(waterfall_plot(summary["remedies"], run.file("waterfall.png")))
-    ex = (summary.get("tail") or {}).get("requests") or []
-    if ex:
-        frame = run.read_table("spans.parquet")
-        slow = frame[(frame["pass"] == "baseline") & (frame["query_id"] == ex[0]["query_id"])]
-        rows = slow.to_dict("records")
-        title = f"slowest request: query {ex[0]['query_id']}, {ex[0]['ms']:.1f} ms" + (
-            f", trace {ex[0]['trace_id']}" if ex[0].get("trace_id") else "")
-        figs.append(trace_timeline(rows, run.file("slow_trace.png"), title))
+    if (summary.get("tail") or {}).get("requests"):
+        rows, title = slow_trace_spans(summary, run.read_table("spans.parquet"))
+        if rows:
+            figs.append(trace_timeline(rows, run.file("slow_trace.png"), title))
     return figs
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.run import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
+    from retrieval.profile.summary import ProfileSummary
     from retrieval.reporting.load import Run
     from retrieval.rerank.run import RerankSweepSummary
     from retrieval.runs import RunKind, RunSummary
@@ -189,6 +190,18 @@ class CacheRun(RunResult):
 
     def _rows(self) -> Sequence[Mapping[str, Any]]:
         return self.to_dict().get("curve") or []
+
+
+@dataclass(frozen=True)
+class ProfileRunResult(RunResult):
+    """An ``rwb profile`` run; ``to_frame()``: every span's duration (``spans.parquet``), or
+    without the run directory the per-stage percentiles."""
+
+    summary: ProfileSummary
+    TABLE: ClassVar[str | None] = "spans.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.to_dict().get("stages") or []
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
+    ProfileRunResult,
     Report,
     RerankRun,
     RunResult,
@@ -133,13 +134,25 @@ def sweep(
     force: bool = False,
     executor: str = "local",
     ray_address: str | None = None,
+    trace: bool = False,
+    otlp_dir: PathLike | None = None,
 ) -> SweepRun | StudyRun:
     """``rwb sweep``: tune ``spec`` into an Optuna study (resumed when ``out`` or ``storage`` +
     ``study`` name an existing one) and choose the cheapest config meeting the target per
     backend. A ``kind: rag-study`` spec runs the cross-layer study instead (a :class:`StudyRun`).
     ``executor="ray"`` runs each build config as a Ray task (on the cluster at ``ray_address``).
+    ``trace`` (or ``otlp_dir``): one OpenTelemetry span per completed trial, written as OTLP
+    JSON lines into ``otlp_dir`` and/or sent to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` after the sweep.
     """
+    trace = bool(trace or otlp_dir is not None)
+    if trace:
+        from retrieval.otel import check_trace_args
+
+        check_trace_args(trace, otlp_dir)
     if _is_study(spec):
+        if trace:
+            raise ConfigError("--trace applies to index sweeps (one span per trial), not to a "
+                              "rag-study")
         if executor != "local" or ray_address is not None:
             raise ConfigError("--executor / --ray-address apply to index sweeps, not to a "
                               "rag-study")
@@ -156,10 +169,31 @@ def sweep(
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
                               target_recall=target_recall, n_trials=n_trials, threads=threads,
                               build_threads=build_threads)
+    if trace and checked.scale is not None:
+        raise ConfigError(f"{checked.source}: --trace applies to sweeps with an Optuna study "
+                          f"(one span per trial); a spec with 'scale' has none")
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
                        progress=progress, force=force, executor=executor,
                        ray_address=ray_address)
+    if trace:
+        _trace_sweep(checked, result.run.path, storage, study, otlp_dir)
     return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))
+
+
+def _trace_sweep(spec: Any, run_path: Path, storage: str | None, study: str | None,
+                 otlp_dir: PathLike | None) -> None:
+    from retrieval.otel import start_tracing
+    from retrieval.tune.storage import default_url
+    from retrieval.tune.trace import trace_trials
+
+    tracing = start_tracing(Path(otlp_dir) if otlp_dir is not None else None,
+                            service="rwb-sweep", run_name=spec.name, scope="rwb.sweep")
+    if tracing is None:  # pragma: no cover - check_trace_args made sure of an output
+        return
+    try:
+        trace_trials(tracing, storage or default_url(run_path), study or spec.name, spec.k)
+    finally:
+        tracing.close()
 
 
 def tune_rerank(
@@ -349,6 +383,7 @@ def open_run(path: PathLike) -> RunResult:
         RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
         RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
         RunKind.BENCH_LOAD: BenchRun, RunKind.BENCH_CHURN: BenchRun,
+        RunKind.PROFILE: ProfileRunResult,
     }
     return by_kind[run.kind](run.path, run.model)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from retrieval.cli._common import fmt, print_json, print_table, progress_bar
@@ -283,6 +284,11 @@ def _register_load(bsub: argparse._SubParsersAction) -> None:
     g.add_argument("--redis-url", help="Redis for the cache section (default $REDIS_URL, else "
                    "a private server)")
     g.add_argument("--json", action="store_true", help="print summary.json")
+    g.add_argument("--trace", action="store_true",
+                   help="OpenTelemetry: one span per measured point, to --otlp-dir and/or "
+                   "OTLP/HTTP at $OTEL_EXPORTER_OTLP_ENDPOINT")
+    g.add_argument("--otlp-dir", help="write the spans as OTLP JSON lines (traces.jsonl) here "
+                   "(implies --trace)")
     g.add_argument("--out", help="run directory (default runs/<id>; refused if non-empty)")
     g.add_argument("--force", action="store_true",
                    help="write into --out even if it is a non-empty folder")
@@ -308,12 +314,21 @@ def run_load(args: argparse.Namespace) -> int:
         cfg = parse_cache_load(spec.cache, spec.source)
         extra = (lambda ds: lookup_target(cfg, ds, spec.queries, args.redis_url),)
     check_out_dir(args.out, force=args.force)  # before minutes of measuring
+    from retrieval.otel import check_trace_args, start_tracing
+
+    trace = bool(args.trace or args.otlp_dir)
+    check_trace_args(trace, args.otlp_dir)
+    tracing = start_tracing(Path(args.otlp_dir) if args.otlp_dir else None,
+                            service="rwb-bench-load", run_name=spec.name,
+                            scope="rwb.bench.load") if trace else None
     bar, progress = _bar("bench load")
     try:
-        result = run_load_bench(spec, progress=progress, extra=extra)
+        result = run_load_bench(spec, progress=progress, extra=extra, tracing=tracing)
     finally:
         if bar is not None:
             bar.close()
+        if tracing is not None:
+            tracing.close()
     run = write_load_run(spec, result, args.out, force=args.force)
     s = result.summary
     if args.json:

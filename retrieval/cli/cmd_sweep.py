@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray-address",
                    help="--executor ray: the cluster to join (e.g. 127.0.0.1:6379; default: "
                    "RAY_ADDRESS, else a Ray started in this process)")
+    p.add_argument("--trace", action="store_true",
+                   help="OpenTelemetry: one span per completed trial, to --otlp-dir and/or "
+                   "OTLP/HTTP at $OTEL_EXPORTER_OTLP_ENDPOINT")
+    p.add_argument("--otlp-dir", help="write the spans as OTLP JSON lines (traces.jsonl) here "
+                   "(implies --trace)")
     p.add_argument(
         "--strict", action="store_true",
         help="exit 1 when a backend has no config meeting the target, or a chosen config misses "
@@ -74,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         if args.strict:
             raise ConfigError(f"{args.spec}: --strict applies to index sweeps, not to a "
                               f"rag-study (its held-out comparison is in its summary)")
+        if args.trace or args.otlp_dir:
+            raise ConfigError(f"{args.spec}: --trace / --otlp-dir apply to index sweeps (one "
+                              f"span per trial), not to a rag-study")
 
         return run_study_cmd(args)
     desc = f"sweep ({args.strategy})" if args.strategy else "sweep"
@@ -83,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
                     target_recall=args.target_recall, storage=args.storage, study=args.study,
                     n_trials=args.n_trials, threads=args.threads,
                     build_threads=args.build_threads, progress=progress, force=args.force,
-                    executor=args.executor, ray_address=args.ray_address)
+                    executor=args.executor, ray_address=args.ray_address,
+                    trace=args.trace, otlp_dir=args.otlp_dir)
     except StorageLost as exc:
         raise StorageLost(f"{exc}; resume once it answers again with: "
                           f"{resume_command(args, exc.run_path)}", exc.run_path) from None

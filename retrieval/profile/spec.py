@@ -105,11 +105,15 @@ class KnobRemedy(Params):
 
 class Remedies(Params):
     """The remedies ``--remedies`` tries, in this order, cumulatively (each measured):
-    parallel collections, tuned knobs, a smaller rerank depth, the cache at its tuned threshold,
-    the BM25 fallback with a tighter per-collection deadline. A step left out is skipped."""
+    parallel collections, tuned knobs, batched query embedding, a smaller rerank depth, the
+    cache at its tuned threshold, the BM25 fallback with a tighter per-collection deadline. A
+    step left out is skipped."""
 
     parallel: bool = True
     knobs: dict[str, KnobRemedy] = Field(default_factory=dict)
+    embed_batch: int | None = Field(
+        None, ge=2, le=1024, description="queries embedded together in one call (requests "
+        "arriving together, micro-batched); each request pays its batch's embedding")
     rerank_depth: int | None = Field(None, ge=1)
     cache_threshold: float | None = Field(None, ge=0.0, le=2.0)
     bm25_fallback: Bm25Fallback | None = None

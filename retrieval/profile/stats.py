@@ -195,7 +195,8 @@ def tail_attribution(records: Sequence[RequestRecord], frac: float = 0.01) -> di
         if culprit == "retrieve":
             culprit = critical_child(r, "retrieve") or culprit
         by[culprit] = by.get(culprit, 0) + 1
-        rows.append({"query_id": r.query_id, "trace_id": r.trace_id, "ms": r.ms,
+        rows.append({"query_id": r.query_id, "request": r.index, "trace_id": r.trace_id,
+                     "ms": r.ms,
                      "stage": culprit, "excess_ms": float(excess[j]),
                      "stages_ms": {s: float(m[i, k]) for k, s in enumerate(top)}})
     return {"n": n, "frac": frac, "by_stage": dict(sorted(by.items(), key=lambda kv: -kv[1])),

@@ -20,43 +20,24 @@ The optional packages are imported only here, only when tracing is asked for.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from retrieval.errors import ConfigError, DataError
+from retrieval.otel import INSTALL, endpoint_configured
+from retrieval.otel import Tracing as _Tracing
+from retrieval.otel import start_tracing as _start_tracing
 from retrieval.profile.stats import SpanRecord
 
-INSTALL = "pip install 'retrieval-workbench[trace]'"
-ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 SCOPE = "rwb.profile"
 
 
-def _need_otel() -> None:
-    try:
-        import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError:
-        raise ConfigError(f"tracing needs the OpenTelemetry SDK: {INSTALL}") from None
-
-
-def endpoint_configured() -> bool:
-    return any(os.environ.get(v) for v in ENDPOINT_VARS)
-
-
-@dataclass
-class Tracing:
-    """A tracer provider with its exporters; :meth:`emit` turns one request's measured spans into
-    OpenTelemetry spans and returns the trace id (32 hex digits) and the request's end
+class Tracing(_Tracing):
+    """:class:`retrieval.otel.Tracing` with :meth:`emit`: one request's measured spans as
+    OpenTelemetry spans; returns the trace id (32 hex digits) and the request's end
     (``perf_counter_ns``, taken after its spans were made: the root span's end)."""
-
-    provider: Any
-    tracer: Any
-    files: list[Path]
-    endpoint: bool
-    offset_ns: int  # epoch ns - perf_counter_ns, taken once
 
     def emit(self, root_name: str, start_ns: int, spans: Sequence[SpanRecord],
              attrs: Mapping[str, Any]) -> tuple[str, int]:
@@ -77,45 +58,13 @@ class Tracing:
         root.end(end_time=end + off)
         return f"{root.get_span_context().trace_id:032x}", end
 
-    def close(self) -> None:
-        self.provider.force_flush()
-        self.provider.shutdown()
-
 
 def start_tracing(otlp_dir: Path | None, *, service: str, run_name: str,
                   endpoint: bool | None = None) -> Tracing | None:
     """Tracing to ``otlp_dir`` (one ``traces.jsonl``) and/or the OTLP/HTTP endpoint of the
     environment; None when neither is asked for (tracing off)."""
-    use_endpoint = endpoint_configured() if endpoint is None else endpoint
-    if otlp_dir is None and not use_endpoint:
-        return None
-    _need_otel()
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or service,
-                                "rwb.run": run_name})
-    provider = TracerProvider(resource=resource)
-    files: list[Path] = []
-    if otlp_dir is not None:
-        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
-
-        otlp_dir.mkdir(parents=True, exist_ok=True)
-        path = otlp_dir / "traces.jsonl"
-        if path.exists():
-            raise ConfigError(f"--otlp-dir '{otlp_dir}': traces.jsonl exists; rwb never "
-                              f"overwrites it: pick an empty folder")
-        provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(path)))
-        files.append(path)
-    if use_endpoint:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        except ImportError:
-            raise ConfigError(f"OTLP/HTTP export needs its exporter: {INSTALL}") from None
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    offset = time.time_ns() - time.perf_counter_ns()
-    return Tracing(provider, provider.get_tracer(SCOPE), files, use_endpoint, offset)
+    return _start_tracing(otlp_dir, service=service, run_name=run_name, scope=SCOPE,
+                          endpoint=endpoint, cls=Tracing)
 
 
 # --------------------------------------------------------------------------- reading OTLP JSON
@@ -183,4 +132,4 @@ def read_otlp_spans(path: Path | str) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["Tracing", "endpoint_configured", "read_otlp_spans", "start_tracing"]
+__all__ = ["INSTALL", "Tracing", "endpoint_configured", "read_otlp_spans", "start_tracing"]

@@ -30,6 +30,7 @@ from retrieval.cache.run import CacheTuneSummary
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
+from retrieval.profile.summary import ProfileSummary
 from retrieval.rerank.run import RerankSweepSummary
 from retrieval.runs import RunKind, RunSummary
 from retrieval.study.run import StudySummary
@@ -42,7 +43,7 @@ KINDS: tuple[RunKind, ...] = tuple(RunKind)
 SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
     m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
                         RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary,
-                        ChurnBenchSummary)
+                        ChurnBenchSummary, ProfileSummary)
 }
 #: summary keys that identify a kind when neither file names it
 _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
@@ -53,6 +54,7 @@ _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
     (RunKind.BENCH_FANOUT, ("modes", "speedup")),
     (RunKind.BENCH_LOAD, ("configs", "slo", "client")),
     (RunKind.BENCH_CHURN, ("configs", "runbook", "target_recall")),
+    (RunKind.PROFILE, ("stages", "end_to_end", "tail")),
     (RunKind.SWEEP, ("builds", "backends", "pareto")),
     (RunKind.EVAL, ("rows", "dataset")),
 )

@@ -18,7 +18,19 @@ def _plt() -> Any:
     return plt
 
 
+def _save(fig: Any, out: Path) -> Path:
+    plt = _plt()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """:func:`stages_figure` written to ``out``."""
+    return _save(stages_figure(stages), out)
+
+
+def stages_figure(stages: Sequence[Mapping[str, Any]]) -> Any:
     """Stacked bars of the top-level stages' P50/P95/P99 (ms; a stage's own percentile, so the
     stack is an upper bound of the end-to-end percentile, marked beside)."""
     plt = _plt()
@@ -36,51 +48,75 @@ def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
                 markersize=30, label="end to end")
     ax.set_ylabel("ms")
     ax.set_title("per-stage latency")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, markerscale=0.4)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def waterfall_plot(remedies: Mapping[str, Any], out: Path) -> Path:
+    """:func:`waterfall_figure` written to ``out``."""
+    return _save(waterfall_figure(remedies), out)
+
+
+def waterfall_figure(remedies: Mapping[str, Any]) -> Any:
     """P50/P95/P99 after each applied remedy step, quality on a second axis."""
     plt = _plt()
     steps = [s for s in remedies.get("steps", []) if s.get("applied")]
     fig, ax = plt.subplots(figsize=(7, 4))
     x = list(range(len(steps)))
-    for q in ("p50_ms", "p95_ms", "p99_ms"):
-        ax.plot(x, [s.get(q) or 0.0 for s in steps], marker="o", label=q[:3].upper())
+    # distinct markers and line styles: with few requests P95 and P99 often coincide
+    for q, mk, ls in (("p50_ms", "o", "-"), ("p95_ms", "s", "--"), ("p99_ms", "^", ":")):
+        ax.plot(x, [s.get(q) or 0.0 for s in steps], marker=mk, linestyle=ls, markersize=7,
+                label=q[:3].upper())
     ax.set_xticks(x, [s["step"] for s in steps], rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("ms")
     qk = remedies.get("quality_key")
     if qk:
         ax2 = ax.twinx()
-        ax2.plot(x, [s.get(qk) or 0.0 for s in steps], "k--", marker="x", label=qk)
+        qv = [float(s.get(qk) or 0.0) for s in steps]
+        ax2.plot(x, qv, color="k", linestyle="-.", marker="x", label=qk)
+        ax2.set_ylim(0.0, max(qv) * 1.1 if max(qv) > 0 else 1.0)  # quality is >= 0
         ax2.set_ylabel(qk)
     ax.legend(fontsize=7)
     ax.set_title("remedies, cumulative (each measured)")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
 def trace_timeline(spans: Sequence[Mapping[str, Any]], out: Path, title: str) -> Path:
+    """:func:`timeline_figure` written to ``out``."""
+    return _save(timeline_figure(spans, title), out)
+
+
+def timeline_figure(spans: Sequence[Mapping[str, Any]], title: str) -> Any:
     """One request's spans (``stage``, ``start_ms``, ``ms``) as horizontal bars."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(spans) + 1.2))
     for i, s in enumerate(spans):
         ax.barh(i, s["ms"], left=s["start_ms"], color="tab:gray" if s["stage"] == "request"
                 else "tab:blue")
+        ax.text(s["start_ms"] + s["ms"], i, f" {s['ms']:.3g} ms", va="center", fontsize=6)
     ax.set_yticks(range(len(spans)), [s["stage"] for s in spans], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the request's start")
     ax.set_title(title, fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
-__all__ = ["stage_bars", "trace_timeline", "waterfall_plot"]
+def slow_trace_spans(summary: Mapping[str, Any], frame: Any) -> tuple[list[dict[str, Any]], str]:
+    """The spans (rows of spans.parquet, baseline pass) of the slowest request of the tail, and
+    a title naming it; ([], "") when the summary names none."""
+    ex = (summary.get("tail") or {}).get("requests") or []
+    if not ex or frame is None:
+        return [], ""
+    slow = frame[(frame["pass"] == "baseline") & (frame["query_id"] == ex[0]["query_id"])]
+    if "request" in slow.columns and "request" in ex[0]:
+        slow = slow[slow["request"] == ex[0]["request"]]
+    title = f"slowest request: query {ex[0]['query_id']}, {ex[0]['ms']:.1f} ms" + (
+        f", trace {ex[0]['trace_id']}" if ex[0].get("trace_id") else "")
+    return slow.to_dict("records"), title
+
+
+__all__ = ["slow_trace_spans", "stage_bars", "stages_figure", "timeline_figure", "trace_timeline",
+           "waterfall_figure", "waterfall_plot"]

@@ -22,6 +22,7 @@ class RunKind(StrEnum):
     RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
     CACHE_TUNE = "cache-tune"  # rwb tune cache
     RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml
+    PROFILE = "profile"  # rwb profile
 
     @classmethod
     def parse(cls, value: Any) -> RunKind | None:

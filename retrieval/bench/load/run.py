@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,10 @@ class Measurer:
     """Runs points of one target with the spec's client kind; every row is kept."""
 
     def __init__(self, spec: LoadSpec, target: Target, label: str,
-                 factory: Any = None) -> None:
+                 factory: Any = None, tracing: Any = None, backend: str | None = None) -> None:
         self.spec, self.target, self.label, self.factory = spec, target, label, factory
+        #: a :class:`retrieval.otel.Tracing` (None: off): one span per measured point
+        self.tracing, self.backend = tracing, backend
         self.opt = loop_options(spec)
         self.rows: list[dict[str, Any]] = []
         self.aborted: str | None = None
@@ -67,7 +70,8 @@ class Measurer:
         #: the client kind used (processes need a factory: a target built in each child)
         self.client = spec.client if spec.client != "processes" or factory else "threads"
 
-    def _row(self, rec: Any, mode: str, extra: dict[str, Any]) -> dict[str, Any]:
+    def _row(self, rec: Any, mode: str, extra: dict[str, Any],
+             span_ns: tuple[int, int] = (0, 0)) -> dict[str, Any]:
         s = self.spec
         row = {"config": self.label, "client": self.client, **extra,
                **summarise_point(rec, mode=mode, closed=mode == "closed",
@@ -77,11 +81,28 @@ class Measurer:
                                      s.slo.max_error_rate)
         if rec.aborted and self.aborted is None:
             self.aborted = f"config '{self.label}', {mode} point: {rec.aborted}"
+        if self.tracing is not None:
+            self._span(row, span_ns)
         self.rows.append(row)
         return row
 
+    def _span(self, row: dict[str, Any], span_ns: tuple[int, int]) -> None:
+        """One span for the measured point (its batch of searches), made after it ran."""
+        from retrieval.otel import OP
+
+        keys = ("mode", "clients", "offered_qps", "achieved_qps", "p50_ms", "p95_ms", "p99_ms",
+                "p99_ms_uncorrected", "recall", "errors", "timeouts", "meets_slo", "arrival")
+        sp = self.tracing.span(
+            f"retrieval {self.label}", span_ns[0], span_ns[1],
+            {OP: "retrieval", "gen_ai.data_source.id": self.label,
+             "gen_ai.request.top_k": self.spec.k, "rwb.backend": self.backend,
+             "rwb.client": self.client, "rwb.bench": "load",
+             **{f"rwb.{k}": row.get(k) for k in keys}})
+        row["trace_id"] = self.tracing.trace_id(sp)
+
     def closed(self, clients: int) -> dict[str, Any]:
         s = self.spec
+        t0 = time.perf_counter_ns()
         if self.client == "processes":
             from retrieval.bench.load.procs import closed_loop_processes
 
@@ -90,13 +111,15 @@ class Measurer:
             rec = closed_loop_asyncio(self.target, clients, self.opt)
         else:
             rec = closed_loop_threads(self.target, clients, self.opt)
-        return self._row(rec, "closed", {"clients": clients, "offered_qps": None})
+        return self._row(rec, "closed", {"clients": clients, "offered_qps": None},
+                         (t0, time.perf_counter_ns()))
 
     def open(self, rate: float) -> dict[str, Any]:
         s = self.spec
         assert s.open is not None
         offsets = schedule_offsets_ns(rate, s.duration_s, s.open.arrival,
                                       seed=s.seed + len(self.rows))
+        t0 = time.perf_counter_ns()
         if self.client == "processes":
             from retrieval.bench.load.procs import open_loop_processes
 
@@ -107,7 +130,7 @@ class Measurer:
         else:
             rec = open_loop_threads(self.target, offsets, s.open.clients, self.opt)
         return self._row(rec, "open", {"clients": s.open.clients, "offered_qps": float(rate),
-                                       "arrival": s.open.arrival})
+                                       "arrival": s.open.arrival}, (t0, time.perf_counter_ns()))
 
 
 def measure_config(spec: LoadSpec, m: Measurer, note: Callable[[str], None]) -> dict[str, Any]:
@@ -227,11 +250,12 @@ ExtraTarget = Callable[[Any], contextlib.AbstractContextManager[tuple[Any, dict[
 
 
 def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
-                   workdir: Path | None = None, extra: tuple[ExtraTarget, ...] = ()
-                   ) -> LoadBenchResult:
+                   workdir: Path | None = None, extra: tuple[ExtraTarget, ...] = (),
+                   tracing: Any = None) -> LoadBenchResult:
     """Build each config, load it, search its capacity; then each ``extra`` target (e.g.
     :func:`retrieval.cache.loadtarget.lookup_target`, which the CLI hands in); see the module
-    docstring."""
+    docstring. ``tracing`` (a :class:`retrieval.otel.Tracing`, None: off): one span per
+    measured point, its trace id in the point's row (``trace_id``)."""
     from retrieval.bench.load.targets import index_target, resolve_configs
 
     configs = resolve_configs(spec)
@@ -265,7 +289,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
                     from retrieval.bench.load.procs import factory_for
 
                     m = Measurer(spec, target, r.label, factory_for(spec, r, ds, gt, base)
-                                 if spec.client == "processes" else None)
+                                 if spec.client == "processes" else None, tracing, r.backend)
                     cap = measure_config(spec, m, note)
                 entry.update({**facts, **cap, "scaling": scaling(m.rows)})
                 rows += m.rows
@@ -282,7 +306,8 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
             ds, _ = datasets(spec.dataset, spec.k)
             with make(ds) as (t, facts):
                 target = Target(t.name, t.nq, t.call, t.score, getattr(t, "acall", None))
-                m = Measurer(spec, target, str(facts["label"]))
+                m = Measurer(spec, target, str(facts["label"]), tracing=tracing,
+                             backend=str(facts.get("backend") or "") or None)
                 cap = measure_config(spec, m, note)
             out.append({**facts, **cap, "scaling": scaling(m.rows), "dataset": ds.name})
             rows += m.rows
