@@ -21,6 +21,7 @@ import numpy as np
 
 from retrieval.errors import DataError
 from retrieval.filtering.workload import RowFilter
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter, pad
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
@@ -170,6 +171,12 @@ class HnswlibIndex(InProcessFilter, SnapshotIndex, HnswChecks):
             except RuntimeError:
                 hi = mid - 1
         return best
+
+    def memory_claim(self) -> MemoryClaim:
+        """float32 vector + layer-0 links (2*M uint32 + a count) + label (8 bytes)."""
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        return MemoryClaim(4.0 * self.dim + 8.0 * p.M + 12.0, "float32")
 
     def memory_bytes(self) -> int:
         """Size in bytes of the serialized index as hnswlib computes it

@@ -57,6 +57,7 @@ from retrieval.engines.qdrant.params import (
     portable_of,
 )
 from retrieval.errors import BackendError, DataError, unknown_name_error
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.knob_check import knob_check
@@ -313,6 +314,23 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
         return knob_check(self, "hnsw_ef", queries, k, exact_ids, raise_on_failure=raise_on_failure,
                           why=f"full_scan_threshold {b.full_scan_threshold} KB, "
                               f"indexing_threshold {b.indexing_threshold} KB")
+
+    def memory_claim(self) -> MemoryClaim:
+        """What the collection should hold in RAM per vector: the quantized codes (scalar: 1
+        byte a dimension, binary: 1 bit, product: 4*dim / compression) when ``always_ram``,
+        the float32 originals unless ``on_disk`` (then they are the on-disk rescoring store),
+        and the layer-0 links (2*m uint32)."""
+        b = self.build_params
+        assert isinstance(b, QdrantBuild)
+        d = self.dim
+        codes = {"none": 0.0, "scalar": float(d), "binary": (d + 7) // 8,
+                 "product": 4.0 * d / int(b.pq_compression[1:])}[b.quantization]
+        ram = (codes if b.always_ram else 0.0) + (0.0 if b.on_disk else 4.0 * d) + 8.0 * b.m
+        quantized = b.quantization != "none"
+        name = {"none": "float32", "scalar": "scalar int8", "binary": "binary",
+                "product": f"product {b.pq_compression}"}[b.quantization]
+        store = ("disk" if b.on_disk else "ram") if quantized else None
+        return MemoryClaim(ram, name, store)
 
     def memory_bytes(self) -> int:
         """Bytes of Qdrant's files for its indexed segments (see the module docstring)."""
