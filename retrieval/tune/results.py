@@ -41,6 +41,10 @@ class PointResult:
     build_s: float
     memory_bytes: int | None
     meets: bool | None
+    #: measured resident bytes / vectors (None unless the sweep measures memory)
+    bytes_per_vector: float | None = None
+    #: the build's :class:`retrieval.memory.MemoryReport` as a dict (where the figure came from)
+    memory: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

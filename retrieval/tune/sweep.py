@@ -23,7 +23,7 @@ from retrieval.redact import mask, redact_uri
 from retrieval.runs import RunDir, RunKind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
-from retrieval.tune.config import STRATEGIES
+from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
@@ -234,7 +234,8 @@ def _sweep_study(
         study={"storage": opened.display, "name": name, "created_here": created},
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
-    settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
+    settings = Settings(strategy, spec.target_recall, spec.tune.objective,
+                        memory=measures_resident(spec.tune), poll_s=poll_s)
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed

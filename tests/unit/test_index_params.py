@@ -88,7 +88,7 @@ def test_constructor_rejects_foreign_build_model() -> None:
         ("faiss-hnsw", {"m": 16}, ("unknown parameter", "'m'", "Did you mean 'M'")),
         ("faiss-ivf", {"nlist": 0}, ("'nlist'", ">= 1", "0")),
         ("faiss-ivf", {"nlists": 8}, ("Did you mean 'nlist'",)),
-        ("faiss-ivf", {"encoding": "opq"}, ("'encoding'", "'flat', 'sq8' or 'pq'", "'opq'")),
+        ("faiss-ivf", {"encoding": "opq"}, ("'encoding'", "'flat', 'sq8', 'sq4', 'pq' or 'rabitq'", "'opq'")),
         ("faiss-ivf", {"encoding": "pq"}, ("'pq_m'", "must be given when encoding is 'pq'")),
         ("faiss-ivf", {"pq_m": 4}, ("'pq_m'", "only when encoding is 'pq'", "'flat'", "4")),
         ("faiss-ivf", {"encoding": "sq8", "pq_nbits": 4}, ("'pq_nbits'", "'sq8'")),

@@ -49,6 +49,7 @@ from retrieval.data import Metric
 from retrieval.engines.qdrant.filter import QdrantFilter, create_payload_indexes, payloads
 from retrieval.engines.qdrant.params import (
     HNSW_EF_MAX,
+    OVERSAMPLING_KNOB_MAX,
     QdrantBuild,
     QdrantSearch,
     check_build,
@@ -127,7 +128,7 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
     family = "hnsw"
     BuildParams = QdrantBuild
     SearchParams = QdrantSearch
-    monotone_knobs = ("hnsw_ef",)
+    monotone_knobs = ("hnsw_ef", "oversampling")
     requires = ("qdrant_edge",)
     deterministic = False
 
@@ -156,12 +157,23 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
         check_search(build, search, check_k(k, "backend 'qdrant' search params"))
 
     @classmethod
+    def monotone_knobs_for(cls, build: Params | None) -> tuple[str, ...]:
+        """``hnsw_ef``; with quantization also ``oversampling`` (with ``rescore``: more
+        candidates re-ranked by the original vectors)."""
+        quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+        return cls.monotone_knobs if quantized else ("hnsw_ef",)
+
+    @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
         return {"hnsw_ef": HNSW_EF_MAX}
 
     @classmethod
     def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
-        """hnsw_ef in [k, 4096]."""
+        """hnsw_ef in [k, 4096]; oversampling (integer steps) in [1, 16] on a quantized
+        collection, else [1, 1]."""
+        if knob == "oversampling":
+            quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+            return 1, OVERSAMPLING_KNOB_MAX if quantized else 1
         if knob != "hnsw_ef":
             raise unknown_name_error("knob", knob, cls.monotone_knobs, where="backend 'qdrant'")
         k = check_k(k, "backend 'qdrant' knob_range")

@@ -24,6 +24,8 @@ DIM_MAX = 65536
 HNSW_EF_MAX = 4096
 QUANTIZATIONS = ("none", "scalar", "binary", "product")
 PQ_COMPRESSIONS = ("x4", "x8", "x16", "x32", "x64")
+#: top of the range a target search gives ``oversampling`` (a tuning knob; the param takes <= 64)
+OVERSAMPLING_KNOB_MAX = 16
 
 
 class QdrantBuild(Params):
@@ -95,6 +97,10 @@ def check_search(build: Params, search: Params, k: int) -> None:
     if build.quantization == "none" and search.oversampling != 1.0:
         raise param_error("oversampling", "1.0 when quantization is 'none'", search.oversampling,
                           where=where)
+    if search.oversampling != 1.0 and not search.rescore:
+        raise param_error("oversampling", "1.0 when rescore is false (without rescoring by the "
+                          "stored originals the extra candidates are only cut off again)",
+                          search.oversampling, where=where)
     if search.acorn_max_selectivity is not None and not search.acorn:
         raise param_error("acorn_max_selectivity", "unset unless acorn is true",
                           search.acorn_max_selectivity, where=where)
@@ -131,5 +137,5 @@ def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
                 native_engine="qdrant", native=native)
 
 
-__all__ = ["DIM_MAX", "HNSW_EF_MAX", "QdrantBuild", "QdrantSearch", "check_acorn", "check_build",
-           "check_dim", "check_search", "portable_of"]
+__all__ = ["DIM_MAX", "HNSW_EF_MAX", "OVERSAMPLING_KNOB_MAX", "QdrantBuild", "QdrantSearch",
+           "check_acorn", "check_build", "check_dim", "check_search", "portable_of"]
