@@ -4,6 +4,8 @@ the target, and a rescoring knob is solved jointly with nprobe (two-knob stairca
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from retrieval.errors import ConfigError
@@ -56,3 +58,38 @@ def test_memory_objective_chooses_the_fewest_measured_bytes(tmp_path) -> None:  
 def test_rescore_knob_must_be_a_second_monotone_knob(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match=r"rescore_knobs\.ivf-refine"):
         run_sweep(_spec(rescore_knobs={"ivf-refine": "nprobe"}), tmp_path)
+
+
+def test_quantized_export_carries_bytes_and_verify_remeasures_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    from retrieval.api.verbs import export, verify
+
+    spec = parse_spec({
+        "name": "memory-export", "dataset": "synthetic-small", "k": 10, "warmup": 2,
+        "batch_repeats": 1, "threads": 1, "target_recall": 0.9,
+        "indexes": [{"backend": "faiss-ivf", "build": {"nlist": 16, "encoding": "sq8"},
+                     "search": {"nprobe": 1}}],
+        "tune": {"strategy": "target", "objective": "bytes_per_vector",
+                 "heldout_fraction": 0.3},
+    }, source="memory.yaml")
+    run = run_sweep(spec, tmp_path / "run")
+    out = export(run.run.path, "faiss", tmp_path / "faiss.yaml")
+    doc = yaml.safe_load(out.path.read_text())
+    assert doc["config"]["index_factory"] == "IVF16,SQ8"
+    ev = doc["evidence"]
+    assert ev["bytes_per_vector"] > 0 and ev["memory"]["encoding"] == "SQ8"
+    assert ev["memory"]["resident_source"].startswith("rss delta")
+    from retrieval.api.verbs import report
+
+    pngs = report(run.run.path, tmp_path / "report.html").pngs
+    assert any("recall_vs_bytes" in p.name for p in map(Path, pngs))
+    checked = verify(out.path)
+    checks = {c["check"]: c for c in checked.info["file_checks"]}
+    assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
+    assert checked.holds
+    # an edited figure is caught
+    ev["bytes_per_vector"] = 4 * ev["bytes_per_vector"]
+    out.path.write_text(yaml.safe_dump(doc))
+    again = {c["check"]: c for c in verify(out.path).info["file_checks"]}
+    assert not again["evidence.bytes_per_vector"]["passed"]
