@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from retrieval import memory
-from retrieval.engines.redis.export import from_redis, to_redis
-from retrieval.engines.redis.index import RedisIndex
 from retrieval.indexes import create_index
 
 pytestmark = pytest.mark.redis
@@ -44,16 +42,6 @@ def test_redis_float16_halves_the_vectors_it_holds(redis_env: str) -> None:
     assert r16.resident_bytes < r32.resident_bytes  # type: ignore[operator]
 
 
-def test_redis_float16_export_round_trip() -> None:
-    build = {"algorithm": "HNSW", "TYPE": "FLOAT16", "M": 16, "EF_CONSTRUCTION": 64,
-             "EPSILON": 0.01}
-    p = RedisIndex.portable(build, {"EF_RUNTIME": 32})
-    cfg = to_redis(p, "cosine", DIM, 10)
-    assert "TYPE FLOAT16" in cfg["ft_create"]
-    back = from_redis(cfg, "cosine", DIM, 10, "x.yaml")
-    assert back.build["TYPE"] == "FLOAT16" and back.search == {"EF_RUNTIME": 32}
-
-
 @pytest.fixture()
 def pg_env(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("RWB_PG_URL", pg_url)
@@ -63,7 +51,6 @@ def pg_env(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.mark.pgvector
 def test_pgvector_halfvec_index_is_smaller_and_exports(pg_env: str) -> None:
     from retrieval.engines.pgvector.export import from_native, to_pgvector
-
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, DIM)).astype(np.float32)
     q = x[:40] + 0.01 * rng.standard_normal((40, DIM)).astype(np.float32)
