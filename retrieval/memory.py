@@ -179,7 +179,8 @@ def measure(
 def _child(index: IndexBackend, job: dict[str, Any], timeout_s: float) -> int:
     """Run :func:`_child_main` in a fresh interpreter; its RSS delta in bytes."""
     job = {**job, "backend": index.name, "dim": index.dim, "metric": index.metric,
-           "seed": index.seed, "build": index.build_params.model_dump(mode="json")}
+           "seed": index.seed,
+           "build": index.build_params.model_dump(mode="json", exclude_unset=True)}
     with tempfile.TemporaryDirectory(prefix="rwb-mem-job-") as tmp:
         jpath, opath = Path(tmp) / "job.json", Path(tmp) / "out.json"
         jpath.write_text(json.dumps(job))

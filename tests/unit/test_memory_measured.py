@@ -72,3 +72,25 @@ def test_refine_store_is_reported(vectors: np.ndarray) -> None:
 def test_doctor_without_a_figure_says_unmeasured() -> None:
     assert memory.doctor(10, 4, None, MemoryClaim(4.0, "x")) == ("unmeasured",)
     assert memory.doctor(10, 4, 160, None) == ()
+
+
+def test_qdrant_reports_its_segment_files_by_where_they_live() -> None:
+    pytest.importorskip("qdrant_edge")
+    from retrieval.indexes import create_index
+
+    x = np.random.default_rng(1).standard_normal((3000, 64)).astype(np.float32)
+    got = {}
+    for name, build in {"float32": {}, "scalar": {"quantization": "scalar"},
+                        "scalar-on-disk": {"quantization": "scalar", "on_disk": True}}.items():
+        ix = create_index("qdrant", 64, "cosine", build)
+        try:
+            ix.build(x)
+            got[name] = memory.measure(ix, 3000, x)
+        finally:
+            ix.close()
+    assert got["float32"].resident_source.startswith("Qdrant segment files")
+    # the originals move to disk: what stays in RAM drops by ~4 bytes a dimension
+    drop = got["scalar"].resident_bytes - got["scalar-on-disk"].resident_bytes  # type: ignore[operator]
+    assert drop >= 0.9 * 3000 * 64 * 4
+    assert got["scalar-on-disk"].refine_store == "disk" and got["scalar"].refine_store == "ram"
+    assert all(r.flags == () for r in got.values())

@@ -57,7 +57,7 @@ from retrieval.engines.qdrant.params import (
     check_search,
     portable_of,
 )
-from retrieval.errors import BackendError, DataError, unknown_name_error
+from retrieval.errors import BackendError, ConfigError, DataError, unknown_name_error
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
@@ -343,6 +343,38 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
                 "product": f"product {b.pq_compression}"}[b.quantization]
         store = ("disk" if b.on_disk else "ram") if quantized else None
         return MemoryClaim(ram, name, store)
+
+    def memory_facts(self) -> dict[str, Any]:
+        """Qdrant's own files for its indexed segments, split by where Qdrant keeps them:
+        resident = the quantized codes (``quantized*``, kept in RAM with ``always_ram``), the
+        original vectors (unless ``on_disk``: then they are the on-disk rescoring store), the
+        HNSW links and the id tracker; disk = those files. Bytes. (Payload storage and the
+        empty appendable segment's pre-allocated sparse files are not counted.)"""
+        if self._dir is None:
+            raise ConfigError(f"{self._where()}: memory_facts() called before build()")
+        b = self.build_params
+        assert isinstance(b, QdrantBuild)
+        parts = {"quantized": 0, "vectors": 0, "index": 0, "ids": 0}
+        for seg in (self._dir / "shard" / "segments").iterdir():
+            if not (seg / "vector_index" / "hnsw_config.json").is_file():
+                continue
+            for f in seg.rglob("*"):
+                if not f.is_file():
+                    continue
+                rel = f.relative_to(seg).parts
+                size = f.stat().st_size
+                if rel[0].startswith("vector_storage"):
+                    parts["quantized" if f.name.startswith("quantized") else "vectors"] += size
+                elif rel[0].startswith("vector_index"):
+                    parts["index"] += size
+                elif rel[0].startswith("id_tracker"):
+                    parts["ids"] += size
+        ram = parts["index"] + parts["ids"] + (parts["quantized"] if b.always_ram else 0) + (
+            0 if b.on_disk else parts["vectors"])
+        return {"resident_bytes": ram, "disk_bytes": sum(parts.values()),
+                "source": "Qdrant segment files kept in RAM (quantized codes with always_ram, "
+                          "original vectors unless on_disk, HNSW links, id tracker)",
+                **{f"{k}_bytes": v for k, v in parts.items()}}
 
     def memory_bytes(self) -> int:
         """Bytes of Qdrant's files for its indexed segments (see the module docstring)."""
