@@ -93,3 +93,18 @@ def test_quantized_export_carries_bytes_and_verify_remeasures_them(tmp_path) -> 
     out.path.write_text(yaml.safe_dump(doc))
     again = {c["check"]: c for c in verify(out.path).info["file_checks"]}
     assert not again["evidence.bytes_per_vector"]["passed"]
+
+
+def test_shipped_memory_spec_plans_joint_units() -> None:
+    from retrieval.specfile import read_yaml
+    from retrieval.tune.units import plan_units
+
+    root = Path(__file__).resolve().parents[2]
+    spec = parse_spec(read_yaml(root / "sweeps" / "memory-qqp20k.yaml"),
+                      source="sweeps/memory-qqp20k.yaml")
+    assert spec.tune.objective == "bytes_per_vector"
+    units = plan_units(spec, "target")
+    joint = {(u.label, u.knob, u.knob2) for u in units if u.knob2}
+    assert ("faiss-ivf-refine", "nprobe", "k_factor") in joint
+    assert ("qdrant-quantized", "hnsw_ef", "oversampling") in joint
+    assert all(u.ladder2[0] == 1 for u in units if u.knob2)
