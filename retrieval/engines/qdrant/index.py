@@ -330,14 +330,14 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
     def memory_claim(self) -> MemoryClaim:
         """What the collection should hold in RAM per vector: the quantized codes (scalar: 1
         byte a dimension, binary: 1 bit, product: 4*dim / compression) when ``always_ram``,
-        the float32 originals unless ``on_disk`` (then they are the on-disk rescoring store),
-        and the layer-0 links (2*m uint32)."""
+        and, unless ``on_disk`` (then memory-mapped, the originals being the on-disk rescoring
+        store), the float32 originals and the layer-0 links (2*m uint32)."""
         b = self.build_params
         assert isinstance(b, QdrantBuild)
         d = self.dim
         codes = {"none": 0.0, "scalar": float(d), "binary": (d + 7) // 8,
                  "product": 4.0 * d / int(b.pq_compression[1:])}[b.quantization]
-        ram = (codes if b.always_ram else 0.0) + (0.0 if b.on_disk else 4.0 * d) + 8.0 * b.m
+        ram = (codes if b.always_ram else 0.0) + (0.0 if b.on_disk else 4.0 * d + 8.0 * b.m)
         quantized = b.quantization != "none"
         name = {"none": "float32", "scalar": "scalar int8", "binary": "binary",
                 "product": f"product {b.pq_compression}"}[b.quantization]
@@ -347,8 +347,9 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
     def memory_facts(self) -> dict[str, Any]:
         """Qdrant's own files for its indexed segments, split by where Qdrant keeps them:
         resident = the quantized codes (``quantized*``, kept in RAM with ``always_ram``), the
-        original vectors (unless ``on_disk``: then they are the on-disk rescoring store), the
-        HNSW links and the id tracker; disk = those files. Bytes. (Payload storage and the
+        original vectors and the HNSW links (unless ``on_disk``: then they are memory-mapped,
+        the originals being the on-disk rescoring store) and the id tracker; disk = those
+        files. Bytes. (Payload storage and the
         empty appendable segment's pre-allocated sparse files are not counted.)"""
         if self._dir is None:
             raise ConfigError(f"{self._where()}: memory_facts() called before build()")
@@ -369,11 +370,11 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
                     parts["index"] += size
                 elif rel[0].startswith("id_tracker"):
                     parts["ids"] += size
-        ram = parts["index"] + parts["ids"] + (parts["quantized"] if b.always_ram else 0) + (
-            0 if b.on_disk else parts["vectors"])
+        ram = parts["ids"] + (parts["quantized"] if b.always_ram else 0) + (
+            0 if b.on_disk else parts["vectors"] + parts["index"])
         return {"resident_bytes": ram, "disk_bytes": sum(parts.values()),
-                "source": "Qdrant segment files kept in RAM (quantized codes with always_ram, "
-                          "original vectors unless on_disk, HNSW links, id tracker)",
+                "source": "Qdrant segment files kept in RAM (quantized codes with always_ram; "
+                          "original vectors and HNSW links unless on_disk; id tracker)",
                 **{f"{k}_bytes": v for k, v in parts.items()}}
 
     def memory_bytes(self) -> int:
