@@ -49,7 +49,7 @@ from retrieval.data import Metric
 from retrieval.engines.qdrant.filter import QdrantFilter, create_payload_indexes, payloads
 from retrieval.engines.qdrant.params import (
     HNSW_EF_MAX,
-    OVERSAMPLING_KNOB_MAX,
+    OVERSAMPLING_MAX,
     QdrantBuild,
     QdrantSearch,
     check_build,
@@ -165,15 +165,18 @@ class QdrantIndex(QdrantFilter, InProcessIndex):
 
     @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
-        return {"hnsw_ef": HNSW_EF_MAX}
+        """The largest hnsw_ef (oversampling left as it is: at its top every hnsw_ef answers
+        alike; without quantization it is reset to 1.0, the only value allowed)."""
+        quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+        return {"hnsw_ef": HNSW_EF_MAX, **({} if quantized else {"oversampling": 1.0})}
 
     @classmethod
     def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
-        """hnsw_ef in [k, 4096]; oversampling (integer steps) in [1, 16] on a quantized
+        """hnsw_ef in [k, 4096]; oversampling (integer steps) in [1, 64] on a quantized
         collection, else [1, 1]."""
         if knob == "oversampling":
             quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
-            return 1, OVERSAMPLING_KNOB_MAX if quantized else 1
+            return 1, OVERSAMPLING_MAX if quantized else 1
         if knob != "hnsw_ef":
             raise unknown_name_error("knob", knob, cls.monotone_knobs, where="backend 'qdrant'")
         k = check_k(k, "backend 'qdrant' knob_range")

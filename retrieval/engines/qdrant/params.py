@@ -24,8 +24,8 @@ DIM_MAX = 65536
 HNSW_EF_MAX = 4096
 QUANTIZATIONS = ("none", "scalar", "binary", "product")
 PQ_COMPRESSIONS = ("x4", "x8", "x16", "x32", "x64")
-#: top of the range a target search gives ``oversampling`` (a tuning knob; the param takes <= 64)
-OVERSAMPLING_KNOB_MAX = 16
+#: largest ``oversampling`` accepted (the top of its range as a tuning knob)
+OVERSAMPLING_MAX = 64
 
 
 class QdrantBuild(Params):
@@ -64,7 +64,7 @@ class QdrantSearch(Params):
 
     hnsw_ef: int = Field(64, ge=1, le=HNSW_EF_MAX)
     rescore: bool = True
-    oversampling: float = Field(1.0, ge=1.0, le=64.0)
+    oversampling: float = Field(1.0, ge=1.0, le=OVERSAMPLING_MAX)
     acorn: bool = False
     acorn_max_selectivity: float | None = Field(None, gt=0.0, le=1.0)
 
@@ -137,5 +137,5 @@ def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
                 native_engine="qdrant", native=native)
 
 
-__all__ = ["DIM_MAX", "HNSW_EF_MAX", "OVERSAMPLING_KNOB_MAX", "QdrantBuild", "QdrantSearch",
+__all__ = ["DIM_MAX", "HNSW_EF_MAX", "OVERSAMPLING_MAX", "QdrantBuild", "QdrantSearch",
            "check_acorn", "check_build", "check_dim", "check_search", "portable_of"]
