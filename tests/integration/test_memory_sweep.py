@@ -33,6 +33,7 @@ def _spec(**tune: object) -> object:
     }, source="memory.yaml")
 
 
+@pytest.mark.slow  # ~10 s of CPU (a measuring subprocess per build); longer on a busy machine
 def test_memory_objective_chooses_the_fewest_measured_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     s = run_sweep(_spec(), tmp_path).summary
     builds = {(b["label"], b["build"]["encoding"]): b for b in s["builds"]}
@@ -60,6 +61,7 @@ def test_rescore_knob_must_be_a_second_monotone_knob(tmp_path) -> None:  # type:
         run_sweep(_spec(rescore_knobs={"ivf-refine": "nprobe"}), tmp_path)
 
 
+@pytest.mark.slow  # sweep + export + report + two verifies
 def test_quantized_export_carries_bytes_and_verify_remeasures_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import yaml
 
