@@ -133,6 +133,8 @@ class BuiltIndex:
     #: original build time either way)
     outcome: Outcome = field(default_factory=lambda: Outcome("off", 0.0))
     build_threads: int = 1
+    #: :meth:`retrieval.memory.MemoryReport.to_dict` of this build, when measured
+    memory_report: dict[str, Any] | None = None
 
     @property
     def build_dict(self) -> dict[str, Any]:

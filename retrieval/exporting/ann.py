@@ -46,6 +46,7 @@ EVIDENCE_FIELDS = (
     "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
     "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
     "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule", "under_churn",
+    "bytes_per_vector", "memory",
 )
 
 
@@ -122,6 +123,11 @@ def evidence(
         "threads": spec.get("threads"),
         "build_s": c.build_s,
         "memory_bytes": c.memory_bytes,
+        **({"bytes_per_vector": c.bytes_per_vector, "memory": {
+            key: c.memory.get(key) for key in (
+                "resident_bytes", "resident_source", "disk_bytes", "n", "encoding",
+                "refine_store", "claimed_bytes_per_vector", "ratio_to_float32", "flags")}}
+           if c.bytes_per_vector is not None and c.memory else {}),
         "strategy": summary.strategy,
         "evaluations": b.evaluations,
         "cheapest_rule": summary.cheapest_rule,

@@ -278,6 +278,33 @@ def _verify_scaled(doc: Mapping[str, Any], where: str, ds: VectorDataset, engine
         scaled={"n": out["n"], "knob": out["check"]["expected"], "config_at_n": out["config_at_n"],
                 "rule": ev.get("scale_rule")},
     )
+#: how far a re-measured bytes/vector may sit from the recorded one: this share of it, or
+#: MEMORY_TOLERANCE_B bytes (RSS and allocator noise), whichever is larger
+MEMORY_TOLERANCE = 0.15
+MEMORY_TOLERANCE_B = 32.0
+
+
+def memory_check(ev: Mapping[str, Any], built: Any, vectors: Any) -> list[dict[str, Any]]:
+    """``evidence.bytes_per_vector`` (when the export has one) against the index's memory
+    measured again the same way (:func:`retrieval.memory.measure`), and the doctor's verdict
+    on it."""
+    recorded = ev.get("bytes_per_vector")
+    if recorded is None:
+        return []
+    from retrieval import memory
+
+    rep = memory.measure(built.index, built.info.n, vectors)
+    now = rep.bytes_per_vector
+    tol = max(MEMORY_TOLERANCE * float(recorded), MEMORY_TOLERANCE_B)
+    ok = now is not None and abs(now - float(recorded)) <= tol
+    out = [{"check": "evidence.bytes_per_vector", "passed": ok,
+            "measured": None if now is None else round(now, 1),
+            "expected": f"{recorded} (within {tol:.3g} bytes; {rep.resident_source})",
+            "fields": [] if ok else ["evidence.bytes_per_vector"]}]
+    if rep.flags:
+        out.append({"check": "memory doctor", "passed": False, "measured": list(rep.flags),
+                    "expected": "an encoding that holds what it claims", "fields": []})
+    return out
 
 
 @register_verifier(FILE_KIND, default=True)
@@ -437,6 +464,7 @@ def verify_ann(doc: Mapping[str, Any], path: Path | str, engine: str | None = No
             checks += evidence_checks(ev, ev_res, ev_held, src_backend, k,
                                       1 if same_index else build_threads)
             checks += heldout_meets_check(ev, ev_held, target, where)
+            checks += memory_check(ev, ev_built, ds.base)
     same_data = recorded_fp is not None and recorded_fp == ds.fingerprint
     bound = bool(res.recall_lb >= target - EPS)
     return VerifyReport(

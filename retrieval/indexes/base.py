@@ -113,6 +113,36 @@ class SupportsMemoryReport(Protocol):
     def memory_bytes(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class MemoryClaim:
+    """What a build's encoding claims to hold, from its parameters alone (never measured):
+    ``bytes_per_vector`` (codes + the per-vector structure the backend knows of: graph links,
+    stored ids, a refine copy), ``encoding`` in the engine's own words (``SQ8``, ``halfvec``,
+    ``scalar int8``), ``refine_store``: where the full-precision copy used for rescoring lives
+    (``ram`` | ``disk``), None when there is none. The memory doctor
+    (:mod:`retrieval.memory`) compares it with the measured bytes."""
+
+    bytes_per_vector: float
+    encoding: str
+    refine_store: str | None = None
+
+
+@runtime_checkable
+class SupportsMemoryClaim(Protocol):
+    """A backend that states what its encoding should hold (see :class:`MemoryClaim`)."""
+
+    def memory_claim(self) -> MemoryClaim: ...
+
+
+@runtime_checkable
+class SupportsMemoryFacts(Protocol):
+    """A server-side index that reports the engine's own memory figures:
+    ``memory_facts()`` -> ``{"resident_bytes": int, "source": str (which figure of the engine),
+    "disk_bytes": int | None, ...}`` (bytes)."""
+
+    def memory_facts(self) -> dict[str, Any]: ...
+
+
 @runtime_checkable
 class SupportsSaveLoad(Protocol):
     def save(self, path: Path) -> None: ...

@@ -41,7 +41,7 @@ class Hnsw:
 class Ivf:
     nlist: int
     nprobe: int
-    encoding: str = "flat"  # flat | sq8 | pq
+    encoding: str = "flat"  # flat | sq8 | sq4 | pq | rabitq (Faiss names, lower case)
     pq_m: int | None = None
     pq_nbits: int = 8
     refine: bool = False

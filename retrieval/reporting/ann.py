@@ -462,3 +462,47 @@ __all__ = [
     "recall_vs_latency",
     "recall_vs_qps",
 ]
+
+
+def recall_vs_bytes(
+    points: Sequence[Point],
+    *,
+    k: int = 10,
+    target: float | None = None,
+    chosen: Sequence[Point] = (),
+    colors: Colors | None = None,
+) -> Figure:
+    """Recall@k (y) against the measured resident bytes per vector (x, log) of every point
+    whose build was measured (:mod:`retrieval.memory`): one column of points per build (its
+    search settings), a dotted line at float32 (4 * dim bytes), the target and the chosen
+    points; the memory doctor's flags in the footnote."""
+    pts = [p for p in points if p.get("bytes_per_vector") is not None
+           and p.get("recall") is not None]
+    fig, (ax,) = new_figure(width=8.0, height=5.2)
+    colors = colors or Colors()
+    head = f"Recall@{k} vs measured bytes per vector"
+    if not pts:
+        empty_panel(ax, "no measured memory (tune.memory: resident)", title=head)
+        return fig
+    namer = series_names([*points, *chosen])
+    for name, ser in _series(pts, "recall", namer).items():
+        xs = [float(p["bytes_per_vector"]) for p in ser]
+        ys = [float(p["recall"]) for p in ser]
+        ax.scatter(xs, ys, marker=colors.marker(name), s=36, color=colors.color(name),
+                   label=name, zorder=3)
+    dims = {int(p["memory"]["dim"]) for p in pts if isinstance(p.get("memory"), Mapping)
+            and p["memory"].get("dim")}
+    for dim in sorted(dims):
+        ax.axvline(4.0 * dim, ls=":", color="grey", lw=1.2, label=f"float32 ({4 * dim} B)")
+    _mark_chosen(ax, chosen, "bytes_per_vector", "recall", colors, namer)
+    draw_target(ax, target, f"target recall@{k} = {target}")
+    if log_ok(p["bytes_per_vector"] for p in pts):
+        ax.set_xscale("log")
+    _recall_limits(ax, [p["recall"] for p in pts], target)
+    finish(ax, title=head, xlabel="resident bytes per vector (measured, log scale) - lower is "
+           "better", ylabel=f"recall@{k} (by id, mean over queries)", legend_loc="lower right")
+    flags = sorted({f"{namer(p)}: {f}" for p in pts if isinstance(p.get("memory"), Mapping)
+                    for f in p["memory"].get("flags") or []})
+    note(fig, "Up and to the left is better. " + _chosen_text(chosen)
+         + (" Memory doctor: " + "; ".join(flags) if flags else ""))
+    return fig

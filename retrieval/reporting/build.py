@@ -195,6 +195,13 @@ def index_figures(run: Run, *, remeasure: bool = False) -> Figures:
                         "Every measured point per index entry: recall@k (mean over the "
                         "tuning queries) against the knob value, the band down to its lower "
                         "confidence bound, the target line and the chosen value (star)."))
+    if any(p.get("bytes_per_vector") is not None for p in points):
+        figs.append(("recall_vs_bytes", f"Recall@{k} vs bytes per vector",
+                     ann.recall_vs_bytes(points, k=k, target=target, chosen=chosen,
+                                         colors=colors),
+                     "Measured resident bytes per vector (retrieval.memory: RSS of the loaded "
+                     "index in a clean process, or the engine's own figure) on a log x axis; "
+                     "the dotted line is float32; stars: the chosen points."))
     if chosen:
         pick = min(chosen, key=lambda c: float(c.get("p95_ms") or float("inf")))
         values = per_query_recall(run, pick, remeasure=remeasure)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Strategy = Literal["grid", "target", "optuna"]
 STRATEGIES: tuple[str, ...] = ("grid", "target", "optuna")
-Objective = Literal["p95_ms", "qps"]
+Objective = Literal["p95_ms", "qps", "bytes_per_vector"]
 
 
 class _Model(BaseModel):
@@ -34,14 +34,32 @@ class ConfidenceSpec(_Model):
     resamples: int = Field(2000, ge=100, le=100_000)
 
 
+class CostSpec(_Model):
+    """Prices for the monthly cost of an operating point: ``ram_gb_month`` / ``disk_gb_month``
+    in the user's currency per GB (10**9 bytes) per month; ``n``: the number of vectors the
+    deployment will hold (default: the dataset's)."""
+
+    ram_gb_month: float = Field(ge=0.0)
+    disk_gb_month: float = Field(0.0, ge=0.0)
+    n: int | None = Field(None, ge=1)
+
+
 class TuneSpec(_Model):
     """How ``rwb sweep`` searches (``strategy``) and decides (``confidence``, held-out split).
 
     - ``strategy``: ``grid`` (every listed value), ``target`` (per build, the smallest value of
       the monotone search knob meeting the target, by galloping + bisection over its range) or
       ``optuna`` (a sampler picks build configs; each is solved by ``target``).
-    - ``objective``: what "cheapest" minimises: ``p95_ms`` (single-query p95 latency, ms) or
-      ``qps`` (batch throughput, maximised).
+    - ``objective``: what "cheapest" minimises: ``p95_ms`` (single-query p95 latency, ms),
+      ``qps`` (batch throughput, maximised) or ``bytes_per_vector`` (the measured resident bytes
+      of the index per vector, see :mod:`retrieval.memory`; ties by p95).
+    - ``slo_p95_ms``: a point whose single-query p95 (ms) exceeds it is not chosen.
+    - ``memory``: ``reported`` (the backend's own figure) or ``resident`` (measured in a clean
+      subprocess, see :mod:`retrieval.memory`); objective ``bytes_per_vector`` implies
+      ``resident``.
+    - ``rescore_knobs``: backend name or label -> a second monotone knob (``k_factor``,
+      ``oversampling``) solved jointly with the first by :mod:`retrieval.tune.joint`.
+    - ``cost``: prices for the monthly cost of each chosen point (:class:`CostSpec`).
     - ``heldout_fraction``: share of the queries held out from tuning and used only to
       re-measure the chosen configs (0 disables the held-out check).
     - ``knobs``: backend name or index label -> the monotone search knob to tune (default: the
@@ -53,6 +71,10 @@ class TuneSpec(_Model):
 
     strategy: Strategy = "grid"
     objective: Objective = "p95_ms"
+    slo_p95_ms: float | None = Field(None, gt=0.0)
+    memory: Literal["reported", "resident"] = "reported"
+    rescore_knobs: dict[str, str] = Field(default_factory=dict)
+    cost: CostSpec | None = None
     confidence: ConfidenceSpec = Field(default_factory=ConfidenceSpec)
     heldout_fraction: float = Field(0.5, ge=0.0, le=0.9)
     knobs: dict[str, str] = Field(default_factory=dict)
@@ -78,4 +100,9 @@ class TuneSpec(_Model):
 
 #: fields that may change when a study is resumed (a budget, or how indexes are built: build
 #: threads, the build cache; not what is measured)
+def measures_resident(tune: TuneSpec) -> bool:
+    """Whether a sweep measures resident memory (a subprocess per build)."""
+    return tune.memory == "resident" or tune.objective == "bytes_per_vector"
+
+
 RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials", "index_build")

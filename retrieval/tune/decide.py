@@ -24,7 +24,9 @@ CHEAPEST_RULE = (
     "per build: among configs whose recall lower bound >= target, the smallest value of the "
     "monotone search knob (recall and cost both grow with it); configs without such a knob, and "
     "builds of one backend, compared by the objective (lowest single-query p95 ms, or highest "
-    "batch QPS with objective qps)"
+    "batch QPS with objective qps, or fewest measured resident bytes per vector with "
+    "objective bytes_per_vector, ties by p95), among points whose p95 is within slo_p95_ms "
+    "when one is set"
 )
 
 
@@ -101,7 +103,15 @@ def objective_value(p: PointResult, objective: Objective) -> float:
     """The objective of a point, as a quantity to minimise (QPS is negated)."""
     if objective == "qps":
         return -(p.qps or 0.0)
+    if objective == "bytes_per_vector":
+        return p.bytes_per_vector if p.bytes_per_vector is not None else math.inf
     return p.p95_ms if p.p95_ms is not None else math.inf
+
+
+def within_slo(p: PointResult, slo_p95_ms: float | None) -> bool:
+    """A point meets the latency SLO when it has none, or its measured p95 (ms) is <= it (a
+    point without a single-query p95 cannot be shown to meet one)."""
+    return slo_p95_ms is None or (p.p95_ms is not None and p.p95_ms <= slo_p95_ms)
 
 
 def choose(
@@ -123,4 +133,16 @@ def choose(
             if cur is None or p.search.get(knob, 0) < cur.search.get(knob, 0):
                 best[rest] = p
         ok = list(best.values())
-    return min(ok, key=lambda p: (objective_value(p, objective), repr(sorted(p.search.items()))))
+    return min(ok, key=lambda p: (*rank_key(p, objective), repr(sorted(p.search.items()))))
+
+
+def rank_key(p: PointResult, objective: Objective) -> tuple[float, float]:
+    """Sort key of a point meeting the target: its objective, then its latency (ms). A target
+    search's probes have no single-query p95: their batch ms per query (1000 / QPS, one pass)
+    stands in, so the steps of a two-knob staircase can be compared."""
+    batch = 1000.0 / p.qps if p.qps else math.inf
+    latency = p.p95_ms if p.p95_ms is not None else batch
+    value = objective_value(p, objective)
+    if objective == "p95_ms" and p.p95_ms is None:
+        value = batch
+    return value, latency

@@ -70,6 +70,13 @@ def _one_pass(ev: Evaluator) -> Iterator[None]:
         ev.batch_repeats, ev.warmup = saved
 
 
+def _memory_fields(built: BuiltIndex | None) -> dict[str, Any]:
+    rep = None if built is None else built.memory_report
+    if rep is None:
+        return {}
+    return {"bytes_per_vector": rep.get("bytes_per_vector"), "memory": dict(rep)}
+
+
 @dataclass
 class Measurer:
     ev: Evaluator
@@ -82,7 +89,8 @@ class Measurer:
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
 
-    def _result(self, ms: list[Measurement], search: Search) -> PointResult:
+    def _result(self, ms: list[Measurement], search: Search,
+                built: BuiltIndex | None = None) -> PointResult:
         single = next((m for m in ms if m.mode == "single"), None)
         batch = next((m for m in ms if m.mode == "batch"), None)
         ref = batch or single
@@ -104,20 +112,21 @@ class Measurer:
             build_s=ref.build_s,
             memory_bytes=ref.memory_bytes,
             meets=self.meets(lb),
+            **_memory_fields(built),
         )
 
     def full(self, built: BuiltIndex, search: Search) -> PointResult:
         ms = self.ev.measure(
             built, search, modes=self.modes, query_idx=self.split.tune, query_set="tune"
         )
-        return self._result(ms, search)
+        return self._result(ms, search, built)
 
     def probe(self, built: BuiltIndex, search: Search) -> PointResult:
         with _one_pass(self.ev):
             ms = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
-        return self._result(ms, search)
+        return self._result(ms, search, built)
 
     def heldout(self, built: BuiltIndex, search: Search) -> HeldOut | None:
         if self.split.heldout.size == 0:

@@ -37,13 +37,25 @@ def front(rows: Sequence[Mapping[str, Any]], cost: str, higher_is_better: bool) 
     return out
 
 
+def front3(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of ``rows`` on the three-way front: recall (higher), single-query p95 ms
+    (lower), measured bytes per vector (lower); rows missing one of them are skipped."""
+    keys = ("recall", "p95_ms", "bytes_per_vector")
+    usable = [i for i, r in enumerate(rows) if all(r.get(k) is not None for k in keys)]
+    objs = [[float(rows[i][k]) for k in keys] for i in usable]
+    return [usable[j] for j in pareto_indices(objs, (True, False, False))]
+
+
 def pareto(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The union of both fronts: each row once, with ``fronts`` naming the fronts it is on,
-    ordered by recall (ascending)."""
+    """The union of the fronts: each row once, with ``fronts`` naming the fronts it is on
+    (``p95_ms``, ``qps``, and ``recall_p95_bytes`` when memory was measured), ordered by recall
+    (ascending)."""
     on: dict[int, list[str]] = {}
     for cost, higher in FRONTS.items():
         for i in front(rows, cost, higher):
             on.setdefault(i, []).append(cost)
+    for i in front3(rows):
+        on.setdefault(i, []).append("recall_p95_bytes")
     out = [{**rows[i], "fronts": names} for i, names in on.items()]
     out.sort(key=lambda r: (float(r["recall"]), -(float(r.get("qps") or 0.0))))
     return out

@@ -43,6 +43,10 @@ class PointResult:
     meets: bool | None
     #: what a workload records beside the common figures (a filtered step: its ``row``)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: measured resident bytes / vectors (None unless the sweep measures memory)
+    bytes_per_vector: float | None = None
+    #: the build's :class:`retrieval.memory.MemoryReport` as a dict (where the figure came from)
+    memory: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -26,7 +26,8 @@ from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, SummaryPart
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, operating_points
 from retrieval.tune.config import Objective
-from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
+from retrieval.tune.cost import with_costs
+from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, rank_key, within_slo
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec
@@ -34,7 +35,7 @@ from retrieval.tune.units import Unit
 
 POINT_KEYS = (
     "recall", "recall_lb", "recall_tie", "recall_p5", "n_queries", "p50_ms", "p95_ms", "p99_ms",
-    "qps", "build_s", "memory_bytes", "meets",
+    "qps", "build_s", "memory_bytes", "meets", "bytes_per_vector", "memory",
 )
 
 
@@ -73,6 +74,9 @@ class ChosenPoint(SummaryPart):
     build_s: float | None = None
     memory_bytes: int | None = None
     meets: bool | None = None
+    #: measured resident bytes per vector and the report it came from (retrieval.memory)
+    bytes_per_vector: float | None = None
+    memory: dict[str, Any] | None = None
 
     def point(self) -> PointResult:
         return PointResult.from_dict(self.to_json_dict())
@@ -90,6 +94,8 @@ class BackendChoice(SummaryPart):
     heldout_recall_lb: float | None = None
     heldout_meets: bool | None = None
     node_hours: float | None = None  # wall hours spent on every build of this entry
+    #: monthly cost of the chosen point at the priced N (tune.cost; currency per month)
+    cost: dict[str, Any] | None = None
 
 
 class SweepSummary(RunSummary):
@@ -118,6 +124,7 @@ class SweepSummary(RunSummary):
     builds: list[dict[str, Any]] = Field(default_factory=list)
     rows: list[dict[str, Any]] = Field(default_factory=list)
     pareto: list[dict[str, Any]] = Field(default_factory=list)
+    slo_p95_ms: float | None = None
     this_worker: dict[str, Any] | None = None
     workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
 
@@ -214,14 +221,16 @@ def _rows(trials: list[Any], units: Mapping[str, Unit]) -> list[dict[str, Any]]:
     return rows
 
 
-def _best_per_label(builds: list[dict[str, Any]], objective: str) -> dict[str, dict[str, Any]]:
+def _best_per_label(builds: list[dict[str, Any]], objective: str,
+                    slo_p95_ms: float | None = None) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for label in dict.fromkeys(b["label"] for b in builds):
         mine = [b for b in builds if b["label"] == label]
-        ok = [b for b in mine if b["chosen"] is not None]
+        ok = [b for b in mine if b["chosen"] is not None
+              and within_slo(PointResult.from_dict(b["chosen"]), slo_p95_ms)]
         best = min(
             ok,
-            key=lambda b: objective_value(PointResult.from_dict(b["chosen"]), objective),  # type: ignore[arg-type]
+            key=lambda b: rank_key(PointResult.from_dict(b["chosen"]), objective),  # type: ignore[arg-type]
             default=None,
         )
         out[label] = {
@@ -308,10 +317,12 @@ def build_summary(
         "cheapest_rule": CHEAPEST_RULE,
         "evaluations": len(rows),
         "study": {"storage": storage, "name": study_name, "trials": dict(states)},
-        "backends": _best_per_label(builds, tune.objective),
+        "backends": with_costs(_best_per_label(builds, tune.objective, tune.slo_p95_ms),
+                               tune.cost, ds.n_base),
         "builds": builds,
         "rows": rows,
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
+        **({"slo_p95_ms": tune.slo_p95_ms} if tune.slo_p95_ms is not None else {}),
     }
 
 

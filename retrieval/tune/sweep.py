@@ -24,7 +24,7 @@ from retrieval.runs import RunDir, RunKind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
-from retrieval.tune.config import STRATEGIES
+from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
@@ -276,7 +276,8 @@ def _sweep_study(
     if cluster.executor == "ray":
         return _sweep_on_ray(run, spec, plan, name, opened, ds, split, optuna_study, created,
                              progress, poll_s, started, cluster)
-    settings = Settings(strategy, spec.target_recall, spec.tune.objective, poll_s=poll_s)
+    settings = Settings(strategy, spec.target_recall, spec.tune.objective,
+                        memory=measures_resident(spec.tune), poll_s=poll_s)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         measurer = Measurer(

@@ -131,6 +131,7 @@ def unit_to_dict(u: Unit) -> dict[str, Any]:
 def unit_from_dict(d: Mapping[str, Any]) -> Unit:
     data = dict(d)
     data["grid"] = tuple(dict(s) for s in data.get("grid", ()))
+    data["ladder2"] = tuple(int(v) for v in data.get("ladder2", ()))
     return Unit(**data)
 
 

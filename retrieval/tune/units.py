@@ -28,6 +28,7 @@ from retrieval.indexes.base import IndexBackend
 from retrieval.indexes.entry import canon
 from retrieval.indexes.registry import get_backend
 from retrieval.params import Params
+from retrieval.tune import joint
 from retrieval.tune import target as tgt
 from retrieval.tune.bucket_summary import bucket_names
 from retrieval.tune.config import TuneSpec
@@ -65,6 +66,10 @@ class Unit:
     #: a filtered workload's unit: the filtering strategy and the selectivity bucket
     strategy: str | None = None
     bucket: str | None = None
+    #: a second monotone knob (oversampling, k_factor) solved jointly with ``knob`` over the
+    #: values of ``ladder2`` (see :mod:`retrieval.tune.joint`); None for a one-knob unit
+    knob2: str | None = None
+    ladder2: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
@@ -80,12 +85,16 @@ class Unit:
         }
         if self.strategy is not None:
             doc.update(strategy=self.strategy, bucket=self.bucket)
+        if self.knob2 is not None:  # one-knob units keep the keys they always had
+            doc.update(knob2=self.knob2, ladder2=list(self.ladder2))
         return hashlib.sha1(canon(doc).encode()).hexdigest()[:12]
 
     @property
     def budget(self) -> int | None:
         """Most evaluations a target unit takes (None for grid units)."""
-        return tgt.budget(self.low, self.high) if self.method == "target" else None
+        if self.method != "target":
+            return None
+        return tgt.budget(self.low, self.high) * max(1, len(self.ladder2))
 
     def point(self, value: int) -> dict[str, Any]:
         assert self.knob is not None
@@ -99,9 +108,23 @@ class Unit:
                 if canon(s) not in measured:
                     return s
             return None
+        if self.knob2 is not None:
+            pair = joint.next_pair(self.low, self.high, self.ladder2, self._known2(measured))
+            return None if pair is None else {**self.point(pair[0]), self.knob2: pair[1]}
         known = self.known(measured)
         v = tgt.next_probe(self.low, self.high, known)
         return None if v is None else self.point(v)
+
+    def _known2(self, measured: Mapping[str, PointResult]) -> dict[tuple[int, int], bool]:
+        assert self.knob is not None and self.knob2 is not None
+        known: dict[tuple[int, int], bool] = {}
+        both = (self.knob, self.knob2)
+        for p in measured.values():
+            rest = {k: v for k, v in p.search.items() if k not in both}
+            if all(rest.get(k) == v for k, v in self.fixed.items()) and all(
+                    k in p.search for k in both):
+                known[int(p.search[self.knob]), int(p.search[self.knob2])] = bool(p.meets)
+        return known
 
     def known(self, measured: Mapping[str, PointResult]) -> dict[int, bool]:
         """Knob value -> met the target, over the points of this unit in ``measured``."""
@@ -117,6 +140,9 @@ class Unit:
         """A target unit whose most accurate setting (``high``) missed the target."""
         if self.method != "target":
             return False
+        if self.knob2 is not None:
+            stair, nxt = joint.steps(self.low, self.high, self.ladder2, self._known2(measured))
+            return nxt is None and all(a is None for _, a in stair)
         known = self.known(measured)
         return known.get(self.high) is False
 
@@ -184,14 +210,42 @@ def make_unit(
     build_doc = dict(build)
     if method == "target" and knob is not None:
         low, high = knob_bounds(cls, knob, bp, spec.k, spec.tune)
-        fixed_doc = {k: v for k, v in (fixed or {}).items() if k != knob}
+        knob2, ladder = rescore_knob(cls, bp, spec.k, spec.tune, label, knob)
+        fixed_doc = {k: v for k, v in (fixed or {}).items() if k not in (knob, knob2)}
         context = f"indexes[{i}]: search range of '{knob}' [{low}, {high}]"
         for v in (low, high):  # checked once here, trusted when measured
-            checked.config(bp, {**fixed_doc, knob: v}, context=context)
-        return Unit(i, entry.backend, label, build_doc, fixed_doc, "target", knob, low, high)
+            for b in (ladder[0], ladder[-1]) if knob2 else (None,):
+                extra = {} if knob2 is None else {knob2: b}
+                checked.config(bp, {**fixed_doc, knob: v, **extra}, context=context)
+        return Unit(i, entry.backend, label, build_doc, fixed_doc, "target", knob, low, high,
+                    knob2=knob2, ladder2=ladder)
     return Unit(
         i, entry.backend, label, build_doc, {}, "grid", knob, 0, 0, tuple(search_grid(entry))
     )
+
+
+def rescore_knob(
+    cls: type[IndexBackend], build: Params, k: int, tune: TuneSpec, label: str, knob: str
+) -> tuple[str | None, tuple[int, ...]]:
+    """``tune.rescore_knobs[label or backend]`` and its ladder (powers of two in its range, or
+    in ``tune.search_range``), or (None, ()) when none is asked for or its range is one value
+    for this build (e.g. ``k_factor`` without ``refine``)."""
+    name = tune.rescore_knobs.get(label) or tune.rescore_knobs.get(cls.name)
+    if name is None:
+        return None, ()
+    knobs = cls.monotone_knobs_for(build)
+    if name not in knobs or name == knob:
+        allowed = ", ".join(k for k in knobs if k != knob) or "none"
+        raise ConfigError(
+            f"field 'tune.rescore_knobs.{label}': '{name}' is not a second monotone knob of "
+            f"backend '{cls.name}' for build {build.model_dump()}; allowed: {allowed}")
+    low, high = knob_bounds(cls, name, build, k, tune)
+    if low >= high:
+        return None, ()
+    ladder = [low]
+    while ladder[-1] * 2 <= high:
+        ladder.append(ladder[-1] * 2)
+    return name, tuple(ladder)
 
 
 def target_fixed_grid(spec: SweepSpec, i: int, knob: str | None) -> list[dict[str, Any]]:
@@ -199,7 +253,11 @@ def target_fixed_grid(spec: SweepSpec, i: int, knob: str | None) -> list[dict[st
     entry = spec.indexes[i]
     if knob is None:
         return [{}]
-    axes = {k: v if isinstance(v, list) else [v] for k, v in entry.search.items() if k != knob}
+    label = entry_labels(spec)[i]
+    knob2 = spec.tune.rescore_knobs.get(label) or spec.tune.rescore_knobs.get(entry.backend)
+    skip = {knob, knob2}
+    axes = {k: v if isinstance(v, list) else [v] for k, v in entry.search.items()
+            if k not in skip}
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
 
 
@@ -289,6 +347,12 @@ def check_ranges_used(spec: SweepSpec) -> None:
             f"search knob of any backend in this spec; allowed: {', '.join(sorted(knobs))}"
         )
     names = set(labels) | {e.backend for e in spec.indexes}
+    for name in spec.tune.rescore_knobs:
+        if name not in names:
+            raise ConfigError(
+                f"{spec.source}: field 'tune.rescore_knobs.{name}': no index entry or backend "
+                f"named '{name}' in this spec; allowed: {', '.join(sorted(names))}"
+            )
     for name in spec.tune.knobs:
         if name not in names:
             raise ConfigError(
@@ -326,6 +390,8 @@ def trial_params(
         params[key] = value
         if unit.method == "target" and name == unit.knob:
             dists[key] = IntDistribution(unit.low, unit.high)
+        elif unit.method == "target" and name == unit.knob2:
+            dists[key] = IntDistribution(unit.ladder2[0], unit.ladder2[-1])
         elif name in entry.search:
             dists[key] = CategoricalDistribution(_choices(entry.search[name]))
         else:

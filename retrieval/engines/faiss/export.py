@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from retrieval.engines.faiss.ivf import ENCODING_CODES
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.portable import (
     Flat,
@@ -43,7 +44,7 @@ def to_faiss(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         factory, space = f"HNSW{p.M}", f"efSearch={p.ef_search}"
         fields["hnsw.efConstruction"] = p.ef_construction
     elif isinstance(p, Ivf):
-        code = {"flat": "Flat", "sq8": "SQ8"}.get(p.encoding) or f"PQ{p.pq_m}x{p.pq_nbits}np"
+        code = ENCODING_CODES.get(p.encoding) or f"PQ{p.pq_m}x{p.pq_nbits}np"
         factory = f"IVF{p.nlist},{code}" + (",RFlat" if p.refine else "")
         space = f"nprobe={p.nprobe}" + (f",k_factor_rf={p.k_factor}" if p.refine else "")
     elif isinstance(p, Flat):
@@ -93,9 +94,10 @@ def from_faiss(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
                           f"{metric == 'cosine'} (the data's metric is {metric})",
                           f"{c.metric}, normalize_vectors {c.normalize_vectors}", where=where)
     fac = c.index_factory
-    if not re.fullmatch(r"HNSW\d+|IVF\d+,(Flat|SQ8|PQ\d+x\d+np)(,RFlat)?|Flat", fac):
-        raise param_error("config.index_factory", "HNSW<M>, IVF<nlist>,Flat|SQ8|PQ<m>x<b>np"
-                          "[,RFlat] or Flat (what rwb's faiss backends build)", fac, where=where)
+    if not re.fullmatch(r"HNSW\d+|IVF\d+,(Flat|SQ8|SQ4|RaBitQ|PQ\d+x\d+np)(,RFlat)?|Flat", fac):
+        raise param_error("config.index_factory", "HNSW<M>, IVF<nlist>,Flat|SQ8|SQ4|RaBitQ|"
+                          "PQ<m>x<b>np[,RFlat] or Flat (what rwb's faiss backends build)", fac,
+                          where=where)
     try:
         check_faiss(dict(cfg))
     except ConfigError as exc:
@@ -105,10 +107,10 @@ def from_faiss(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
         efc = c.index_fields.get("hnsw.efConstruction", 40)
         return Rebuilt("faiss-hnsw", {"M": int(m[1]), "ef_construction": int(efc)},
                        {"ef_search": int(space.get("efSearch", 16))})
-    if m := re.fullmatch(r"IVF(\d+),(Flat|SQ8|PQ(\d+)x(\d+)np)(,RFlat)?", fac):
+    if m := re.fullmatch(r"IVF(\d+),(Flat|SQ8|SQ4|RaBitQ|PQ(\d+)x(\d+)np)(,RFlat)?", fac):
         build: dict[str, Any] = {"nlist": int(m[1])}
-        if m[2] == "SQ8":
-            build["encoding"] = "sq8"
+        if m[2] in ("SQ8", "SQ4", "RaBitQ"):
+            build["encoding"] = m[2].lower()
         elif m[3]:
             build.update(encoding="pq", pq_m=int(m[3]), pq_nbits=int(m[4]))
         search: dict[str, Any] = {"nprobe": int(space.get("nprobe", 1))}
@@ -118,8 +120,9 @@ def from_faiss(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
         return Rebuilt("faiss-ivf", build, search)
     if fac == "Flat":
         return Rebuilt("faiss-flat", {}, {})
-    raise param_error("config.index_factory", "HNSW<M>, IVF<nlist>,Flat|SQ8|PQ<m>x<b>np[,RFlat] "
-                      "or Flat (what rwb's faiss backends build)", fac, where=where)
+    raise param_error("config.index_factory", "HNSW<M>, IVF<nlist>,Flat|SQ8|SQ4|RaBitQ|"
+                      "PQ<m>x<b>np[,RFlat] or Flat (what rwb's faiss backends build)", fac,
+                          where=where)
 
 
 to_native = to_faiss

@@ -20,7 +20,7 @@ from retrieval.errors import ConfigError
 from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
-from retrieval.indexes.base import BuildInfo, IndexBackend, SearchResult
+from retrieval.indexes.base import BuildInfo, IndexBackend, MemoryClaim, SearchResult
 from retrieval.indexes.filter_common import faiss_selector
 from retrieval.indexes.inprocess import check_ids, check_k
 from retrieval.indexes.portable import Flat
@@ -71,6 +71,10 @@ class FaissFlatIndex(SlotWrites, IndexBackend):
         self._index, self._inner = index, None
         self._ids = checked_ids
         return BuildInfo(n=len(x), build_s=build_s, memory_bytes=self.memory_bytes())
+
+    def memory_claim(self) -> MemoryClaim:
+        """The float32 vectors, nothing else."""
+        return MemoryClaim(4.0 * self.dim, "Flat (float32)")
 
     def memory_bytes(self) -> int:
         return fc.serialized_bytes(self._index)

@@ -19,6 +19,7 @@ import numpy as np
 
 from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
@@ -107,6 +108,12 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
     ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
         self._search(np.zeros((1, self.dim), dtype=np.float32), k)  # caches the params object
         return fc.hot_call(self._index, self._params, k, self.metric)
+
+    def memory_claim(self) -> MemoryClaim:
+        """float32 vector + layer-0 links (2*M int32) + level and offset bookkeeping."""
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        return MemoryClaim(4.0 * self.dim + 8.0 * p.M + 12.0, "Flat (float32)")
 
     def memory_bytes(self) -> int:
         """Size in bytes of the serialized index (``faiss.serialize_index``): graph plus

@@ -37,6 +37,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from retrieval.errors import ConfigError, param_error
 from retrieval.filtering.rows import RowFilter
 from retrieval.indexes import faiss_common as fc
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
 from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
@@ -59,15 +60,16 @@ class IvfBuild(Params):
 
     - ``nlist``: number of inverted lists (k-means centroids); must be <= the number of vectors.
     - ``encoding``: how vectors are stored in the lists: ``flat`` (float32, exact distances),
-      ``sq8`` (8-bit scalar quantizer), ``pq`` (product quantizer, ``pq_m`` sub-vectors of
-      ``pq_nbits`` bits; ``pq_m`` must divide the dimension).
+      ``sq8`` / ``sq4`` (8- / 4-bit scalar quantizer), ``pq`` (product quantizer, ``pq_m``
+      sub-vectors of ``pq_nbits`` bits; ``pq_m`` must divide the dimension), ``rabitq``
+      (Faiss 1.15 ``RaBitQ``: 1 bit per dimension plus two float factors per vector).
     - ``refine``: re-rank ``k * k_factor`` candidates with exact distances (``IndexRefineFlat``,
       keeps a float32 copy of the vectors).
     - ``train_size``: vectors used to train (default ``min(n, 256 * nlist)``).
     """
 
     nlist: int = Field(256, ge=1, le=NLIST_MAX)
-    encoding: Literal["flat", "sq8", "pq"] = "flat"
+    encoding: Literal["flat", "sq8", "sq4", "pq", "rabitq"] = "flat"
     pq_m: int | None = Field(None, ge=1, le=4096, validate_default=True)
     pq_nbits: int = Field(8, ge=1, le=16)
     refine: bool = False
@@ -99,6 +101,24 @@ class IvfSearch(Params):
 
     nprobe: int = Field(1, ge=1, le=NLIST_MAX)
     k_factor: int = Field(1, ge=1, le=K_FACTOR_MAX)
+
+
+#: Faiss factory code of each encoding (pq: ``PQ{m}x{nbits}np``)
+ENCODING_CODES = {"flat": "Flat", "sq8": "SQ8", "sq4": "SQ4", "rabitq": "RaBitQ"}
+
+
+def code_bytes(build: IvfBuild, dim: int) -> float:
+    """Bytes of one vector's code in the inverted lists (what the encoding claims)."""
+    if build.encoding == "flat":
+        return 4.0 * dim
+    if build.encoding == "sq8":
+        return float(dim)
+    if build.encoding == "sq4":
+        return (dim + 1) // 2
+    if build.encoding == "rabitq":
+        return (dim + 7) // 8 + 8.0  # sign bits + two float32 factors (Faiss RaBitQ, 1 bit)
+    assert build.pq_m is not None
+    return (build.pq_m * build.pq_nbits + 7) // 8
 
 
 def _build_where(name: str) -> str:
@@ -186,7 +206,7 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
         """Faiss ``index_factory`` string, e.g. ``IVF1024,SQ8`` or ``IVF256,PQ16x8np,RFlat``
         (the metric is passed to the factory separately)."""
         assert isinstance(build, IvfBuild)
-        code = {"flat": "Flat", "sq8": "SQ8"}.get(build.encoding)
+        code = ENCODING_CODES.get(build.encoding)
         if code is None:
             code = f"PQ{build.pq_m}x{build.pq_nbits}np"
         return f"IVF{build.nlist},{code}" + (",RFlat" if build.refine else "")
@@ -324,6 +344,15 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
     ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], tuple[np.ndarray, np.ndarray]]]:
         self._search(np.zeros((1, self.dim), dtype=np.float32), k)  # caches the params object
         return fc.hot_call(self._index, self._params, k, self.metric)
+
+    def memory_claim(self) -> MemoryClaim:
+        """Code bytes + an int64 id per vector, + the float32 refine copy (in RAM) with refine."""
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        per = code_bytes(p, self.dim) + 8.0 + (4.0 * self.dim if p.refine else 0.0)
+        name = ENCODING_CODES.get(p.encoding) or f"PQ{p.pq_m}x{p.pq_nbits}"
+        return MemoryClaim(per, name + (" + RFlat" if p.refine else ""),
+                           "ram" if p.refine else None)
 
     def memory_bytes(self) -> int:
         """Size in bytes of the serialized index (``faiss.serialize_index``): centroids, codes,

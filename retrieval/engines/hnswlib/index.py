@@ -29,6 +29,7 @@ import numpy as np
 from retrieval.data import base_chunks, is_out_of_core
 from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.rows import RowFilter
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter, pad
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
@@ -196,6 +197,12 @@ class HnswlibIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex, HnswCheck
             except RuntimeError:
                 hi = mid - 1
         return best
+
+    def memory_claim(self) -> MemoryClaim:
+        """float32 vector + layer-0 links (2*M uint32 + a count) + label (8 bytes)."""
+        p = self.build_params
+        assert isinstance(p, HnswBuild)
+        return MemoryClaim(4.0 * self.dim + 8.0 * p.M + 12.0, "float32")
 
     def memory_bytes(self) -> int:
         """Size in bytes of the serialized index as hnswlib computes it

@@ -45,7 +45,14 @@ import numpy as np
 
 from retrieval.data import Metric
 from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
-from retrieval.engines.pgvector.params import OPERATOR, OPS, check_dim
+from retrieval.engines.pgvector.params import (
+    OPERATOR,
+    OPS,
+    check_dim,
+    opclass,
+    query_expr,
+    vector_expr,
+)
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
 from retrieval.indexes.owned import pg_mark, pg_unlock
@@ -137,6 +144,16 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
 
     def _with_clause(self) -> str:
         raise NotImplementedError
+
+    def _vtype(self) -> str:
+        """``vector`` or ``halfvec`` (the build's ``vector_type``; IVFFlat: vector)."""
+        return str(self.build_params.model_dump().get("vector_type", "vector"))
+
+    def _vexpr(self) -> str:
+        return vector_expr(self._vtype(), self.dim)
+
+    def _qexpr(self) -> str:
+        return query_expr(self._vtype(), self.dim, "%(q)b")
 
     def _set_lines(self) -> list[str]:
         """The ``SET`` statements of the current search params (values validated ints/enums)."""
@@ -251,7 +268,8 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
         self._run("SET", f"SET maintenance_work_mem = '{_mem_literal(self.maintenance_work_mem)}'")
         self._run("SET", f"SET max_parallel_maintenance_workers = {int(workers)}")
         create = (f"CREATE INDEX {self.table}_idx ON {self.table} USING {self.method} "
-                  f"(embedding {OPS[self.metric]}){self._with_clause()}")
+                  f"({self._vexpr()} {opclass(self._vtype(), self.metric)})"
+                  f"{self._with_clause()}")
         t2 = time.perf_counter_ns()
         self._run("CREATE INDEX", create)
         t3 = time.perf_counter_ns()
@@ -287,8 +305,9 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
         }
 
     def _start_searching(self) -> None:
-        self._sql = (f"SELECT id, embedding {OPERATOR[self.metric]} %(q)b FROM {self.table} "
-                     f"ORDER BY embedding {OPERATOR[self.metric]} %(q)b LIMIT %(k)s")
+        v, op, q = self._vexpr(), OPERATOR[self.metric], self._qexpr()
+        self._sql = (f"SELECT id, {v} {op} {q} FROM {self.table} "
+                     f"ORDER BY {v} {op} {q} LIMIT %(k)s")
         # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
         # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
         # would be timed as if it were the index. rwb measures the index: sequential scans are

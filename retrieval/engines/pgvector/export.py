@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.engines.pgvector.params import (
+    HALF_OPS,
     OPERATOR,
     OPS,
     PgHnswBuild,
@@ -29,6 +30,9 @@ from retrieval.engines.pgvector.params import (
     check_hnsw_build,
     check_hnsw_search,
     check_ivf_search,
+    opclass,
+    query_expr,
+    vector_expr,
 )
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.portable import Hnsw, Ivf, Portable, Rebuilt, dim_is
@@ -40,6 +44,7 @@ TABLE, COLUMN = "items", "embedding"
 #: rwb backend that runs each pgvector index method
 BACKENDS = {"hnsw": "pgvector", "ivfflat": "pgvector-ivfflat"}
 _METRIC_OF_OPS = {v: k for k, v in OPS.items()}
+_METRIC_OF_HALF_OPS = {v: k for k, v in HALF_OPS.items()}
 
 
 def _cannot(p: Portable, why: str) -> ConfigError:
@@ -47,13 +52,17 @@ def _cannot(p: Portable, why: str) -> ConfigError:
 
 
 def _sql(method: str, metric: str, with_: Mapping[str, int], sets: Mapping[str, int],
-         k: int) -> dict[str, Any]:
+         k: int, vector_type: str = "vector", dim: int = 0) -> dict[str, Any]:
+    """The SQL of a config; ``halfvec``: an expression index over ``embedding::halfvec(dim)``
+    and the query ordered by the same expression (the table keeps its float32 column)."""
     args = ", ".join(f"{key} = {int(v)}" for key, v in with_.items())
+    col = vector_expr(vector_type, dim, COLUMN)
+    q = query_expr(vector_type, dim, "$1")
     return {
-        "create_index": f"CREATE INDEX ON {TABLE} USING {method} ({COLUMN} {OPS[metric]}) "
-                        f"WITH ({args});",
+        "create_index": f"CREATE INDEX ON {TABLE} USING {method} "
+                        f"({col} {opclass(vector_type, metric)}) WITH ({args});",
         "set": [f"SET {key} = {int(v)};" for key, v in sets.items()],
-        "query": f"SELECT id FROM {TABLE} ORDER BY {COLUMN} {OPERATOR[metric]} $1 LIMIT {k};",
+        "query": f"SELECT id FROM {TABLE} ORDER BY {col} {OPERATOR[metric]} {q} LIMIT {k};",
     }
 
 
@@ -77,9 +86,12 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     if metric not in OPS:
         raise param_error("metric", f"one of {', '.join(OPS)}", metric, where=WHERE)
     check_dim(dim, WHERE)
+    vtype = "vector"
     if isinstance(p, Hnsw):
-        if p.quantization:
-            raise _cannot(p, "HNSW over SQ8 has no pgvector form (halfvec is not SQ8)")
+        if p.quantization not in (None, "FP16"):
+            raise _cannot(p, f"HNSW over {p.quantization} has no pgvector form (its "
+                          "half-precision halfvec is FP16, not SQ8 / BQ / PQ)")
+        vtype = "halfvec" if p.quantization == "FP16" else "vector"
         method = "hnsw"
         build = validate_params(PgHnswBuild, {"m": p.M, "ef_construction": p.ef_construction},
                                 where=WHERE, prefix="build_params.")
@@ -87,7 +99,7 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         search = validate_params(PgHnswSearch, {"ef_search": p.ef_search}, where=WHERE,
                                  prefix="search_params.")
         check_hnsw_search(search, k, WHERE)
-        with_ = build.model_dump()
+        with_ = build.model_dump(exclude={"vector_type"})
         sets = {"hnsw.ef_search": search.ef_search}
         sp: dict[str, Any] = {"ef_search": search.ef_search}
     elif isinstance(p, Ivf):
@@ -106,12 +118,13 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
                       "a sequential scan, AUTOINDEX is Milvus's)")
     return with_set_local({
         "method": method,
-        "opclass": OPS[metric],
+        "opclass": opclass(vtype, metric),
         "operator": OPERATOR[metric],
         "dim": dim,
+        **({"vector_type": vtype} if vtype != "vector" else {}),
         "build_params": with_,
         "search_params": sp,
-        **_sql(method, metric, with_, sets, k),
+        **_sql(method, metric, with_, sets, k, vtype, dim),
     })
 
 
@@ -129,7 +142,8 @@ class PgvectorConfig:
 
 
 _CREATE = re.compile(
-    r"CREATE\s+INDEX\b.*?\bUSING\s+(?P<method>\w+)\s*\(\s*\w+\s+(?P<ops>\w+)\s*\)"
+    r"CREATE\s+INDEX\b.*?\bUSING\s+(?P<method>\w+)\s*\(\s*"
+    r"(?:\w+|\(\s*\w+\s*::\s*halfvec\s*\(\s*(?P<hdim>\d+)\s*\)\s*\))\s+(?P<ops>\w+)\s*\)"
     r"\s*(?:WITH\s*\((?P<with>[^)]*)\))?", re.IGNORECASE | re.DOTALL)
 _SET = re.compile(r"^\s*SET\s+(?P<name>[\w.]+)\s*(?:=|TO)\s*'?(?P<value>[\w.]+)'?\s*;?\s*$",
                   re.IGNORECASE)
@@ -187,24 +201,40 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
     """Read a config written by :func:`to_pgvector` back from its SQL (``create_index`` and the
     ``set`` lines, what a user runs), checked against its structured fields and pgvector's limits
     (with ``k``: ef_search >= k). ConfigError naming the field for anything edited out of shape."""
-    method, ops, with_ = _parse_create(str(_need(doc, "create_index")))
+    create_sql = str(_need(doc, "create_index"))
+    method, ops, with_ = _parse_create(create_sql)
     if method not in BACKENDS:
         raise param_error("config.create_index USING", "hnsw or ivfflat", method, where=WHERE)
-    if ops not in _METRIC_OF_OPS:
-        raise param_error("config.create_index operator class", f"one of {', '.join(OPS.values())}",
-                          ops, where=WHERE)
-    metric = _METRIC_OF_OPS[ops]
+    half = ops in _METRIC_OF_HALF_OPS and method == "hnsw"
+    if ops not in _METRIC_OF_OPS and not half:
+        allowed = ", ".join([*OPS.values(), *HALF_OPS.values()])
+        raise param_error("config.create_index operator class", f"one of {allowed} (halfvec "
+                          "with hnsw only)", ops, where=WHERE)
+    metric = (_METRIC_OF_HALF_OPS if half else _METRIC_OF_OPS)[ops]
     sets = _parse_sets(_need(doc, "set"))
     dim = _need(doc, "dim")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise param_error("config.dim", "an integer >= 1", dim, where=WHERE)
     check_dim(dim, WHERE)
+    m = _CREATE.search(create_sql)
+    hdim = m.group("hdim") if m is not None else None
+    if half != (hdim is not None) or (hdim is not None and int(hdim) != dim):
+        raise param_error("config.create_index", f"a halfvec operator class on the expression "
+                          f"(embedding::halfvec({dim})), or a vector one on the column",
+                          create_sql[:120], where=WHERE)
+    vtype = "halfvec" if half else "vector"
+    _agree("vector_type", vtype, doc.get("vector_type", "vector"))
     _agree("method", method, doc.get("method", method))
     _agree("opclass", ops, doc.get("opclass", ops))
     _agree("operator", OPERATOR[metric], doc.get("operator", OPERATOR[metric]))
     _agree("build_params", with_, dict(doc.get("build_params", with_)))
+    if half and "::halfvec(" not in str(doc.get("query", "::halfvec(")):
+        raise param_error("config.query", f"ordered by embedding::halfvec({dim}) (the indexed "
+                          "expression; otherwise PostgreSQL scans the table)",
+                          str(doc.get("query"))[:120], where=WHERE)
     if method == "hnsw":
-        build = validate_params(PgHnswBuild, with_, where=WHERE, prefix="config.create_index.")
+        build = validate_params(PgHnswBuild, {**with_, "vector_type": vtype}, where=WHERE,
+                                prefix="config.create_index.")
         check_hnsw_build(build, WHERE)
         unknown = set(sets) - {"hnsw.ef_search", *_SCAN_SETS}
         if unknown or "hnsw.ef_search" not in sets:
@@ -223,7 +253,8 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
         if search.iterative_scan != "off":  # a filtered operating point's own scan
             sp.update(iterative_scan=search.iterative_scan,
                       max_scan_tuples=search.max_scan_tuples)
-        portable: Portable = Hnsw(build.m, build.ef_construction, search.ef_search)
+        portable: Portable = Hnsw(build.m, build.ef_construction, search.ef_search,
+                                  "FP16" if half else None)
     else:
         ivf = validate_params(PgIvfBuild, with_, where=WHERE, prefix="config.create_index.")
         if set(sets) != {"ivfflat.probes"}:
@@ -239,7 +270,8 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
         _agree("search_params", sp, dict(doc.get("search_params", sp)))
         return PgvectorConfig(BACKENDS[method], build_dump, sp, portable, metric, dim)
     _agree("search_params", sp, dict(doc.get("search_params", sp)))
-    return PgvectorConfig(BACKENDS[method], build.model_dump(), sp, portable, metric, dim)
+    build_doc = build.model_dump(exclude=set() if half else {"vector_type"})
+    return PgvectorConfig(BACKENDS[method], build_doc, sp, portable, metric, dim)
 
 
 __all__ = ["BACKENDS", "ENGINE", "PgvectorConfig", "from_pgvector", "to_pgvector"]

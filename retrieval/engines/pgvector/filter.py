@@ -36,6 +36,7 @@ Not a backend module (the backends are :mod:`retrieval.engines.pgvector.hnsw` an
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,9 @@ class PgVectorFilter:
     _ids: np.ndarray | None
     _checked_k: int
     dim: int
+    #: the indexed expression and the cast query parameter (PgVectorIndex._vexpr / _qexpr)
+    _vexpr: Callable[[], str]
+    _qexpr: Callable[[], str]
 
     @classmethod
     def check_filter(cls, where: Where, attrs: Attributes) -> None:
@@ -170,9 +174,9 @@ class PgVectorFilter:
     def _filtered_sql(self, cond: str) -> str:
         from retrieval.engines.pgvector.params import OPERATOR
 
-        op = OPERATOR[self.metric]
-        return (f"SELECT id, embedding {op} %(q)b FROM {self.table} WHERE {cond} "
-                f"ORDER BY embedding {op} %(q)b LIMIT %(k)s")
+        op, v, q = OPERATOR[self.metric], self._vexpr(), self._qexpr()
+        return (f"SELECT id, {v} {op} {q} FROM {self.table} WHERE {cond} "
+                f"ORDER BY {v} {op} {q} LIMIT %(k)s")
 
     def _filtered_plan(self, where: Where, kind: str, query: np.ndarray, k: int) -> str:
         cond, params = predicate(where, kind)

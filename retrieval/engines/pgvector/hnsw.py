@@ -29,6 +29,7 @@ from retrieval.engines.pgvector.params import (
     check_hnsw_search,
 )
 from retrieval.errors import param_error
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.inprocess import check_k, unknown_knob
 from retrieval.indexes.portable import Hnsw
 from retrieval.indexes.registry import register
@@ -79,7 +80,32 @@ class PgVectorHnsw(PgVectorIndex):
         """HNSW as itself; None with an iterative scan on (no other engine has one)."""
         if search.get("iterative_scan", "off") != "off":
             return None
-        return Hnsw(int(build["m"]), int(build["ef_construction"]), int(search["ef_search"]))
+        half = build.get("vector_type", "vector") == "halfvec"
+        return Hnsw(int(build["m"]), int(build["ef_construction"]), int(search["ef_search"]),
+                    "FP16" if half else None)
+
+    def memory_claim(self) -> MemoryClaim:
+        """What the HNSW index holds per row: the vector (4 or 2 bytes a dimension) + layer-0
+        links (2*m item pointers of 6 bytes) + tuple headers (~24 bytes); the float32 table is
+        the on-disk store a re-rank query reads."""
+        b = self.build_params
+        assert isinstance(b, PgHnswBuild)
+        half = b.vector_type == "halfvec"
+        per = (2.0 if half else 4.0) * self.dim + 12.0 * b.m + 24.0
+        return MemoryClaim(per, b.vector_type, "disk" if half else None)
+
+    def memory_facts(self) -> dict[str, Any]:
+        """PostgreSQL's own figures: ``pg_relation_size`` of the vector index (the pages an
+        index scan reads through shared buffers) as the resident figure;
+        ``pg_total_relation_size`` (table + TOAST + indexes) as the on-disk bytes."""
+        row = self._run(
+            "size", f"SELECT pg_relation_size('{self.table}_idx'::regclass), "
+            "pg_total_relation_size(%(t)s::regclass), pg_table_size(%(t)s::regclass)",
+            {"t": self.table}).fetchone()
+        return {"resident_bytes": int(row[0]), "disk_bytes": int(row[1]),
+                "table_bytes": int(row[2]),
+                "source": "pg_relation_size of the vector index (shared-buffer pages an index "
+                          "scan reads); disk: pg_total_relation_size"}
 
     def _with_clause(self) -> str:
         b = self.build_params

@@ -36,6 +36,23 @@ LISTS_MIN, LISTS_MAX = 1, 32768
 INDEX_DIM_MAX = 2000
 
 OPS = {"l2": "vector_l2_ops", "ip": "vector_ip_ops", "cosine": "vector_cosine_ops"}
+#: operator classes of an index over ``embedding::halfvec(dim)`` (half-precision storage)
+HALF_OPS = {m: "halfvec" + ops[len("vector"):] for m, ops in OPS.items()}
+VectorType = Literal["vector", "halfvec"]
+
+
+def vector_expr(vector_type: str, dim: int, column: str = "embedding") -> str:
+    """The indexed expression: the column, or its half-precision cast (an expression index)."""
+    return column if vector_type == "vector" else f"({column}::halfvec({int(dim)}))"
+
+
+def query_expr(vector_type: str, dim: int, param: str) -> str:
+    """The query parameter, cast like the indexed expression."""
+    return param if vector_type == "vector" else f"{param}::halfvec({int(dim)})"
+
+
+def opclass(vector_type: str, metric: str) -> str:
+    return (OPS if vector_type == "vector" else HALF_OPS)[metric]
 OPERATOR = {"l2": "<->", "ip": "<#>", "cosine": "<=>"}
 
 IterativeScan = Literal["off", "relaxed_order", "strict_order"]
@@ -43,11 +60,14 @@ IterativeScan = Literal["off", "relaxed_order", "strict_order"]
 
 class PgHnswBuild(Params):
     """``m``: links per node (layer 0 has 2*m); ``ef_construction``: candidate list while
-    inserting, >= 2*m (pgvector's defaults 16 and 64)."""
+    inserting, >= 2*m (pgvector's defaults 16 and 64); ``vector_type``: ``vector`` (float32)
+    or ``halfvec`` (an expression index over ``embedding::halfvec(dim)``: the index holds 2 bytes
+    a dimension; the table keeps the float32 column)."""
 
     m: int = Field(16, ge=M_MIN, le=M_MAX, description="links per node")
     ef_construction: int = Field(64, ge=EF_CONSTRUCTION_MIN, le=EF_CONSTRUCTION_MAX,
                                  description="build-time candidate list, >= 2*m")
+    vector_type: VectorType = "vector"
 
 
 class PgHnswSearch(Params):

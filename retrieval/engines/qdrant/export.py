@@ -167,7 +167,10 @@ def to_qdrant(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         raise param_error("search_params.hnsw_ef", f">= k ({k})", p.ef_search,
                           where="qdrant export")
     native = p.native_for("qdrant")
-    quant = {None: "none", "SQ8": "scalar", "BQ": "binary", "PQ": "product"}[p.quantization]
+    quant = {None: "none", "SQ8": "scalar", "BQ": "binary", "PQ": "product"}.get(p.quantization)
+    if quant is None:
+        raise cannot_express("qdrant", p, f"Qdrant has no {p.quantization} storage here "
+                             "(scalar int8, binary or product quantization)")
     b = validate_params(QdrantBuild, {
         "m": p.M, "ef_construct": p.ef_construction, "quantization": quant,
         **{k_: v for k_, v in native.items() if k_ in QdrantBuild.model_fields}},

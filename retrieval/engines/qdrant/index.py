@@ -58,6 +58,7 @@ from retrieval.data import Metric
 from retrieval.engines.qdrant.filter import QdrantFilter, create_payload_indexes, payloads
 from retrieval.engines.qdrant.params import (
     HNSW_EF_MAX,
+    OVERSAMPLING_MAX,
     QdrantBuild,
     QdrantSearch,
     check_build,
@@ -66,6 +67,7 @@ from retrieval.engines.qdrant.params import (
     portable_of,
 )
 from retrieval.errors import BackendError, ConfigError, DataError, unknown_name_error
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.knob_check import knob_check
@@ -136,7 +138,7 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
     family = "hnsw"
     BuildParams = QdrantBuild
     SearchParams = QdrantSearch
-    monotone_knobs = ("hnsw_ef",)
+    monotone_knobs = ("hnsw_ef", "oversampling")
     requires = ("qdrant_edge",)
     deterministic = False
 
@@ -165,12 +167,26 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
         check_search(build, search, check_k(k, "backend 'qdrant' search params"))
 
     @classmethod
+    def monotone_knobs_for(cls, build: Params | None) -> tuple[str, ...]:
+        """``hnsw_ef``; with quantization also ``oversampling`` (with ``rescore``: more
+        candidates re-ranked by the original vectors)."""
+        quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+        return cls.monotone_knobs if quantized else ("hnsw_ef",)
+
+    @classmethod
     def most_accurate_search(cls, build: Params) -> dict[str, Any]:
-        return {"hnsw_ef": HNSW_EF_MAX}
+        """The largest hnsw_ef (oversampling left as it is: at its top every hnsw_ef answers
+        alike; without quantization it is reset to 1.0, the only value allowed)."""
+        quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+        return {"hnsw_ef": HNSW_EF_MAX, **({} if quantized else {"oversampling": 1.0})}
 
     @classmethod
     def knob_range(cls, knob: str, build: Params, k: int) -> tuple[int, int]:
-        """hnsw_ef in [k, 4096]."""
+        """hnsw_ef in [k, 4096]; oversampling (integer steps) in [1, 64] on a quantized
+        collection, else [1, 1]."""
+        if knob == "oversampling":
+            quantized = isinstance(build, QdrantBuild) and build.quantization != "none"
+            return 1, OVERSAMPLING_MAX if quantized else 1
         if knob != "hnsw_ef":
             raise unknown_name_error("knob", knob, cls.monotone_knobs, where="backend 'qdrant'")
         k = check_k(k, "backend 'qdrant' knob_range")
@@ -323,6 +339,56 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
         return knob_check(self, "hnsw_ef", queries, k, exact_ids, raise_on_failure=raise_on_failure,
                           why=f"full_scan_threshold {b.full_scan_threshold} KB, "
                               f"indexing_threshold {b.indexing_threshold} KB")
+
+    def memory_claim(self) -> MemoryClaim:
+        """What the collection should hold in RAM per vector: the quantized codes (scalar: 1
+        byte a dimension, binary: 1 bit, product: 4*dim / compression) when ``always_ram``,
+        and, unless ``on_disk`` (then memory-mapped, the originals being the on-disk rescoring
+        store), the float32 originals and the layer-0 links (2*m uint32)."""
+        b = self.build_params
+        assert isinstance(b, QdrantBuild)
+        d = self.dim
+        codes = {"none": 0.0, "scalar": float(d), "binary": (d + 7) // 8,
+                 "product": 4.0 * d / int(b.pq_compression[1:])}[b.quantization]
+        ram = (codes if b.always_ram else 0.0) + (0.0 if b.on_disk else 4.0 * d + 8.0 * b.m)
+        quantized = b.quantization != "none"
+        name = {"none": "float32", "scalar": "scalar int8", "binary": "binary",
+                "product": f"product {b.pq_compression}"}[b.quantization]
+        store = ("disk" if b.on_disk else "ram") if quantized else None
+        return MemoryClaim(ram, name, store)
+
+    def memory_facts(self) -> dict[str, Any]:
+        """Qdrant's own files for its indexed segments, split by where Qdrant keeps them:
+        resident = the quantized codes (``quantized*``, kept in RAM with ``always_ram``), the
+        original vectors and the HNSW links (unless ``on_disk``: then they are memory-mapped,
+        the originals being the on-disk rescoring store) and the id tracker; disk = those
+        files. Bytes. (Payload storage and the
+        empty appendable segment's pre-allocated sparse files are not counted.)"""
+        if self._dir is None:
+            raise ConfigError(f"{self._where()}: memory_facts() called before build()")
+        b = self.build_params
+        assert isinstance(b, QdrantBuild)
+        parts = {"quantized": 0, "vectors": 0, "index": 0, "ids": 0}
+        for seg in (self._dir / "shard" / "segments").iterdir():
+            if not (seg / "vector_index" / "hnsw_config.json").is_file():
+                continue
+            for f in seg.rglob("*"):
+                if not f.is_file():
+                    continue
+                rel = f.relative_to(seg).parts
+                size = f.stat().st_size
+                if rel[0].startswith("vector_storage"):
+                    parts["quantized" if f.name.startswith("quantized") else "vectors"] += size
+                elif rel[0].startswith("vector_index"):
+                    parts["index"] += size
+                elif rel[0].startswith("id_tracker"):
+                    parts["ids"] += size
+        ram = parts["ids"] + (parts["quantized"] if b.always_ram else 0) + (
+            0 if b.on_disk else parts["vectors"] + parts["index"])
+        return {"resident_bytes": ram, "disk_bytes": sum(parts.values()),
+                "source": "Qdrant segment files kept in RAM (quantized codes with always_ram; "
+                          "original vectors and HNSW links unless on_disk; id tracker)",
+                **{f"{k}_bytes": v for k, v in parts.items()}}
 
     def memory_bytes(self) -> int:
         """Bytes of Qdrant's files for its indexed segments (see the module docstring)."""

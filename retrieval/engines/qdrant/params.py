@@ -24,6 +24,8 @@ DIM_MAX = 65536
 HNSW_EF_MAX = 4096
 QUANTIZATIONS = ("none", "scalar", "binary", "product")
 PQ_COMPRESSIONS = ("x4", "x8", "x16", "x32", "x64")
+#: largest ``oversampling`` accepted (the top of its range as a tuning knob)
+OVERSAMPLING_MAX = 64
 
 
 class QdrantBuild(Params):
@@ -62,7 +64,7 @@ class QdrantSearch(Params):
 
     hnsw_ef: int = Field(64, ge=1, le=HNSW_EF_MAX)
     rescore: bool = True
-    oversampling: float = Field(1.0, ge=1.0, le=64.0)
+    oversampling: float = Field(1.0, ge=1.0, le=OVERSAMPLING_MAX)
     acorn: bool = False
     acorn_max_selectivity: float | None = Field(None, gt=0.0, le=1.0)
 
@@ -95,6 +97,10 @@ def check_search(build: Params, search: Params, k: int) -> None:
     if build.quantization == "none" and search.oversampling != 1.0:
         raise param_error("oversampling", "1.0 when quantization is 'none'", search.oversampling,
                           where=where)
+    if search.oversampling != 1.0 and not search.rescore:
+        raise param_error("oversampling", "1.0 when rescore is false (without rescoring by the "
+                          "stored originals the extra candidates are only cut off again)",
+                          search.oversampling, where=where)
     if search.acorn_max_selectivity is not None and not search.acorn:
         raise param_error("acorn_max_selectivity", "unset unless acorn is true",
                           search.acorn_max_selectivity, where=where)
@@ -131,5 +137,5 @@ def portable_of(build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
                 native_engine="qdrant", native=native)
 
 
-__all__ = ["DIM_MAX", "HNSW_EF_MAX", "QdrantBuild", "QdrantSearch", "check_acorn", "check_build",
-           "check_dim", "check_search", "portable_of"]
+__all__ = ["DIM_MAX", "HNSW_EF_MAX", "OVERSAMPLING_MAX", "QdrantBuild", "QdrantSearch",
+           "check_acorn", "check_build", "check_dim", "check_search", "portable_of"]

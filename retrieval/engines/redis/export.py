@@ -27,7 +27,7 @@ REDIS_FIELD = "embedding"
 
 
 class RedisVectorAttributes(Params):
-    TYPE: Literal["FLOAT32"] = "FLOAT32"
+    TYPE: Literal["FLOAT32", "FLOAT16"] = "FLOAT32"
     DIM: int = Field(ge=1)
     DISTANCE_METRIC: Literal["L2", "IP", "COSINE"]
     M: int | None = Field(None, ge=2, le=1024)
@@ -84,9 +84,11 @@ def to_redis(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
 
     attrs: dict[str, Any] = {"TYPE": "FLOAT32", "DIM": dim, "DISTANCE_METRIC": METRIC[metric]}
     if isinstance(p, Hnsw):
-        if p.quantization:
-            raise cannot_express("redis", p, "Redis vector fields are FLOAT32 here (no "
-                                 "quantization)")
+        if p.quantization == "FP16":
+            attrs["TYPE"] = "FLOAT16"
+        elif p.quantization:
+            raise cannot_express("redis", p, "Redis vector fields are FLOAT32 or FLOAT16 here "
+                                 f"(no {p.quantization} quantization)")
         if p.ef_search < k:
             raise param_error("query_params.EF_RUNTIME", f">= k ({k})", p.ef_search,
                               where="redis export")
@@ -129,6 +131,8 @@ def from_redis(cfg: Mapping[str, Any], metric: str, dim: int, k: int, where: str
     if c.vector_field.algorithm == "FLAT":
         return Rebuilt("redis", {"algorithm": "FLAT"}, {})
     build: dict[str, Any] = {"algorithm": "HNSW"}
+    if a.TYPE != "FLOAT32":
+        build["TYPE"] = a.TYPE
     for name in ("M", "EF_CONSTRUCTION", "EPSILON"):
         value = getattr(a, name)
         if value is None:

@@ -58,6 +58,7 @@ from pydantic import Field
 from retrieval.data import Metric
 from retrieval.engines.redis.filter import RedisFilter, hash_fields, schema_fields
 from retrieval.errors import BackendError, ConfigError, param_error, unknown_name_error
+from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.knob_check import knob_check
@@ -73,6 +74,12 @@ WHERE = "backend 'redis'"
 URL_ENV = "REDIS_URL"
 METRIC = {"l2": "L2", "ip": "IP", "cosine": "COSINE"}
 EF_RUNTIME_MAX = 4096
+#: bytes a HASH document costs beyond its vector field, and an HNSW node beyond its links
+#: (what the memory claim adds; MEMORY USAGE on Redis 8.2 gave ~190-225 per document)
+DOC_OVERHEAD_B = 200.0
+HNSW_NODE_B = 64.0
+#: documents whose MEMORY USAGE is sampled (memory_facts)
+MEMORY_SAMPLE = 256
 #: rows per pipeline while loading; queries per pipeline in a batch
 PIPELINE = 512
 
@@ -80,9 +87,11 @@ PIPELINE = 512
 class RedisBuild(Params):
     """``FT.CREATE`` vector field attributes (Redis's names). HNSW: ``M`` links per node,
     ``EF_CONSTRUCTION`` candidates while building, ``EPSILON`` range-query boundary factor
-    (range queries only); FLAT: exact scan, no knobs."""
+    (range queries only); FLAT: exact scan, no knobs. ``TYPE``: the stored vector type,
+    ``FLOAT32`` or ``FLOAT16`` (half the bytes; vectors and queries are sent as float16)."""
 
     algorithm: Literal["HNSW", "FLAT"] = "HNSW"
+    TYPE: Literal["FLOAT32", "FLOAT16"] = "FLOAT32"
     M: int = Field(16, ge=2, le=1024)
     EF_CONSTRUCTION: int = Field(200, ge=1, le=16384)
     EPSILON: float = Field(0.01, gt=0.0, le=1.0)
@@ -182,9 +191,14 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
 
     @classmethod
     def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Portable:
+        half = build.get("TYPE", "FLOAT32") == "FLOAT16"
         if build.get("algorithm") == "FLAT":
+            if half:
+                raise ConfigError(f"{WHERE}: a FLAT FLOAT16 field has no neutral form to "
+                                  f"export (exact search over half-precision vectors)")
             return Flat()
         return Hnsw(int(build["M"]), int(build["EF_CONSTRUCTION"]), int(search["EF_RUNTIME"]),
+                    "FP16" if half else None,
                     native_engine="redis", native=(("EPSILON", build.get("EPSILON", 0.01)),))
 
     @classmethod
@@ -230,7 +244,7 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         """The ``FT.CREATE`` arguments of this build (after the index name)."""
         b = self.build_params
         assert isinstance(b, RedisBuild)
-        attrs: list[Any] = ["TYPE", "FLOAT32", "DIM", self.dim, "DISTANCE_METRIC",
+        attrs: list[Any] = ["TYPE", b.TYPE, "DIM", self.dim, "DISTANCE_METRIC",
                             METRIC[self.metric]]
         if b.algorithm == "HNSW":
             attrs += ["M", b.M, "EF_CONSTRUCTION", b.EF_CONSTRUCTION, "EPSILON", b.EPSILON]
@@ -249,7 +263,10 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         try:
             for s in range(0, x.shape[0], PIPELINE):
                 pipe = client.pipeline(transaction=False)
-                for i, row in enumerate(x[s:s + PIPELINE]):
+                chunk = x[s:s + PIPELINE]
+                if self._half():
+                    chunk = chunk.astype(np.float16)
+                for i, row in enumerate(chunk):
                     if attrs is None:
                         pipe.hset(f"{prefix}{s + i}", "v", row.tobytes())
                     else:
@@ -320,6 +337,8 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         query = f"*=>[KNN {k} @v $vec{ef} AS d]"
         head = ["FT.SEARCH", self.index_name, query, "PARAMS", 2, "vec"]
         tail = ["SORTBY", "d", "LIMIT", 0, k, "RETURN", 1, "d", "DIALECT", 2]
+        if self._half():
+            return lambda row: [*head, row.astype(np.float16).tobytes(), *tail]
         return lambda row: [*head, row.tobytes(), *tail]
 
     def _rows(self, replies: list[Any], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -370,6 +389,8 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         query = f"{prefix}=>[KNN $K @v $BLOB{knobs} AS d]"
         head = ["FT.SEARCH", self.index_name, query, "PARAMS", len(params) + 2, *params, "BLOB"]
         tail = ["SORTBY", "d", "LIMIT", 0, k, "RETURN", 1, "d", "DIALECT", 2]
+        if self._half():
+            return lambda row: [*head, row.astype(np.float16).tobytes(), *tail]
         return lambda row: [*head, row.tobytes(), *tail]
 
     def _knn(self, x: np.ndarray, k: int, prefix: str) -> tuple[np.ndarray, np.ndarray]:
@@ -394,6 +415,39 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
             return None
         return knob_check(self, "EF_RUNTIME", queries, k, exact_ids,
                           raise_on_failure=raise_on_failure, why="FT.SEARCH KNN on HNSW")
+
+    def _half(self) -> bool:
+        b = self.build_params
+        return isinstance(b, RedisBuild) and b.TYPE == "FLOAT16"
+
+    def memory_claim(self) -> MemoryClaim:
+        """The vector in the index (2 or 4 bytes a dimension) + layer-0 links (2*M ids of 4
+        bytes) and node metadata (HNSW) + the same vector again as the HASH field Redis indexes
+        from, with the key's own overhead (measured here: ~200 bytes a document)."""
+        b = self.build_params
+        assert isinstance(b, RedisBuild)
+        vec = (2.0 if b.TYPE == "FLOAT16" else 4.0) * self.dim
+        graph = 8.0 * b.M + HNSW_NODE_B if b.algorithm == "HNSW" else 0.0
+        return MemoryClaim(2 * vec + graph + DOC_OVERHEAD_B, b.TYPE)
+
+    def memory_facts(self) -> dict[str, Any]:
+        """Redis's own figures: ``FT.INFO vector_index_sz_mb`` (the vector index) plus the
+        documents' ``MEMORY USAGE`` (the HASH keys holding the vectors; sampled on up to
+        ``MEMORY_SAMPLE`` keys and scaled to the row count). Bytes."""
+        if not self._built:
+            raise ConfigError(f"{WHERE}: memory_facts() called before build()")
+        index = self.memory_bytes()
+        step = max(1, self._n // MEMORY_SAMPLE)
+        rows = range(0, self._n, step)
+        pipe = self._client.pipeline(transaction=False)
+        for r in rows:
+            pipe.memory_usage(f"{self.index_name}:{r}")
+        used = [int(u or 0) for u in self._call("MEMORY USAGE", pipe.execute)]
+        docs = int(sum(used) / max(1, len(used)) * self._n)
+        return {"resident_bytes": index + docs, "disk_bytes": None,
+                "source": "FT.INFO vector_index_sz_mb + MEMORY USAGE of the documents "
+                          f"(sampled on {len(used)} keys)",
+                "vector_index_bytes": index, "documents_bytes": docs}
 
     def memory_bytes(self) -> int:
         """``FT.INFO vector_index_sz_mb`` in bytes (Redis's own figure for the vector index)."""
