@@ -14,7 +14,8 @@ The Python API (the command line's verbs, typed results with ``to_frame()``)::
 Specs: a YAML path, a mapping, or a typed spec object (``SweepSpec``, ``RerankSweepSpec``,
 ``CacheTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``: the pydantic models the
 YAML is validated into). Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
-``bench_churn``, ``bench_embed``, ``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run``
+``bench_churn``, ``bench_embed``, ``bench_fanout``, ``bench_load``, ``export``, ``verify``,
+``report``, ``open_run``
 (:mod:`retrieval.api.verbs`).
 Everything is imported on first use, so ``import retrieval`` loads no numpy, pandas or faiss.
 """
@@ -26,8 +27,8 @@ from typing import Any
 
 from retrieval._version import __version__ as __version__
 
-_VERBS = ("bench_churn", "bench_embed", "bench_fanout", "evaluate", "export", "open_run",
-          "report", "sweep", "tune_cache", "tune_rerank", "verify")
+_VERBS = ("bench_churn", "bench_embed", "bench_fanout", "bench_load", "evaluate", "export",
+          "open_run", "report", "sweep", "tune_cache", "tune_rerank", "verify")
 _RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "RerankRun",
             "Report", "RunResult", "StudyRun", "SweepRun", "Verification")
 #: public name -> module that defines it (imported on first access). No submodule of this

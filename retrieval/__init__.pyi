@@ -15,6 +15,7 @@ from retrieval.api.results import Verification as Verification
 from retrieval.api.verbs import bench_churn as bench_churn
 from retrieval.api.verbs import bench_embed as bench_embed
 from retrieval.api.verbs import bench_fanout as bench_fanout
+from retrieval.api.verbs import bench_load as bench_load
 from retrieval.api.verbs import evaluate as evaluate
 from retrieval.api.verbs import export as export
 from retrieval.api.verbs import open_run as open_run

@@ -1,7 +1,8 @@
 """The public Python API, re-exported by ``import retrieval`` (see :mod:`retrieval`).
 
 - verbs (:mod:`retrieval.api.verbs`): ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
-  ``bench_embed``, ``bench_fanout``, ``export``, ``verify``, ``report``, ``open_run``;
+  ``bench_embed``, ``bench_fanout``, ``bench_load``, ``bench_churn``, ``export``, ``verify``,
+  ``report``, ``open_run``;
 - typed results (:mod:`retrieval.api.results`), each with ``to_frame()``;
 - figures: :mod:`retrieval.api.plots` (``retrieval.plots``).
 
@@ -29,6 +30,7 @@ from retrieval.api.verbs import (
     bench_churn,
     bench_embed,
     bench_fanout,
+    bench_load,
     evaluate,
     export,
     open_run,
@@ -55,6 +57,7 @@ __all__ = [
     "bench_churn",
     "bench_embed",
     "bench_fanout",
+    "bench_load",
     "evaluate",
     "export",
     "open_run",

@@ -19,15 +19,22 @@ def apply_overrides(spec: Any, *, source: str | None = None, **options: Any) -> 
     Rag-studies: ``strategy`` (only ``optuna``), ``target_recall``, ``n_trials`` (checked here,
     applied by the study runner), ``threads`` (refused), ``build_threads`` (ignored). Rerank:
     ``max_queries``, ``sample_queries``. Cache: ``max_false_hit``, ``confidence``, ``bound``.
+    Fan-out bench: ``backend``, ``server``, ``servers``, ``queries``, ``rounds``. Load bench:
+    ``p99_ms``, ``target_recall``, ``duration`` (s), ``client``. Churn bench:
+    ``target_recall``, ``queries``.
     ``source`` names the spec in messages (default: the spec's own ``source``, else
     ``<memory>``)."""
+    from retrieval.bench.fanout.spec import FanoutSpec
+    from retrieval.bench.load.spec import LoadSpec
     from retrieval.cache.spec import CacheTuneSpec
+    from retrieval.churn.spec import ChurnSpec
     from retrieval.rerank.spec import RerankSweepSpec
     from retrieval.study.spec import StudySpec
     from retrieval.tune.spec import SweepSpec
 
     rules: dict[type, Any] = {SweepSpec: _index, StudySpec: _study, RerankSweepSpec: _rerank,
-                              CacheTuneSpec: _cache}
+                              CacheTuneSpec: _cache, FanoutSpec: _fanout, LoadSpec: _load,
+                              ChurnSpec: _churn}
     for model, rule in rules.items():
         if isinstance(spec, model):
             where = source or str(getattr(spec, "source", "<memory>"))
@@ -93,6 +100,52 @@ def _cache(spec: Any, where: str, *, max_false_hit: float | None = None,
     data = spec.model_dump(mode="json")
     data["tuning"].update(given)
     return parse_cache_spec(data, source=f"{where} (command-line override)")
+
+
+def _fanout(spec: Any, where: str, *, backend: str | None = None, server: bool = False,
+            servers: str | None = None, queries: int | None = None,
+            rounds: int | None = None) -> Any:
+    from retrieval.bench.fanout.spec import parse_fanout_spec, validate_fanout_spec, with_backend
+    from retrieval.indexes.engine import server_backends
+    from retrieval.specfile import with_overrides
+
+    if server and backend not in server_backends():
+        raise ConfigError(f"bench fanout: --server needs --backend one of "
+                          f"{', '.join(server_backends())}; received {backend!r}")
+    if backend:
+        spec = with_backend(spec, backend, server=server, servers=servers)
+    elif servers:
+        spec = with_overrides(spec, servers=servers, check=validate_fanout_spec)
+    if queries is not None or rounds is not None:
+        data = spec.model_dump(mode="json")
+        if queries is not None:
+            data["queries"]["n"] = queries
+        if rounds is not None:
+            data["rounds"] = rounds
+        spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
+    return spec
+
+
+def _load(spec: Any, where: str, *, p99_ms: float | None = None,
+          target_recall: float | None = None, duration: float | None = None,
+          client: str | None = None) -> Any:
+    from retrieval.bench.load.spec import validate_load_spec
+    from retrieval.specfile import with_overrides
+
+    if p99_ms is not None or target_recall is not None:
+        slo = with_overrides(spec.slo, source=spec.source, p99_ms=p99_ms,
+                             target_recall=target_recall)
+        spec = with_overrides(spec, slo=slo, check=validate_load_spec)
+    return with_overrides(spec, duration_s=duration, client=client, check=validate_load_spec)
+
+
+def _churn(spec: Any, where: str, *, target_recall: float | None = None,
+           queries: int | None = None) -> Any:
+    from retrieval.churn.spec import validate_churn_spec
+    from retrieval.specfile import with_overrides
+
+    return with_overrides(spec, target_recall=target_recall, queries=queries,
+                          check=validate_churn_spec)
 
 
 __all__ = ["apply_overrides"]

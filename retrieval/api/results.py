@@ -208,6 +208,9 @@ class ProfileRunResult(RunResult):
 class BenchRun(RunResult):
     summary: EmbedBenchSummary | FanoutBenchSummary | LoadBenchSummary | ChurnBenchSummary
     rows: tuple[dict[str, Any], ...] = ()
+    #: the bench's own result object (summary as measured, agreement check, ``partial``): what
+    #: ``rwb bench`` prints from; None for a run opened from its directory
+    outcome: Any = field(default=None, compare=False, repr=False)
 
     def _rows(self) -> Sequence[Mapping[str, Any]]:
         """One row per measured setting (embed) or per mode x query (fan-out)."""
@@ -237,6 +240,15 @@ class Verification:
     path: Path
     holds: bool
     info: dict[str, Any] = field(default_factory=dict)
+    #: the full report (``retrieval.exporting`` VerifyReport, ChecksReport, NotMeasurable or a
+    #: transfer report): what ``rwb verify`` prints from
+    report: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def exit_code(self) -> int:
+        """``rwb verify``'s exit status: 0 holds, 1 fails, 3 an engine rwb cannot run."""
+        code = getattr(self.report, "exit_code", None)
+        return int(code) if code is not None else (0 if self.holds else 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.info)

@@ -267,6 +267,7 @@ def bench_embed(config: Any = None, *, out: PathLike | None = None,
     from retrieval.bench.embed.run import run_embed_bench, write_embed_run
     from retrieval.bench.embed.spec import EmbedBenchConfig, load_embed_config
     from retrieval.bench.summary import EmbedBenchSummary
+    from retrieval.runs import check_out_dir
     from retrieval.specfile import load_model
 
     if config is None or isinstance(config, str | Path):
@@ -279,37 +280,97 @@ def bench_embed(config: Any = None, *, out: PathLike | None = None,
     else:
         raise ConfigError(f"embed bench config: expected a YAML path, a mapping or an "
                           f"EmbedBenchConfig; received {type(config).__name__}")
+    check_out_dir(out, force=force)  # before minutes of measuring
     result = run_embed_bench(cfg, progress=progress)
     run = write_embed_run(result, out, force=force)
     return BenchRun(run.path, EmbedBenchSummary.model_validate(result.summary),
-                    rows=tuple(result.rows))
+                    rows=tuple(result.rows), outcome=result)
 
 
 def bench_fanout(spec: Any, *, out: PathLike | None = None,
-                 progress: Progress | None = None, force: bool = False) -> BenchRun:
-    """``rwb bench fanout``: several collections queried serially, by threads and by asyncio."""
+                 progress: Progress | None = None, force: bool = False,
+                 backend: str | None = None, server: bool = False,
+                 servers: str | None = None, queries: int | None = None,
+                 rounds: int | None = None) -> BenchRun:
+    """``rwb bench fanout``: several collections queried serially, by threads and by asyncio.
+    ``backend`` (with ``server``: over a private server of its engine) replaces every
+    collection's backend; ``servers`` (``shared`` | ``per-collection``) the server
+    processes; ``queries`` / ``rounds`` the spec's query count and rounds."""
+    from retrieval.api.overrides import apply_overrides
     from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
     from retrieval.bench.fanout.spec import FanoutSpec, load_fanout_spec, parse_fanout_spec
     from retrieval.bench.summary import FanoutBenchSummary
+    from retrieval.runs import check_out_dir
 
     s = _spec(spec, FanoutSpec, parse_fanout_spec, load_fanout_spec, "fan-out spec")
+    s = apply_overrides(s, backend=backend, server=server, servers=servers, queries=queries,
+                        rounds=rounds)
+    check_out_dir(out, force=force)  # before minutes of measuring
     result = run_fanout_bench(s, progress=progress)
     run = write_fanout_run(s, result, out, force=force)
     return BenchRun(run.path, FanoutBenchSummary.model_validate(result.summary),
-                    rows=tuple(result.rows))
+                    rows=tuple(result.rows), outcome=result)
+
+
+def bench_load(spec: Any, *, out: PathLike | None = None, progress: Progress | None = None,
+               force: bool = False, p99_ms: float | None = None,
+               target_recall: float | None = None, duration: float | None = None,
+               client: str | None = None, redis_url: str | None = None,
+               trace: bool = False, otlp_dir: PathLike | None = None) -> BenchRun:
+    """``rwb bench load``: latency under closed/open-loop load per config and the highest
+    offered rate whose corrected p99 (ms) meets the SLO with recall at the target. ``p99_ms``,
+    ``target_recall`` override the spec's SLO, ``duration`` (s per point) and ``client`` its
+    fields; ``redis_url`` is the Redis of a ``cache`` section (else ``$REDIS_URL``, else a
+    private server). ``trace`` / ``otlp_dir``: one OpenTelemetry span per measured point (OTLP
+    JSON files in ``otlp_dir``, and/or OTLP/HTTP to ``$OTEL_EXPORTER_OTLP_ENDPOINT``). A run
+    ended early is kept with ``partial: true`` in its summary."""
+    from retrieval.api.overrides import apply_overrides
+    from retrieval.bench.load.run import run_load_bench, write_load_run
+    from retrieval.bench.load.spec import LoadSpec, load_load_spec, parse_load_spec
+    from retrieval.bench.summary import LoadBenchSummary
+    from retrieval.runs import check_out_dir
+
+    s = _spec(spec, LoadSpec, parse_load_spec, load_load_spec, "load spec")
+    s = apply_overrides(s, p99_ms=p99_ms, target_recall=target_recall, duration=duration,
+                        client=client)
+    extra: tuple[Any, ...] = ()
+    if s.cache is not None:
+        from retrieval.cache.loadtarget import lookup_target, parse_cache_load
+
+        cfg = parse_cache_load(s.cache, s.source)
+        extra = (lambda ds: lookup_target(cfg, ds, s.queries, redis_url),)
+    check_out_dir(out, force=force)  # before minutes of measuring
+    from retrieval.otel import check_trace_args, start_tracing
+
+    trace = bool(trace or otlp_dir)
+    check_trace_args(trace, str(otlp_dir) if otlp_dir else None)
+    tracing = start_tracing(Path(otlp_dir) if otlp_dir else None, service="rwb-bench-load",
+                            run_name=s.name, scope="rwb.bench.load") if trace else None
+    try:
+        result = run_load_bench(s, progress=progress, extra=extra, tracing=tracing)
+    finally:
+        if tracing is not None:
+            tracing.close()
+    run = write_load_run(s, result, out, force=force)
+    return BenchRun(run.path, LoadBenchSummary.model_validate(result.summary),
+                    rows=tuple(result.rows), outcome=result)
 
 
 def bench_churn(spec: Any, *, out: PathLike | None = None, progress: Progress | None = None,
-                force: bool = False, resume: bool = False) -> BenchRun:
+                force: bool = False, resume: bool = False, target_recall: float | None = None,
+                queries: int | None = None) -> BenchRun:
     """``rwb bench churn``: the spec's runbook (inserts, deletes, replaces, maintenance) on each
     config; per search step recall and its fresh-build control (drift vs damage), latency,
     write throughput, and one line of advice per config. ``resume``: continue a killed run in
-    ``out`` from each config's last finished step."""
+    ``out`` from each config's last finished step. ``target_recall`` (the recall the advice
+    holds) and ``queries`` (the first N) override the spec's."""
+    from retrieval.api.overrides import apply_overrides
     from retrieval.churn.run import run_churn
     from retrieval.churn.spec import ChurnSpec, load_churn_spec, parse_churn_spec
     from retrieval.churn.summary import ChurnBenchSummary
 
     s = _spec(spec, ChurnSpec, parse_churn_spec, load_churn_spec, "churn spec")
+    s = apply_overrides(s, target_recall=target_recall, queries=queries)
     result = run_churn(s, out=out, force=force, resume=resume, progress=progress)
     return BenchRun(result.run.path, ChurnBenchSummary.model_validate(result.summary),
                     rows=tuple(result.steps))
@@ -344,19 +405,27 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
 
 def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
            dataset: VectorDataset | PathLike | Mapping[str, Any] | None = None,
-           reranker: Any = None) -> Verification:
+           reranker: Any = None, pairs: PathLike | None = None) -> Verification:
     """``rwb verify``: build the exported engine config on its engine and re-measure it;
     ``holds`` says whether it still meets its target (never for an engine rwb cannot run).
     ``engine``: measure the same settings on that engine (does the target transfer?).
     ``dataset``: the data of an ANN export when the recorded one is not reachable (the
     :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
     manifest / HDF5 path); DataError unless its fingerprint is the recorded one.
-    ``reranker``: the callable of a rerank export tuned with one that has no import path."""
-    from retrieval.exporting import verify_file
+    ``reranker``: the callable of a rerank export tuned with one that has no import path.
+    ``pairs``: semantic-cache exports, the transfer check: the exported threshold measured on
+    this other labelled pairs file. ``exit_code`` of the result is ``rwb verify``'s."""
+    from retrieval.exporting import VerifyResult, verify_file
 
-    path = file.path if isinstance(file, ExportedConfig) else Path(file)
-    report = verify_file(path, engine=engine, dataset=dataset, reranker=reranker)
-    return Verification(path, bool(report.holds), report.to_dict())
+    given = file.path if isinstance(file, ExportedConfig) else file  # as given: in messages
+    report: VerifyResult
+    if pairs is not None:
+        from retrieval.exporting.redisvl import verify_transfer
+
+        report = verify_transfer(given, pairs)
+    else:
+        report = verify_file(given, engine=engine, dataset=dataset, reranker=reranker)
+    return Verification(Path(given), bool(report.holds), report.to_dict(), report=report)
 
 
 def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure: bool = False,
@@ -400,6 +469,7 @@ __all__ = [
     "bench_churn",
     "bench_embed",
     "bench_fanout",
+    "bench_load",
     "evaluate",
     "export",
     "open_run",

@@ -11,39 +11,28 @@ marker still names its run, then the marker.
 A run's client connections carry the name ``rwb-<run id>`` (``CLIENT SETNAME``), so a marker
 whose run has no connection left was left by a run that was killed: :func:`leftovers` lists
 them and :func:`remove_leftover` drops them (``rwb services cleanup``). Names never contain
-``{``, so no cache prefix covers a marker.
+``{``, so no cache prefix covers a marker. The vector indexes of backend ``redis`` carry the
+same marker (:mod:`retrieval.engines.redis.owned`), so they are listed and removed alike.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval.engines.redis.owned import (
+    CLIENT_PREFIX,
+    MARKER_PREFIX,
+    client_name,
+    marker_key,
+    marker_record,
+    new_run_id,
+)
 from retrieval.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-MARKER_PREFIX = "{rwb}owned:"
-CLIENT_PREFIX = "rwb-"
-
-
-def marker_key(name: str) -> str:
-    return f"{MARKER_PREFIX}{name}"
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def client_name(run_id: str) -> str:
-    """The ``CLIENT SETNAME`` of a run's connections (how :func:`leftovers` tells it alive)."""
-    return f"{CLIENT_PREFIX}{run_id}"
 
 
 def _text(value: Any) -> str:
@@ -107,9 +96,7 @@ def claim(client: Any, name: str, url: str, run_id: str, *, what: str) -> None:
     """Claim ``name`` for run ``run_id`` (see the module doc); ConfigError (one line naming the
     index or key and the URL) when anything of that name exists already."""
     check_free(client, name, url, what=what)
-    record = {"run": run_id, "index": name, "prefix": f"{name}:", "host": socket.gethostname(),
-              "pid": os.getpid(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "what": what}
+    record = marker_record(name, run_id, what)
     if not client.set(marker_key(name), json.dumps(record), nx=True):
         raise ConfigError(f"{what}: Redis at {url}: another rwb run claimed the name '{name}' "
                           f"just now; set cache.name to another name")
@@ -160,8 +147,9 @@ def _drop_everything(client: Any, name: str) -> None:
 
 @dataclass(frozen=True)
 class Leftover:
-    """One rwb-marked semantic cache in Redis: its name, the marker record, how many keys are
-    under its prefix, and whether its run still has a connection (``alive``)."""
+    """One rwb-marked index in Redis (a semantic cache or a vector index of backend ``redis``):
+    its name, the marker record, how many keys are under its prefix, and whether its run still
+    has a connection (``alive``)."""
 
     name: str
     record: dict[str, Any]
@@ -185,7 +173,8 @@ def _live_runs(client: Any) -> set[str]:
 
 
 def leftovers(client: Any) -> list[Leftover]:
-    """Every rwb-marked semantic cache in this Redis (live runs' too, ``alive=True``)."""
+    """Every rwb-marked index in this Redis (live runs' too, ``alive=True``); indexes and keys
+    without rwb's marker are never listed."""
     live = _live_runs(client)
     out = []
     for raw in client.scan_iter(match=_glob_escape(MARKER_PREFIX) + "*", count=1000):

@@ -8,12 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from retrieval.cli._common import fmt, print_json, print_table, progress_bar
 from retrieval.errors import ConfigError
-from retrieval.runs import check_out_dir
 
 
 def _int_list(flag: str, text: str | None) -> list[int] | None:
@@ -100,28 +98,27 @@ def _bar(desc: str) -> tuple[Any, Callable[[int, int, str], None] | None]:
 
 
 def run_embed(args: argparse.Namespace) -> int:
-    from retrieval.bench.embed.run import run_embed_bench, write_embed_run
-    from retrieval.bench.embed.spec import load_embed_config
+    from retrieval.api import bench_embed
 
     dtypes = None if args.dtypes is None else [d.strip() for d in args.dtypes.split(",")]
     runtimes = None if args.runtimes is None else [
         r.strip() for r in args.runtimes.split(",") if r.strip()] or [args.runtimes]
-    cfg = load_embed_config(
-        args.config, collection=args.collection, texts_file=args.texts_file, sample=args.sample,
-        seed=args.seed, batch_sizes=_int_list("--batch-sizes", args.batch_sizes),
-        token_budgets=_int_list("--token-budgets", args.token_budgets),
-        length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
-        engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
-        runtimes=runtimes, quality=args.quality,
-    )
-    check_out_dir(args.out, force=args.force)  # before minutes of measuring
+    batch_sizes = _int_list("--batch-sizes", args.batch_sizes)
+    token_budgets = _int_list("--token-budgets", args.token_budgets)
     bar, progress = _bar("bench embed")
     try:
-        result = run_embed_bench(cfg, progress=progress)
+        run = bench_embed(
+            args.config, out=args.out, progress=progress, force=args.force,
+            collection=args.collection, texts_file=args.texts_file, sample=args.sample,
+            seed=args.seed, batch_sizes=batch_sizes, token_budgets=token_budgets,
+            length_sorted=False if args.no_sorted else None, dtypes=dtypes, model=args.model,
+            engine=args.engine, single_limit=args.single_limit, torch_threads=args.threads,
+            runtimes=runtimes, quality=args.quality,
+        )
     finally:
         if bar is not None:
             bar.close()
-    run = write_embed_run(result, args.out, force=args.force)
+    result = run.outcome
     s = result.summary
     if args.json:
         print_json({**s, "rows": result.rows, "run_dir": str(run.path)})
@@ -199,37 +196,17 @@ def _print_runtimes(rt: dict[str, Any]) -> None:
 
 
 def run_fanout(args: argparse.Namespace) -> int:
-    from retrieval.bench.fanout.run import run_fanout_bench, write_fanout_run
-    from retrieval.bench.fanout.spec import load_fanout_spec, parse_fanout_spec, with_backend
-    from retrieval.indexes.engine import server_backends
+    from retrieval.api import bench_fanout
 
-    spec = load_fanout_spec(args.spec)
-    if args.server and args.backend not in server_backends():
-        raise ConfigError(f"bench fanout: --server needs --backend one of "
-                          f"{', '.join(server_backends())}; received {args.backend!r}")
-    if args.backend:
-        spec = with_backend(spec, args.backend, server=args.server, servers=args.servers)
-    elif args.servers:
-        from retrieval.bench.fanout.spec import validate_fanout_spec
-        from retrieval.specfile import with_overrides
-
-        spec = with_overrides(spec, servers=args.servers, check=validate_fanout_spec)
-    if args.queries is not None or args.rounds is not None:
-        data = spec.model_dump(mode="json")
-        if args.queries is not None:
-            data["queries"]["n"] = args.queries
-        if args.rounds is not None:
-            data["rounds"] = args.rounds
-        spec = parse_fanout_spec(data, source=f"{spec.source} (with command-line overrides)")
-    check_out_dir(args.out, force=args.force)  # before minutes of measuring
     bar, progress = _bar("bench fanout")
     try:
-        result = run_fanout_bench(spec, progress=progress)
+        run = bench_fanout(args.spec, out=args.out, progress=progress, force=args.force,
+                           backend=args.backend, server=args.server, servers=args.servers,
+                           queries=args.queries, rounds=args.rounds)
     finally:
         if bar is not None:
             bar.close()
-    run = write_fanout_run(spec, result, args.out, force=args.force)
-    s = result.summary
+    s = run.outcome.summary
     if args.json:
         print_json({**s, "run_dir": str(run.path)})
         return 0
@@ -296,40 +273,18 @@ def _register_load(bsub: argparse._SubParsersAction) -> None:
 
 
 def run_load(args: argparse.Namespace) -> int:
-    from retrieval.bench.load.run import run_load_bench, write_load_run
-    from retrieval.bench.load.spec import load_load_spec, validate_load_spec
-    from retrieval.specfile import with_overrides
+    from retrieval.api import bench_load
 
-    spec = load_load_spec(args.spec)
-    if args.p99_ms is not None or args.target_recall is not None:
-        slo = with_overrides(spec.slo, source=spec.source, p99_ms=args.p99_ms,
-                             target_recall=args.target_recall)
-        spec = with_overrides(spec, slo=slo, check=validate_load_spec)
-    spec = with_overrides(spec, duration_s=args.duration, client=args.client,
-                          check=validate_load_spec)
-    extra: tuple[Any, ...] = ()
-    if spec.cache is not None:
-        from retrieval.cache.loadtarget import lookup_target, parse_cache_load
-
-        cfg = parse_cache_load(spec.cache, spec.source)
-        extra = (lambda ds: lookup_target(cfg, ds, spec.queries, args.redis_url),)
-    check_out_dir(args.out, force=args.force)  # before minutes of measuring
-    from retrieval.otel import check_trace_args, start_tracing
-
-    trace = bool(args.trace or args.otlp_dir)
-    check_trace_args(trace, args.otlp_dir)
-    tracing = start_tracing(Path(args.otlp_dir) if args.otlp_dir else None,
-                            service="rwb-bench-load", run_name=spec.name,
-                            scope="rwb.bench.load") if trace else None
     bar, progress = _bar("bench load")
     try:
-        result = run_load_bench(spec, progress=progress, extra=extra, tracing=tracing)
+        run = bench_load(args.spec, out=args.out, progress=progress, force=args.force,
+                         p99_ms=args.p99_ms, target_recall=args.target_recall,
+                         duration=args.duration, client=args.client, redis_url=args.redis_url,
+                         trace=args.trace, otlp_dir=args.otlp_dir)
     finally:
         if bar is not None:
             bar.close()
-        if tracing is not None:
-            tracing.close()
-    run = write_load_run(spec, result, args.out, force=args.force)
+    result = run.outcome
     s = result.summary
     if args.json:
         print_json({**s, "run_dir": str(run.path)})
@@ -395,15 +350,12 @@ def _register_churn(bsub: argparse._SubParsersAction) -> None:
 
 def run_churn_cmd(args: argparse.Namespace) -> int:
     from retrieval.api import bench_churn
-    from retrieval.churn.spec import load_churn_spec, validate_churn_spec
-    from retrieval.specfile import with_overrides
 
-    spec = with_overrides(load_churn_spec(args.spec), target_recall=args.target_recall,
-                          queries=args.queries, check=validate_churn_spec)
     bar, progress = _bar("bench churn")
     try:
-        result = bench_churn(spec, out=args.out, progress=progress, force=args.force,
-                             resume=args.resume)
+        result = bench_churn(args.spec, out=args.out, progress=progress, force=args.force,
+                             resume=args.resume, target_recall=args.target_recall,
+                             queries=args.queries)
     finally:
         if bar is not None:
             bar.close()

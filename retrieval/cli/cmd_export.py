@@ -88,17 +88,13 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from retrieval.exporting import ChecksReport, VerifyReport, VerifyResult, verify_file
+    from retrieval.api import verify
+    from retrieval.exporting import ChecksReport, VerifyReport
     from retrieval.exporting.verify import NotMeasurable
 
-    report: VerifyResult
-    if getattr(args, "pairs", None):
-        from retrieval.exporting.redisvl import verify_transfer
-
-        report = verify_transfer(args.file, args.pairs)
-    else:
-        report = verify_file(args.file, engine=getattr(args, "engine", None),
-                             dataset=getattr(args, "dataset", None))
+    result = verify(args.file, engine=getattr(args, "engine", None),
+                    dataset=getattr(args, "dataset", None), pairs=getattr(args, "pairs", None))
+    report = result.report
     if isinstance(report, NotMeasurable):
         if args.json:
             print_json(report.to_dict())

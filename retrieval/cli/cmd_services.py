@@ -1,7 +1,7 @@
 """``rwb services cleanup``: list, and with ``--yes`` remove, what killed rwb runs left on the
 PostgreSQL at ``$RWB_PG_URL`` (rwb-marked ``rwb_<hex>`` tables) and the Redis at ``$REDIS_URL``
-(rwb-marked semantic cache indexes and their keys). Nothing without rwb's marker is touched,
-nor anything a running rwb still holds."""
+(rwb-marked vector indexes of backend ``redis`` and semantic cache indexes, with their keys).
+Nothing without rwb's marker is touched, nor anything a running rwb still holds."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "services",
         help="the servers rwb runs against: list / remove what killed rwb runs left there",
         description=(
-            "rwb marks every PostgreSQL table and Redis semantic-cache index it creates, and "
-            "drops them when its run ends. A run that was killed leaves them: 'rwb services "
-            "cleanup' lists rwb-marked objects on the PostgreSQL at $RWB_PG_URL and the Redis "
-            "at $REDIS_URL, and removes those whose run is gone with --yes. Objects without "
-            "rwb's marker (yours) are never listed nor touched."
+            "rwb marks every PostgreSQL table and Redis index (vector index or semantic cache) "
+            "it creates, and drops them when its run ends. A run that was killed leaves them: "
+            "'rwb services cleanup' lists rwb-marked objects on the PostgreSQL at $RWB_PG_URL "
+            "and the Redis at $REDIS_URL, and removes those whose run is gone with --yes. "
+            "Objects without rwb's marker (yours) are never listed nor touched."
         ),
     )
     verbs = p.add_subparsers(dest="services_command", metavar="ACTION")

@@ -141,3 +141,34 @@ def test_a_rerank_export_of_a_beir_folder_under_the_cwd_verifies(
     capsys.readouterr()
     assert main(["verify", "rerank-depth.yaml", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["holds"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.redis
+def test_a_cache_export_of_a_pairs_file_under_the_cwd_verifies(
+        data_folder: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``pairs: {path: pairs.csv}`` (relative, in the current folder): the export records the
+    file's absolute path and verify re-measures on it (issue 20: the cwd was masked, 'pairs
+    file not found: <cwd>/***/pairs.csv')."""
+    from retrieval.loaders.shared import load_qqp_pairs
+    from retrieval.testing.byo import sample_pairs, write_pairs
+
+    try:
+        pairs = load_qqp_pairs("full")
+    except DataError as exc:
+        pytest.skip(f"QQP pairs data folder absent: {exc}")
+    write_pairs(sample_pairs(pairs, 120, seed=5), data_folder / "pairs.csv", "csv")
+    (data_folder / "cache.yaml").write_text(yaml.safe_dump({
+        "name": "cwd-cache", "pairs": {"path": "pairs.csv"},
+        "cache": {"name": f"rwb-cwd-{os.urandom(3).hex()}"},
+        "latency": {"sizes": [50], "queries": 10, "warmup": 2}}))
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert main(["tune", "cache", "cache.yaml", "--out", "cr", "--json"]) == 0
+    assert main(["export", "cr", "--engine", "redisvl", "--out", "cache-export.yaml"]) == 0
+    text = (data_folder / "cache-export.yaml").read_text()
+    assert str(data_folder / "pairs.csv") in text and "***" not in text
+    capsys.readouterr()
+    assert main(["verify", "cache-export.yaml", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["holds"] is True and all(c["passed"] for c in report["checks"])

@@ -196,6 +196,53 @@ def test_cleanup_lists_and_removes_only_redis_leftovers(private_redis, capsys, m
     assert _cleanup("--redis-url", url, capsys=capsys)["objects"] == []
 
 
+KILLED_REDIS_INDEX = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from retrieval.indexes import create_index
+    idx = create_index("redis", 8, "l2", {"M": 4, "EF_CONSTRUCTION": 16})  # at $REDIS_URL
+    idx.build(np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32))
+    print(idx.index_name, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_cleanup_lists_and_removes_a_killed_runs_redis_vector_index(private_redis, capsys,
+                                                                     monkeypatch):
+    from retrieval.indexes import create_index
+
+    url = private_redis.url
+    monkeypatch.delenv("RWB_PG_URL", raising=False)
+    monkeypatch.setenv("REDIS_URL", url)  # the killed child's too
+    client = redis.Redis.from_url(url)
+    mine = f"rwb_{os.urandom(6).hex()}"  # a user's index with a name like rwb's, no marker
+    _user_index(url, mine)
+    client.set(f"rwb_{os.urandom(6).hex()}:1", "the user's key")
+    dead = _killed(KILLED_REDIS_INDEX)
+    assert client.get(marker_key(dead)) is not None  # marked before it was created
+    live = create_index("redis", DIM, "l2", {"M": 4, "EF_CONSTRUCTION": 16})
+    live.build(np.ones((5, DIM), dtype=np.float32))
+    try:
+        listed = _cleanup("--redis-url", url, capsys=capsys)
+        state = {o["name"]: (o["alive"], o["removed"], o["keys"]) for o in listed["objects"]}
+        assert state == {dead: (False, False, 50), live.index_name: (True, False, 5)}
+        removed = _cleanup("--redis-url", url, "--yes", capsys=capsys)
+        assert removed["removed"] == 1
+        names = {n.decode() for n in client.execute_command("FT._LIST")}
+        assert dead not in names and live.index_name in names  # a running rwb's: kept
+        assert list(client.scan_iter(match=f"{dead}:*")) == []
+        assert client.get(marker_key(dead)) is None
+    finally:
+        live_name = live.index_name
+        live.close()
+    names = {n.decode() for n in client.execute_command("FT._LIST")}
+    assert live_name not in names and client.get(marker_key(live_name)) is None
+    assert _index_docs(client, mine) == 3  # the user's index and keys survive every step
+    assert [k.decode() for k in client.scan_iter(match="rwb_*:1")
+            if client.type(k) == b"string"] != []
+    assert _cleanup("--redis-url", url, capsys=capsys)["objects"] == []
+
+
 def test_pgvector_never_drops_a_table_it_did_not_create(pg_url):
     import psycopg
 

@@ -20,6 +20,9 @@ SPEC = {
 }
 STUDY = str(REPO_ROOT / "sweeps" / "rag-end-to-end.yaml")
 RERANK = str(REPO_ROOT / "sweeps" / "scifact-rerank.yaml")
+FANOUT = str(REPO_ROOT / "sweeps" / "fanout-3-collections.yaml")
+LOAD = str(REPO_ROOT / "sweeps" / "load-quickstart.yaml")
+CHURN = str(REPO_ROOT / "sweeps" / "churn-qqp20k.yaml")
 
 
 def test_index_overrides_reach_the_spec_fields():
@@ -36,9 +39,44 @@ def test_index_overrides_reach_the_spec_fields():
     (["sweep", STUDY, "--strategy", "grid"], lambda: verbs.sweep(STUDY, strategy="grid")),
     (["tune", "rerank", RERANK, "--max-queries", "-3"],
      lambda: verbs.tune_rerank(RERANK, max_queries=-3)),
-], ids=["study-n-trials", "study-threads", "study-strategy", "rerank-max-queries"])
+    (["bench", "fanout", FANOUT, "--queries", "0"],
+     lambda: verbs.bench_fanout(FANOUT, queries=0)),
+    (["bench", "fanout", FANOUT, "--server"], lambda: verbs.bench_fanout(FANOUT, server=True)),
+    (["bench", "load", LOAD, "--p99-ms", "-1"], lambda: verbs.bench_load(LOAD, p99_ms=-1)),
+    (["bench", "load", LOAD, "--duration", "0"], lambda: verbs.bench_load(LOAD, duration=0)),
+    (["bench", "churn", CHURN, "--target-recall", "2"],
+     lambda: verbs.bench_churn(CHURN, target_recall=2.0)),
+    (["bench", "embed", "--sample", "0"], lambda: verbs.bench_embed(sample=0)),
+], ids=["study-n-trials", "study-threads", "study-strategy", "rerank-max-queries",
+        "fanout-queries", "fanout-server", "load-p99", "load-duration", "churn-target",
+        "embed-sample"])
 def test_cli_and_api_refuse_a_bad_override_with_the_same_line(argv, call, capsys):
     with pytest.raises(ConfigError) as err:
         call()
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == f"rwb: error: {err.value}"
+
+
+@pytest.mark.parametrize(("argv", "verb"), [
+    (["verify", "no-such-export.yaml"], "verify"),
+    (["verify", "no-such-export.yaml", "--pairs", "p.csv"], "verify"),
+    (["bench", "load", LOAD, "--duration", "0"], "bench_load"),
+    (["bench", "fanout", FANOUT, "--queries", "0"], "bench_fanout"),
+    (["bench", "churn", CHURN, "--queries", "0"], "bench_churn"),
+    (["bench", "embed", "--sample", "0"], "bench_embed"),
+])
+def test_the_cli_goes_through_the_public_api(argv, verb, monkeypatch, capsys):
+    """One front door: each command calls its verb of retrieval.api (the spy records the call
+    and runs the real verb, whose one-line error the CLI prints)."""
+    import retrieval.api
+
+    real, called = getattr(retrieval.api, verb), []
+
+    def spy(*args, **kwargs):
+        called.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval.api, verb, spy)
+    assert main(argv) == 2
+    assert called, f"rwb {' '.join(argv[:2])} did not call retrieval.api.{verb}"
+    assert capsys.readouterr().err.startswith("rwb: error: ")

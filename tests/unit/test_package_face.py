@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-VERBS = ("bench_embed", "bench_fanout", "evaluate", "export", "open_run", "report", "sweep",
-         "tune_cache", "tune_rerank", "verify")
+VERBS = ("bench_embed", "bench_fanout", "bench_load", "evaluate", "export", "open_run", "report",
+         "sweep", "tune_cache", "tune_rerank", "verify")
 #: what a fresh interpreter imports before it looks at the verbs
 ORDERS = {
     "face-only": "import retrieval",

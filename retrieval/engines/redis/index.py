@@ -27,6 +27,11 @@ strategy Redis uses is a measured axis. Unfiltered queries send neither (Redis r
 attributes on a non-hybrid query). Integer attributes must lie within +-2**53 (NUMERIC is a
 double).
 
+Ownership: before ``FT.CREATE`` the build writes rwb's marker ``{rwb}owned:<index name>`` (run
+id, host, pid, created; :mod:`.owned`) and its connections carry the name ``rwb-<run id>``;
+:meth:`close` drops the index, its keys and the marker only while the marker names this
+instance. What a killed run leaves is listed and removed by ``rwb services cleanup``.
+
 Distances: Redis L2 is the squared Euclidean distance (as rwb), IP is ``1 - <x, q>`` (converted to
 ``-<x, q>``), COSINE ``1 - cos`` (as rwb). Memory: ``FT.INFO vector_index_sz_mb`` (the vector index
 as Redis measures it, in bytes); the other FT.INFO figures go to ``BuildInfo.extra``.
@@ -57,6 +62,13 @@ from pydantic import Field
 
 from retrieval.data import Metric
 from retrieval.engines.redis.filter import RedisFilter, hash_fields, schema_fields
+from retrieval.engines.redis.owned import (
+    client_name,
+    marker_key,
+    marker_run,
+    new_run_id,
+    set_marker,
+)
 from retrieval.errors import BackendError, ConfigError, param_error, unknown_name_error
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
@@ -118,10 +130,10 @@ def redis_url(url: str | None) -> str:
     return target
 
 
-def connect(url: str, timeout_s: float) -> Any:
+def connect(url: str, timeout_s: float, *, client_name: str | None = None) -> Any:
     """A redis-py client (RESP2 replies: flat lists, parsed in :meth:`RedisIndex._rows`) that
-    answered PING and has the search module; BackendError (one line, the URL without
-    credentials) otherwise."""
+    answered PING and has the search module (``client_name``: the ``CLIENT SETNAME`` of its
+    connections); BackendError (one line, the URL without credentials) otherwise."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -130,7 +142,7 @@ def connect(url: str, timeout_s: float) -> Any:
     try:
         client = redis.Redis.from_url(url, protocol=2, socket_connect_timeout=timeout_s,
                                       socket_timeout=max(timeout_s, 30.0),
-                                      retry=Retry(NoBackoff(), 0))
+                                      retry=Retry(NoBackoff(), 0), client_name=client_name)
     except ValueError:
         raise param_error(URL_ENV, "a redis://, rediss:// or unix:// URL", shown,
                           where=WHERE) from None
@@ -167,6 +179,8 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         self.connect_timeout_s = float(connect_timeout_s)
         self.index_timeout_s = float(index_timeout_s)
         self.index_name = f"rwb_{uuid.uuid4().hex[:12]}"
+        #: this instance's run id: its marker names it, its connections carry it (liveness)
+        self._owner = new_run_id()
         self._client: Any = None
         self._info: dict[str, Any] = {}
         #: searching an index another process built (attach): never dropped here
@@ -228,7 +242,8 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
     # --- build -----------------------------------------------------------------------------
     def _connect(self) -> Any:
         if self._client is None:
-            self._client = connect(self._url, self.connect_timeout_s)
+            self._client = connect(self._url, self.connect_timeout_s,
+                                   client_name=client_name(self._owner))
         return self._client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -256,8 +271,17 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         attrs = self._build_attrs(x.shape[0])
         self._built_attrs = None
         client = self._connect()
-        self._call("FT.CREATE", client.execute_command, "FT.CREATE", self.index_name,
-                   *self.ft_create_args())
+        # rwb's marker first, so that a run killed from here on leaves a listed leftover
+        if not self._call("SET", set_marker, client, self.index_name, self._owner,
+                          f"vector index ({WHERE})"):
+            raise BackendError(f"{WHERE}: Redis at {self.where} already holds an rwb marker "
+                               f"for '{self.index_name}'; not built")
+        try:
+            self._call("FT.CREATE", client.execute_command, "FT.CREATE", self.index_name,
+                       *self.ft_create_args())
+        except BaseException:
+            self._release()
+            raise
         prefix = f"{self.index_name}:"
         t0 = time.perf_counter()
         try:
@@ -517,7 +541,10 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
             self._attached = False
         elif client is not None:
             with contextlib.suppress(Exception):
-                client.execute_command("FT.DROPINDEX", self.index_name, "DD")
+                if marker_run(client, self.index_name) == self._owner:  # only what it created
+                    with contextlib.suppress(Exception):
+                        client.execute_command("FT.DROPINDEX", self.index_name, "DD")
+                    client.delete(marker_key(self.index_name))
         self.index_name = f"rwb_{uuid.uuid4().hex[:12]}"
 
     def close(self) -> None:
