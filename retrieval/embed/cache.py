@@ -19,6 +19,7 @@ from retrieval.embed.base import Embedder, SupportsCacheTag, check_batch_size, c
 from retrieval.embed.models import resolve_model
 from retrieval.embed.st import SentenceTransformerEmbedder, make_embedder
 from retrieval.errors import DataError, param_error
+from retrieval.phases import report
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class CachedEmbedder:
                     "embedded %d/%d texts with %s (%.0f texts/s)",
                     done, len(items), self.model_id, rate,
                 )
+                report("embed", done, len(items), "texts")  # progress lines in the CLI
             else:
                 self.hits += 1
             if parts and arr.shape[1] != parts[0].shape[1]:

@@ -75,3 +75,22 @@ def test_scale_study_reports_its_sample_sizes(tmp_path: Path,
     assert stages[1] == (1, 3, "sample N=1,000 (1 builds)")
     assert stages[-1] == (3, 3, "full N=2,000 checked")
     assert capsys.readouterr().err == ""  # the library printed nothing itself
+
+
+@pytest.mark.model  # CachedEmbedder.embed (a fake inner model here; the guard counts it)
+def test_embedding_reports_its_chunks(tmp_path: Path) -> None:
+    """Embedding a corpus (``tune rerank``'s first stage, text datasets) reports each computed
+    chunk, so a pipe sees progress lines while it embeds."""
+    from retrieval.embed import CachedEmbedder
+
+    class Tiny:
+        model_id, dim = "tiny", 4
+
+        def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    seen: list[tuple[str, int, int]] = []
+    emb = CachedEmbedder(Tiny(), cache_dir=tmp_path, chunk_size=10)  # type: ignore[arg-type]
+    with phases.progress_to(lambda name, done, total, what: seen.append((name, done, total))):
+        emb.embed([f"text {i}" for i in range(25)])
+    assert seen == [("embed", 10, 25), ("embed", 20, 25), ("embed", 25, 25)]
