@@ -125,3 +125,28 @@ def test_pymilvus_takes_the_index_and_search_params(tmp_path):
     (made,) = list(index)
     assert made.index_type == "HNSW" and made.to_dict()["M"] == HNSW.M
     assert cfg["search_params"]["params"] == {"ef": HNSW.ef_search}
+
+
+def test_lancedb_takes_the_create_index_arguments_and_the_query(tmp_path):
+    lancedb = pytest.importorskip("lancedb")
+    from lancedb.index import IvfHnswSq, IvfPq
+
+    from retrieval.exporting.portable import Ivf
+
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(600, DIM)).astype(np.float32)  # >= 256 rows per partition
+    ivf = Ivf(nlist=2, nprobe=2, encoding="pq", pq_m=4, pq_nbits=8, refine=True, k_factor=4)
+    path = write_config(tmp_path / "lancedb.yaml",
+                        {"config": translate("lancedb", ivf, "l2", DIM, K)})
+    cfg = read_config(path)["config"]
+    args, query = dict(cfg["create_index"]), cfg["query"]
+    column, kind = args.pop("column"), args.pop("index_type")
+    config = {"IVF_PQ": IvfPq, "IVF_HNSW_SQ": IvfHnswSq}[kind](**args)
+    table = lancedb.connect(str(tmp_path / "db")).create_table(
+        "items", data=[{"id": i, "vector": v.tolist()} for i, v in enumerate(base)])
+    table.create_index(column, config=config)
+    q = table.search(base[3]).distance_type(query["distance_type"]).nprobes(query["nprobes"])
+    if query.get("refine_factor"):
+        q = q.refine_factor(query["refine_factor"])
+    hits = q.limit(K).to_list()
+    assert len(hits) == K and hits[0]["id"] == 3
