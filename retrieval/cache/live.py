@@ -474,7 +474,9 @@ class SemanticCache:
         run_id = self._run_id
         try:
             if run_id is not None:
-                retry_transient(lambda: drop_owned(self._client, self.name, run_id),
+                recreated = self._counts["index_recreated"] > 0
+                retry_transient(lambda: drop_owned(self._client, self.name, run_id,
+                                                   recreated=recreated),
                                 retries=min(self.store_retries, 2),
                                 backoff_s=self.retry_backoff_s)
                 return

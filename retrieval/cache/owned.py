@@ -118,10 +118,22 @@ def release(client: Any, name: str, run_id: str) -> None:
         client.delete(marker_key(name))
 
 
-def drop_owned(client: Any, name: str, run_id: str) -> bool:
+def drop_owned(client: Any, name: str, run_id: str, *, recreated: bool = False) -> bool:
     """Drop the index ``name``, the keys under its prefix and the marker, when the marker
-    names ``run_id``; False (nothing touched) when it does not."""
+    names ``run_id``; False (nothing touched) when it does not. A marker that is gone while
+    the index is gone too (or was re-created by this run: ``recreated``) means the server
+    restarted empty: what is under the prefix was written by this run, which claims the name
+    again and drops it; an index someone else created meanwhile is left alone."""
     if not owns(client, name, run_id):
+        record = json.dumps(marker_record(name, run_id, "semantic cache"))
+        lost = _marker(client, name) is None and (recreated or not _index_exists(client, name))
+        if lost and client.set(marker_key(name), record, nx=True):
+            # only this run deletes its marker: gone means the server restarted empty, so what
+            # is under the prefix now was written by this run after the restart (claimed again)
+            log.info("semantic cache '%s': the server lost rwb's marker (restarted empty); "
+                     "dropping what this run wrote since", name)
+            _drop_everything(client, name)
+            return True
         log.warning("semantic cache '%s': not dropped, its rwb marker is gone or names another "
                     "run", name)
         return False

@@ -218,7 +218,7 @@ def test_cli_closed_stdout_exits_quietly():
 
 def _export(tmp_path: Path, **changes: object) -> Path:
     doc: dict = {
-        "kind": "ann-index", "engine": "hnswlib",
+        "rwb_export": 1, "kind": "ann-index", "engine": "hnswlib",
         "source": {"backend": "hnswlib", "dataset": "synthetic-small", "k": 10,
                    "build": {"M": 8}, "search": {"ef_search": 10}},
         "evidence": {"target_recall": 0.9, "confidence": {"level": 0.95}},

@@ -6,6 +6,8 @@ import socket
 from pathlib import Path
 
 import pytest
+
+from retrieval.indexes.servers import pid_alive
 import redis
 
 from retrieval.engines.redis import server as rs
@@ -30,7 +32,7 @@ def test_context_manager_starts_search_capable_server_and_stops_it() -> None:
         assert conf[b"ON_TIMEOUT"] == b"fail" and conf[b"TIMEOUT"] == b"10000"
         client.close()
         pid = srv.pid
-    assert not rs._pid_alive(pid)
+    assert not pid_alive(pid)
     assert not srv.pidfile.exists()
 
 
@@ -50,7 +52,7 @@ def test_cli_start_reuse_status_stop(tmp_path: Path, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert rs.main(["stop", "--dir", d]) == 0
     assert capsys.readouterr().out.strip() == "stopped"
-    assert not rs._pid_alive(first.pid)
+    assert not pid_alive(first.pid)
     assert rs.main(["stop", "--dir", d]) == 0
     assert capsys.readouterr().out.strip() == "not running"
     assert rs.main(["status", "--dir", d]) == 1
