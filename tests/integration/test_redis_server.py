@@ -6,12 +6,11 @@ import socket
 from pathlib import Path
 
 import pytest
-
-from retrieval.indexes.servers import pid_alive
 import redis
 
 from retrieval.engines.redis import server as rs
 from retrieval.errors import BackendError, ConfigError
+from retrieval.indexes.servers import pid_alive
 
 pytestmark = [
     pytest.mark.redis,
