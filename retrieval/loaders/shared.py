@@ -77,7 +77,6 @@ def _np_str_list(cell: str) -> list[str]:
 
 @functools.lru_cache(maxsize=4)
 def _scifact(path: Path, split: str) -> TextCollection:
-    csv.field_size_limit(10**9)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -90,8 +89,14 @@ def _scifact(path: Path, split: str) -> TextCollection:
                 raise DataError(
                     f"SciFact: member {member} not in {path}; members: {', '.join(names)}"
                 )
-            with zf.open(member) as raw:
-                return list(csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8")))
+            # SciFact's abstract cells exceed csv's default field limit; the limit is
+            # process-wide, so it is raised for this read only (other CSV readers keep theirs)
+            old = csv.field_size_limit(10**9)
+            try:
+                with zf.open(member) as raw:
+                    return list(csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8")))
+            finally:
+                csv.field_size_limit(old)
 
         corpus: dict[str, str] = {}
         for r in rows("corpus_train.csv"):
