@@ -172,6 +172,24 @@ def _num(v: Any, digits: int = 4) -> str:
     return "-" if v is None else f"{float(v):.{digits}f}"
 
 
+def _print_costs(s: dict[str, Any]) -> None:
+    """The monthly cost lines (tune.cost): the priced N, and the scale study's larger Ns."""
+    priced = [(label, b["cost"]) for label, b in s["backends"].items() if b.get("cost")]
+    if not priced:
+        return
+    c0 = priced[0][1]
+    prices = c0.get("prices") or {}
+    print(f"per month = measured bytes/vector x {c0['n']:,} vectors at "
+          f"{prices.get('ram_gb_month')} per GB-month of RAM"
+          + (f" + on-disk bytes at {prices['disk_gb_month']} per GB-month"
+             if prices.get("disk_gb_month") else ""))
+    for label, b in s["backends"].items():
+        at = b.get("cost_at") or []
+        if at:
+            print(f"{label} at larger N (scale study, same bytes/vector): " + ", ".join(
+                f"{a['n']:,} -> {a['per_month']:.2f}/month" for a in at))
+
+
 def print_result(s: dict[str, Any], run_dir: str) -> None:
     target = s.get("target_recall")
     conf = s["confidence"]
@@ -186,24 +204,33 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
     if target is not None:
         print(f"meets = {conf['level']:.0%} {conf['method']} lower bound over {q['tuning']} "
               f"tuning queries >= target; held-out = mean recall on {q['heldout']} other queries")
+    chosen = [b["chosen"] for b in s["backends"].values() if b["chosen"] is not None]
+    show_bytes = any(c.get("bytes_per_vector") is not None for c in chosen)
+    show_cost = any(b.get("cost") for b in s["backends"].values())
     rows: list[tuple[Any, ...]] = []
     for label, b in s["backends"].items():
         c = b["chosen"]
+        extra: tuple[Any, ...] = ()
         if c is None:
             why = "no config meets the target" if target is not None else "no target set"
-            rows.append((label, why, "", "-", "-", "-", "-", "-", b["evaluations"]))
+            extra = ("-",) * (show_bytes + show_cost)
+            rows.append((label, why, "", "-", "-", "-", "-", "-", *extra, b["evaluations"]))
             continue
         held = _num(b["heldout_recall"])
         if b["heldout_meets"] is False:
             held += " FAIL"
+        if show_bytes:
+            extra += (_num(c.get("bytes_per_vector"), 1),)
+        if show_cost:
+            extra += (_num((b.get("cost") or {}).get("per_month"), 2),)
         rows.append((
             label, _search(c["build"]), _search(c["search"]), _num(c["recall"]),
-            _num(c["recall_lb"]), held, fmt(c["p95_ms"]), c["qps"], b["evaluations"],
+            _num(c["recall_lb"]), held, fmt(c["p95_ms"]), c["qps"], *extra, b["evaluations"],
         ))
-    print_table(
-        rows,
-        ["backend", "build", "search", "recall", "lower", "held-out", "p95 ms", "QPS", "evals"],
-    )
+    heads = ["backend", "build", "search", "recall", "lower", "held-out", "p95 ms", "QPS"]
+    heads += ["bytes/vec"] * show_bytes + ["per month"] * show_cost
+    print_table(rows, [*heads, "evals"])
+    _print_costs(s)
     from retrieval.tune.summary import miss_hint, missed_labels
 
     for label in missed_labels(s):
@@ -217,7 +244,8 @@ def print_result(s: dict[str, Any], run_dir: str) -> None:
     if hours:
         print(f"node-hours per configuration found (every build of the entry): "
               f"{', '.join(hours)}")
-    cost = "highest batch QPS" if s.get("objective") == "qps" else "lowest single-query p95 ms"
+    cost = {"qps": "highest batch QPS", "bytes_per_vector": "fewest measured bytes per vector"
+            }.get(s.get("objective") or "", "lowest single-query p95 ms")
     print(f"cheapest = {cost} per backend; within a build, the smallest knob value meeting the "
           f"target")
     print(f"run: {run_dir}  (study '{s['study']['name']}' in {s['study']['storage']})")

@@ -42,3 +42,21 @@ def with_costs(backends: dict[str, dict[str, Any]], cost: CostSpec | None,
         chosen = b.get("chosen")
         out[label] = {**b, "cost": None if chosen is None else monthly_cost(chosen, cost, n)}
     return out
+
+
+def with_costs_at(backends: dict[str, dict[str, Any]], cost: CostSpec | None, full_n: int,
+                  multiples: list[float]) -> dict[str, dict[str, Any]]:
+    """``backends`` with ``cost_at`` added to each chosen point: its monthly cost at each
+    ``multiple`` x ``full_n`` vectors (the scale study's ``predict_at``), at the same measured
+    bytes per vector (the knob predicted there may grow the graph; bytes/vector is the figure
+    measured at ``full_n``). Unchanged without prices."""
+    if cost is None:
+        return backends
+    out = {}
+    for label, b in backends.items():
+        chosen = b.get("chosen")
+        at = [] if chosen is None else [
+            {"multiple": m, **c} for m in multiples
+            if (c := monthly_cost(chosen, cost, round(m * full_n))) is not None]
+        out[label] = {**b, "cost_at": at or None}
+    return out

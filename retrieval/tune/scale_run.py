@@ -34,6 +34,8 @@ from retrieval.phases import report
 from retrieval.runs import RunDir, RunKind
 from retrieval.tune import scale as sc
 from retrieval.tune import target as tgt
+from retrieval.tune.config import measures_resident
+from retrieval.tune.cost import with_costs, with_costs_at
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, lower_bound, objective_value
 from retrieval.tune.measure import EPS, Measurer, _one_pass
 from retrieval.tune.results import PointResult
@@ -290,6 +292,13 @@ class Study:
         bp = self._entry(b).build(build)
         built = ev.build(b.backend, bp)
         build_s = time.perf_counter() - t0
+        if measures_resident(self.spec.tune):  # the full-N build's bytes (and so its cost)
+            from retrieval import memory
+
+            rep = memory.measure(built.index, built.info.n, self.ds.base)
+            for flag in rep.flags:
+                log.warning("memory doctor: %s %s: %s", b.label, build, flag)
+            built.memory_report = rep.to_dict()
         cache: dict[int, Probe] = {}
         top = self.probe(ev, built, b, build, high, cache)
         res: dict[str, Any] = {"build_at_full": build, "range": [low, high],
@@ -444,6 +453,8 @@ def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int,
                                          "_cost": math.inf}
     for v in backends.values():
         v.pop("_cost", None)
+    priced = with_costs(backends, spec.tune.cost, ds.n_base)
+    backends = with_costs_at(priced, spec.tune.cost, ds.n_base, list(study.scale.predict_at))
     evaluations = sum(sum(r["evaluations"] for r in b["samples"]) + (b["full_evaluations"] or 0)
                       for b in builds)
     return {

@@ -96,6 +96,8 @@ class BackendChoice(SummaryPart):
     node_hours: float | None = None  # wall hours spent on every build of this entry
     #: monthly cost of the chosen point at the priced N (tune.cost; currency per month)
     cost: dict[str, Any] | None = None
+    #: scale study only: the same point's monthly cost at each ``predict_at`` multiple of N
+    cost_at: list[dict[str, Any]] | None = None
 
 
 class SweepSummary(RunSummary):

@@ -31,7 +31,8 @@ def scale_spec(entries: list[dict], **scale) -> object:
         "index_build": {"threads": 1, "cache": False},
         "indexes": entries,
         "scale": {"fractions": ["1/8", "1/4", "1/2"], "bootstrap": 50, **scale},
-        "tune": {"strategy": "target", "objective": "qps"},
+        "tune": {"strategy": "target", "objective": "qps", "memory": "resident",
+                 "cost": {"ram_gb_month": 3.0}},
     }, source="scale.yaml")
 
 
@@ -66,6 +67,17 @@ def test_summary_has_the_interface_keys_per_build(study):
     assert s["backends"]["good"]["chosen"]["search"]["ef_search"] == good["exact"]
     assert good["predicted_recall"]["knob"] == good["predicted"]
     assert [p["multiple"] for p in good["predicted_at"]] == [2.0, 10.0]
+
+
+def test_cost_is_priced_at_full_n_and_at_each_predicted_n(study):
+    good = study.summary["backends"]["good"]
+    bpv = good["chosen"]["bytes_per_vector"]
+    assert bpv and bpv > 32 * 4  # measured: at least the float32 vector itself
+    assert good["cost"]["n"] == 4000
+    assert good["cost"]["ram_per_month"] == pytest.approx(bpv * 4000 / 1e9 * 3.0)
+    at = good["cost_at"]
+    assert [(a["multiple"], a["n"]) for a in at] == [(2.0, 8000), (10.0, 40000)]
+    assert at[1]["per_month"] == pytest.approx(10 * good["cost"]["per_month"])
 
 
 def test_ivf_nlist_follows_its_rule_and_nprobe_is_a_fraction(study):
