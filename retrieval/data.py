@@ -68,6 +68,80 @@ def chunk_rows(dim: int, *, rows: int | None = None, itemsize: int = 4) -> int:
     return max(CHUNK_ALIGN, per // CHUNK_ALIGN * CHUNK_ALIGN)
 
 
+def _shared_map(x: object) -> tuple[mmap.mmap, int] | None:
+    """The shared file mapping behind ``x`` (a :class:`numpy.memmap` opened ``r``, ``r+`` or
+    ``w+``, or a view of one) and the address of its first byte; None for anything else (an
+    in-memory array, a copy-on-write ``c`` map, a bare :class:`mmap.mmap`)."""
+    mode: str | None = None
+    obj: object = x
+    for _ in range(32):
+        if isinstance(obj, np.memmap) and mode is None:
+            mode = getattr(obj, "mode", None)
+        if isinstance(obj, mmap.mmap):
+            if mode not in ("r", "r+", "w+"):
+                return None
+            try:
+                return obj, int(np.frombuffer(obj, dtype=np.uint8).ctypes.data)
+            except (ValueError, TypeError, BufferError):  # closed, or empty
+                return None
+        obj = getattr(obj, "base", None)
+        if obj is None:
+            return None
+    return None
+
+
+def _byte_bounds(x: np.ndarray) -> tuple[int, int]:
+    """(first, one past the last) address of the bytes ``x`` spans."""
+    lo = hi = int(x.__array_interface__["data"][0])
+    for size, stride in zip(x.shape, x.strides, strict=True):
+        if size == 0:
+            return lo, lo
+        reach = (size - 1) * stride
+        lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+    return lo, hi + x.itemsize
+
+
+def release_pages(x: np.ndarray) -> None:
+    """Drop the file pages that ``x`` (rows of a shared memory map, see :func:`_shared_map`)
+    spans from this process's resident set (``madvise(MADV_DONTNEED)``, rounded out to whole
+    pages). The data stay in the OS page cache (written pages are kept and written back) and
+    a later read of ``x`` faults them in again, so nothing changes but the resident size: a
+    pass over a mapped file that releases each chunk once it is consumed stays resident at
+    about one chunk, whatever the file's size, instead of the whole file. A no-op for
+    in-memory arrays, copy-on-write maps and where ``madvise`` is missing."""
+    advice: int | None = getattr(mmap, "MADV_DONTNEED", None)
+    found = _shared_map(x) if advice is not None else None
+    if found is None or advice is None:
+        return
+    mm, start = found
+    lo, hi = _byte_bounds(x)
+    first = max(0, (lo - start) // mmap.PAGESIZE * mmap.PAGESIZE)
+    last = min(len(mm), hi - start)
+    if last > first:
+        try:
+            mm.madvise(advice, first, last - first)
+        except (OSError, ValueError) as exc:  # a hint only: the read itself was right
+            log.debug("madvise(MADV_DONTNEED) failed: %s", exc)
+
+
+def take_rows(base: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``base[rows]`` (an in-memory copy, the base's dtype) for integer row ids ``rows``; from
+    a memory-mapped base gathered about :data:`CHUNK_BYTES` of rows at a time with the file
+    pages released after each piece (:func:`release_pages`), so the resident size is the
+    result plus one piece, not the file."""
+    idx = np.asarray(rows)
+    if not is_out_of_core(base) or idx.ndim != 1 or idx.dtype.kind not in "iu":
+        return np.asarray(base[idx])
+    out = np.empty((idx.size, *base.shape[1:]), dtype=base.dtype)
+    step = chunk_rows(int(np.prod(base.shape[1:], dtype=np.int64)), itemsize=base.itemsize)
+    for lo, hi in row_chunks(idx.size, step):
+        part = idx[lo:hi]
+        out[lo:hi] = base[part]
+        if part.size:
+            release_pages(base[int(part.min()):int(part.max()) + 1])
+    return out
+
+
 def row_chunks(n: int, rows: int, start: int = 0) -> Iterator[tuple[int, int]]:
     """``(lo, hi)`` row ranges of at most ``rows`` rows covering ``start..n``."""
     for lo in range(start, n, rows):
@@ -84,14 +158,25 @@ def base_chunks(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """``(first row, chunk)`` over the base vectors (a dataset's, or a matrix), each chunk a
     C-contiguous float32 copy of at most ``rows`` rows (default: :func:`chunk_rows`), rows
-    L2-normalised when the metric (the dataset's, or ``metric``) is cosine. Memory: one chunk."""
+    L2-normalised when the metric (the dataset's, or ``metric``) is cosine. Memory: one chunk.
+
+    A chunk of a mapped float32 base may be a view of the file (no copy); when the next chunk
+    is asked for (or the loop ends), its file pages are released from the resident set
+    (:func:`release_pages`: the chunk stays readable, a later read faults the same bytes in
+    again), so a pass over a mapped base stays resident at about one chunk."""
     base = ds.base if isinstance(ds, VectorDataset) else ds
     m = ds.metric if isinstance(ds, VectorDataset) and metric is None else metric
     n = int(base.shape[0]) if stop is None else min(int(stop), int(base.shape[0]))
     step = chunk_rows(int(base.shape[1]), rows=rows)
+    mapped = is_out_of_core(base)
     for lo, hi in row_chunks(n, step, start):
-        chunk = np.ascontiguousarray(base[lo:hi], dtype=np.float32)
-        yield lo, normalize_rows(chunk) if m == "cosine" else chunk
+        rows_view = base[lo:hi]
+        chunk = np.ascontiguousarray(rows_view, dtype=np.float32)
+        try:
+            yield lo, normalize_rows(chunk) if m == "cosine" else chunk
+        finally:
+            if mapped:
+                release_pages(rows_view)
 
 
 def _check_chunks(arr: np.ndarray, name: str) -> None:
@@ -100,6 +185,7 @@ def _check_chunks(arr: np.ndarray, name: str) -> None:
     for lo, hi in row_chunks(int(arr.shape[0]), step):
         part = np.asarray(arr[lo:hi])
         finite = np.isfinite(part)
+        release_pages(arr[lo:hi])
         if not finite.all():
             bad = lo + int(np.argwhere(~finite.all(axis=1))[0, 0])
             raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")

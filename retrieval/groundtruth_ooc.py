@@ -6,7 +6,10 @@ or inner-product similarity descending), then by id ascending (:func:`canonical_
 the in-memory :func:`retrieval.groundtruth.exact_knn` uses too). Chunk and shard boundaries are
 multiples of :data:`retrieval.data.CHUNK_ALIGN` rows (Faiss's BLAS database block), so every
 distance is computed with the same arithmetic as one search over the whole base: the result
-equals the in-memory one id for id (tested on every metric, with ties).
+equals the in-memory one id for id (tested on every metric, with ties). Memory: one chunk of
+the base plus the running top-k; a mapped base's file pages are released from the resident set
+after each chunk (:func:`retrieval.data.base_chunks`), so the peak RSS does not grow with N
+(measured: 0.12 GB on a 10M x 96 base, 3.9 GB before; ``benchmarks/groundtruth_scale.py``).
 
 Work is split into shards (row ranges). A shard's running top-k is checkpointed after every
 chunk in its work folder, so a killed computation resumes where it stopped. Several processes

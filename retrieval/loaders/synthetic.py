@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.data import Metric, VectorDataset, check_metric, row_chunks
+from retrieval.data import Metric, VectorDataset, check_metric, release_pages, row_chunks
 from retrieval.errors import param_error
 from retrieval.filtering.attrs import Attributes, LabelColumn
 
@@ -151,6 +151,7 @@ def _chunked_base(
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
         for c, (lo, hi) in enumerate(row_chunks(n, rows)):
             out[lo:hi], lab = chunk(c, lo, hi)
+            release_pages(out[lo:hi])  # written pages go to the page cache, not kept resident
             if need_labels:
                 labels_all[lo:hi] = lab
             if c % 8 == 7:

@@ -21,6 +21,7 @@ from retrieval.data import (
     check_metric,
     chunk_rows,
     file_key,
+    release_pages,
     row_chunks,
 )
 from retrieval.errors import DataError
@@ -270,7 +271,8 @@ def map_vecs(path: str | Path, dtype: type[np.generic], what: str) -> np.ndarray
     rec = np.dtype([("d", "<i4"), ("v", np.dtype(dtype), (dim,))])
     mm = np.memmap(p, dtype=rec, mode="r")
     for lo, hi in row_chunks(mm.shape[0], chunk_rows(dim, itemsize=item)):
-        dims = np.asarray(mm["d"][lo:hi])
+        dims = np.array(mm["d"][lo:hi])
+        release_pages(mm[lo:hi])  # the check touched every page: not kept resident
         if (dims != dim).any():
             bad = lo + int(np.argmax(dims != dim))
             raise DataError(

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.data import VectorDataset
+from retrieval.data import VectorDataset, take_rows
 from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth import GroundTruth, ground_truth
@@ -67,7 +67,7 @@ def sample_ground_truth(ds: VectorDataset, k: int) -> GroundTruth:
 def sample_dataset(ds: VectorDataset, rows: np.ndarray) -> VectorDataset:
     """The base rows ``rows`` of ``ds`` with all its queries (ids are positions in the sample)."""
     return VectorDataset(name=f"{ds.name}[{rows.size} of {ds.n_base}]",
-                         base=ds.base[rows], queries=ds.queries, metric=ds.metric,
+                         base=take_rows(ds.base, rows), queries=ds.queries, metric=ds.metric,
                          source=ds.source, info={"sample_of": ds.fingerprint,
                                                  "sample_size": int(rows.size)})
 

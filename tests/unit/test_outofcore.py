@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,3 +171,70 @@ def test_chunked_synthetic_is_deterministic(tmp_path: Path,
     assert a.out_of_core and np.array_equal(np.asarray(a.base), np.asarray(b.base))
     assert a.fingerprint == b.fingerprint
     assert make_synthetic(5000, 16, 10, chunk_rows=2048).fingerprint != a.fingerprint
+
+
+RSS_CHILD = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    import retrieval.data as rdata
+    from retrieval.groundtruth import ground_truth
+    from retrieval.groundtruth_ooc import exact_topk
+    from retrieval.loaders.vectors import load_npy
+    mode, base, queries, cache = sys.argv[1:5]
+    rdata.CHUNK_BYTES = 4 << 20  # 4 MB chunks: the file is many chunks
+    if mode == "topk":  # the chunked search alone, over a plain memory map
+        _, ids = exact_topk(np.load(base, mmap_mode="r"), np.load(queries), "l2", 10)
+    else:  # the whole path: loader (finiteness check), fingerprint, out-of-core ground truth
+        ids = ground_truth(load_npy(base, queries, "l2"), 10, cache=Path(cache)).ids
+    # VmHWM: this process's own peak (ru_maxrss keeps the pytest parent's size across exec)
+    with open("/proc/self/status") as fh:
+        peak = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:")) * 1024
+    print(json.dumps({"peak": peak, "ids": np.asarray(ids).tolist()}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM in /proc/self/status "
+                    "and madvise(MADV_DONTNEED) releasing file pages: Linux")
+@pytest.mark.parametrize("mode", ["topk", "pipeline"])
+def test_out_of_core_peak_rss_does_not_grow_with_the_file(tmp_path: Path, mode: str) -> None:
+    """A 51 MB mapped base read in 4 MB chunks: the peak resident size of a process computing
+    its ground truth exceeds that of the same computation over one chunk's worth of rows by
+    well under the file size (file pages touched through the map count as resident; each
+    chunk's are released once it is consumed)."""
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal((200_000, 64)).astype(np.float32)  # 51.2 MB
+    queries = rng.standard_normal((50, 64)).astype(np.float32)
+    np.save(tmp_path / "big.npy", big)
+    np.save(tmp_path / "small.npy", big[:16_384])  # one 4 MB chunk
+    np.save(tmp_path / "q.npy", queries)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "RWB_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+
+    def child(base: str) -> dict[str, Any]:
+        proc = subprocess.run([sys.executable, "-c", RSS_CHILD, mode, str(tmp_path / base),
+                               str(tmp_path / "q.npy"), str(tmp_path / f"gt-{base}")],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    small, full = child("small.npy"), child("big.npy")
+    depth = np.asarray(full["ids"]).shape[1]  # the pipeline stores rwb's ground-truth depth
+    assert np.array_equal(full["ids"], exact_knn(big, queries, "l2", depth).ids)
+    growth = full["peak"] - small["peak"]
+    assert growth < 0.5 * big.nbytes, (growth, big.nbytes)
+
+
+def test_take_rows_and_released_pages_keep_the_data(tmp_path: Path) -> None:
+    base, _ = _data("float", n=20_000)
+    np.save(tmp_path / "b.npy", base)
+    mm = np.load(tmp_path / "b.npy", mmap_mode="r")
+    rows = np.random.default_rng(2).permutation(20_000)[:7000]  # unsorted ids
+    got = rdata.take_rows(mm, rows)
+    assert got.dtype == base.dtype and np.array_equal(got, base[rows])
+    assert np.array_equal(rdata.take_rows(base, rows), base[rows])  # in memory: plain indexing
+    rdata.release_pages(mm[100:9000])
+    rdata.release_pages(base[100:9000])  # not mapped: a no-op
+    assert np.array_equal(np.asarray(mm), base)  # released pages read back the same bytes
+    assert rdata._shared_map(mm[10:20]) is not None
+    assert rdata._shared_map(np.load(tmp_path / "b.npy", mmap_mode="c")) is None  # private
