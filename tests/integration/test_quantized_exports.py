@@ -1,0 +1,151 @@
+"""Quantized exports of Milvus and LanceDB (issue 23): a sweep with memory as the objective on
+Milvus Lite HNSW_SQ / IVF_SQ8 (and LanceDB IVF_PQ with ``refine_factor``), ``rwb export`` to the
+engine, the exported file taken by the engine's OWN client (pymilvus against Milvus Lite:
+create collection + create_index with exactly the exported index params + search with exactly
+the exported search params; lancedb: ``create_index`` + a query with ``refine_factor``), and
+``rwb verify`` holding on it, bytes per vector included. Small synthetic data: seconds a build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from retrieval.cli import main
+from retrieval.exporting.files import read_config
+from retrieval.groundtruth import exact_knn
+from retrieval.loaders.catalog import resolve_dataset
+from retrieval.metrics import recall_by_id
+from retrieval.tune.spec import parse_spec
+from retrieval.tune.sweep import run_sweep
+
+K = 10
+
+
+def _export(run: Path, tmp_path: Path, engine: str, label: str) -> Path:
+    path = tmp_path / f"{engine}-{label}.yaml"
+    assert main(["export", str(run), "--engine", engine, "--backend", label,
+                 "--out", str(path)]) == 0
+    return path
+
+
+def _verify(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["verify", str(path), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _checks(report: dict) -> dict[str, dict]:
+    return {c["check"]: c for c in report["file_checks"]}
+
+
+# --- Milvus ------------------------------------------------------------------------------------
+MILVUS = {
+    "milvus-hnsw": {"index_type": "HNSW", "M": 8, "efConstruction": 40},
+    "milvus-hnsw-sq": {"index_type": "HNSW_SQ", "M": 8, "efConstruction": 40},
+    "milvus-ivf-sq8": {"index_type": "IVF_SQ8", "nlist": 16},
+}
+
+
+@pytest.fixture(scope="module")
+def milvus_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
+    pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
+    spec = parse_spec({
+        "name": "milvus-quantized", "dataset": "synthetic-small", "k": K, "warmup": 2,
+        "batch_repeats": 1, "target_recall": 0.9, "index_build": {"threads": 1},
+        "indexes": [{"backend": "milvus", "label": label, "build": build,
+                     "search": {"nprobe": 1} if "nlist" in build else {"ef": 10}}
+                    for label, build in MILVUS.items()],
+        "tune": {"strategy": "target", "objective": "bytes_per_vector",
+                 "search_range": {"ef": [10, 128], "nprobe": [1, 16]}},
+    }, source="milvus-quantized.yaml")
+    out = tmp_path_factory.mktemp("milvus") / "run"
+    run_sweep(spec, out)
+    return out
+
+
+@pytest.mark.milvus
+@pytest.mark.slow  # a three-build Milvus Lite sweep, two verifies, two own-client builds
+@pytest.mark.parametrize(("label", "knob"), [("milvus-hnsw-sq", "ef"),
+                                            ("milvus-ivf-sq8", "nprobe")])
+def test_milvus_quantized_export_taken_by_pymilvus_and_verified(
+        milvus_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str,
+        knob: str) -> None:
+    from pymilvus import DataType, MilvusClient
+
+    summary = json.loads((milvus_run / "summary.json").read_text())
+    bpv = {lab: summary["backends"][lab]["chosen"]["bytes_per_vector"] for lab in MILVUS}
+    # measured from Milvus Lite's own index files: 1 byte a dimension instead of 4
+    assert bpv[label] < bpv["milvus-hnsw"] - 2 * 32  # synthetic-small: 32 dimensions
+    path = _export(milvus_run, tmp_path, "milvus", label)
+    doc = read_config(path)
+    cfg, ev = doc["config"], doc["evidence"]
+    build = MILVUS[label]
+    assert cfg["index_type"] == build["index_type"] and cfg["metric_type"] == "L2"
+    assert {k: v for k, v in cfg["params"].items() if k != "sq_type"} == {
+        k: v for k, v in build.items() if k != "index_type"}
+    assert set(cfg["search_params"]["params"]) == {knob}
+    assert ev["bytes_per_vector"] == pytest.approx(bpv[label])
+    assert ev["memory"]["resident_source"].startswith("Milvus Lite index files")
+    assert ev["memory"]["flags"] == [] and "SQ8" in ev["memory"]["encoding"]
+
+    # pymilvus against a Milvus Lite of this test's own, with exactly the exported params
+    ds = resolve_dataset("synthetic-small")
+    client = MilvusClient(str(tmp_path / "own.db"))
+    try:
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=ds.dim)
+        client.create_collection("items", schema=schema)
+        client.insert("items", [{"id": i, "embedding": v} for i, v in enumerate(ds.base)])
+        client.flush("items")
+        index = client.prepare_index_params()
+        # nested: Milvus Lite 3.2 silently drops flat params (a server takes both forms)
+        index.add_index(field_name="embedding", index_type=cfg["index_type"],
+                        metric_type=cfg["metric_type"], params={"params": cfg["params"]})
+        client.create_index("items", index)
+        client.release_collection("items")
+        client.load_collection("items")
+        held = client.describe_index("items", "embedding")
+        assert held["index_type"] == cfg["index_type"] and held["params"] == cfg["params"]
+        hits = client.search("items", data=list(ds.queries), limit=K, anns_field="embedding",
+                             output_fields=["id"], search_params=cfg["search_params"])
+        ids = np.array([[h["id"] for h in row] for row in hits])
+        exact = exact_knn(ds.base, ds.queries, "l2", K, threads=1).ids
+        own = float(recall_by_id(ids, exact, K).mean())
+        # a fresh build of the same params recalls like the evidence (a brute-force fallback
+        # would give 1.0 at the chosen knob, a dropped param would move it)
+        assert abs(own - ev["recall"]) <= 0.05, (own, ev["recall"])
+    finally:
+        client.close()
+
+    code, report = _verify(capsys, path)
+    checks = _checks(report)
+    assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
+    assert "memory doctor" not in checks
+    assert report["holds"] and code == 0, report
+
+
+@pytest.mark.milvus
+@pytest.mark.slow
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d["config"].update(index_type="IVF_FLAT"), "config.index_type"),
+    (lambda d: d["evidence"].update(bytes_per_vector=4 * d["evidence"]["bytes_per_vector"]),
+     "evidence.bytes_per_vector"),
+])
+def test_milvus_edited_quantized_export_fails_naming_the_field(
+        milvus_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any,
+        field: str) -> None:
+    path = _export(milvus_run, tmp_path, "milvus", "milvus-ivf-sq8")
+    doc = yaml.safe_load(path.read_text())
+    edit(doc)  # float vectors instead of SQ8 codes; bytes the index does not hold
+    path.write_text(yaml.safe_dump(doc))
+    code, report = _verify(capsys, path)
+    assert code == 1 and not report["holds"]
+    failed = [f for c in report["file_checks"] if not c["passed"] for f in c["fields"]]
+    assert failed == [field], report["file_checks"]
