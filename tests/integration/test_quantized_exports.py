@@ -205,7 +205,7 @@ def test_lancedb_ivfpq_refine_export_taken_by_lancedb_and_verified(
     ds = resolve_dataset("synthetic-small")
     args = dict(cfg["create_index"])
     column, _kind = args.pop("column"), args.pop("index_type")
-    table = lancedb.connect(str(tmp_path / "own")).create_table(
+    table: Any = lancedb.connect(str(tmp_path / "own")).create_table(
         "items", data=[{"id": i, "vector": v.tolist()} for i, v in enumerate(ds.base)])
     table.create_index(column, config=IvfPq(**args))
     q = cfg["query"]
