@@ -253,3 +253,133 @@ def test_lancedb_refine_factor_below_1_in_a_sweep_spec_is_one_line(
     assert err.count("\n") == 1 and "refine_factor" in err, err
     assert ">= 1" in err and "received 0" in err, err
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+# --- pgvector bit + re-rank query --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pg_bit_run(tmp_path_factory: pytest.TempPathFactory, pg_url: str
+               ) -> Iterator[tuple[Path, dict]]:
+    """A pgvector HNSW over ``binary_quantize(embedding)::bit(64)`` beside the float32 one,
+    ``oversample`` solved jointly with ``ef_search``, memory as the objective, on .npy data
+    (cosine; 300 clusters of 10, a query near a cluster's centre: 64 sign bits find most of
+    its 10 neighbours, a re-rank of 2-4x more candidates the rest)."""
+    tmp = tmp_path_factory.mktemp("pgbit")
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((300, 64)).astype(np.float32)
+    base = (np.repeat(centres, 10, axis=0)
+            + 0.8 * rng.standard_normal((3000, 64))).astype(np.float32)
+    queries = (centres[rng.choice(300, 100, replace=False)]
+               + 0.3 * rng.standard_normal((100, 64))).astype(np.float32)
+    np.save(tmp / "base.npy", base)
+    np.save(tmp / "queries.npy", queries)
+    spec = parse_spec({
+        "name": "pgvector-bit", "k": K, "warmup": 2, "batch_repeats": 1, "target_recall": 0.9,
+        "dataset": {"kind": "npy", "base": str(tmp / "base.npy"),
+                    "queries": str(tmp / "queries.npy"), "metric": "cosine"},
+        "indexes": [
+            {"backend": "pgvector", "label": "pg-float",
+             "build": {"m": 16, "ef_construction": 64}, "search": {"ef_search": 10}},
+            {"backend": "pgvector", "label": "pg-bit",
+             "build": {"m": 16, "ef_construction": 64, "vector_type": "bit"},
+             "search": {"ef_search": 40, "oversample": 1}},
+        ],
+        "tune": {"strategy": "target", "objective": "bytes_per_vector",
+                 "rescore_knobs": {"pg-bit": "oversample"},
+                 "search_range": {"ef_search": [40, 400], "oversample": [1, 16]}},
+    }, source="pgvector-bit.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RWB_PG_URL", pg_url)
+        run_sweep(spec, tmp / "run")
+        yield tmp / "run", {"base": base, "queries": queries}
+
+
+@pytest.mark.pgvector
+@pytest.mark.slow  # two PostgreSQL builds, a two-knob search, a verify, an own-client build
+def test_pgvector_bit_rerank_export_taken_by_psycopg_and_verified(
+        pg_bit_run: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    run, data = pg_bit_run
+    summary = json.loads((run / "summary.json").read_text())
+    chosen = {lab: summary["backends"][lab]["chosen"] for lab in ("pg-float", "pg-bit")}
+    assert set(chosen["pg-bit"]["search"]) == {"ef_search", "oversample"}
+    # measured by pg_relation_size: one bit a dimension instead of 4 bytes (the links stay)
+    assert chosen["pg-bit"]["bytes_per_vector"] < chosen["pg-float"]["bytes_per_vector"] - 150
+    path = _export(run, tmp_path, "pgvector", "pg-bit")
+    doc = read_config(path)
+    cfg, ev = doc["config"], doc["evidence"]
+    over = chosen["pg-bit"]["search"]["oversample"]
+    assert cfg["vector_type"] == "bit" and cfg["opclass"] == "bit_hamming_ops"
+    assert cfg["search_params"] == chosen["pg-bit"]["search"]
+    assert f"LIMIT {K * over}) c ORDER BY embedding <=> $1 LIMIT {K};" in cfg["query"]
+    assert ev["memory"]["refine_store"] == "disk" and ev["memory"]["flags"] == []
+
+    # psycopg on the real PostgreSQL: the file's CREATE INDEX, SET lines and re-rank query
+    table = f"items_{tmp_path.name[-8:].replace('-', '_')}".lower()
+    sub = (lambda s: s.replace(" items ", f" {table} "))  # noqa: E731
+    base, queries = data["base"], data["queries"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, embedding vector(64))")
+        try:
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {table} VALUES (%s, %s::vector)",
+                                [(i, str(row.tolist())) for i, row in enumerate(base)])
+            conn.execute(sub(cfg["create_index"]))
+            conn.execute("SET enable_seqscan = off")
+            for line in cfg["set"]:
+                conn.execute(line)
+            query = sub(cfg["query"]).replace("$1", "%(q)s::vector")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN " + query, {"q": str(queries[0].tolist())}).fetchall())
+            assert "Index Scan" in plan, plan  # the binary index answers the inner query
+            ids = np.array([[r[0] for r in conn.execute(query, {"q": str(v.tolist())})]
+                            for v in queries])
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    exact = exact_knn(base, queries, "cosine", K, threads=1).ids
+    own = float(recall_by_id(ids, exact, K).mean())
+    assert abs(own - ev["recall"]) <= 0.05, (own, ev["recall"])
+
+    monkeypatch.setenv("RWB_PG_URL", pg_url)
+    code, report = _verify(capsys, path)
+    checks = _checks(report)
+    assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
+    assert report["holds"] and code == 0, (report["measured"], report["file_checks"])
+
+
+@pytest.mark.pgvector
+@pytest.mark.slow
+def test_pgvector_bit_edited_oversample_fails_naming_the_query(
+        pg_bit_run: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = pg_bit_run
+    path = _export(run, tmp_path, "pgvector", "pg-bit")
+    doc = yaml.safe_load(path.read_text())
+    cfg = doc["config"]
+    over = cfg["search_params"]["oversample"]
+    # a re-rank depth that is not a multiple of k: refused in one line before any build
+    cfg["query"] = cfg["query"].replace(f"LIMIT {K * over})", f"LIMIT {K * over + 3})")
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("RWB_PG_URL", pg_url)
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "field 'config.query inner LIMIT'" in err, err
+
+
+def test_pgvector_oversample_needs_a_bit_build() -> None:
+    from retrieval.engines.pgvector.hnsw import PgVectorHnsw
+    from retrieval.engines.pgvector.params import PgHnswBuild, PgHnswSearch
+    from retrieval.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"field 'oversample' must be 1 or unset unless "
+                                          r"vector_type is bit.*received 4"):
+        PgVectorHnsw.check_combination(PgHnswBuild(), PgHnswSearch(oversample=4), K)
+    PgVectorHnsw.check_combination(PgHnswBuild(vector_type="bit"), PgHnswSearch(oversample=4), K)
+    PgVectorHnsw.check_combination(PgHnswBuild(), PgHnswSearch(oversample=1), K)  # a no-op
+    from retrieval.params import validate_params
+
+    with pytest.raises(ConfigError, match=r"field 'oversample' must be >= 1; received 0"):
+        validate_params(PgHnswSearch, {"oversample": 0}, where="pgvector")
