@@ -65,7 +65,7 @@ from retrieval.engines.lancedb.params import (
     portable_ivfpq,
 )
 from retrieval.errors import BackendError, ConfigError, DataError
-from retrieval.indexes.base import BuildInfo, MaintainInfo
+from retrieval.indexes.base import BuildInfo, MaintainInfo, MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import SnapshotIndex, check_ids, check_k, unknown_knob
 from retrieval.indexes.knob_check import knob_check
@@ -382,6 +382,31 @@ class LanceIndex(SnapshotIndex):
             return 0
         return _folder_bytes(self._table_dir() / "data") + _folder_bytes(
             self._table_dir() / "_indices")
+
+    def memory_claim(self) -> MemoryClaim:
+        """What the index holds per row (bytes), from its params alone: IVF_PQ
+        ``num_sub_vectors * num_bits / 8`` code bytes; IVF_HNSW_SQ one byte a dimension + the
+        layer-0 links (2*m int32); each + an 8-byte row id. The float vectors stay in the
+        table's data files on disk: ``refine_factor`` re-ranks by them (refine store: disk)."""
+        b = self.build_params
+        if isinstance(b, IvfPqBuild):
+            return MemoryClaim(b.num_sub_vectors * b.num_bits / 8 + 8.0,
+                               f"IVF_PQ (PQ{b.num_sub_vectors}x{b.num_bits})", "disk")
+        assert isinstance(b, HnswSqBuild)
+        return MemoryClaim(float(self.dim) + 8.0 * b.m + 8.0, "IVF_HNSW_SQ (SQ8)", "disk")
+
+    def memory_facts(self) -> dict[str, Any]:
+        """LanceDB's own files: ``resident_bytes`` = the index files (``_indices``: what a
+        query reads into LanceDB's index cache); ``disk_bytes`` = data + index files (the data
+        files stay memory-mapped, read by ``refine_factor``). An RSS delta around a load says
+        nothing here: LanceDB maps the files and reads them lazily."""
+        if self._dir is None:
+            raise ConfigError(f"backend '{self.name}': memory_facts() called before build()")
+        index = _folder_bytes(self._table_dir() / "_indices")
+        data = _folder_bytes(self._table_dir() / "data")
+        return {"resident_bytes": index, "disk_bytes": index + data, "data_bytes": data,
+                "source": "LanceDB index files of the table (_indices, read into its index "
+                          "cache by queries); disk: data + index files"}
 
     def _release(self) -> None:
         self._table = self._db = None

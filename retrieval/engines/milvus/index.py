@@ -97,11 +97,19 @@ from retrieval.engines.milvus.common import (
     to_result,
 )
 from retrieval.engines.milvus.filter import MilvusFilter
-from retrieval.engines.milvus.lite import InProcessLite, lite_files, segment_facts
+from retrieval.engines.milvus.lite import (
+    InProcessLite,
+    collection_bytes,
+    lite_files,
+    segment_facts,
+)
 from retrieval.engines.milvus.params import (
     BUILD_KINDS,
     TOPK_MAX,
+    HnswBuild,
+    HnswSqBuild,
     IvfFlatBuild,
+    IvfSq8Build,
     MilvusBuild,
     MilvusSearch,
     check_search,
@@ -112,7 +120,13 @@ from retrieval.engines.milvus.params import (
     search_model_for,
 )
 from retrieval.errors import BackendError, ConfigError, DataError, param_error
-from retrieval.indexes.base import BuildInfo, IndexBackend, MaintainInfo, SearchResult
+from retrieval.indexes.base import (
+    BuildInfo,
+    IndexBackend,
+    MaintainInfo,
+    MemoryClaim,
+    SearchResult,
+)
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
@@ -478,6 +492,36 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         if not self._built_n:
             raise ConfigError(f"{WHERE}: memory_bytes() called before build()")
         return sum(p.stat().st_size for p in self._lite_files()[1])
+
+    def memory_claim(self) -> MemoryClaim:
+        """What the index type holds per row (bytes), from its params alone: the vector (4
+        bytes a dimension; 1 for the SQ8 kinds) + an int64 id, + layer-0 links (2*M int32
+        neighbours) for the HNSW kinds (AUTOINDEX is HNSW M 16 in Milvus Lite). There is no
+        refine copy: Milvus Lite's SQ8 kinds rank by the SQ8 distances."""
+        b = self.build_params
+        sq = isinstance(b, HnswSqBuild | IvfSq8Build)
+        per = (1.0 if sq else 4.0) * self.dim + 8.0
+        if isinstance(b, HnswBuild):
+            per += 8.0 * b.M
+        elif b.index_type == "AUTOINDEX":
+            per += 8.0 * 16
+        encoding = "SQ8" if sq else "float32"
+        return MemoryClaim(per, f"{b.index_type} ({encoding})", None)
+
+    def memory_facts(self) -> dict[str, Any]:
+        """Milvus Lite's own files: ``resident_bytes`` = the index files it loads to search
+        (the faiss structures of every segment); ``disk_bytes`` = the collection's folder
+        (raw rows in parquet + index files). A server's memory is not measured from here
+        (``resident_bytes`` None: the doctor says ``unmeasured``)."""
+        if not self._built_n:
+            raise ConfigError(f"{WHERE}: memory_facts() called before build()")
+        if not self._embedded:
+            return {"resident_bytes": None, "disk_bytes": None,
+                    "source": "a Milvus server (its memory is not measured from here)"}
+        return {"resident_bytes": sum(p.stat().st_size for p in self._lite_files()[1]),
+                "disk_bytes": collection_bytes(self._db_path, self.collection),
+                "source": "Milvus Lite index files of the collection (the faiss structures "
+                          "it loads to search); disk: the collection folder"}
 
     # --- search ----------------------------------------------------------------------
     def set_search_params(self, **params: Any) -> None:

@@ -51,6 +51,7 @@ from retrieval.engines.pgvector.params import (
     check_dim,
     opclass,
     query_expr,
+    rerank_sql,
     vector_expr,
 )
 from retrieval.errors import BackendError, ConfigError
@@ -304,10 +305,19 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
             **fextra,
         }
 
-    def _start_searching(self) -> None:
+    def _search_sql(self) -> str:
+        """The k-NN statement: ordered by the indexed expression; for a ``bit`` build the
+        re-rank query (``k * oversample`` Hamming candidates, re-ranked by the float32
+        column's own distance)."""
+        if self._vtype() == "bit":
+            over = int(self.search_params.model_dump().get("oversample") or 1)
+            return rerank_sql(self.table, self.dim, self.metric, "%(q)b", f"%(k)s * {over}",
+                              "%(k)s")
         v, op, q = self._vexpr(), OPERATOR[self.metric], self._qexpr()
-        self._sql = (f"SELECT id, {v} {op} {q} FROM {self.table} "
-                     f"ORDER BY {v} {op} {q} LIMIT %(k)s")
+        return f"SELECT id, {v} {op} {q} FROM {self.table} ORDER BY {v} {op} {q} LIMIT %(k)s"
+
+    def _start_searching(self) -> None:
+        self._sql = self._search_sql()
         # the planner costs an HNSW scan by ef_search: on a small table with a large ef_search
         # it picks an exact sequential scan + sort (seen at 3000 rows, ef_search 1000), which
         # would be timed as if it were the index. rwb measures the index: sequential scans are
@@ -394,6 +404,7 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
         self._close_thread_conns()  # their sessions hold the old settings
         if self._conn is None or not self._built_or_building():
             return
+        self._sql = self._search_sql()  # a bit build's oversample is in the statement
         for line in self._set_lines():
             self._run("SET", line)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.engines.pgvector.params import (
+    BIT_OPS,
     HALF_OPS,
     OPERATOR,
     OPS,
@@ -30,8 +31,10 @@ from retrieval.engines.pgvector.params import (
     check_hnsw_build,
     check_hnsw_search,
     check_ivf_search,
+    check_oversample,
     opclass,
     query_expr,
+    rerank_sql,
     vector_expr,
 )
 from retrieval.errors import ConfigError, param_error
@@ -52,17 +55,24 @@ def _cannot(p: Portable, why: str) -> ConfigError:
 
 
 def _sql(method: str, metric: str, with_: Mapping[str, int], sets: Mapping[str, int],
-         k: int, vector_type: str = "vector", dim: int = 0) -> dict[str, Any]:
+         k: int, vector_type: str = "vector", dim: int = 0, oversample: int = 1
+         ) -> dict[str, Any]:
     """The SQL of a config; ``halfvec``: an expression index over ``embedding::halfvec(dim)``
-    and the query ordered by the same expression (the table keeps its float32 column)."""
+    and the query ordered by the same expression (the table keeps its float32 column);
+    ``bit``: an expression index over ``binary_quantize(embedding)::bit(dim)`` and the re-rank
+    query (``k * oversample`` Hamming candidates re-ranked by the float32 column)."""
     args = ", ".join(f"{key} = {int(v)}" for key, v in with_.items())
     col = vector_expr(vector_type, dim, COLUMN)
     q = query_expr(vector_type, dim, "$1")
+    query = (f"{rerank_sql(TABLE, dim, metric, '$1', str(k * oversample), str(k), COLUMN)};"
+             .replace(f"SELECT id, {COLUMN} {OPERATOR[metric]} $1 FROM", "SELECT id FROM", 1)
+             if vector_type == "bit" else
+             f"SELECT id FROM {TABLE} ORDER BY {col} {OPERATOR[metric]} {q} LIMIT {k};")
     return {
         "create_index": f"CREATE INDEX ON {TABLE} USING {method} "
                         f"({col} {opclass(vector_type, metric)}) WITH ({args});",
         "set": [f"SET {key} = {int(v)};" for key, v in sets.items()],
-        "query": f"SELECT id FROM {TABLE} ORDER BY {col} {OPERATOR[metric]} {q} LIMIT {k};",
+        "query": query,
     }
 
 
@@ -86,22 +96,29 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
     if metric not in OPS:
         raise param_error("metric", f"one of {', '.join(OPS)}", metric, where=WHERE)
     check_dim(dim, WHERE)
-    vtype = "vector"
+    vtype, oversample = "vector", 1
     if isinstance(p, Hnsw):
-        if p.quantization not in (None, "FP16"):
-            raise _cannot(p, f"HNSW over {p.quantization} has no pgvector form (its "
-                          "half-precision halfvec is FP16, not SQ8 / BQ / PQ)")
-        vtype = "halfvec" if p.quantization == "FP16" else "vector"
+        if p.quantization not in (None, "FP16", "BQ"):
+            raise _cannot(p, f"HNSW over {p.quantization} has no pgvector form (halfvec is "
+                          "FP16, bit with a re-rank query is BQ; no SQ8 / PQ)")
+        vtype = {"FP16": "halfvec", "BQ": "bit"}.get(str(p.quantization), "vector")
         method = "hnsw"
-        build = validate_params(PgHnswBuild, {"m": p.M, "ef_construction": p.ef_construction},
+        build = validate_params(PgHnswBuild, {"m": p.M, "ef_construction": p.ef_construction,
+                                              "vector_type": vtype},
                                 where=WHERE, prefix="build_params.")
         check_hnsw_build(build, WHERE)
-        search = validate_params(PgHnswSearch, {"ef_search": p.ef_search}, where=WHERE,
-                                 prefix="search_params.")
+        given: dict[str, Any] = {"ef_search": p.ef_search}
+        if vtype == "bit":  # pgvector's own re-rank depth when it came from pgvector, else 1
+            given["oversample"] = p.native_for(ENGINE).get("oversample") or 1
+        search = validate_params(PgHnswSearch, given, where=WHERE, prefix="search_params.")
         check_hnsw_search(search, k, WHERE)
+        check_oversample(build, search, WHERE)
         with_ = build.model_dump(exclude={"vector_type"})
         sets = {"hnsw.ef_search": search.ef_search}
         sp: dict[str, Any] = {"ef_search": search.ef_search}
+        if search.oversample is not None:
+            oversample = search.oversample
+            sp["oversample"] = oversample
     elif isinstance(p, Ivf):
         if p.encoding != "flat" or p.refine:
             raise _cannot(p, "pgvector's IVFFlat stores exact vectors (no SQ8/PQ, no refine)")
@@ -124,7 +141,7 @@ def to_pgvector(p: Portable, metric: str, dim: int, k: int) -> dict[str, Any]:
         **({"vector_type": vtype} if vtype != "vector" else {}),
         "build_params": with_,
         "search_params": sp,
-        **_sql(method, metric, with_, sets, k, vtype, dim),
+        **_sql(method, metric, with_, sets, k, vtype, dim, oversample),
     })
 
 
@@ -143,8 +160,15 @@ class PgvectorConfig:
 
 _CREATE = re.compile(
     r"CREATE\s+INDEX\b.*?\bUSING\s+(?P<method>\w+)\s*\(\s*"
-    r"(?:\w+|\(\s*\w+\s*::\s*halfvec\s*\(\s*(?P<hdim>\d+)\s*\)\s*\))\s+(?P<ops>\w+)\s*\)"
+    r"(?:\w+|\(\s*\w+\s*::\s*halfvec\s*\(\s*(?P<hdim>\d+)\s*\)\s*\)"
+    r"|\(\s*binary_quantize\s*\(\s*\w+\s*\)\s*::\s*bit\s*\(\s*(?P<bdim>\d+)\s*\)\s*\))"
+    r"\s+(?P<ops>\w+)\s*\)"
     r"\s*(?:WITH\s*\((?P<with>[^)]*)\))?", re.IGNORECASE | re.DOTALL)
+#: the re-rank query of a bit index: inner LIMIT (k * oversample), the metric's operator, LIMIT k
+_RERANK = re.compile(
+    r"\bORDER\s+BY\s+\(?\s*binary_quantize\s*\(\s*\w+\s*\)\s*::\s*bit\s*\(\s*\d+\s*\)\s*\)?"
+    r"\s*<~>.*?\bLIMIT\s+(?P<inner>\d+)\s*\)\s*\w*\s*ORDER\s+BY\s+\w+\s*(?P<op><->|<#>|<=>)"
+    r"\s*\$1\s+LIMIT\s+(?P<limit>\d+)", re.IGNORECASE | re.DOTALL)
 _SET = re.compile(r"^\s*SET\s+(?P<name>[\w.]+)\s*(?:=|TO)\s*'?(?P<value>[\w.]+)'?\s*;?\s*$",
                   re.IGNORECASE)
 
@@ -206,11 +230,16 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
     if method not in BACKENDS:
         raise param_error("config.create_index USING", "hnsw or ivfflat", method, where=WHERE)
     half = ops in _METRIC_OF_HALF_OPS and method == "hnsw"
-    if ops not in _METRIC_OF_OPS and not half:
-        allowed = ", ".join([*OPS.values(), *HALF_OPS.values()])
+    bit = ops == BIT_OPS and method == "hnsw"
+    if ops not in _METRIC_OF_OPS and not half and not bit:
+        allowed = ", ".join([*OPS.values(), *HALF_OPS.values(), BIT_OPS])
         raise param_error("config.create_index operator class", f"one of {allowed} (halfvec "
-                          "with hnsw only)", ops, where=WHERE)
-    metric = (_METRIC_OF_HALF_OPS if half else _METRIC_OF_OPS)[ops]
+                          "and bit with hnsw only)", ops, where=WHERE)
+    oversample: int | None = None
+    if bit:
+        metric, oversample = _rerank(doc, k)
+    else:
+        metric = (_METRIC_OF_HALF_OPS if half else _METRIC_OF_OPS)[ops]
     sets = _parse_sets(_need(doc, "set"))
     dim = _need(doc, "dim")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
@@ -218,11 +247,14 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
     check_dim(dim, WHERE)
     m = _CREATE.search(create_sql)
     hdim = m.group("hdim") if m is not None else None
-    if half != (hdim is not None) or (hdim is not None and int(hdim) != dim):
+    bdim = m.group("bdim") if m is not None else None
+    if (half != (hdim is not None) or (hdim is not None and int(hdim) != dim)
+            or bit != (bdim is not None) or (bdim is not None and int(bdim) != dim)):
         raise param_error("config.create_index", f"a halfvec operator class on the expression "
-                          f"(embedding::halfvec({dim})), or a vector one on the column",
-                          create_sql[:120], where=WHERE)
-    vtype = "halfvec" if half else "vector"
+                          f"(embedding::halfvec({dim})), bit_hamming_ops on "
+                          f"(binary_quantize(embedding)::bit({dim})), or a vector one on the "
+                          f"column", create_sql[:120], where=WHERE)
+    vtype = "halfvec" if half else "bit" if bit else "vector"
     _agree("vector_type", vtype, doc.get("vector_type", "vector"))
     _agree("method", method, doc.get("method", method))
     _agree("opclass", ops, doc.get("opclass", ops))
@@ -253,8 +285,12 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
         if search.iterative_scan != "off":  # a filtered operating point's own scan
             sp.update(iterative_scan=search.iterative_scan,
                       max_scan_tuples=search.max_scan_tuples)
-        portable: Portable = Hnsw(build.m, build.ef_construction, search.ef_search,
-                                  "FP16" if half else None)
+        if oversample is not None:
+            sp["oversample"] = oversample
+        portable: Portable = (
+            Hnsw(build.m, build.ef_construction, search.ef_search, "BQ", native_engine=ENGINE,
+                 native=(("oversample", oversample or 1),)) if bit else
+            Hnsw(build.m, build.ef_construction, search.ef_search, "FP16" if half else None))
     else:
         ivf = validate_params(PgIvfBuild, with_, where=WHERE, prefix="config.create_index.")
         if set(sets) != {"ivfflat.probes"}:
@@ -270,8 +306,29 @@ def from_pgvector(doc: Mapping[str, Any], k: int | None = None) -> PgvectorConfi
         _agree("search_params", sp, dict(doc.get("search_params", sp)))
         return PgvectorConfig(BACKENDS[method], build_dump, sp, portable, metric, dim)
     _agree("search_params", sp, dict(doc.get("search_params", sp)))
-    build_doc = build.model_dump(exclude=set() if half else {"vector_type"})
+    build_doc = build.model_dump(exclude=set() if half or bit else {"vector_type"})
     return PgvectorConfig(BACKENDS[method], build_doc, sp, portable, metric, dim)
+
+
+def _rerank(doc: Mapping[str, Any], k: int | None) -> tuple[str, int]:
+    """The metric and oversample of a ``bit`` config, read from its re-rank query (the SQL a
+    user runs): ``LIMIT k * oversample`` on the binary index, then ``ORDER BY embedding <op> $1
+    LIMIT k`` on the float32 column."""
+    query = str(_need(doc, "query"))
+    m = _RERANK.search(query)
+    if m is None:
+        raise param_error("config.query", "the re-rank query of a bit index (SELECT id FROM "
+                          "(SELECT ... ORDER BY binary_quantize(embedding)::bit(dim) <~> "
+                          "binary_quantize($1...) LIMIT k * oversample) c ORDER BY embedding "
+                          "<op> $1 LIMIT k)", query[:160], where=WHERE)
+    inner, limit = int(m.group("inner")), int(m.group("limit"))
+    if k is not None and limit != k:
+        raise param_error("config.query LIMIT", f"k ({k}, the evidence's)", limit, where=WHERE)
+    if limit < 1 or inner < limit or inner % limit:
+        raise param_error("config.query inner LIMIT", f"a multiple >= 1 of the outer LIMIT "
+                          f"({limit}): k * oversample", inner, where=WHERE)
+    metric = {op: name for name, op in OPERATOR.items()}[m.group("op")]
+    return metric, inner // limit
 
 
 __all__ = ["BACKENDS", "ENGINE", "PgvectorConfig", "from_pgvector", "to_pgvector"]

@@ -174,7 +174,12 @@ class PgVectorFilter:
     def _filtered_sql(self, cond: str) -> str:
         from retrieval.engines.pgvector.params import OPERATOR
 
-        op, v, q = OPERATOR[self.metric], self._vexpr(), self._qexpr()
+        v, q = self._vexpr(), self._qexpr()
+        if v.startswith("(binary_quantize("):
+            raise ConfigError("backend 'pgvector': field 'vector_type' must be vector or "
+                              "halfvec for a filtered search (rwb has no filtered form of the "
+                              "bit re-rank query); received bit")
+        op = OPERATOR[self.metric]
         return (f"SELECT id, {v} {op} {q} FROM {self.table} WHERE {cond} "
                 f"ORDER BY {v} {op} {q} LIMIT %(k)s")
 
