@@ -47,8 +47,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true", help="a quick check, not the figures")
     args = ap.parse_args()
-    from retrieval.profile import parse_profile_spec
-    from retrieval.profile.run import run_profile
+    from retrieval.profiling import parse_profile_spec
+    from retrieval.profiling.run import run_profile
 
     s = parse_profile_spec(spec(args.small), source="<benchmark>")
     print(f"cpu: {platform.processor() or platform.machine()}, cores {os.cpu_count()}, "
