@@ -95,8 +95,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, help="SciFact queries (default 300)")
     ap.add_argument("--rounds", type=int, default=4, help="tracing passes per side")
     args = ap.parse_args()
-    from retrieval.profile import parse_profile_spec
-    from retrieval.profile.run import run_profile
+    from retrieval.profiling import parse_profile_spec
+    from retrieval.profiling.run import run_profile
 
     s = parse_profile_spec(spec(args.small, args.docs, args.queries), source="<benchmark>")
     cpu = platform.processor() or platform.machine()

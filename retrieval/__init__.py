@@ -12,11 +12,11 @@ The Python API (the command line's verbs, typed results with ``to_frame()``)::
     retrieval.plots.recall_vs_latency(tuned.points(), k=10, target=0.95)
 
 Specs: a YAML path, a mapping, or a typed spec object (``SweepSpec``, ``RerankSweepSpec``,
-``CacheTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``: the pydantic models the
-YAML is validated into). Verbs: ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
-``bench_churn``, ``bench_embed``, ``bench_fanout``, ``bench_load``, ``export``, ``verify``,
-``report``, ``open_run``
-(:mod:`retrieval.api.verbs`).
+``CacheTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``, ``ProfileSpec``: the
+pydantic models the YAML is validated into). Verbs: ``evaluate``, ``sweep``, ``tune_rerank``,
+``tune_cache``, ``bench_churn``, ``bench_embed``, ``bench_fanout``, ``bench_load``,
+``profile``, ``export``, ``verify``, ``report``, ``open_run`` (:mod:`retrieval.api.verbs`,
+:mod:`retrieval.api.profiler`).
 Everything is imported on first use, so ``import retrieval`` loads no numpy, pandas or faiss.
 """
 
@@ -28,13 +28,15 @@ from typing import Any
 from retrieval._version import __version__ as __version__
 
 _VERBS = ("bench_churn", "bench_embed", "bench_fanout", "bench_load", "evaluate", "export",
-          "open_run", "report", "sweep", "tune_cache", "tune_rerank", "verify")
-_RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "RerankRun",
-            "Report", "RunResult", "StudyRun", "SweepRun", "Verification")
+          "open_run", "profile", "report", "sweep", "tune_cache", "tune_rerank", "verify")
+_RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "ProfileRun",
+            "ProfileRunResult", "RerankRun", "Report", "RunResult", "StudyRun", "SweepRun",
+            "Verification")
 #: public name -> module that defines it (imported on first access). No submodule of this
 #: package shares a verb's name (the evaluation loop is :mod:`retrieval.evaluation`, the
-#: exporters :mod:`retrieval.exporting`, the plots :mod:`retrieval.reporting`), so each verb
-#: is a plain function whatever was imported before.
+#: exporters :mod:`retrieval.exporting`, the plots :mod:`retrieval.reporting`, the pipeline
+#: profiler :mod:`retrieval.profiling`), so each verb is a plain function whatever was
+#: imported before (importing a submodule binds it on this package under its own name).
 _LAZY: dict[str, str] = {
     **{name: "retrieval.api" for name in (*_VERBS, *_RESULTS)},
     "VectorDataset": "retrieval.data",
@@ -47,6 +49,7 @@ _LAZY: dict[str, str] = {
     "StudySpec": "retrieval.study.spec",
     "FanoutSpec": "retrieval.bench.fanout.spec",
     "EmbedBenchConfig": "retrieval.bench.embed.spec",
+    "ProfileSpec": "retrieval.profiling.spec",
     "RwbError": "retrieval.errors",
     "ConfigError": "retrieval.errors",
     "DataError": "retrieval.errors",

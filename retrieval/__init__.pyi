@@ -1,11 +1,14 @@
 # Types of the lazy public API of retrieval/__init__.py (the module itself imports nothing: the
 # names below resolve on first access). tests/unit/test_api.py checks both name the same things.
 from retrieval.api import plots as plots
+from retrieval.api.profiler import ProfileRun as ProfileRun
+from retrieval.api.profiler import profile as profile
 from retrieval.api.results import BenchRun as BenchRun
 from retrieval.api.results import CacheRun as CacheRun
 from retrieval.api.results import EvalRun as EvalRun
 from retrieval.api.results import ExportedConfig as ExportedConfig
 from retrieval.api.results import IndexRun as IndexRun
+from retrieval.api.results import ProfileRunResult as ProfileRunResult
 from retrieval.api.results import Report as Report
 from retrieval.api.results import RerankRun as RerankRun
 from retrieval.api.results import RunResult as RunResult
@@ -31,6 +34,7 @@ from retrieval.data import VectorDataset as VectorDataset
 from retrieval.errors import ConfigError as ConfigError
 from retrieval.errors import DataError as DataError
 from retrieval.errors import RwbError as RwbError
+from retrieval.profiling.spec import ProfileSpec as ProfileSpec
 from retrieval.rerank.spec import RerankerSpec as RerankerSpec
 from retrieval.rerank.spec import RerankSweepSpec as RerankSweepSpec
 from retrieval.study.spec import StudySpec as StudySpec

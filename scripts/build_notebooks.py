@@ -10,7 +10,8 @@ reads a run directory given by an environment variable, else makes a small run i
 - 01: RWB_NOTEBOOK_RUN = an `rwb sweep` run directory;
 - 02: RWB_NOTEBOOK_RUN = an `rwb eval` (or sweep) run with several builds;
 - 03: RWB_NOTEBOOK_EMBED_RUN, RWB_NOTEBOOK_FANOUT_RUN, RWB_NOTEBOOK_RERANK_RUN,
-  RWB_NOTEBOOK_CACHE_RUN = `rwb bench embed|fanout`, `rwb tune rerank|cache` run directories.
+  RWB_NOTEBOOK_CACHE_RUN = `rwb bench embed|fanout`, `rwb tune rerank|cache` run directories;
+- 05: RWB_NOTEBOOK_PROFILE_RUN, RWB_NOTEBOOK_CHURN_RUN = `rwb profile`, `rwb bench churn` runs.
 
 RWB_NOTEBOOK_DIR sets where the small runs go (default: a temporary folder).
 """
@@ -28,6 +29,7 @@ SETUP = """\
 %matplotlib inline
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -36,12 +38,22 @@ from IPython.display import display
 
 import retrieval
 
+# tqdm.auto (used by the embedding libraries) warns "IProgress not found" in a kernel without
+# ipywidgets; rwb shows no bars in notebooks, so the warning is noise
+warnings.filterwarnings("ignore", message="IProgress not found")
+os.environ.setdefault("TQDM_DISABLE", "1")
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 pd.set_option("display.width", 160)
 WORK = Path(os.environ.get("RWB_NOTEBOOK_DIR") or tempfile.mkdtemp(prefix="rwb-notebook-"))
 WORK.mkdir(parents=True, exist_ok=True)
 """
+
+FROM_ENV = """
+def from_env(name):
+    path = os.environ.get(name)
+    return retrieval.open_run(path).to_dict() if path else None"""
 
 NB01 = [
     new_markdown_cell("""\
@@ -109,7 +121,7 @@ per-query recall, so the chosen config is rebuilt from the run's spec and measur
     new_code_cell("""\
 pick = min(chosen, key=lambda c: c["p95_ms"])
 values = run.per_query_recall(pick, remeasure=True)
-where = f"{pick['label']} {pick['search']}"
+where = retrieval.plots.config_label(pick)
 print(f"{where}: mean {values.mean():.4f}, share of queries below the target "
       f"{(values < TARGET).mean():.1%}, worst query {values.min():.2f}")
 display(retrieval.plots.per_query_recall(values, k=K, target=TARGET, config=where))"""),
@@ -236,10 +248,7 @@ use yours) or from a small run made here on the shared data:
 The small runs use a few hundred texts each (embeddings are cached in `~/.cache/rwb`); the cache
 part needs a Redis with the search module (`REDIS_URL`, else one is started from the PyPI
 wheels)."""),
-    new_code_cell(SETUP + """
-def from_env(name):
-    path = os.environ.get(name)
-    return retrieval.open_run(path).to_dict() if path else None"""),
+    new_code_cell(SETUP + FROM_ENV),
     new_markdown_cell("""\
 ## Embedding: one text per call vs batches
 
@@ -325,6 +334,128 @@ display(retrieval.plots.cache_curve(cache))"""),
 ]
 
 
+NB05 = [
+    new_markdown_cell("""\
+# 05 - The pipeline as one request, and an index under churn
+
+Two measurements beyond one index at rest, each from a run directory (set the environment
+variable to use yours) or from a small run made here:
+
+| part | command | variable |
+|---|---|---|
+| pipeline profile | `rwb profile` | `RWB_NOTEBOOK_PROFILE_RUN` |
+| recall under inserts and deletes | `rwb bench churn` | `RWB_NOTEBOOK_CHURN_RUN` |
+
+The profile uses the shared data (SciFact and QQP texts, the packaged MiniLM; embeddings are
+cached in `~/.cache/rwb`); the churn run uses synthetic vectors. Each small run takes well under
+a minute on two cores. See `docs/profile.md` and `docs/churn.md`."""),
+    new_code_cell(SETUP + FROM_ENV),
+    new_markdown_cell("""\
+## Pipeline profile: which stage owns the percentiles
+
+`rwb profile` runs the queries through the whole retrieval path one request at a time, one span
+per stage: query embedding, retrieval over each collection (serial here), fusion, rerank, the
+BM25 fallback. Below, a trimmed `sweeps/pipeline-example.yaml` (150 texts per collection, 16
+queries; the tiny cross-encoder has random weights, so it measures rerank *latency* only and the
+nDCG of these small samples says nothing). Per stage: its own P50 / P95 / P99 and its share of the
+end-to-end percentile along the critical path (`retrieve/<collection>` rows are inside
+`retrieve`; `overhead` is what no stage accounts for)."""),
+    new_code_cell("""\
+PSPEC = '''
+name: nb05-profile
+k: 10
+seed: 0
+warmup: 2
+queries: {source: scifact, split: test, n: 16}
+embed: {model: null, runtime: torch}      # packaged MiniLM
+retrieval:
+  mode: serial
+  timeout_s: 5.0
+  collections:
+    - {name: scifact, source: scifact, sample: 150, backend: hnswlib,
+       build: {M: 16, ef_construction: 100}, search: {ef_search: 128}}
+    - {name: qqp, source: qqp, sample: 150, backend: faiss-hnsw,
+       build: {M: 16, ef_construction: 100}, search: {ef_search: 128}}
+fusion: {method: rrf, rrf_k: 60}
+rerank: {model: tiny, depth: 10}
+bm25: {collection: scifact, min_results: 1}
+remedies:
+  parallel: true
+  knobs: {scifact: {search: {ef_search: 32}}, qqp: {search: {ef_search: 32}}}
+  rerank_depth: 5
+'''
+profile = from_env("RWB_NOTEBOOK_PROFILE_RUN")
+if profile is None:
+    profile = retrieval.profile(yaml.safe_load(PSPEC), out=WORK / "nb05-profile",
+                                remedies=True, plots=False).summary
+stages = pd.DataFrame([
+    {"stage": s["name"], "p50_ms": s["p50_ms"], "p95_ms": s["p95_ms"], "p99_ms": s["p99_ms"],
+     **{f"share_of_{q}": (s.get("shares") or {}).get(q) for q in ("p50", "p95", "p99")}}
+    for s in profile["stages"]
+])
+display(stages.round(3))
+tail = profile["tail"]
+culprits = ", ".join(f"{stage} ({n})" for stage, n in tail["by_stage"].items())
+print(f"the slowest {tail['frac']:.0%} of requests ({tail['n']}) were made slow by: {culprits}")
+display(retrieval.plots.profile_stages(profile["stages"]))"""),
+    new_markdown_cell("""\
+## Remedies, each measured on the same queries
+
+`--remedies` (`remedies=True`) applies each change in turn, cumulatively, and runs the queries
+again: parallel collections, the tuned knobs, a smaller rerank depth (steps without their
+setting are skipped). Nothing in the waterfall is projected: every row is a measured pass, so on
+a busy machine a step can come out slower than the one before it."""),
+    new_code_cell("""\
+steps = [s for s in profile["remedies"]["steps"] if s.get("applied")]
+display(pd.DataFrame(steps)[["step", "what", "p50_ms", "p95_ms", "p99_ms", "p95_vs_baseline"]]
+        .round(3))
+print("largest P95 saving per unit of quality lost:", profile["remedies"].get("best"))
+display(retrieval.plots.profile_waterfall(profile["remedies"]))"""),
+    new_markdown_cell("""\
+## Churn: recall under inserts and deletes
+
+An index built once and then written to drifts: deleted neighbours leave holes in an HNSW graph,
+IVF centroids no longer fit the inserted rows. `rwb bench churn` replays a runbook (insert,
+delete, search, maintain; big-ann-benchmarks' shape) on each config and measures, at every
+search step, recall@10 against the exact top-10 of the *live* set and the recall of a fresh
+build of the same parameters on that set (the control): `drift` is what the data did, `damage`
+what the index did (IVF's centroids were trained on the clusters present at the start; the
+graph's deleted nodes stay as holes). Each config ends with one line of advice: `holds`, a
+re-tuned knob that holds the target on the churned index, vacuum or rebuild."""),
+    new_code_cell("""\
+# clustered drift: rows grouped by k-means cluster, the index starts on the first clusters;
+# each round deletes 30% of the live ids and inserts 500 rows of clusters absent at the start
+steps = [{"insert": {"start": 0, "end": 1500}}, {"search": {"control": True}}]
+for i, start in enumerate((1500, 2000, 2500)):
+    steps += [{"delete": {"fraction": 0.3, "seed": i}},
+              {"insert": {"start": start, "end": start + 500}}, {"search": {"control": True}}]
+steps += [{"maintain": {}}, {"search": {"control": True}}]
+CSPEC = {
+    "name": "nb05-churn",
+    "dataset": {"kind": "synthetic", "n": 3000, "dim": 32, "n_queries": 100, "metric": "l2",
+                "n_clusters": 16, "seed": 0},
+    "k": 10, "queries": 100, "warmup": 2, "write_batch": 256, "target_recall": 0.95,
+    "configs": [
+        {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40},
+         "search": {"ef_search": 16}},
+        {"backend": "faiss-ivf", "build": {"nlist": 32}, "search": {"nprobe": 2}},
+    ],
+    "runbook": {"order": {"clusters": 8, "seed": 0}, "steps": steps},
+}
+churn = from_env("RWB_NOTEBOOK_CHURN_RUN")
+if churn is None:
+    churn = retrieval.bench_churn(CSPEC, out=WORK / "nb05-churn").to_dict()
+rows = [{"config": c["label"], **{k: r.get(k) for k in (
+            "step", "live", "recall", "recall_lower", "control_recall", "drift", "damage",
+            "p99_ms")}}
+        for c in churn["configs"] for r in c["steps"] if r["op"] == "search"]
+display(pd.DataFrame(rows).round(4))
+for c in churn["configs"]:
+    print(f"{c['label']}: {c['advice']['line']}")
+display(retrieval.plots.churn_recall(churn))"""),
+]
+
+
 def build(cells: list, name: str) -> Path:
     nb = new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -340,7 +471,8 @@ def main() -> None:
     ROOT.mkdir(exist_ok=True)
     for cells, name in ((NB01, "01_ef_search_tradeoffs.ipynb"),
                         (NB02, "02_ivf_nprobe_and_build_params.ipynb"),
-                        (NB03, "03_rag_layer.ipynb")):
+                        (NB03, "03_rag_layer.ipynb"),
+                        (NB05, "05_pipeline_profile_and_churn.ipynb")):
         print(build(cells, name))
 
 

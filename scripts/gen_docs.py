@@ -45,7 +45,7 @@ SPECS: dict[str, tuple[str, str, str]] = {
 OPTIONAL_SPECS: dict[str, tuple[str, str, str]] = {
     "churn": ("churn-spec", "retrieval.churn.spec:ChurnSpec",
               "`rwb bench churn`: recall under inserts and deletes (runbooks)."),
-    "profile": ("profile-spec", "retrieval.profile.spec:ProfileSpec",
+    "profile": ("profile-spec", "retrieval.profiling.spec:ProfileSpec",
                 "`rwb profile`: the retrieval pipeline traced stage by stage."),
 }
 

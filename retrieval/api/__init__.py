@@ -2,7 +2,7 @@
 
 - verbs (:mod:`retrieval.api.verbs`): ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
   ``bench_embed``, ``bench_fanout``, ``bench_load``, ``bench_churn``, ``export``, ``verify``,
-  ``report``, ``open_run``;
+  ``report``, ``open_run``; ``profile`` (:mod:`retrieval.api.profiler`);
 - typed results (:mod:`retrieval.api.results`), each with ``to_frame()``;
 - figures: :mod:`retrieval.api.plots` (``retrieval.plots``).
 
@@ -12,13 +12,14 @@ command-line options and the verbs' keyword options alike, are applied in one pl
 :func:`retrieval.api.overrides.apply_overrides`.
 """
 
-from retrieval.api.profile import ProfileRun, profile
+from retrieval.api.profiler import ProfileRun, profile
 from retrieval.api.results import (
     BenchRun,
     CacheRun,
     EvalRun,
     ExportedConfig,
     IndexRun,
+    ProfileRunResult,
     Report,
     RerankRun,
     RunResult,
@@ -48,6 +49,7 @@ __all__ = [
     "ExportedConfig",
     "IndexRun",
     "ProfileRun",
+    "ProfileRunResult",
     "Report",
     "RerankRun",
     "RunResult",

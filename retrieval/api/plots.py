@@ -7,7 +7,10 @@ against the search knob, per index entry), ``per_query_recall``, ``param_surface
 ``build_costs``; ``config_label(point)`` names a config in words for a title. RAG-layer
 runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 ``fanout_speedups``, ``rerank_depth_curve``, ``cache_curve``. Filtered runs (a spec with
-``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``.
+``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``. Pipeline
+profiles (``retrieval.profile(...).summary``): ``profile_stages`` (stacked per-stage P50 / P95 /
+P99 bars, ``summary["stages"]``), ``profile_waterfall`` (``summary["remedies"]``). Churn runs
+(``retrieval.bench_churn(...).to_dict()``): ``churn_recall``.
 """
 
 from retrieval.reporting.ann import (
@@ -17,9 +20,12 @@ from retrieval.reporting.ann import (
     recall_vs_latency,
     recall_vs_qps,
 )
+from retrieval.reporting.churn import recall_over_steps as churn_recall
 from retrieval.reporting.filtered import p95_vs_selectivity, recall_vs_selectivity
 from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.points import config_label
+from retrieval.reporting.profile import stages_figure as profile_stages
+from retrieval.reporting.profile import waterfall_figure as profile_waterfall
 from retrieval.reporting.rag import (
     cache_curve,
     embed_batch_sweep,
@@ -30,12 +36,15 @@ from retrieval.reporting.rag import (
 __all__ = [
     "build_costs",
     "cache_curve",
+    "churn_recall",
     "config_label",
     "embed_batch_sweep",
     "fanout_speedups",
     "p95_vs_selectivity",
     "param_surface",
     "per_query_recall",
+    "profile_stages",
+    "profile_waterfall",
     "recall_vs_knob",
     "recall_vs_latency",
     "recall_vs_qps",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.run import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
-    from retrieval.profile.summary import ProfileSummary
+    from retrieval.profiling.summary import ProfileSummary
     from retrieval.reporting.load import Run
     from retrieval.rerank.run import RerankSweepSummary
     from retrieval.runs import RunKind, RunSummary

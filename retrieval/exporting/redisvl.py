@@ -81,7 +81,7 @@ PACKAGED_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 def vectorizer_doc(embedder: str | None, dim: int | None) -> dict[str, Any]:
     """``vectorizer``: the model as redisvl's ``HFTextVectorizer(model=...)`` takes it (the hub
     id for rwb's packaged MiniLM, with what rwb recorded as a note), dims, normalized."""
-    from retrieval.embed import PACKAGED_ALIASES
+    from retrieval.embed import PACKAGED_ALIASES, PACKAGED_MODEL
 
     name = str(embedder or "")
     base = name.split("==", 1)[0].strip().lower()
@@ -89,7 +89,10 @@ def vectorizer_doc(embedder: str | None, dim: int | None) -> dict[str, Any]:
     if base in PACKAGED_ALIASES:
         doc["model"] = PACKAGED_HUB_ID
         doc["note"] = (f"tuned with rwb's packaged copy of this model ({name}, loaded from the "
-                       f"local folder of the '{base}' package); the same weights as the hub id")
+                       f"local folder of the '{PACKAGED_MODEL}' package); the same weights as "
+                       f"the hub id; without the hub (HF_HUB_OFFLINE), pass that folder: "
+                       f"HFTextVectorizer(model={PACKAGED_MODEL.replace('-', '_')}"
+                       f".get_model_path())")
     return doc
 
 

@@ -30,7 +30,7 @@ from retrieval.cache.run import CacheTuneSummary
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
-from retrieval.profile.summary import ProfileSummary
+from retrieval.profiling.summary import ProfileSummary
 from retrieval.rerank.run import RerankSweepSummary
 from retrieval.runs import RunKind, RunSummary
 from retrieval.study.run import StudySummary

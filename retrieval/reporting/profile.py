@@ -1,6 +1,8 @@
 """Figures of ``rwb profile`` (matplotlib, headless): a stacked per-stage bar of P50/P95/P99, the
 remedy waterfall (P95 after each measured step, quality beside) and one slow trace as a
-timeline. Each returns the PNG path written."""
+timeline. ``*_figure`` return a :class:`matplotlib.figure.Figure` made without pyplot (so a
+notebook's backend is left alone and nothing is shown twice); the others write the PNG and
+return its path."""
 
 from __future__ import annotations
 
@@ -9,19 +11,18 @@ from pathlib import Path
 from typing import Any
 
 
-def _plt() -> Any:
-    import matplotlib
+def _figure(width: float, height: float) -> tuple[Any, Any]:
+    """A one-panel figure on the Agg canvas, without pyplot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots()
 
 
 def _save(fig: Any, out: Path) -> Path:
-    plt = _plt()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out
 
 
@@ -33,10 +34,9 @@ def stage_bars(stages: Sequence[Mapping[str, Any]], out: Path) -> Path:
 def stages_figure(stages: Sequence[Mapping[str, Any]]) -> Any:
     """Stacked bars of the top-level stages' P50/P95/P99 (ms; a stage's own percentile, so the
     stack is an upper bound of the end-to-end percentile, marked beside)."""
-    plt = _plt()
     top = [s for s in stages if "/" not in s["name"] and s["name"] not in ("request",)]
     e2e = next((s for s in stages if s["name"] == "request"), None)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _figure(6, 4)
     qs = ("p50_ms", "p95_ms", "p99_ms")
     bottom = [0.0] * len(qs)
     for s in top:
@@ -60,9 +60,8 @@ def waterfall_plot(remedies: Mapping[str, Any], out: Path) -> Path:
 
 def waterfall_figure(remedies: Mapping[str, Any]) -> Any:
     """P50/P95/P99 after each applied remedy step, quality on a second axis."""
-    plt = _plt()
     steps = [s for s in remedies.get("steps", []) if s.get("applied")]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _figure(7, 4)
     x = list(range(len(steps)))
     # distinct markers and line styles: with few requests P95 and P99 often coincide
     for q, mk, ls in (("p50_ms", "o", "-"), ("p95_ms", "s", "--"), ("p99_ms", "^", ":")):
@@ -90,8 +89,7 @@ def trace_timeline(spans: Sequence[Mapping[str, Any]], out: Path, title: str) ->
 
 def timeline_figure(spans: Sequence[Mapping[str, Any]], title: str) -> Any:
     """One request's spans (``stage``, ``start_ms``, ``ms``) as horizontal bars."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 0.4 * len(spans) + 1.2))
+    fig, ax = _figure(7, 0.4 * len(spans) + 1.2)
     for i, s in enumerate(spans):
         ax.barh(i, s["ms"], left=s["start_ms"], color="tab:gray" if s["stage"] == "request"
                 else "tab:blue")

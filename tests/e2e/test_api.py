@@ -54,6 +54,25 @@ def test_the_type_stub_names_exactly_the_public_names():
         assert getattr(retrieval, name) is not None, name
 
 
+def test_profile_is_a_verb_with_its_typed_results_whatever_was_imported_before():
+    """``retrieval.profile`` stays the verb (a real signature) after the profiler's own package,
+    :mod:`retrieval.profiling`, is imported; its typed results and spec come from the face."""
+    code = ("import inspect, retrieval.profiling.run, retrieval; "
+            "from retrieval import profile, ProfileRun, ProfileRunResult, ProfileSpec; "
+            "import retrieval.api.profiler as m; "
+            "assert retrieval.profile is profile is m.profile, retrieval.profile; "
+            "sig = inspect.signature(retrieval.profile); "
+            "assert issubclass(ProfileRunResult, retrieval.RunResult); "
+            "assert ProfileSpec.model_config['extra'] == 'forbid'; "
+            "print(list(sig.parameters)[:3], sig.return_annotation)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['spec', 'out', 'queries'] ProfileRun"
+    for name in ("profile", "ProfileRun", "ProfileRunResult", "ProfileSpec"):
+        assert name in retrieval.__all__ and name in dir(retrieval)
+
+
 def test_from_arrays_checks_its_input():
     base, queries = arrays()
     ds = retrieval.VectorDataset.from_arrays(base, queries, "cosine", name="mine")

@@ -2,7 +2,9 @@
 they make themselves; each must show at least one figure and raise nothing.
 
 01 and 02 use synthetic vectors (no shared data); 03 uses ../shared/data and a Redis with the
-search module (REDIS_URL, else one started from the PyPI wheels), so it is marked slow.
+search module (REDIS_URL, else one started from the PyPI wheels); 05 profiles a small pipeline
+on ../shared/data (the packaged MiniLM) and runs a churn runbook on synthetic vectors. All are
+marked slow.
 `make notebooks` runs this file.
 """
 
@@ -59,13 +61,31 @@ def test_notebooks_committed_without_outputs():
                 assert not cell.outputs and cell.execution_count is None, path.name
 
 
+def test_notebooks_are_what_the_build_script_writes():
+    """scripts/build_notebooks.py holds the cells; a notebook edited by hand drifts from it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "build_notebooks", REPO_ROOT / "scripts" / "build_notebooks.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    built = {"01_ef_search_tradeoffs.ipynb": mod.NB01,
+             "02_ivf_nprobe_and_build_params.ipynb": mod.NB02,
+             "03_rag_layer.ipynb": mod.NB03, "05_pipeline_profile_and_churn.ipynb": mod.NB05}
+    assert set(built) == {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+    for name, cells in built.items():
+        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+        assert [(c.cell_type, c.source) for c in cells] == [
+            (c.cell_type, c.source) for c in nb.cells], name
+
 def test_notebooks_import_only_the_public_api():
     """Every rwb name a notebook uses comes through `import retrieval` (the verbs, their results,
     retrieval.plots): no `from retrieval...` and no `import retrieval.<module>`."""
     import ast
 
     paths = sorted(NOTEBOOKS.glob("*.ipynb"))
-    assert len(paths) == 3
+    assert len(paths) == 4
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         code = "\n".join(
@@ -102,3 +122,21 @@ def test_03_rag_layer(tmp_path, monkeypatch, redis_url):
     monkeypatch.setenv("REDIS_URL", redis_url)
     nb = execute("03_rag_layer.ipynb", tmp_path, monkeypatch, timeout=1500)
     assert images(nb) == 4  # embed, fan-out, rerank, cache
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_05_pipeline_profile_and_churn(tmp_path, monkeypatch):
+    for name in ("scifact", "gptcache_qqp"):
+        if not (data_dir() / name).is_dir():
+            pytest.skip(f"shared data not found at {data_dir() / name}")
+    nb = execute("05_pipeline_profile_and_churn.ipynb", tmp_path, monkeypatch)
+    assert images(nb) == 3  # per-stage bars, remedy waterfall, recall under churn
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                     for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    assert "IProgress" not in text and "Warning" not in text, text
+    assert "were made slow by:" in text, text
+    advice = text.count(" to hold 0.95") + text.count(": holds ")
+    assert advice == 2, text  # one line of advice per churn config
+    assert (tmp_path / "nb05-profile" / "summary.json").is_file()
+    assert (tmp_path / "nb05-churn" / "summary.json").is_file()

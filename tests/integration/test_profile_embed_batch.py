@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.paths import data_dir
-from retrieval.profile.run import run_profile
-from retrieval.profile.spec import parse_profile_spec
+from retrieval.profiling.run import run_profile
+from retrieval.profiling.spec import parse_profile_spec
 
 pytestmark = [
     pytest.mark.model,

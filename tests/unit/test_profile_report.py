@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from retrieval.cli import main
-from retrieval.profile.run import ProfileResult, write_profile_run
-from retrieval.profile.spec import parse_profile_spec
-from retrieval.profile.stats import (
+from retrieval.profiling.run import ProfileResult, write_profile_run
+from retrieval.profiling.spec import parse_profile_spec
+from retrieval.profiling.stats import (
     RequestRecord,
     SpanRecord,
     exemplars,

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from retrieval.profile.stats import (
+from retrieval.profiling.stats import (
     RequestRecord,
     SpanRecord,
     compare,
@@ -103,7 +103,7 @@ def _emit_all(tracing, recs: list[RequestRecord]) -> list[str]:
 
 
 def test_otlp_json_file_round_trips_through_compare(tmp_path: Path) -> None:
-    from retrieval.profile.trace import read_otlp_spans, start_tracing
+    from retrieval.profiling.trace import read_otlp_spans, start_tracing
 
     recs = _records(True)
     tracing = start_tracing(tmp_path / "otlp", service="t", run_name="t", endpoint=False)
@@ -155,7 +155,7 @@ def test_spans_arrive_at_an_otlp_http_receiver(monkeypatch: pytest.MonkeyPatch) 
         ExportTraceServiceRequest,
     )
 
-    from retrieval.profile.trace import start_tracing
+    from retrieval.profiling.trace import start_tracing
 
     _Receiver.bodies = []
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)

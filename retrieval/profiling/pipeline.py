@@ -32,9 +32,9 @@ import numpy as np
 from retrieval.bench.fanout.retriever import CollectionAnswer, FanOut, Member
 from retrieval.data import normalize_rows
 from retrieval.errors import ConfigError, DataError
-from retrieval.profile.spec import ProfileCollection, ProfileSpec
-from retrieval.profile.stats import RequestRecord, SpanRecord
-from retrieval.profile.trace import Tracing
+from retrieval.profiling.spec import ProfileCollection, ProfileSpec
+from retrieval.profiling.stats import RequestRecord, SpanRecord
+from retrieval.profiling.trace import Tracing
 
 log = logging.getLogger(__name__)
 

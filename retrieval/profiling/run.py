@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.profile.pipeline import Built, Pipeline, QuerySet, build_pipeline, load_queries
-from retrieval.profile.spec import ProfileSpec
-from retrieval.profile.stats import (
+from retrieval.profiling.pipeline import Built, Pipeline, QuerySet, build_pipeline, load_queries
+from retrieval.profiling.spec import ProfileSpec
+from retrieval.profiling.stats import (
     RequestRecord,
     cache_figures,
     exemplars,
@@ -35,7 +35,7 @@ from retrieval.profile.stats import (
     tail_attribution,
     waterfall,
 )
-from retrieval.profile.trace import Tracing, start_tracing
+from retrieval.profiling.trace import Tracing, start_tracing
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
@@ -154,7 +154,7 @@ def _pass_summary(records: Sequence[RequestRecord], qs: QuerySet, k: int) -> dic
 def _knob_step(built: Built, spec: ProfileSpec) -> str | None:
     """Apply the tuned search knobs; a note of what changed, None when nothing applies."""
     from retrieval.indexes.entry import apply_search, check_entry
-    from retrieval.profile.pipeline import rebuilt_from_export
+    from retrieval.profiling.pipeline import rebuilt_from_export
 
     done = []
     pipe = built.pipeline
@@ -225,7 +225,7 @@ def apply_remedy(key: str, built: Built, spec: ProfileSpec,
         if pipe.cache is None:
             import os
 
-            from retrieval.profile.pipeline import open_cache
+            from retrieval.profiling.pipeline import open_cache
 
             url = spec.cache.redis_url if spec.cache else None
             if not (url or os.environ.get("REDIS_URL")):
@@ -238,7 +238,7 @@ def apply_remedy(key: str, built: Built, spec: ProfileSpec,
         fb = rem.bm25_fallback
         if fb is None:
             return False, "no fallback given (remedies.bm25_fallback)"
-        from retrieval.profile.pipeline import make_bm25
+        from retrieval.profiling.pipeline import make_bm25
 
         texts_by = {c.name: [pipe.texts[f"{c.namespace or c.name}/{d}"] for d in m.doc_ids]
                     for c, m in zip(built.collections, built.members)}

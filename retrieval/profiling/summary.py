@@ -1,4 +1,4 @@
-"""The typed summary.json of an ``rwb profile`` run (see :mod:`retrieval.profile.run`)."""
+"""The typed summary.json of an ``rwb profile`` run (see :mod:`retrieval.profiling.run`)."""
 
 from __future__ import annotations
 

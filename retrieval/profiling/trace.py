@@ -29,7 +29,7 @@ from retrieval.errors import ConfigError, DataError
 from retrieval.otel import INSTALL, endpoint_configured
 from retrieval.otel import Tracing as _Tracing
 from retrieval.otel import start_tracing as _start_tracing
-from retrieval.profile.stats import SpanRecord
+from retrieval.profiling.stats import SpanRecord
 
 SCOPE = "rwb.profile"
 

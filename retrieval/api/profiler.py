@@ -1,4 +1,5 @@
-"""``rwb profile``: the public verb (the CLI calls it)."""
+"""``rwb profile``: the public verb (the CLI calls it). The module is not named ``profile``, so
+that ``retrieval.api.profile`` (and ``retrieval.profile``) is the verb itself."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def profile(spec: Any, *, out: str | Path | None = None, queries: str | Path | N
     ``$OTEL_EXPORTER_OTLP_ENDPOINT``), the remedy waterfall (``remedies``) and production
     traces compared stage by stage (``compare``: OTLP JSON file or folder)."""
     from retrieval.api.verbs import _spec
-    from retrieval.profile.run import run_profile, write_profile_run
-    from retrieval.profile.spec import ProfileSpec, load_profile_spec, parse_profile_spec
-    from retrieval.profile.stats import compare as compare_stages
-    from retrieval.profile.trace import read_otlp_spans
+    from retrieval.profiling.run import run_profile, write_profile_run
+    from retrieval.profiling.spec import ProfileSpec, load_profile_spec, parse_profile_spec
+    from retrieval.profiling.stats import compare as compare_stages
+    from retrieval.profiling.trace import read_otlp_spans
 
     s = _spec(spec, ProfileSpec, parse_profile_spec, load_profile_spec, "pipeline spec")
     prod = read_otlp_spans(compare) if compare is not None else None  # bad input: before work

@@ -8,6 +8,6 @@ waterfall, compare), :mod:`.trace` (OpenTelemetry spans out, OTLP JSON in), :mod
 (the live stages, one request), :mod:`.run` (passes, remedies, run directory).
 """
 
-from retrieval.profile.spec import ProfileSpec, load_profile_spec, parse_profile_spec
+from retrieval.profiling.spec import ProfileSpec, load_profile_spec, parse_profile_spec
 
 __all__ = ["ProfileSpec", "load_profile_spec", "parse_profile_spec"]
