@@ -56,10 +56,10 @@ def tracing_overhead(s, rounds: int) -> None:  # type: ignore[no-untyped-def]
     direct per-request cost of making the spans."""
     import statistics
 
-    from retrieval.profile.pipeline import build_pipeline, load_queries
-    from retrieval.profile.run import one_at_a_time
-    from retrieval.profile.stats import percentiles
-    from retrieval.profile.trace import start_tracing
+    from retrieval.profiling.pipeline import build_pipeline, load_queries
+    from retrieval.profiling.run import one_at_a_time
+    from retrieval.profiling.stats import percentiles
+    from retrieval.profiling.trace import start_tracing
 
     qs = load_queries(s, None)
     with tempfile.TemporaryDirectory() as d:
