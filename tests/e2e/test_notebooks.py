@@ -120,6 +120,10 @@ def test_03_rag_layer(tmp_path, monkeypatch, redis_url):
     if not (data_dir() / "scifact").is_dir():
         pytest.skip(f"shared data not found at {data_dir()}")
     monkeypatch.setenv("REDIS_URL", redis_url)
+    # the notebook's own small runs are real (embedding bench, fan-out, rerank sweep, cache
+    # tuning on Redis) and sized to share embeddings with other tests of a session: the fan-out
+    # collections are test_cli_bench's seeded 300-text samples, the rerank sweep test_api's 40
+    # SciFact queries, the cache tuning the 2,000 seeded QQP pairs of test_api / test_cache_tune
     nb = execute("03_rag_layer.ipynb", tmp_path, monkeypatch, timeout=1500)
     assert images(nb) == 4  # embed, fan-out, rerank, cache
 

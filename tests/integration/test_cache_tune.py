@@ -192,22 +192,25 @@ def test_cli_tune_cache_json_and_bad_input(
 
 @pytest.mark.slow
 def test_real_tuning_on_a_bigger_sample(redis_url: str, tmp_path: Path) -> None:
-    """10,000 pairs (~19.5k questions stored, ~9.9k probes): the cap holds on tuning with
+    """5,000 pairs (~9.9k questions stored, ~5k probes): the cap holds on tuning with
     thousands of probes and transfers to the held-out split."""
     from retrieval.cache.run import run_cache_tuning
     from retrieval.cache.spec import parse_cache_spec
 
+    # 5,000 pairs rather than 10,000: embedding the stored questions is most of this test's time
+    # (its seeded pairs are embedded by no other test), and 2,500 probes per split are still
+    # 2.5x the 2,000-pair tests' and enough for the Wilson bound to sit near the rate
     spec = parse_cache_spec({
-        "name": "qqp-cache-10k", "pairs": {"limit": 10_000, "seed": 1},
-        "cache": {"name": "rwb-test-tune-10k"},
-        "latency": {"sizes": [10_000], "queries": 300, "warmup": 30},
+        "name": "qqp-cache-5k", "pairs": {"limit": 5_000, "seed": 1},
+        "cache": {"name": "rwb-test-tune-5k"},
+        "latency": {"sizes": [5_000], "queries": 300, "warmup": 30},
     })
     s = run_cache_tuning(spec, redis_url=redis_url, out=str(tmp_path / "run")).summary
     assert s["feasible"]
     assert s["false_hit_upper_bound"] <= 0.05
-    assert s["tuning"]["probes"] > 4000 and s["heldout"]["probes"] > 4000
+    assert s["tuning"]["probes"] > 2000 and s["heldout"]["probes"] > 2000
     # the bound is on the tuning split; on held-out the rate stays near the cap
     assert s["heldout_false_hit_rate"] <= 0.05 + 0.01
     assert s["heldout_hit_rate"] > 0.08 and s["heldout"]["precision"] > 0.5
     assert s["knn_check"]["same_nearest"] >= 0.95
-    assert s["latency_ms"]["10000"]["p50_ms"] > 0
+    assert s["latency_ms"]["5000"]["p50_ms"] > 0
