@@ -257,9 +257,9 @@ Throughput against batch size, for fixed-size and length-sorted batches, with th
     new_code_cell("""\
 embed = from_env("RWB_NOTEBOOK_EMBED_RUN")
 if embed is None:
-    res = retrieval.bench_embed({"collection": "qqp", "sample": 300,
-                                 "batch_sizes": [1, 8, 32, 64], "token_budgets": [2048],
-                                 "single_limit": 60, "dtypes": ["fp32"], "warmup": 2},
+    res = retrieval.bench_embed({"collection": "qqp", "sample": 200,
+                                 "batch_sizes": [1, 8, 32], "token_budgets": [2048],
+                                 "single_limit": 40, "dtypes": ["fp32"], "warmup": 2},
                                 out=WORK / "nb03-embed")
     embed = {**res.to_dict(), "rows": list(res.rows)}
 print(f"best {embed['best_setting']}: {embed['speedup']:.2f}x one-at-a-time; "
@@ -277,11 +277,11 @@ if fanout is None:
         "name": "nb03-fanout", "k": 10, "modes": ["serial", "threads", "asyncio"],
         "warmup": 5, "queries": {"source": "scifact", "split": "test", "n": 100},
         "collections": [
-            {"name": "qqp", "source": "qqp", "sample": 2000, "backend": "hnswlib",
+            {"name": "qqp", "source": "qqp", "sample": 300, "backend": "hnswlib",
              "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
-            {"name": "reuters", "source": "reuters", "sample": 1000, "backend": "faiss-hnsw",
+            {"name": "reuters", "source": "reuters", "sample": 300, "backend": "faiss-hnsw",
              "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
-            {"name": "scifact", "source": "scifact", "backend": "hnswlib",
+            {"name": "scifact", "source": "scifact", "sample": 300, "backend": "hnswlib",
              "build": {"M": 16, "ef_construction": 100}, "search": {"ef_search": 64}},
         ],
     }
@@ -303,9 +303,9 @@ within the tolerance of the best tuning quality."""),
 rerank = from_env("RWB_NOTEBOOK_RERANK_RUN")
 if rerank is None:
     rspec = {
-        "name": "nb03-rerank", "dataset": "scifact", "max_queries": 80, "seed": 0,
+        "name": "nb03-rerank", "dataset": "scifact", "max_queries": 40, "seed": 0,
         "depths": [0, 5, 10, 20], "recall_k": 20, "tolerance": 0.005,
-        "latency": {"sample_queries": 3, "warmup": 1, "repeats": 1},
+        "latency": {"sample_queries": 2, "warmup": 1, "repeats": 1},
         "router": {"enabled": False},
     }
     rerank = retrieval.tune_rerank(rspec, out=WORK / "nb03-rerank").to_dict()
@@ -322,10 +322,10 @@ upper confidence bound on the tuning false-hit rate stays under the cap."""),
 cache = from_env("RWB_NOTEBOOK_CACHE_RUN")
 if cache is None:
     cspec = {
-        "name": "nb03-cache", "pairs": {"limit": 1500, "seed": 0},
+        "name": "nb03-cache", "pairs": {"limit": 2000, "seed": 0},
         "cache": {"name": "rwb-nb03"},
         "tuning": {"max_false_hit": 0.05, "grid_step": 0.001, "max_threshold": 0.5},
-        "latency": {"sizes": [1000], "queries": 100, "warmup": 10},
+        "latency": {"sizes": [1000], "queries": 50, "warmup": 5},
     }
     cache = retrieval.tune_cache(cspec, write=False).to_dict()
 print(f"threshold {cache['threshold']} ({cache['threshold_unit']}): held-out hit rate "
