@@ -8,6 +8,7 @@ number of finished trials (a state, not a time)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -40,6 +41,27 @@ def _pg_or_skip(path: Path, port: int | None = None) -> PgServer:
         return pg_server.start_pg(path, port)
     except RwbError as exc:
         pytest.skip(f"no local PostgreSQL could start: {exc}")
+
+
+def _wait_gone(pid: int, folder: Path) -> None:
+    """Wait until the killed postmaster and its backends are gone. A container whose pid 1 does
+    not reap orphans leaves the postmaster a zombie, which PostgreSQL's lock-file check takes
+    for a live server ("lock file postmaster.pid already exists"; seen once in CI): a zombie
+    holds nothing, so its stale lock file in this test's own folder is removed."""
+    import psutil
+
+    def alive() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["pid", "cmdline", "status"])
+                if (p.info["pid"] == pid or str(folder) in " ".join(p.info["cmdline"] or []))
+                and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+    deadline = time.monotonic() + 30
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            for lock in folder.rglob("postmaster.pid"):
+                lock.unlink(missing_ok=True)
 
 
 def _complete(url: str) -> dict[int, tuple]:
@@ -99,6 +121,7 @@ def test_storage_killed_mid_sweep_is_one_line_and_resumes(tmp_path: Path, pg_dir
         assert words[words.index("--study") + 1] == "workers"
 
         # the same server back (same data, same port): the finished trials are all there
+        _wait_gone(srv.pid, pg_dir)
         srv = _pg_or_skip(pg_dir, srv.port)
         kept = _complete(url)
         assert finished.items() <= kept.items()
