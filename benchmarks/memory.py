@@ -21,6 +21,7 @@ Usage: python benchmarks/memory.py [--dataset qqp-minilm] [--target 0.95] [--eng
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import tempfile
@@ -145,7 +146,10 @@ def main() -> None:
     ap.add_argument("--engines", default="faiss,qdrant")
     ap.add_argument("--skip-joint", action="store_true")
     args = ap.parse_args()
-    print(f"dataset {args.dataset}, target {args.target}, cpu {platform.processor() or '?'}, "
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+    print(f"dataset {args.dataset}, target {args.target}, cpu {cpu}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="rwb-membench-") as tmp:
         part1(args.dataset, args.target, args.engines.split(","), Path(tmp) / "run")
