@@ -16,6 +16,7 @@ its own filter (:class:`FilteredBench`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,6 +53,8 @@ from retrieval.workload import (
     filtered_workload,
 )
 
+log = logging.getLogger(__name__)
+
 #: slack when comparing a bound with the target (float sums of exact fractions)
 EPS = 1e-9
 
@@ -68,6 +71,19 @@ def _one_pass(ev: Evaluator) -> Iterator[None]:
         yield
     finally:
         ev.batch_repeats, ev.warmup = saved
+
+
+def attach_memory_report(built: BuiltIndex, base: np.ndarray, label: str,
+                         build: Mapping[str, Any]) -> None:
+    """Measure the resident memory of ``built`` (:func:`retrieval.memory.measure`), log the
+    memory doctor's flags and keep the report on ``built`` (its points then carry
+    ``bytes_per_vector``)."""
+    from retrieval import memory
+
+    rep = memory.measure(built.index, built.info.n, base)
+    for flag in rep.flags:
+        log.warning("memory doctor: %s %s: %s", label, build, flag)
+    built.memory_report = rep.to_dict()
 
 
 def _memory_fields(built: BuiltIndex | None) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
 from retrieval.tune.cost import with_costs, with_costs_at
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, lower_bound, objective_value
-from retrieval.tune.measure import EPS, Measurer, _one_pass
+from retrieval.tune.measure import EPS, Measurer, _one_pass, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
@@ -293,12 +293,7 @@ class Study:
         built = ev.build(b.backend, bp)
         build_s = time.perf_counter() - t0
         if measures_resident(self.spec.tune):  # the full-N build's bytes (and so its cost)
-            from retrieval import memory
-
-            rep = memory.measure(built.index, built.info.n, self.ds.base)
-            for flag in rep.flags:
-                log.warning("memory doctor: %s %s: %s", b.label, build, flag)
-            built.memory_report = rep.to_dict()
+            attach_memory_report(built, self.ds.base, b.label, build)
         cache: dict[int, Probe] = {}
         top = self.probe(ev, built, b, build, high, cache)
         res: dict[str, Any] = {"build_at_full": build, "range": [low, high],

@@ -21,7 +21,7 @@ from retrieval.indexes.entry import SearchConfig
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy
 from retrieval.tune.decide import choose
-from retrieval.tune.measure import FilteredMeasurer, Measurer
+from retrieval.tune.measure import FilteredMeasurer, Measurer, attach_memory_report
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec, checked_entries
 from retrieval.tune.units import Unit, canon, trial_params
@@ -213,12 +213,7 @@ class Worker:
             params = self.checked[unit.entry].build(unit.build)
             built = self.ev.build(unit.backend, params)
             if self.memory:
-                from retrieval import memory
-
-                rep = memory.measure(built.index, built.info.n, self.ev.ds.base)
-                for flag in rep.flags:
-                    log.warning("memory doctor: %s %s: %s", unit.label, unit.build, flag)
-                built.memory_report = rep.to_dict()
+                attach_memory_report(built, self.ev.ds.base, unit.label, unit.build)
             self._built[key] = built
             self.timing["build_s"] += time.perf_counter() - t0
         return self._built[key]

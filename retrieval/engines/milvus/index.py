@@ -518,7 +518,7 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         if not self._embedded:
             return {"resident_bytes": None, "disk_bytes": None,
                     "source": "a Milvus server (its memory is not measured from here)"}
-        return {"resident_bytes": sum(p.stat().st_size for p in self._lite_files()[1]),
+        return {"resident_bytes": self.memory_bytes(),
                 "disk_bytes": collection_bytes(self._db_path, self.collection),
                 "source": "Milvus Lite index files of the collection (the faiss structures "
                           "it loads to search); disk: the collection folder"}
