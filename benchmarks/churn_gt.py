@@ -3,9 +3,10 @@
 A live set of ``--n`` vectors (synthetic clusters, or a dataset's base with ``--dataset``) gets
 ``--steps`` steps of churn: each step deletes ``--churn`` of the live ids at random and inserts
 as many new vectors (new ids, never row numbers); after each step the exact top-``--k`` of the
-queries over the live set is taken twice: from :class:`retrieval.groundtruth_live.LiveGroundTruth`
-(maintained incrementally) and from :func:`retrieval.groundtruth_live.brute_force_live` (from
-scratch), and timed a third way: Faiss ``IndexFlat`` from scratch (:func:`retrieval.groundtruth.
+queries over the live set is taken twice: from :class:`retrieval.groundtruth.live.LiveGroundTruth`
+(maintained incrementally) and from :func:`retrieval.groundtruth.live.brute_force_live` (from
+scratch), and timed a third way: Faiss ``IndexFlat`` from scratch
+(:func:`retrieval.groundtruth.exact.
 exact_knn`, what rwb's static ground truth uses; its tie order is Faiss's, so only its time is
 compared). Printed: the time of each (the initial fill excluded), their ratio (goal >= 5x at 1%
 churn per step), whether the ids were equal at every step, and the load average. Printed, never
@@ -23,8 +24,8 @@ import time
 
 import numpy as np
 
-from retrieval.groundtruth import exact_knn
-from retrieval.groundtruth_live import LiveGroundTruth, brute_force_live
+from retrieval.groundtruth.exact import exact_knn
+from retrieval.groundtruth.live import LiveGroundTruth, brute_force_live
 from retrieval.loaders.synthetic import make_synthetic
 
 

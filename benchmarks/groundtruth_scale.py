@@ -4,7 +4,7 @@ Writes a clustered float32 base of N x 96 (default 2,000,000; ``--n 10000000`` f
 3.8 GB case) chunk by chunk into an ``.npy`` file, memory-maps it, and measures side by side in
 one run:
 
-1. out-of-core ground truth (:func:`retrieval.groundtruth_ooc.exact_topk`, chunks of about
+1. out-of-core ground truth (:func:`retrieval.groundtruth.ooc.exact_topk`, chunks of about
    32 MB, a running top-k merge; each chunk's file pages released from the resident set once
    searched) in a fresh process: wall seconds and peak RSS (``VmHWM``: file pages touched
    through the map count) (goal: peak RSS <= 1 GB on the 10M x 96 base);
@@ -43,11 +43,11 @@ k = int(k)
 q = np.load(q_path)
 t0 = time.perf_counter()
 if mode == "ooc":
-    from retrieval.groundtruth_ooc import exact_topk
+    from retrieval.groundtruth.ooc import exact_topk
     base = np.load(base_path, mmap_mode="r")
     _, ids = exact_topk(base, q, "l2", k)
 else:
-    from retrieval.groundtruth import exact_knn
+    from retrieval.groundtruth.exact import exact_knn
     base = np.load(base_path)
     ids = exact_knn(base, q, "l2", k).ids
 wall = time.perf_counter() - t0

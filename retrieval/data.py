@@ -240,9 +240,9 @@ class VectorDataset:
     """Base vectors and query vectors under one metric.
 
     ``gt_ids``/``gt_distances`` may come with the files (ann-benchmarks HDF5); otherwise they are
-    computed exactly by :mod:`retrieval.groundtruth` and cached. ``attributes`` (optional): one
-    value per base vector (:class:`retrieval.filtering.Attributes`) for filtered search; they do
-    not change the fingerprint.
+    computed exactly by :mod:`retrieval.groundtruth.exact` and cached. ``attributes`` (optional):
+    one value per base vector (:class:`retrieval.filtering.Attributes`) for filtered search;
+    they do not change the fingerprint.
     """
 
     name: str
@@ -295,7 +295,7 @@ class VectorDataset:
         lower is closer). Checked like files are (shape, dimension, NaN/inf: DataError).
 
         Ground truth is computed exactly when the dataset is first evaluated
-        (:func:`retrieval.groundtruth.ground_truth`: Faiss flat search, cached by the data's
+        (:func:`retrieval.groundtruth.exact.ground_truth`: Faiss flat search, cached by the data's
         fingerprint); pass ``gt_ids`` (m, >= k neighbour ids) to use known neighbours instead.
         """
         checked = check_metric(metric, where=f"dataset '{name}'")

@@ -28,7 +28,7 @@ import numpy as np
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
-from retrieval.groundtruth import GroundTruth, exact_distances, ground_truth
+from retrieval.groundtruth.exact import GroundTruth, exact_distances, ground_truth
 from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
 from retrieval.indexes.base import (
     SupportsBruteForceCheck,
@@ -46,9 +46,9 @@ from retrieval.indexes.buildcache import (
     build_or_load,
 )
 from retrieval.indexes.entry import SearchConfig, apply_search, check_search
-from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.params import Params, validate_params
 from retrieval.phases import phase
+from retrieval.stats.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.timing import time_each, time_repeat, warm_up
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ import ast
 import sys
 from pathlib import Path
 
-
 ENGINES = ("faiss", "hnswlib", "milvus", "pgvector", "qdrant", "redis", "weaviate", "lancedb")
 
 

@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from retrieval.binomial import upper_bound
 from retrieval.cache.data import data_record, load_labels
 from retrieval.cache.fill import QidVectors, embed_questions, fill_cache
 from retrieval.cache.live import SemanticCache
@@ -48,6 +47,7 @@ from retrieval.cache.tune import (
 )
 from retrieval.errors import BackendError
 from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
+from retrieval.stats.binomial import upper_bound
 
 log = logging.getLogger(__name__)
 RETRIES = 4  # retries of a Redis call that failed on a lost/refused connection or a timeout

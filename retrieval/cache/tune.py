@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.binomial import upper_bound
 from retrieval.cache.spec import CacheTuneSpec
 from retrieval.cache.thresholds import Threshold
 from retrieval.errors import ConfigError, DataError
+from retrieval.stats.binomial import upper_bound
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import numpy as np
 from retrieval.churn.logic import percentiles_ms, recall_stats, short_of_k, split
 from retrieval.churn.spec import ChurnConfig, ChurnSpec
 from retrieval.data import VectorDataset
-from retrieval.groundtruth import GroundTruth
+from retrieval.groundtruth.exact import GroundTruth
 from retrieval.indexes.base import (
     SupportsDeadFraction,
     SupportsMemoryReport,
@@ -36,7 +36,7 @@ from retrieval.indexes.base import (
 from retrieval.indexes.engine import local_server_of
 from retrieval.indexes.entry import CheckedEntry, apply_search, check_entry
 from retrieval.indexes.writes import require_writes
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 from retrieval.timing import clock_ns, time_each, warm_up
 from retrieval.tune.target import solve
 from retrieval.workload.core import Step

@@ -250,7 +250,6 @@ def verify_rerank(path: Path | str, *, reranker: Any = None) -> RerankVerifyRepo
     the callable of a ``callable`` export that has no import path (a lambda, a local
     function); otherwise the export's own ``reranker.callable`` / ``url`` is used."""
     from retrieval.embed import get_embedder
-    from retrieval.irmetrics import evaluate_collection
     from retrieval.rerank.firststage import BM25Stage, DenseStage
     from retrieval.rerank.run import (
         build_rerankers,
@@ -260,6 +259,7 @@ def verify_rerank(path: Path | str, *, reranker: Any = None) -> RerankVerifyRepo
     )
     from retrieval.rerank.spec import parse_rerank_spec
     from retrieval.rerank.tune import reranked_rankings, score_candidates, split_queries
+    from retrieval.stats.irmetrics import evaluate_collection
 
     where = str(path)
     doc = read_config(path)

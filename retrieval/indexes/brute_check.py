@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class BruteForceCheck:
 
 
 def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
-    """Mean id-intersection recall@k (0..1): :func:`retrieval.metrics.recall_by_id`."""
+    """Mean id-intersection recall@k (0..1): :func:`retrieval.stats.metrics.recall_by_id`."""
     return float(recall_by_id(np.asarray(found), np.asarray(exact), k).mean())
 
 

@@ -127,11 +127,11 @@ def open_loop(pipe: Pipeline, qs: QuerySet, rate: float, duration_s: float, work
 
 
 def quality(records: Sequence[RequestRecord], qs: QuerySet, k: int) -> dict[str, Any] | None:
-    """nDCG@k and recall@k of the final lists (ranx via :mod:`retrieval.irmetrics`), when the
+    """nDCG@k and recall@k of the final lists (ranx via :mod:`retrieval.stats.irmetrics`), when the
     queries have qrels for the collections."""
     if qs.relevant is None or not any(qs.relevant.values()):
         return None
-    from retrieval.irmetrics import evaluate_rankings
+    from retrieval.stats.irmetrics import evaluate_rankings
 
     ranking = {r.query_id: list(r.ranked) for r in records}
     metrics = [f"ndcg@{k}", f"recall@{k}"]

@@ -53,7 +53,7 @@ class Candidates:
     def rankings(
         self, query_ids: Sequence[str], corpus_ids: Sequence[str], depth: int | None = None
     ) -> dict[str, list[str]]:
-        """Query id -> doc ids, best first (what :mod:`retrieval.irmetrics` evaluates)."""
+        """Query id -> doc ids, best first (what :mod:`retrieval.stats.irmetrics` evaluates)."""
         return {
             qid: [corpus_ids[j] for j in self.row(i, depth)] for i, qid in enumerate(query_ids)
         }

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval.errors import ConfigError, DataError, param_error
-from retrieval.metrics import latency_summary
+from retrieval.stats.metrics import latency_summary
 
 
 def route_mask(top1: np.ndarray, threshold: float) -> np.ndarray:

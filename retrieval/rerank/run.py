@@ -27,8 +27,6 @@ from pydantic import Field
 
 from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
-from retrieval.irmetrics import evaluate_collection, relevant_qrels
-from retrieval.metrics import latency_summary
 from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.rerank.rerankers import (
@@ -55,7 +53,9 @@ from retrieval.rerank.tune import (
     time_rerank_calls,
 )
 from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart
-from retrieval.sampling import seeded_subset
+from retrieval.stats.irmetrics import evaluate_collection, relevant_qrels
+from retrieval.stats.metrics import latency_summary
+from retrieval.stats.sampling import seeded_subset
 
 log = logging.getLogger(__name__)
 

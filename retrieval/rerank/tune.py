@@ -28,7 +28,7 @@ import numpy as np
 from retrieval.errors import ConfigError, DataError, param_error
 from retrieval.rerank.firststage import Candidates
 from retrieval.rerank.rerankers import Reranker, score_passages
-from retrieval.sampling import seeded_partition
+from retrieval.stats.sampling import seeded_partition
 from retrieval.timing import time_repeat, timed
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.pareto import pareto_indices as nondominated
+from retrieval.stats.pareto import pareto_indices as nondominated
 from retrieval.study.cache_leg import CacheTables
 from retrieval.study.retrieval_leg import RetrievalTables
 from retrieval.study.spec import StudySpec

@@ -3,7 +3,7 @@ collection the rerank spec takes) through the embedder, an index searched at eac
 value of one knob, and a reranker at each depth. Everything a trial needs is measured here once:
 
 - **quality**: per query and per (knob value, depth), nDCG@k with the qrels (ranx, through
-  :mod:`retrieval.irmetrics`) and recall@k by id against exact dense search with the same
+  :mod:`retrieval.stats.irmetrics`) and recall@k by id against exact dense search with the same
   embeddings. The reranker scores each (query, candidate) pair once (pointwise, see
   :mod:`retrieval.rerank.rerankers`); every depth is a prefix re-ordering of those scores
   (:func:`retrieval.rerank.tune.reranked_rankings`). A depth-d config fetches ``max(d, k)``
@@ -30,7 +30,6 @@ from retrieval.indexes import create_index
 from retrieval.indexes.buildcache import IndexCache, build_or_load
 from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import apply_search
-from retrieval.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.rerank.firststage import Candidates, distances_to_similarity
 from retrieval.rerank.rerankers import Reranker, score_passages
 from retrieval.rerank.rerankers import make_rerankers as shared_rerankers
@@ -42,6 +41,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
+from retrieval.stats.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.study.spec import StudySpec, study_index
 from retrieval.timing import time_each
 

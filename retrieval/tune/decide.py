@@ -15,7 +15,7 @@ from statistics import NormalDist
 import numpy as np
 
 from retrieval.errors import ConfigError
-from retrieval.sampling import seeded_partition
+from retrieval.stats.sampling import seeded_partition
 from retrieval.tune.config import ConfidenceSpec, Objective
 from retrieval.tune.results import PointResult
 

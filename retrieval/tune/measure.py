@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.evaluation import BuiltIndex, Evaluator, Measurement, Mode
-from retrieval.groundtruth import exact_distances
+from retrieval.groundtruth.exact import exact_distances
 from retrieval.indexes.base import SearchResult
 from retrieval.indexes.entry import SearchConfig, apply_search
 from retrieval.indexes.filtered import (
@@ -35,7 +35,7 @@ from retrieval.indexes.filtered import (
     raise_ef_for,
     strategy_call,
 )
-from retrieval.metrics import latency_summary, recall_summary
+from retrieval.stats.metrics import latency_summary, recall_summary
 from retrieval.timing import time_each, time_repeat, warm_up
 from retrieval.tune import target as tgt
 from retrieval.tune.bucket_summary import engine_call

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.pareto import pareto_indices
+from retrieval.stats.pareto import pareto_indices
 
 FRONTS: dict[str, bool] = {"p95_ms": False, "qps": True}  # cost key -> higher is better
 
 
 def front(rows: Sequence[Mapping[str, Any]], cost: str, higher_is_better: bool) -> list[int]:
-    """Indices of ``rows`` on the recall-vs-``cost`` front (:func:`retrieval.pareto.
+    """Indices of ``rows`` on the recall-vs-``cost`` front (:func:`retrieval.stats.pareto.
     pareto_indices`), best cost first, one row per (recall, cost) pair; rows without a value of
     ``cost`` are skipped."""
     usable = [

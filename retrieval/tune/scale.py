@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from retrieval.sampling import seeded_partition
+from retrieval.stats.sampling import seeded_partition
 from retrieval.tune import target as tgt
 
 Model = Literal["log", "power"]

@@ -28,7 +28,7 @@ import numpy as np
 from retrieval.data import VectorDataset, take_rows
 from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
-from retrieval.groundtruth import GroundTruth, ground_truth
+from retrieval.groundtruth.exact import GroundTruth, ground_truth
 from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
 from retrieval.runs import RunDir, RunKind

@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 
 from retrieval.data import Metric
 from retrieval.errors import ConfigError
-from retrieval.groundtruth import GroundTruth
+from retrieval.groundtruth.exact import GroundTruth
 from retrieval.params import Params
 from retrieval.workload.core import Step, StepOp
 
@@ -354,8 +354,8 @@ def resolve_runbook(spec: RunbookSpec, base: np.ndarray, *, where: str,
 def truth_at_searches(book: ResolvedRunbook, base: np.ndarray, queries: np.ndarray,
                       metric: Metric, k: int) -> dict[int, GroundTruth]:
     """The exact top-k of ``queries`` over the live set at each search step (keyed by the
-    step's index), kept incrementally (:class:`retrieval.groundtruth_live.LiveGroundTruth`)."""
-    from retrieval.groundtruth_live import LiveGroundTruth
+    step's index), kept incrementally (:class:`retrieval.groundtruth.live.LiveGroundTruth`)."""
+    from retrieval.groundtruth.live import LiveGroundTruth
 
     gt = LiveGroundTruth(queries, metric, k)
     out: dict[int, GroundTruth] = {}

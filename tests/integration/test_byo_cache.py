@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from retrieval.binomial import wilson_upper
 from retrieval.cli import main
 from retrieval.paths import data_dir
+from retrieval.stats.binomial import wilson_upper
 
 pytestmark = [
     pytest.mark.redis,

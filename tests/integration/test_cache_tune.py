@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from retrieval.binomial import wilson_upper
 from retrieval.paths import data_dir
+from retrieval.stats.binomial import wilson_upper
 
 pytestmark = [
     pytest.mark.redis,

@@ -21,10 +21,10 @@ from retrieval.data import VectorDataset
 from retrieval.engines.milvus.index import MilvusIndex, redact_uri
 from retrieval.engines.milvus.params import BUILD_KINDS, IvfFlatBuild
 from retrieval.errors import BackendError, ConfigError, DataError
-from retrieval.groundtruth import exact_knn
+from retrieval.groundtruth.exact import exact_knn
 from retrieval.indexes import BuildInfo, create_index, get_backend
 from retrieval.loaders.synthetic import make_synthetic
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 
 pytestmark = pytest.mark.milvus
 

@@ -16,10 +16,10 @@ from retrieval.engines.milvus.index import MilvusIndex
 from retrieval.engines.milvus.params import FlatBuild
 from retrieval.engines.milvus.server import free_port, milvus_lite_server
 from retrieval.errors import BackendError, ConfigError
-from retrieval.groundtruth import exact_knn
+from retrieval.groundtruth.exact import exact_knn
 from retrieval.indexes import create_index
 from retrieval.loaders.synthetic import make_synthetic
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 
 pytestmark = pytest.mark.milvus
 

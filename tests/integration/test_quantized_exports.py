@@ -18,9 +18,9 @@ import yaml
 
 from retrieval.cli import main
 from retrieval.exporting.files import read_config
-from retrieval.groundtruth import exact_knn
+from retrieval.groundtruth.exact import exact_knn
 from retrieval.loaders.catalog import resolve_dataset
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
 

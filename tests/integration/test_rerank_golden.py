@@ -12,9 +12,9 @@ The corpus embedding takes ~1-2 min on 2 cores once; it is cached in ~/.cache/rw
 import pytest
 
 from retrieval.errors import DataError
-from retrieval.irmetrics import evaluate_collection
 from retrieval.rerank.bm25 import BM25Params
 from retrieval.rerank.firststage import BM25Stage, DenseStage
+from retrieval.stats.irmetrics import evaluate_collection
 
 pytestmark = pytest.mark.slow
 

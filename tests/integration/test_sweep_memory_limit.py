@@ -109,7 +109,7 @@ def test_sweep_over_base_larger_than_memory_limit(tmp_path: Path) -> None:
     assert facts["limit"] - facts["vmdata_before"] < N * DIM * 4
     assert facts["code"] == 0, proc.stderr[-3000:]
     # exact ground truth: the cached file equals an exact search of the base
-    from retrieval.groundtruth import exact_knn
+    from retrieval.groundtruth.exact import exact_knn
 
     gt_files = list((cache / "groundtruth").glob("*.npz"))
     assert len(gt_files) == 1

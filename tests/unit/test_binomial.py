@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from retrieval.binomial import clopper_pearson_upper, upper_bound, wilson_upper
 from retrieval.errors import ConfigError
+from retrieval.stats.binomial import clopper_pearson_upper, upper_bound, wilson_upper
 
 Z95 = 1.6448536269514722  # Phi^-1(0.95)
 

@@ -302,7 +302,7 @@ def test_unusable_rwb_cache_dir_lists_nothing_and_builds(ds, tmp_path, monkeypat
     monkeypatch.setenv("RWB_CACHE_DIR", str(blocker / "rwb"))
     assert main(["cache", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["entries"] == []
-    from retrieval.groundtruth import ground_truth
+    from retrieval.groundtruth.exact import ground_truth
 
     gt = ground_truth(ds, 10, cache=tmp_path / "gt", use_cache=False)
     ev = Evaluator(ds, 10, warmup=0, batch_repeats=1, gt=gt)

@@ -11,7 +11,7 @@ import pytest
 
 from retrieval import data as rdata
 from retrieval.data import VectorDataset
-from retrieval.groundtruth import exact_distances, ground_truth
+from retrieval.groundtruth.exact import exact_distances, ground_truth
 from retrieval.indexes.registry import create_index
 from retrieval.loaders.vectors import load_texmex, write_bvecs
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from retrieval.binomial import upper_bound, wilson_upper
 from retrieval.cache.spec import parse_cache_spec
 from retrieval.cache.tune import (
     choose_threshold,
@@ -18,6 +17,7 @@ from retrieval.cache.tune import (
     sweep_counts,
 )
 from retrieval.errors import ConfigError, DataError
+from retrieval.stats.binomial import upper_bound, wilson_upper
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import pytest
 
 from retrieval.errors import ConfigError
 from retrieval.evaluation import Evaluator
-from retrieval.groundtruth import exact_knn
+from retrieval.groundtruth.exact import exact_knn
 from retrieval.indexes import create_index, get_backend
 from retrieval.loaders.synthetic import make_synthetic
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 from retrieval.testing.fake import (
     FakeIndex,
     fake_coins,

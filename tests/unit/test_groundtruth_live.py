@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from retrieval.errors import ConfigError, DataError
-from retrieval.groundtruth_live import LiveGroundTruth, brute_force_live
+from retrieval.groundtruth.live import LiveGroundTruth, brute_force_live
 
 
 def _numpy_truth(q: np.ndarray, x: np.ndarray, ids: np.ndarray, metric: str, k: int

@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.data import TextCollection
 from retrieval.errors import DataError
-from retrieval.irmetrics import evaluate_collection, evaluate_rankings
+from retrieval.stats.irmetrics import evaluate_collection, evaluate_rankings
 
 QRELS = {"q1": {"d1": 1}, "q2": {"d3": 2, "d4": 1}, "q3": {"d9": 1}, "q4": {"d2": 0}}
 

@@ -3,8 +3,8 @@ import pytest
 
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError
-from retrieval.groundtruth import exact_distances, exact_knn, ground_truth
-from retrieval.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
+from retrieval.groundtruth.exact import exact_distances, exact_knn, ground_truth
+from retrieval.stats.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 
 
 def test_recall_by_id_counts_intersection_and_ignores_minus_one():

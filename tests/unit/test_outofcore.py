@@ -16,8 +16,8 @@ import pytest
 
 from retrieval import data as rdata
 from retrieval.data import VectorDataset, base_chunks
-from retrieval.groundtruth import exact_knn, ground_truth
-from retrieval.groundtruth_ooc import (
+from retrieval.groundtruth.exact import exact_knn, ground_truth
+from retrieval.groundtruth.ooc import (
     _lock,
     claim_shards,
     exact_topk,
@@ -71,7 +71,7 @@ KILLER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     import numpy as np
-    from retrieval.groundtruth_ooc import exact_topk
+    from retrieval.groundtruth.ooc import exact_topk
     base = np.load(sys.argv[1], mmap_mode="r"); q = np.load(sys.argv[2])
     def hook(done, total):
         if done >= 3 * 1024:
@@ -178,8 +178,8 @@ RSS_CHILD = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     import retrieval.data as rdata
-    from retrieval.groundtruth import ground_truth
-    from retrieval.groundtruth_ooc import exact_topk
+    from retrieval.groundtruth.exact import ground_truth
+    from retrieval.groundtruth.ooc import exact_topk
     from retrieval.loaders.vectors import load_npy
     mode, base, queries, cache = sys.argv[1:5]
     rdata.CHUNK_BYTES = 4 << 20  # 4 MB chunks: the file is many chunks

@@ -6,7 +6,6 @@ import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError, DataError
-from retrieval.irmetrics import evaluate_rankings
 from retrieval.rerank.firststage import BM25Stage
 from retrieval.rerank.rerankers import BiEncoderReranker
 from retrieval.rerank.tune import (
@@ -17,6 +16,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
+from retrieval.stats.irmetrics import evaluate_rankings
 
 # every document mentions "study", so BM25 returns all of them and the reranker has work to do
 CORPUS = [

@@ -46,7 +46,7 @@ def test_run_file_scores_are_the_stages_and_keep_the_rank_order(tmp_path):
 @pytest.mark.slow  # ranx compiles its numba kernels on first use
 def test_ranx_fusion_of_the_written_runs(tmp_path):
     ranx = pytest.importorskip("ranx")
-    from retrieval.irmetrics import ranx_qrels, ranx_run
+    from retrieval.stats.irmetrics import ranx_qrels, ranx_run
 
     cands, rs = _stage()
     r0, s0 = staged_scores(cands, rs, 0, QIDS, CORPUS, 5)

@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.bench.embed.spec import EmbedBenchConfig
 from retrieval.errors import DataError
-from retrieval.metrics import latency_summary, recall_by_id
+from retrieval.stats.metrics import latency_summary, recall_by_id
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from retrieval.bench.embed.engines import EmbedEngine
 from retrieval.bench.embed.plan import PlanRun, drift, max_abs_diff, plan_row
 from retrieval.bench.embed.spec import EmbedBenchConfig
 from retrieval.embed.runtimes import parse_runtime
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 
 
 def runtime_rows(name: str, runs: Mapping[str, PlanRun], library: str
@@ -150,8 +150,8 @@ def scifact_quality(cfg: EmbedBenchConfig, engines: Mapping[str, EmbedEngine]
                     ) -> dict[str, Any]:
     """nDCG@10 / recall@10 vs SciFact's judgments per runtime (exact inner-product search over
     every judged document of the chosen queries plus seeded others, ``quality_docs`` in all)."""
-    from retrieval.irmetrics import evaluate_rankings, relevant_qrels
     from retrieval.loaders.catalog import load_text_collection
+    from retrieval.stats.irmetrics import evaluate_rankings, relevant_qrels
 
     coll = load_text_collection("scifact")
     rng = np.random.default_rng(cfg.seed)

@@ -14,7 +14,7 @@ from retrieval.bench.fanout.prepare import PreparedQueries
 from retrieval.bench.fanout.retriever import FanoutRun, Member
 from retrieval.bench.fanout.spec import ALIASES, FanoutSpec
 from retrieval.fusion import rrf, rrf_ranx, score_merge
-from retrieval.metrics import latency_summary
+from retrieval.stats.metrics import latency_summary
 
 QUALITY_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
@@ -121,10 +121,10 @@ def _qrels_for(spec: FanoutSpec, queries: PreparedQueries) -> dict[str, dict[str
 
 def quality(spec: FanoutSpec, run: FanoutRun, queries: PreparedQueries,
             members: list[Member]) -> dict[str, Any]:
-    """nDCG@10 / recall@10 / MRR@10 (ranx, via :mod:`retrieval.irmetrics`) of each single
+    """nDCG@10 / recall@10 / MRR@10 (ranx, via :mod:`retrieval.stats.irmetrics`) of each single
     collection's list and of the fused lists (RRF and score merge) against the query
     collection's qrels; plus whether RRF here agrees with ``ranx.fuse``."""
-    from retrieval.irmetrics import evaluate_rankings
+    from retrieval.stats.irmetrics import evaluate_rankings
 
     qrels = _qrels_for(spec, queries)
     if not any(qrels.values()):

@@ -215,7 +215,7 @@ def _health(rows: list[dict[str, Any]]) -> list[str]:
 
 @contextlib.contextmanager
 def _datasets() -> Iterator[Callable[[Any, int], tuple[Any, Any]]]:
-    from retrieval.groundtruth import ground_truth
+    from retrieval.groundtruth.exact import ground_truth
     from retrieval.loaders.catalog import resolve_dataset
 
     seen: dict[str, tuple[Any, Any]] = {}

@@ -28,8 +28,8 @@ from retrieval.indexes.base import (
 )
 from retrieval.indexes.engine import local_server_of
 from retrieval.indexes.entry import apply_search, check_entry, check_search
-from retrieval.metrics import recall_by_id
 from retrieval.params import validate_params
+from retrieval.stats.metrics import recall_by_id
 
 log = logging.getLogger(__name__)
 

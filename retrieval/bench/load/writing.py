@@ -13,7 +13,7 @@ and, from the same start, the writer: an insert batch every ``batch / insert_rat
 generation), a delete batch every ``batch / delete_rate`` seconds (live ids drawn by a seeded
 generator; at least ``k`` stay live), and every ``recall_every_s`` a recall sample: the writer
 thread itself searches ``recall_queries`` queries (no write is in flight then) and compares
-with :class:`~retrieval.groundtruth_live.LiveGroundTruth`, which follows every write (exact top-k
+with :class:`~retrieval.groundtruth.live.LiveGroundTruth`, which follows every write (exact top-k
 over the live set, kept incrementally). A returned id that is not live is counted
 (``dead_returned``), results short of k too. Writes run on schedule (open loop); a late writer
 catches up and its lag is reported. Points of one config continue the same churn (the index is
@@ -48,10 +48,10 @@ from retrieval.bench.load.spec import LoadSpec, OpenSpec, WritesSpec, max_lag_us
 from retrieval.bench.load.stats import NOT_SENT, meets_slo, schedule_offsets_ns, summarise_point
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
-from retrieval.groundtruth_live import LiveGroundTruth
+from retrieval.groundtruth.live import LiveGroundTruth
 from retrieval.indexes.base import SupportsHotSearch, SupportsReserve
 from retrieval.indexes.writes import require_writes
-from retrieval.metrics import recall_by_id
+from retrieval.stats.metrics import recall_by_id
 from retrieval.timing import clock_ns
 
 log = logging.getLogger(__name__)

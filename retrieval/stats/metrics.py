@@ -4,7 +4,7 @@
 - tie-aware ``recall@k``: a retrieved id also counts when its exact distance is within ``eps``
   of the k-th exact distance (ann-benchmarks' convention), so ties at the boundary are not
   penalised; capped at 1.
-IR metrics (nDCG, MRR) come from ranx in :mod:`retrieval.irmetrics`, not from here.
+IR metrics (nDCG, MRR) come from ranx in :mod:`retrieval.stats.irmetrics`, not from here.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Exact ground truth out of core: the base read in chunks, a running top-k merge per query.
 
 Each chunk is searched exactly with Faiss (``faiss.knn``, the function behind ``IndexFlat``'s
-search) and merged into the running top-k by rwb's tie rule: order by distance (squared L2,
-or inner-product similarity descending), then by id ascending (:func:`canonical_search`, which
-the in-memory :func:`retrieval.groundtruth.exact_knn` uses too). Chunk and shard boundaries are
+search) and merged into the running top-k by rwb's tie rule: order by distance (squared L2, or
+inner-product similarity descending), then by id ascending (:func:`canonical_search`, which the in-
+memory :func:`retrieval.groundtruth.exact.exact_knn` uses too). Chunk and shard boundaries are
 multiples of :data:`retrieval.data.CHUNK_ALIGN` rows (Faiss's BLAS database block), so every
-distance is computed with the same arithmetic as one search over the whole base: the result
-equals the in-memory one id for id (tested on every metric, with ties). Memory: one chunk of
-the base plus the running top-k; a mapped base's file pages are released from the resident set
-after each chunk (:func:`retrieval.data.base_chunks`), so the peak RSS does not grow with N
-(measured: 0.12 GB on a 10M x 96 base, 3.9 GB before; ``benchmarks/groundtruth_scale.py``).
+distance is computed with the same arithmetic as one search over the whole base: the result equals
+the in-memory one id for id (tested on every metric, with ties). Memory: one chunk of the base plus
+the running top-k; a mapped base's file pages are released from the resident set after each chunk
+(:func:`retrieval.data.base_chunks`), so the peak RSS does not grow with N (measured: 0.12 GB on a
+10M x 96 base, 3.9 GB before; ``benchmarks/groundtruth_scale.py``).
 
 Work is split into shards (row ranges). A shard's running top-k is checkpointed after every
 chunk in its work folder, so a killed computation resumes where it stopped. Several processes

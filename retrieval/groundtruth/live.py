@@ -18,7 +18,7 @@ dry (fewer than k left after deletes) is recomputed from scratch over the live s
 Distances are rwb's (:mod:`retrieval.data`: squared L2, -inner product, cosine distance),
 computed in float64 (so the order of a pair never depends on the batch it was computed in);
 the live vectors are kept in memory as float64 (8 bytes per dimension per live vector). The
-tie rule makes the result unique; Faiss ``IndexFlat`` (:mod:`retrieval.groundtruth`) breaks
+tie rule makes the result unique; Faiss ``IndexFlat`` (:mod:`retrieval.groundtruth.exact`) breaks
 ties in heap order, so two exact answers may differ only among equal distances.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from retrieval.data import Metric, check_metric
 from retrieval.errors import ConfigError, DataError
-from retrieval.groundtruth import GroundTruth
+from retrieval.groundtruth.exact import GroundTruth
 
 #: id sentinel sorting after every real id (an empty list slot)
 _NONE = np.iinfo(np.int64).max

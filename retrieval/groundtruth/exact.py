@@ -12,7 +12,7 @@ import numpy as np
 
 from retrieval.data import Metric, VectorDataset, normalize_rows
 from retrieval.errors import ConfigError
-from retrieval.groundtruth_ooc import canonical_search
+from retrieval.groundtruth.ooc import canonical_search
 from retrieval.paths import cache_dir
 from retrieval.phases import phase
 
@@ -74,7 +74,7 @@ def ground_truth(
     Ground truth shipped with the dataset (e.g. ann-benchmarks ``neighbors``) is used when it is
     deep enough; distances are then recomputed exactly for the tie-aware recall. A memory-mapped
     base (:attr:`VectorDataset.out_of_core`), or ``shards`` given, is searched out of core
-    (:mod:`retrieval.groundtruth_ooc`: chunked, checkpointed, shards shared by file locks
+    (:mod:`retrieval.groundtruth.ooc`: chunked, checkpointed, shards shared by file locks
     between workers using the same cache folder); the result is the same either way.
     """
     if k < 1:
@@ -116,7 +116,7 @@ def _out_of_core(ds: VectorDataset, depth: int, final: Path | None,
                  shards: int) -> GroundTruth | None:
     """Out-of-core exact top-``depth`` (work under ``final``'s folder; None when another
     worker wrote ``final`` meanwhile)."""
-    from retrieval.groundtruth_ooc import cleanup, ooc_exact, plan_shards, work_dir
+    from retrieval.groundtruth.ooc import cleanup, ooc_exact, plan_shards, work_dir
 
     with tempfile.TemporaryDirectory(prefix="rwb-gt-") as tmp:
         where = final.parent if final is not None else Path(tmp)
