@@ -52,5 +52,13 @@ if [[ "$lint" != 0 ]]; then
   echo "== import contracts"; $BIN/lint-imports
 fi
 echo "== pytest"
+# RWB_TEST_WORKERS (default: the number of cores, at most 4): pytest-xdist workers, a test file
+# per worker at a time (--dist loadfile keeps a module's fixtures on one worker); each worker has
+# its own Redis and PostgreSQL database (tests/conftest.py). RWB_TEST_WORKERS=0: one process.
+workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+dist=()
+if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )); then
+  dist=(-n "$workers" --dist loadfile)
+fi
 # --durations=25: the slowest tests in every log
-$BIN/python -m pytest -p no:cacheprovider --timeout=1200 --durations=25 "$@"
+$BIN/python -m pytest -p no:cacheprovider --timeout=1200 --durations=25 "${dist[@]}" "$@"

@@ -52,12 +52,18 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     embeddings = root / "rwb" / "embeddings"
     prebuilt = os.environ.get(PREBUILT_EMBEDDINGS)
-    if prebuilt and Path(prebuilt).is_dir():
+    shared = bool(prebuilt and os.environ.get("PYTEST_XDIST_WORKER") and Path(prebuilt).is_dir())
+    if shared:
+        # workers of one run (pytest -n) share the folder make test owns: a chunk another
+        # worker is embedding is waited for (CachedEmbedder's per-chunk lock), not done twice
+        embeddings.parent.mkdir(parents=True, exist_ok=True)
+        embeddings.symlink_to(Path(prebuilt).resolve(), target_is_directory=True)
+    elif prebuilt and Path(prebuilt).is_dir():
         _link_tree(Path(prebuilt), embeddings)
     try:
         yield root
     finally:
-        if prebuilt and embeddings.is_dir():
+        if prebuilt and not shared and embeddings.is_dir():
             _link_tree(embeddings, Path(prebuilt))
         for name, value in saved.items():
             if value is None:
@@ -176,13 +182,76 @@ def _model_used(what: str) -> None:
         return
     item = _CURRENT[-1]
     _UNMARKED_MODEL_USE.setdefault(item.nodeid, what)
+    if ("unmarked_model_use", what) not in item.user_properties:
+        item.user_properties.append(("unmarked_model_use", what))  # reaches xdist's controller
     if "not model" in (item.config.option.markexpr or ""):
         pytest.fail(f"{item.nodeid} {what} but is not marked 'model' (add "
                     f"pytestmark = pytest.mark.model to its module)", pytrace=False)
 
 
+# --- one set of servers per xdist worker -----------------------------------------------------
+#: what a worker started or created, undone at its end (pytest_unconfigure)
+_WORKER_SERVICES: list[Callable[[], None]] = []
+
+
+def _isolate_worker_services() -> None:
+    """Under ``pytest -n N`` each worker gets its own Redis (a private server) and its own
+    PostgreSQL database (on the run's server, pgvector created in it), so that tests which count
+    or clean up every rwb object on a server see only their own worker's. A single process
+    (no xdist) keeps the run's servers as they are."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    if os.environ.get("REDIS_URL"):
+        from retrieval.engines.redis.server import binaries_available, start_redis, stop_redis
+
+        if binaries_available():
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix=f"rwb-redis-{worker}-"))
+            srv = start_redis(folder)
+            os.environ["REDIS_URL"] = srv.url
+
+            def _stop_redis() -> None:
+                stop_redis(folder)
+                shutil.rmtree(folder, ignore_errors=True)
+
+            _WORKER_SERVICES.append(_stop_redis)
+    base = os.environ.get("RWB_PG_URL")
+    if base:
+        from urllib.parse import urlsplit, urlunsplit
+
+        import psycopg
+
+        name = f"rwb_test_{worker}_{os.getpid()}"
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+        parts = urlsplit(base)
+        url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        os.environ["RWB_PG_URL"] = url
+
+        def _drop_db() -> None:
+            with psycopg.connect(base, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+        _WORKER_SERVICES.append(_drop_db)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _WORKER_SERVICES:
+        try:
+            _WORKER_SERVICES.pop()()
+        except Exception as exc:  # a worker's own server or database; never fail the run here
+            print(f"worker cleanup: {type(exc).__name__}: {exc}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     import functools
+
+    _isolate_worker_services()
 
     from retrieval import embed
     from retrieval.embed import models
@@ -214,6 +283,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         _CURRENT.pop()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Under pytest -n the list is kept by the controller, from the workers' reports."""
+    for name, what in getattr(report, "user_properties", ()):
+        if name == "unmarked_model_use":
+            _UNMARKED_MODEL_USE.setdefault(report.nodeid, str(what))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -94,11 +94,12 @@ class CachedEmbedder:
             chunk = items[start : start + self.chunk_size]
             path = self.path_for(chunk)
             arr = self._load(path, len(chunk))
+            fresh = 0
             if arr is None:
+                arr, fresh = self._compute(path, chunk, batch_size)
+            if fresh:
                 self.misses += 1
-                arr = self.inner.embed(chunk, batch_size=batch_size)
-                self._store(path, arr, len(chunk))
-                computed += len(chunk)
+                computed += fresh
                 done = start + len(chunk)
                 rate = computed / max(time.perf_counter() - t0, 1e-9)
                 log.info(
@@ -120,6 +121,26 @@ class CachedEmbedder:
             len(items), time.perf_counter() - t0, computed,
         )
         return out
+
+    def _compute(
+        self, path: Path, chunk: Sequence[str], batch_size: int
+    ) -> tuple[np.ndarray, int]:
+        """Embed and store one missing chunk; returns it and how many texts were computed here.
+
+        Under a per-chunk file lock (``<key>.lock``): processes sharing a cache folder (workers
+        of one run, two sweeps on the same corpus) compute a chunk once; the one that waited
+        loads what the other stored (0 computed).
+        """
+        from filelock import FileLock
+
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path.with_suffix(".lock"))):
+            arr = self._load(path, len(chunk))
+            if arr is not None:
+                return arr, 0
+            arr = self.inner.embed(chunk, batch_size=batch_size)
+            self._store(path, arr, len(chunk))
+            return arr, len(chunk)
 
     def _load(self, path: Path, n: int) -> np.ndarray | None:
         if not path.is_file():

@@ -47,7 +47,7 @@ def _wait_gone(pid: int, folder: Path) -> None:
     """Wait until the killed postmaster and its backends are gone. A container whose pid 1 does
     not reap orphans leaves the postmaster a zombie, which PostgreSQL's lock-file check takes
     for a live server ("lock file postmaster.pid already exists"; seen once in CI): a zombie
-    holds nothing, so its stale lock file in this test's own folder is removed."""
+    holds nothing, so its stale lock files in this test's own folder are removed."""
     import psutil
 
     def alive() -> list[psutil.Process]:
@@ -55,12 +55,17 @@ def _wait_gone(pid: int, folder: Path) -> None:
                 if (p.info["pid"] == pid or str(folder) in " ".join(p.info["cmdline"] or []))
                 and p.info["status"] != psutil.STATUS_ZOMBIE]
 
+    with contextlib.suppress(ChildProcessError):  # reaped here when it is this process's child
+        os.waitpid(pid, os.WNOHANG)
     deadline = time.monotonic() + 30
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     with contextlib.suppress(psutil.NoSuchProcess):
         if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            for lock in folder.rglob("postmaster.pid"):
+            # the data folder's lock and the socket's lock (".s.PGSQL.<port>.lock", next to
+            # the socket in the data folder: "Is another postmaster (PID ...) using socket
+            # file", seen once with two test workers)
+            for lock in [*folder.rglob("postmaster.pid"), *folder.rglob(".s.PGSQL.*")]:
                 lock.unlink(missing_ok=True)
 
 
