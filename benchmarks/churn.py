@@ -1,7 +1,10 @@
 """Recall under uniform churn (issue 22): the 20k QQP MiniLM vectors (``--dataset``), with
 hnswlib, faiss-ivf, pgvector and qdrant; recall@10 and its fresh-build control at every search
 step (drift vs damage), single-query p99, insert/delete throughput, the re-tuned knob and the
-advice line per engine. Printed, never asserted.
+advice line per engine; then searching while writing on hnswlib and pgvector (open-loop searches
+at fixed rates while a writer inserts and deletes; achieved vs offered rate, corrected p99,
+recall over the live set, and the largest rate holding the SLO and the target). Printed, never
+asserted.
 
 The runbook: ``--start`` of the base inserted, then ``--rounds`` rounds each replacing
 ``--churn`` of the live ids with unseen rows, a search (with a control) after each. pgvector
@@ -72,7 +75,18 @@ def main() -> int:
     ap.add_argument("--target", type=float, default=0.95)
     ap.add_argument("--backends", default="hnswlib,faiss-ivf,pgvector,qdrant")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-writing", dest="writing", action="store_false",
+                    help="skip searching while writing")
+    ap.add_argument("--writing-backends", default="hnswlib,pgvector")
+    ap.add_argument("--writing-rates", default="100,400")
+    ap.add_argument("--insert-rate", type=float, default=200.0, help="vectors/s while searching")
+    ap.add_argument("--slo-ms", type=float, default=20.0, help="p99 SLO while writing (ms)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="per searching-while-writing point")
     a = ap.parse_args()
+    cpu = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
+    print(f"CPU {cpu}, {os.cpu_count()} cores; load average before: {os.getloadavg()}")
     book = uniform_churn(a.n, start_fraction=a.start, fraction=a.churn, rounds=a.rounds)
     out = a.out or tempfile.mkdtemp(prefix="rwb-churn-bench-")
     configs = []
@@ -110,7 +124,54 @@ def main() -> int:
                   f"  {r['tuned_knob']}")
         print(f"advice: {c['advice']['line']}")
     print(f"\nload average: {os.getloadavg()}; run directory: {res.run.path}")
+    if a.writing:
+        while_writing(a)
     return 0
+
+
+WRITING: dict[str, dict[str, Any]] = {
+    "hnswlib": CONFIGS["hnswlib"],
+    "pgvector": CONFIGS["pgvector"],
+}
+
+
+def while_writing(a: argparse.Namespace) -> None:
+    """Searching while writing (VectorDBBench #566's question: can the engine keep the target
+    recall at a search rate while it is written to?): open-loop searches at each offered rate
+    while a writer inserts and deletes, then the capacity search for the largest rate whose
+    corrected p99 <= the SLO and whose lowest recall sample >= the target."""
+    from retrieval.bench.load.run import run_load_bench
+    from retrieval.bench.load.spec import parse_load_spec
+
+    rates = [float(x) for x in a.writing_rates.split(",")]
+    print(f"\nsearching while writing on {a.dataset} (first half built, then {a.insert_rate:g} "
+          f"inserts/s + {a.insert_rate / 2:g} deletes/s; SLO p99 <= {a.slo_ms:g} ms and every "
+          f"recall sample >= {a.target:g}; {a.seconds:g} s per point)")
+    print("config      offered achieved  p50_ms  p99_ms recall  min  ins/s  del/s  meets")
+    for name in a.writing_backends.split(","):
+        spec = parse_load_spec({
+            "name": f"writing-{name}", "dataset": a.dataset, "k": 10, "warmup_s": 1.0,
+            "duration_s": a.seconds, "slo": {"p99_ms": a.slo_ms, "target_recall": a.target},
+            "closed": None, "open": {"arrival": "poisson", "clients": 4, "search": None},
+            "writes": {"initial_fraction": 0.5, "insert_rate": a.insert_rate,
+                       "delete_rate": a.insert_rate / 2, "batch": 50, "recall_every_s": 0.5,
+                       "recall_queries": 100, "rates": rates,
+                       "search": {"start_qps": rates[-1], "max_qps": 20 * rates[-1],
+                                  "steps": 4}},
+            "configs": [WRITING[name]]}, source=f"<benchmarks/churn.py writing {name}>")
+        with pg() if name == "pgvector" else contextlib.nullcontext():
+            res = run_load_bench(spec, workdir=tempfile.mkdtemp(prefix="rwb-writing-"))
+        (cfg,) = res.summary["configs"]
+        for r in (r for r in res.rows if r["mode"] == "open-writes"):
+            print(f"{name:<10} {r['offered_qps']:8.0f} {r['achieved_qps'] or 0:8.0f} "
+                  f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {r['recall'] or 0:.3f} "
+                  f"{r['recall_min'] or 0:.3f} {r['insert_achieved']:6.0f} "
+                  f"{r['delete_achieved']:6.0f}  {r['meets_slo']}")
+        w = cfg["writes"]
+        print(f"{name}: largest search rate holding both while writing: "
+              f"{w['capacity_qps']} QPS (limited by {w['limited_by']}; first failing "
+              f"{w['first_fail_qps']})")
+    print(f"load average: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

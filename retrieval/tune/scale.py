@@ -80,7 +80,11 @@ class ScaleSpec(BaseModel):
     - ``predict_at``: multiples of the full N to predict the knob at too (growth planning);
     - ``build_rules``: build params given as a rule of N (``nlist: 4*sqrt(N)``), applied at every
       sample size and at the full N (the spec's value of that param is replaced);
-    - ``bootstrap``: resamples of the tuning queries for the band; ``band``: its two-sided level.
+    - ``bootstrap``: resamples of the tuning queries for the band; ``band``: its two-sided level;
+    - ``check``: which builds are built once at the full N: ``all`` (default: every build that
+      still reaches the target, so each has its exact knob, transfer error and ceiling there) or
+      ``answer`` (only the answer: the build with the highest batch QPS at its cheapest knob on
+      the largest sample; the cheapest way to the tuned config: sample builds + one full build).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -91,6 +95,7 @@ class ScaleSpec(BaseModel):
     build_rules: dict[str, str] = Field(default_factory=dict)
     bootstrap: int = Field(200, ge=10, le=10_000)
     band: float = Field(0.9, gt=0.0, lt=1.0)
+    check: Literal["all", "answer"] = "all"
 
     @field_validator("fractions", mode="before")
     @classmethod
@@ -385,6 +390,26 @@ class BuildStudy:
 
 
 
+def answer_build(builds: Sequence[BuildStudy], largest: int, full_n: int,
+                 n_stop: Mapping[int, float | None]) -> int | None:
+    """Index of the answer build: among builds not stopped whose cheapest knob was found at the
+    ``largest`` sample size and whose ceiling trend does not predict a stop at or below
+    ``full_n`` (``n_stop``: build index -> that N or None), the highest batch QPS (queries/s)
+    at that knob; None when no build qualifies."""
+    best: tuple[float, int] | None = None
+    for i, b in enumerate(builds):
+        row = b.samples[-1] if b.samples else None
+        if b.stopped is not None or row is None or row["n"] != largest or row["knob"] is None:
+            continue
+        stop = n_stop.get(i)
+        if stop is not None and stop <= full_n:
+            continue
+        qps = float(row.get("qps") or 0.0)
+        if best is None or qps > best[0]:
+            best = (qps, i)
+    return None if best is None else best[1]
+
+
 # --- the exported rule ---------------------------------------------------------------------------
 def export_rule(entry: Mapping[str, Any], build_rules: Mapping[str, str]) -> dict[str, Any] | None:
     """The rule an export carries for one build of a scale study's summary (``builds[i]``): the
@@ -431,6 +456,7 @@ __all__ = [
     "Fit",
     "LocalOutcome",
     "ScaleSpec",
+    "answer_build",
     "bootstrap_band",
     "ceiling_message",
     "ceiling_trend",

@@ -78,6 +78,7 @@ class Probe:
     recall: float
     recall_lb: float
     per_query: np.ndarray
+    qps: float  # queries/s of the batch pass
 
     def meets(self, target: float) -> bool:
         return bool(self.recall_lb >= target - EPS)
@@ -100,7 +101,9 @@ class Study:
             raise ConfigError(f"{spec.source}: field 'scale': {exc}") from None
         self.split = _split(spec, ds)
         self.builds = self._plan()
-        self.timing = {"samples_s": 0.0, "full_s": 0.0, "groundtruth_s": 0.0}
+        self.timing = {"samples_s": 0.0, "full_s": 0.0, "groundtruth_s": 0.0,
+                       "full_groundtruth_s": 0.0}
+        self.answer: int | None = None
         self.steps = 0
 
     # --- planning ----------------------------------------------------------------------------
@@ -155,7 +158,8 @@ class Study:
                               query_set="tune")
         conf = self.spec.tune.confidence
         p = Probe(int(value), m.recall, lower_bound(m.per_query_recall, self.k, conf,
-                                                    self.spec.seed), m.per_query_recall)
+                                                    self.spec.seed), m.per_query_recall,
+                  float(m.qps))
         cache[value] = p
         self.steps += 1
         if self.progress:
@@ -167,6 +171,8 @@ class Study:
         t0 = time.perf_counter()
         gt = sample_ground_truth(ds, self.k)
         self.timing["groundtruth_s"] += time.perf_counter() - t0
+        if ds.n_base == self.ds.n_base:
+            self.timing["full_groundtruth_s"] += time.perf_counter() - t0
         return Evaluator.for_spec(self.spec, ds, None, gt=gt)
 
     # --- samples -----------------------------------------------------------------------------
@@ -198,6 +204,7 @@ class Study:
         row: dict[str, Any] = {
             "n": n, "build": build, "low": low, "high": high, "knob": out.value,
             "ceiling": top.recall_lb, "ceiling_recall": top.recall,
+            "qps": None if out.value is None else cache[out.value].qps,
             "evaluations": out.evaluations, "build_s": build_s,
             "search_s": time.perf_counter() - t0 - build_s,
         }
@@ -267,7 +274,11 @@ class Study:
 
     # --- the full N --------------------------------------------------------------------------
     def run_full(self, fits: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        n_stop = {i: (f.get("ceiling_trend") or {}).get("n_stop") for i, f in fits.items()}
+        self.answer = sc.answer_build(self.builds, self.sizes[-1], self.ds.n_base, n_stop)
         todo = [i for i, b in enumerate(self.builds) if b.stopped is None and i in fits]
+        if self.scale.check == "answer":
+            todo = [i for i in todo if i == self.answer]
         out: dict[int, dict[str, Any]] = {}
         if not todo:
             return out
@@ -417,6 +428,24 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
     }
 
 
+def _answer(study: Study, builds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The answer build and what it cost: the samples plus its one build at the full N
+    (ground truth, build and searches there), in seconds."""
+    i = study.answer
+    if i is None:
+        return None
+    b = builds[i]
+    checked = b["full_build_s"] is not None
+    t = study.timing
+    return {
+        "build": i, "label": b["label"], "backend": b["backend"], "params": b["build"],
+        "chosen_by": "highest batch QPS at the cheapest knob on the largest sample",
+        "checked_at_full": checked,
+        "cost_s": t["samples_s"] + t["full_groundtruth_s"]
+        + (b["full_build_s"] or 0.0) + (b["full_search_s"] or 0.0) if checked else None,
+    }
+
+
 def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int, dict[str, Any]],
                   run_id: str, wall_s: float) -> dict[str, Any]:
     spec, ds = study.spec, study.ds
@@ -465,6 +494,8 @@ def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int,
             "sizes": study.sizes, "full_n": ds.n_base, "predict_at": study.scale.predict_at,
             "build_rules": study.scale.build_rules, "rule": RULE_NOTE,
             "cost_s": {**study.timing, "wall_s": wall_s},
+            "check": study.scale.check,
+            "answer": _answer(study, builds),
             "messages": [b["message"] for b in builds if b["message"]],
         },
     }

@@ -139,3 +139,40 @@ def test_cli_prints_the_study_and_the_report_draws_it(study, tmp_path, capsys):
     text = page.html.read_text()
     assert "Scale study" in text and "knob(N)" in text
     assert any(p.name.endswith("_scale.png") for p in page.pngs)
+
+
+def test_the_answer_is_the_fastest_build_on_the_largest_sample(study):
+    s = study.summary
+    ans = s["scale"]["answer"]
+    assert s["scale"]["check"] == "all"
+    largest = s["scale"]["sizes"][-1]
+    met = {i: b["samples"][-1]["qps"] for i, b in enumerate(s["builds"])
+           if b["samples"][-1]["n"] == largest and b["samples"][-1]["knob"] is not None}
+    assert ans["build"] == max(met, key=lambda i: met[i])
+    assert ans["label"] == s["builds"][ans["build"]]["label"] and ans["checked_at_full"]
+    b = s["builds"][ans["build"]]
+    cost = s["scale"]["cost_s"]
+    # samples + the full N's ground truth + this one build and its searches there
+    assert ans["cost_s"] == pytest.approx(cost["samples_s"] + cost["full_groundtruth_s"]
+                                          + b["full_build_s"] + b["full_search_s"])
+    assert ans["cost_s"] < cost["samples_s"] + cost["full_s"]
+
+
+def test_check_answer_builds_only_the_answer_at_full_n(tmp_path):
+    spec = scale_spec([
+        {"backend": "hnswlib", "label": "a", "build": {"M": 12, "ef_construction": 60},
+         "search": {"ef_search": 10}},
+        {"backend": "hnswlib", "label": "b", "build": {"M": 6, "ef_construction": 30},
+         "search": {"ef_search": 10}},
+    ], check="answer")
+    s = run_sweep(spec, tmp_path / "run", dataset=clustered(4000)).summary
+    ans = s["scale"]["answer"]
+    assert s["scale"]["check"] == "answer" and ans["checked_at_full"]
+    for i, b in enumerate(s["builds"]):
+        assert all(key in b for key in KEYS)
+        if i == ans["build"]:
+            assert b["exact"] is not None and b["ceiling_measured"] and b["full_build_s"] > 0
+        else:  # predicted only: never built at the full N
+            assert b["exact"] is None and not b["ceiling_measured"]
+            assert b["full_build_s"] is None and b["predicted"] is not None
+    assert [lb for lb, v in s["backends"].items() if v["chosen"] is not None] == [ans["label"]]
