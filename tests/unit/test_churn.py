@@ -251,3 +251,23 @@ def test_shipped_churn_spec_and_runbook_files_load() -> None:
     for f in files:
         book = resolve_runbook(load_runbook(str(f), where=str(f)), base, where=str(f))
         assert book.count("search") >= 4, f
+
+
+@pytest.mark.slow  # two engine builds per step on 2 cores: tens of seconds
+@pytest.mark.parametrize("config", [
+    {"backend": "qdrant", "build": {"m": 8, "ef_construct": 40}, "search": {"hnsw_ef": 20}},
+    {"backend": "lancedb-hnsw", "build": {"m": 8, "ef_construction": 40},
+     "search": {"ef": 20}},
+], ids=["qdrant", "lancedb"])
+def test_engines_with_a_working_folder_run_the_runbook(tmp_path: Path,
+                                                       config: dict[str, Any]) -> None:
+    """Engines that keep files (Qdrant's shard, LanceDB's table) get a folder inside the run's
+    own one (it failed with 'No such file or directory' before the folder was created)."""
+    pytest.importorskip("qdrant_edge" if config["backend"] == "qdrant" else "lancedb")
+    res = run_churn(_spec([config]), out=tmp_path / "r")
+    (c,) = res.summary["configs"]
+    searches = [r for r in c["steps"] if r["op"] == "search"]
+    assert [r["step"] for r in searches] == [1, 4, 7]
+    assert all(0.0 < r["recall"] <= 1.0 for r in searches)
+    assert searches[-1]["live"] == 800 - 250 + 350  # replace keeps ids; delete; insert
+    assert any(r.get("maintain_action") for r in c["steps"] if r["op"] == "maintain")

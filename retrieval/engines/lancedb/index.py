@@ -195,6 +195,7 @@ class LanceIndex(SnapshotIndex):
     def _make_dir(self) -> None:
         """A fresh folder of rwb's for the table: under ``workdir``, else under a temp one."""
         base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-lancedb-"))
+        base.mkdir(parents=True, exist_ok=True)  # a caller's folder that is not there yet
         self._owned = self.workdir is None
         self._dir = Path(tempfile.mkdtemp(prefix="lancedb-", dir=base))
 

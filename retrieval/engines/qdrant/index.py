@@ -204,6 +204,7 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
                             f"{x.shape[0]} vectors (one per vector is required)")
         self._payload_attrs, self._filters = None, {}
         base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-qdrant-"))
+        base.mkdir(parents=True, exist_ok=True)  # a caller's folder that is not there yet
         self._dir = Path(tempfile.mkdtemp(prefix="shard-", dir=base))
         self._owned = self.workdir is None
         try:
