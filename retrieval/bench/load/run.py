@@ -250,7 +250,7 @@ ExtraTarget = Callable[[Any], contextlib.AbstractContextManager[tuple[Any, dict[
 
 
 def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
-                   workdir: Path | None = None, extra: tuple[ExtraTarget, ...] = (),
+                   workdir: Path | str | None = None, extra: tuple[ExtraTarget, ...] = (),
                    tracing: Any = None) -> LoadBenchResult:
     """Build each config, load it, search its capacity; then each ``extra`` target (e.g.
     :func:`retrieval.cache.loadtarget.lookup_target`, which the CLI hands in); see the module
@@ -278,7 +278,8 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
     rows: list[dict[str, Any]] = []
     aborted: str | None = None
     with contextlib.ExitStack() as stack, _datasets() as datasets:
-        base = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rwb-ld-")))
+        base = Path(workdir) if workdir is not None else Path(  # a str is taken too
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="rwb-ld-")))
         for r in configs:
             if aborted:
                 break
