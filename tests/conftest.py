@@ -10,6 +10,17 @@ from typing import Any
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before anything imports numba (ranx, bm25s)
+    # Numba's on-disk cache of compiled functions (ranx's metrics) lives beside the package in
+    # site-packages and is not safe for concurrent writers: in the first run of a fresh venv
+    # with two workers, every ranx nDCG on one worker came out wrong (0.11-0.15 instead of
+    # 0.645 / 0.685; right again when run alone on the same venv). Each worker compiles into a
+    # folder of its own.
+    import tempfile as _tempfile
+
+    os.environ.setdefault("NUMBA_CACHE_DIR", _tempfile.mkdtemp(
+        prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-"))
+
 # --- a private cache per test session --------------------------------------------------------
 #: what rwb reads for its caches (retrieval/paths.py, retrieval/indexes/buildcache.py), plus the
 #: Hugging Face / torch homes (the model is packaged: nothing may come from those caches)
