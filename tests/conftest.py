@@ -18,8 +18,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before anything imports numba (ranx
     # folder of its own.
     import tempfile as _tempfile
 
-    os.environ.setdefault("NUMBA_CACHE_DIR", _tempfile.mkdtemp(
-        prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-"))
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        _NUMBA_DIR: str | None = _tempfile.mkdtemp(
+            prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
+        os.environ["NUMBA_CACHE_DIR"] = _NUMBA_DIR  # removed in pytest_unconfigure
 
 # --- a private cache per test session --------------------------------------------------------
 #: what rwb reads for its caches (retrieval/paths.py, retrieval/indexes/buildcache.py), plus the
@@ -252,6 +254,9 @@ def _isolate_worker_services() -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    numba_dir = globals().get("_NUMBA_DIR")
+    if numba_dir:
+        shutil.rmtree(numba_dir, ignore_errors=True)
     while _WORKER_SERVICES:
         try:
             _WORKER_SERVICES.pop()()

@@ -96,10 +96,9 @@ class ConfigRun:
                 self.uri = self._stack.enter_context(
                     serve(self.workdir / f"server-{self.label}", threads=self.spec.threads))
             kwargs["uri"] = self.uri
-        workdir = self.workdir / f"{self.label}-{tag}"  # in this run's own folder
-        workdir.mkdir(parents=True, exist_ok=True)
         return self.ce.cls(self.ds.dim, self.ds.metric, self.bp, seed=self.spec.seed,
-                           threads=self.spec.threads, workdir=workdir, **kwargs)
+                           threads=self.spec.threads, workdir=self.workdir / f"{self.label}-{tag}",
+                           **kwargs)
 
     def check(self) -> None:
         """Refuse, in one line and before the run, a backend that cannot do the write steps."""

@@ -170,9 +170,10 @@ class Study:
     def evaluator(self, ds: VectorDataset) -> Evaluator:
         t0 = time.perf_counter()
         gt = sample_ground_truth(ds, self.k)
-        self.timing["groundtruth_s"] += time.perf_counter() - t0
+        spent = time.perf_counter() - t0
+        self.timing["groundtruth_s"] += spent
         if ds.n_base == self.ds.n_base:
-            self.timing["full_groundtruth_s"] += time.perf_counter() - t0
+            self.timing["full_groundtruth_s"] += spent
         return Evaluator.for_spec(self.spec, ds, None, gt=gt)
 
     # --- samples -----------------------------------------------------------------------------
