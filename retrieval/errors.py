@@ -28,6 +28,12 @@ class BackendError(RwbError, RuntimeError):
     """A backend (library or server) is unavailable or failed."""
 
 
+class NotReachable(BackendError):
+    """An engine, a server or the data is not reachable from here (connection refused, no URL,
+    credentials refused, a file gone). The CLI exits 3 ("not measurable here",
+    docs/exit-codes.md); nothing was judged or changed."""
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from retrieval._version import __version__
-from retrieval.errors import RwbError
+from retrieval.errors import NotReachable, RwbError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with progress_to(_common.phase_progress()):
             return int(args.func(args) or 0)
+    except NotReachable as exc:  # not measurable here (docs/exit-codes.md)
+        print(f"rwb: not measurable here: {exc}", file=sys.stderr)
+        return 3
     except RwbError as exc:
         print(f"rwb: error: {exc}", file=sys.stderr)
         return 2

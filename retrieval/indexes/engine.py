@@ -75,7 +75,8 @@ class EngineDescriptor:
     (``start`` / ``stop``), if it has one; ``local_server``: see :data:`LocalServer`;
     ``takes_auto``: whether it accepts a
     let-the-engine-choose (AUTOINDEX) config; ``roles``: (role, backend) pairs this engine
-    fills by default (:data:`ROLES`); ``filter_call``: see :data:`FilterCall`."""
+    fills by default (:data:`ROLES`); ``filter_call``: see :data:`FilterCall`; ``attach``: see
+    :mod:`retrieval.indexes.live`."""
 
     name: str
     backends: tuple[str, ...] = ()
@@ -95,6 +96,9 @@ class EngineDescriptor:
     roles: tuple[tuple[str, str], ...] = ()
     summary: str = ""
     filter_call: FilterCall | None = None
+    #: attach read-only to a user's live collection (:mod:`retrieval.indexes.live`): called
+    #: with the spec's ``live:`` mapping and the spec file (for messages); None: cannot attach
+    attach: Callable[[Mapping[str, Any], str | None], Any] | None = None
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}
