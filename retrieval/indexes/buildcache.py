@@ -29,7 +29,6 @@ warning and the builds go on without caching.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -38,7 +37,6 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,24 +49,30 @@ from retrieval.indexes.base import (
     SupportsBuildThreads,
     SupportsSnapshot,
 )
+from retrieval.indexes.cachekeys import (
+    FORMAT,
+    MARKER,
+    SIDECAR,
+    _dir_digest,  # noqa: F401  (re-exported: tests clear its cache)
+    _key_of,
+    _read_sidecar,
+    _sha256,
+    array_digest,
+    code_version,
+)
+from retrieval.indexes.trained import TrainedStore  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
-#: rwb's entry format (part of every entry's identity); 2: the sidecar carries MARKER and key
-FORMAT = 2
-#: the sidecar field that marks an entry rwb wrote (its value: FORMAT)
-MARKER = "rwb_index_cache"
 #: a marker file inside rwb's temporary folders (only those are ever cleaned up)
 _TMP_MARK = ".rwb-writing"
 _TMP_PREFIX = ".rwb-tmp-"
 _TRASH_PREFIX = ".rwb-trash-"
-_KEY_RE = re.compile(r"[0-9a-f]{32}")
 _TRASH_RE = re.compile(re.escape(_TRASH_PREFIX) + r"[0-9a-f]{32}-[0-9]+-[0-9]+")
 ENV_DIR = "RWB_INDEX_CACHE_DIR"
 ENV_MAX = "RWB_INDEX_CACHE_MAX_MB"
 ENV_SWITCH = "RWB_INDEX_CACHE"
 DEFAULT_MAX_MB = 4096.0
-SIDECAR = "entry.json"
 _OFF = ("off", "0", "false", "no")
 #: temporary folders of writers that died are removed after this many seconds
 _STALE_TMP_S = 3600.0
@@ -174,88 +178,6 @@ class Entry:
                 "last_used": self.last_used, "identity": self.identity, "build_s": self.build_s,
                 "build_threads": self.build_threads, "created": self.created,
                 "problem": self.problem}
-
-
-def array_digest(*arrays: np.ndarray | None) -> str:
-    """sha256 (hex, 16 chars) of arrays' dtype, shape and bytes (None counts as absent)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        if a is None:
-            h.update(b"none")
-            continue
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.data.cast("B") if a.size else b"")
-    return h.hexdigest()[:16]
-
-
-def _key_of(identity: dict[str, Any]) -> str:
-    """The entry's folder name: the hash of the whole identity (data, build, seed, versions,
-    build code), so that builds of other code or library versions are other entries."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def _legacy_key_of(identity: dict[str, Any]) -> str:
-    """The folder name entries of format 1 had (the identity without the versions): only used
-    to recognise such an entry as rwb's (to evict or clear it), never to take it."""
-    core = {k: v for k, v in identity.items() if k not in ("library_version", "format")}
-    return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def _ours(folder: Path, meta: Any) -> bool:
-    """Whether ``meta`` (a parsed sidecar) marks ``folder`` as an entry rwb wrote."""
-    if not isinstance(meta, dict) or not _KEY_RE.fullmatch(folder.name):
-        return False
-    if MARKER in meta:
-        return meta.get("key") == folder.name
-    ident = meta.get("identity")  # format 1: no marker; the name is the identity's hash
-    return (isinstance(ident, dict) and ident.get("format") == 1
-            and _legacy_key_of(ident) == folder.name)
-
-
-def _read_sidecar(folder: Path) -> tuple[dict[str, Any] | None, str]:
-    """(the parsed sidecar when it marks ``folder`` as rwb's, else None; the reason)."""
-    try:
-        meta = json.loads((folder / SIDECAR).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return None, f"no readable {SIDECAR} ({type(exc).__name__})"
-    if not _ours(folder, meta):
-        return None, f"its {SIDECAR} is not an rwb index cache entry's"
-    return meta, ""
-
-
-@lru_cache(maxsize=64)
-def _dir_digest(dirs: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for d in dirs:
-        for path in sorted(Path(d).glob("*.py")):
-            h.update(path.name.encode())
-            try:
-                h.update(path.read_bytes())
-            except OSError:
-                h.update(b"unreadable")
-    return h.hexdigest()[:16]
-
-
-def code_version(cls: type | None = None) -> str:
-    """rwb's version and a digest of the build code: every ``.py`` file in the folders of the
-    rwb modules that define ``cls`` and its base classes, and of this module (a change of build
-    code is another cache entry). ``cls`` None: this module's folder only."""
-    import sys
-
-    dirs = {str(Path(__file__).resolve().parent)}
-    for klass in (cls.__mro__ if cls is not None else ()):
-        mod = sys.modules.get(klass.__module__)
-        path = getattr(mod, "__file__", None)
-        if klass.__module__.startswith("retrieval.") and path:
-            dirs.add(str(Path(path).resolve().parent))
-    version = getattr(sys.modules.get("retrieval"), "__version__", "?")
-    return f"{version}+{_dir_digest(tuple(sorted(dirs)))}"
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def index_identity(
@@ -598,43 +520,6 @@ class IndexCache:
 
 def _plain(extra: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if isinstance(v, str | int | float | bool) or v is None}
-
-
-class TrainedStore:
-    """Trained parts shared between builds of one dataset (Faiss IVF coarse quantizers): kept
-    in memory for this process and, with a cache, on disk as ``quantizer`` entries. Keys are
-    the backend's description of what was trained (data is added here)."""
-
-    def __init__(self, cache: IndexCache | None, data: str) -> None:
-        self.cache = cache
-        self.data = data
-        self._mem: dict[str, np.ndarray] = {}
-        #: how many gets were answered (memory or disk) and how many trainings were stored
-        self.shared = 0
-        self.trained = 0
-
-    def _identity(self, key: dict[str, Any]) -> dict[str, Any]:
-        return {**key, "kind": "quantizer", "format": FORMAT, "data": self.data,
-                "library_version": str(key.get("faiss", "")), "build_code": code_version()}
-
-    def get(self, key: dict[str, Any]) -> np.ndarray | None:
-        ident = self._identity(key)
-        mem_key = json.dumps(ident, sort_keys=True)
-        arr = self._mem.get(mem_key)
-        if arr is None and self.cache is not None:
-            arr = self.cache.fetch_array(ident)
-            if arr is not None:
-                self._mem[mem_key] = arr
-        if arr is not None:
-            self.shared += 1
-        return arr
-
-    def put(self, key: dict[str, Any], arr: np.ndarray) -> None:
-        ident = self._identity(key)
-        self._mem[json.dumps(ident, sort_keys=True)] = np.asarray(arr, dtype=np.float32)
-        self.trained += 1
-        if self.cache is not None:
-            self.cache.store_array(ident, np.asarray(arr, dtype=np.float32))
 
 
 def build_or_load(

@@ -259,7 +259,7 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
         p = self.build_params
         assert isinstance(p, IvfBuild)
         return {
-            "kind": "faiss-ivf coarse quantizer", "faiss": fc.version(), "dim": self.dim,
+            "kind": "faiss-ivf coarse quantizer", "library_version": fc.version(), "dim": self.dim,
             "metric": self.metric, "n": n, "nlist": p.nlist, "seed": self.seed,
             "train_rows": "all" if rows is None else int(rows.shape[0]),
         }

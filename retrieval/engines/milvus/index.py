@@ -41,11 +41,12 @@ Distances: Milvus "L2" returns the squared Euclidean distance (as rwb's ``l2``);
 OpenMP threads to ``threads`` in every Milvus Lite thread that runs faiss (see ``_milvus_lite``:
 a thread count set in the caller's thread does not reach them); 1 thread: reproducible builds.
 
-This module is the registered backend; its helpers are private modules beside it:
-``_milvus_params`` (params models and their checks), ``_milvus_common`` (names, redaction, log
-silencer, ids, results), ``_milvus_build`` (schema, index params, wait, read-back check),
-``_milvus_lite`` (the in-process server and its files on disk), ``_milvus_checks`` (the
-brute-force check), ``_milvus_filter`` (attributes as fields, filters as expressions).
+This module is the registered backend; its helpers are modules beside it: ``params`` (params
+models and their checks), ``common`` (names, redaction, log silencer, ids, results), ``build``
+(schema, index params, wait, read-back check), ``lite`` (the in-process server and its files on
+disk), ``checks`` (the brute-force check), ``filter`` (attributes as fields, filters as
+expressions), ``connection`` (where, clients, one-line RPC errors), ``writes`` (inserts,
+deletes, maintain).
 
 Writes (:class:`~retrieval.indexes.base.SupportsWrites`): the primary key is the caller's int64
 id itself (no mapping). An insert is ``insert`` of the rows (they land in a growing segment,
@@ -65,7 +66,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -90,12 +90,12 @@ from retrieval.engines.milvus.common import (
     VEC,
     WHERE,
     check_ids,
-    install_call_filter,
     quiet_call,
     quiet_pymilvus,
     redact_uri,
     to_result,
 )
+from retrieval.engines.milvus.connection import MilvusConnection
 from retrieval.engines.milvus.filter import MilvusFilter
 from retrieval.engines.milvus.lite import (
     InProcessLite,
@@ -119,11 +119,11 @@ from retrieval.engines.milvus.params import (
     resolve_build,
     search_model_for,
 )
-from retrieval.errors import BackendError, ConfigError, DataError, param_error
+from retrieval.engines.milvus.writes import MilvusWrites
+from retrieval.errors import BackendError, ConfigError, param_error
 from retrieval.indexes.base import (
     BuildInfo,
     IndexBackend,
-    MaintainInfo,
     MemoryClaim,
     SearchResult,
 )
@@ -132,7 +132,6 @@ from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params
-from retrieval.redact import redact_text, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ _VIEWS: dict[type[MilvusBuild], type[MilvusIndex]] = {}
 
 
 @register
-class MilvusIndex(MilvusFilter, IndexBackend):
+class MilvusIndex(MilvusConnection, MilvusWrites, MilvusFilter, IndexBackend):
     """Milvus (Lite embedded or a server by URI). See the module docstring."""
 
     name = "milvus"
@@ -261,105 +260,6 @@ class MilvusIndex(MilvusFilter, IndexBackend):
                 f"allowed: {allowed}"
             )
         return kind.knob_bounds(k)
-
-    # --- connection ----------------------------------------------------------------------
-    @property
-    def where(self) -> str:
-        """Where the data lives, safe to log: the Lite path or the URI without credentials."""
-        if self._embedded:
-            return str(self._db_path or self._uri or "(milvus lite, not started)")
-        return redact_uri(str(self._uri))
-
-    @property
-    def embedded(self) -> bool:
-        return self._embedded
-
-    def _scrub(self, text: str) -> str:
-        if self._token:
-            text = text.replace(self._token, "***")
-        if self._uri and not self._embedded:
-            text = text.replace(self._uri, redact_uri(self._uri))
-            text = redact_text(text, url_secrets(self._uri))  # pieces a client error shows
-        return text
-
-    def connect(self) -> Any:
-        """Open the client (idempotent); raise BackendError naming where, within the timeout."""
-        if self._closed:
-            raise BackendError(f"{WHERE}: index is closed")
-        if self._client is not None:
-            return self._client
-        from pymilvus import MilvusClient
-
-        install_call_filter()
-        if self._embedded:
-            self._client = self._open_lite(MilvusClient)
-            return self._client
-        t0 = time.perf_counter()
-        try:
-            with quiet_pymilvus():
-                self._client = MilvusClient(
-                    uri=self._uri, token=self._token, timeout=self.connect_timeout_s,
-                    dedicated=True,
-                )
-        except Exception as exc:
-            waited = time.perf_counter() - t0
-            raise BackendError(
-                f"{WHERE}: cannot connect to Milvus at {self.where} (timeout "
-                f"{self.connect_timeout_s:g} s, gave up after {waited:.1f} s): "
-                f"{self._scrub(str(exc))[:300]}"
-            ) from None
-        return self._client
-
-    def _open_lite(self, client_cls: Any) -> Any:
-        try:
-            import milvus_lite  # noqa: F401
-        except ImportError:
-            raise BackendError(
-                f"{WHERE}: embedded mode needs milvus-lite (pip install "
-                f"'retrieval-workbench[milvus]'), or set {URI_ENV} to a Milvus server"
-            ) from None
-        if self._uri is not None:
-            path = Path(self._uri)
-        else:
-            base = self.workdir
-            if base is None:
-                base = Path(tempfile.mkdtemp(prefix="rwb-milvus-"))
-                self._owned_dirs.append(base)
-            base.mkdir(parents=True, exist_ok=True)
-            path = base / f"rwb-milvus-{uuid.uuid4().hex[:12]}.db"
-            self._owned_dirs.insert(0, path)
-        self._db_path = path.resolve()
-        try:
-            with quiet_pymilvus():
-                try:
-                    self._lite = InProcessLite.start(self._db_path, self.threads)
-                except (ImportError, AttributeError) as exc:  # Milvus Lite internals moved
-                    log.warning("milvus: serving Milvus Lite through pymilvus (%r); faiss "
-                                "threads in its worker threads are not pinned", exc)
-                    return client_cls(str(self._db_path), timeout=self.connect_timeout_s)
-                return client_cls(uri=self._lite.uri, timeout=self.connect_timeout_s,
-                                  dedicated=True)
-        except Exception as exc:
-            raise BackendError(
-                f"{WHERE}: cannot open Milvus Lite at {self._db_path} ({type(exc).__name__}: "
-                f"{str(exc)[:300]}); Milvus Lite locks a path per process: use one path per "
-                f"process, or run `milvus-lite server` and connect by URI"
-            ) from None
-
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one RPC; a failure becomes a one-line BackendError (pymilvus's own traceback
-        logging is silenced: a search only in the calling thread, see ``quiet_call``)."""
-        quiet = quiet_pymilvus() if what != "search" else quiet_call()
-        try:
-            with quiet:
-                return fn(*args, **kwargs)
-        except Exception as exc:
-            if isinstance(exc, BackendError | ConfigError | DataError):
-                raise
-            raise BackendError(
-                f"{WHERE}: {what} failed on {self.where}: {type(exc).__name__}: "
-                f"{self._scrub(str(exc))[:300]}"
-            ) from None
 
     # --- build ----------------------------------------------------------------------
     def build(self, vectors: np.ndarray, ids: np.ndarray | None = None) -> BuildInfo:
@@ -573,37 +473,6 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             parts.append(res)
         return to_result(parts, len(q), k, self.metric)
 
-    async def _async_client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._aclient is not None and self._aloop is loop:
-            return self._aclient
-        await self._aclose_client()
-        from pymilvus import AsyncMilvusClient
-
-        if self._lite is not None:
-            target = self._lite.uri
-        else:
-            target = str(self._db_path) if self._embedded else str(self._uri)
-        client = AsyncMilvusClient(
-            uri=target, token=self._token, timeout=self.connect_timeout_s, dedicated=True
-        )
-        self._aclient, self._aloop = client, loop
-        return client
-
-    async def _aclose_client(self) -> None:
-        client, loop = self._aclient, self._aloop
-        self._aclient, self._aloop = None, None
-        if client is None:
-            return
-        if loop is asyncio.get_running_loop():
-            with contextlib.suppress(Exception), quiet_pymilvus():
-                await client.close()
-
-    async def aclose(self) -> None:
-        """Close the async client inside its loop, then everything else (:meth:`close`)."""
-        await self._aclose_client()
-        self.close()
-
     # --- brute-force check ----------------------------------------------------------------------
     def verify_not_brute_force(
         self, queries: np.ndarray, k: int, exact_ids: np.ndarray, *, raise_on_failure: bool = True
@@ -619,87 +488,6 @@ class MilvusIndex(MilvusFilter, IndexBackend):
         Use queries for which the low end is not trivially exact (a few dozen suffice).
         """
         return brute_force_check(self, queries, k, exact_ids, raise_on_failure=raise_on_failure)
-
-    # --- writes (SupportsWrites) -------------------------------------------------------------
-    def cannot_write(self) -> str | None:
-        if self._attrs is not None:
-            return "its build carries attributes for filtered search (inserts would have none)"
-        return None
-
-    def _writable(self, what: str) -> set[int]:
-        if self._closed:
-            raise BackendError(f"{WHERE}: index is closed")
-        if not self._built_n or self._client is None:
-            raise ConfigError(f"{WHERE}: {what} called before build()")
-        reason = self.cannot_write()
-        if reason:
-            raise ConfigError(f"{WHERE} {what}: {reason}")
-        if self._live is None:
-            assert self._build_ids is not None
-            self._live = set(self._build_ids.tolist())
-        return self._live
-
-    def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None:
-        """Add ``vectors`` (m, dim) under the caller's ``ids`` (primary keys, none live)."""
-        from retrieval.indexes.writes import check_write_ids
-
-        live = self._writable("insert")
-        x = as_matrix(vectors, f"{WHERE} insert vectors", dim=self.dim)
-        new = check_write_ids(ids, x.shape[0], f"{WHERE} insert")
-        dup = [v for v in new.tolist() if v in live]
-        if dup:
-            raise DataError(f"{WHERE} insert: id {dup[0]} is already in the index ({len(dup)} "
-                            f"of the {len(new)} ids are); delete it first")
-        batch = self.insert_batch
-        for s in range(0, new.shape[0], batch):
-            rows = [{PK: i, VEC: v} for i, v in zip(new[s:s + batch].tolist(), x[s:s + batch])]
-            self._call("insert", self._client.insert, self.collection, rows)
-        live.update(new.tolist())
-
-    def delete(self, ids: np.ndarray) -> None:
-        """Remove the live ``ids`` (primary keys); a deleted id is never returned again."""
-        from retrieval.indexes.writes import check_write_ids
-
-        live = self._writable("delete")
-        arr = np.asarray(ids)
-        if arr.ndim != 1:
-            raise DataError(f"{WHERE} delete: ids must be a 1-d array; received shape "
-                            f"{arr.shape}")
-        gone = check_write_ids(arr, arr.shape[0], f"{WHERE} delete")
-        missing = [v for v in gone.tolist() if v not in live]
-        if missing:
-            raise DataError(f"{WHERE} delete: id {missing[0]} is not in the index "
-                            f"({len(missing)} of the {len(gone)} ids are not)")
-        if gone.shape[0]:
-            self._call("delete", self._client.delete, self.collection, ids=gone.tolist())
-        live.difference_update(gone.tolist())
-
-    def maintain(self) -> MaintainInfo:
-        """``flush`` + ``compact`` (waited for) + index coverage of the live rows (seconds)."""
-        live = self._writable("maintain")
-        client = self._client
-        t0 = time.perf_counter_ns()
-        self._call("flush", client.flush, self.collection)
-        job = self._call("compact", client.compact, self.collection)
-        state = "Completed"
-        deadline = time.perf_counter() + self.index_timeout_s
-        while True:
-            state = str(self._call("get_compaction_state", client.get_compaction_state, job))
-            if state.lower().endswith(("completed", "undefined")) or \
-                    time.perf_counter() > deadline:
-                break
-            time.sleep(0.02)
-        self._drain_lite_background()
-        self._wait_indexed(len(live))
-        seconds = (time.perf_counter_ns() - t0) / 1e9
-        return MaintainInfo("flush+compact", seconds, {"compaction": state,
-                                                         "live": len(live)})
-
-    def live_count(self) -> int:
-        """Live rows: built + inserted - deleted."""
-        if not self._built_n:
-            raise ConfigError(f"{WHERE}: live_count() called before build()")
-        return self._built_n if self._live is None else len(self._live)
 
     # --- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
@@ -729,14 +517,6 @@ class MilvusIndex(MilvusFilter, IndexBackend):
             shutil.rmtree(d, ignore_errors=True)
         self._owned_dirs = []
         super().close()
-
-    def _close_async_outside_loop(self) -> None:
-        client, loop = self._aclient, self._aloop
-        self._aclient, self._aloop = None, None
-        if client is None or loop is None or loop.is_closed() or loop.is_running():
-            return  # a closed loop took its channel with it; a running one: use aclose()
-        with contextlib.suppress(Exception), quiet_pymilvus():
-            loop.run_until_complete(client.close())
 
     def __enter__(self) -> MilvusIndex:
         return self
