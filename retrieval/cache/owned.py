@@ -19,54 +19,31 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from retrieval.engines.redis.owned import (
-    CLIENT_PREFIX,
-    MARKER_PREFIX,
+    Leftover,
     client_name,
+    key_pattern,
+    leftovers,
     marker_key,
     marker_record,
     new_run_id,
+    remove_leftover,
 )
+from retrieval.engines.redis.owned import drop_everything as _drop_everything
+from retrieval.engines.redis.owned import index_exists as _index_exists
+from retrieval.engines.redis.owned import read_marker as _marker
+from retrieval.engines.redis.owned import text_of as _text
 from retrieval.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _index_exists(client: Any, name: str) -> bool:
-    return name in {_text(n) for n in client.execute_command("FT._LIST")}
 
 
 def _first_key(client: Any, pattern: str) -> str | None:
     for key in client.scan_iter(match=pattern, count=1000):
         return _text(key)
     return None
-
-
-def _marker(client: Any, name: str) -> dict[str, Any] | None:
-    raw = client.get(marker_key(name))
-    if raw is None:
-        return None
-    try:
-        rec = json.loads(_text(raw))
-    except ValueError:
-        return {"run": "?"}
-    return rec if isinstance(rec, dict) else {"run": "?"}
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def key_pattern(name: str) -> str:
-    """The SCAN pattern of the keys under ``name``'s prefix (``<name>:*``)."""
-    return f"{_glob_escape(name)}:*"
 
 
 def check_free(client: Any, name: str, url: str, *, what: str) -> None:
@@ -139,71 +116,6 @@ def drop_owned(client: Any, name: str, run_id: str, *, recreated: bool = False) 
         return False
     _drop_everything(client, name)
     return True
-
-
-def _drop_everything(client: Any, name: str) -> None:
-    import redis
-
-    from retrieval.cache.redis import index_missing
-
-    try:
-        client.execute_command("FT.DROPINDEX", name, "DD")
-    except redis.ResponseError as exc:
-        if not index_missing(exc):
-            raise
-    batch = list(client.scan_iter(match=key_pattern(name), count=1000))
-    for i in range(0, len(batch), 1000):
-        client.delete(*batch[i: i + 1000])
-    client.delete(marker_key(name))
-
-
-@dataclass(frozen=True)
-class Leftover:
-    """One rwb-marked index in Redis (a semantic cache or a vector index of backend ``redis``):
-    its name, the marker record, how many keys are under its prefix, and whether its run still
-    has a connection (``alive``)."""
-
-    name: str
-    record: dict[str, Any]
-    keys: int
-    index: bool
-    alive: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": "redis-index", "name": self.name, "keys": self.keys,
-                "index": self.index, "alive": self.alive, **{
-                    k: self.record.get(k) for k in ("run", "host", "pid", "created", "what")}}
-
-
-def _live_runs(client: Any) -> set[str]:
-    names = set()
-    for c in client.client_list():
-        n = _text(c.get("name", ""))
-        if n.startswith(CLIENT_PREFIX):
-            names.add(n[len(CLIENT_PREFIX):])
-    return names
-
-
-def leftovers(client: Any) -> list[Leftover]:
-    """Every rwb-marked index in this Redis (live runs' too, ``alive=True``); indexes and keys
-    without rwb's marker are never listed."""
-    live = _live_runs(client)
-    out = []
-    for raw in client.scan_iter(match=_glob_escape(MARKER_PREFIX) + "*", count=1000):
-        name = _text(raw)[len(MARKER_PREFIX):]
-        rec = _marker(client, name) or {}
-        keys = sum(1 for _ in client.scan_iter(match=key_pattern(name), count=1000))
-        out.append(Leftover(name, rec, keys, _index_exists(client, name),
-                            str(rec.get("run")) in live))
-    return sorted(out, key=lambda lo: lo.name)
-
-
-def remove_leftover(client: Any, item: Leftover) -> None:
-    """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
-    if _marker(client, item.name) != item.record:
-        raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
-                          f"not removed")
-    _drop_everything(client, item.name)
 
 
 __all__ = ["Leftover", "check_free", "claim", "client_name", "drop_owned", "key_pattern",

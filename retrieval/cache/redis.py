@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 from pydantic import Field
 
+from retrieval.engines.redis.owned import index_missing
 from retrieval.errors import BackendError, ConfigError, param_error
 from retrieval.params import Params
 
@@ -64,19 +65,6 @@ def is_outage(exc: BaseException) -> bool:
         seen.add(id(cur))
         if isinstance(cur, redis.ConnectionError | redis.TimeoutError | ConnectionError
                       | TimeoutError):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False
-
-
-def index_missing(exc: BaseException) -> bool:
-    """True when Redis answered that the index does not exist (e.g. after a restart)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        text = str(cur).lower()
-        if "no such index" in text or "unknown index name" in text:
             return True
         cur = cur.__cause__ or cur.__context__
     return False

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _pg(url: str, remove: bool) -> list[dict[str, Any]]:
-    from retrieval.indexes.owned import pg_connect, pg_drop_leftover, pg_leftovers
+    from retrieval.engines.pgvector.owned import pg_connect, pg_drop_leftover, pg_leftovers
 
     conn = pg_connect(url)
     try:

@@ -23,7 +23,8 @@ from typing import Any
 
 from retrieval.errors import param_error, unknown_name_error
 from retrieval.indexes.portable import Inverse, PortableReader, Translator
-from retrieval.runs.provenance import track_packages
+from retrieval.indexes.servers import LocalService
+from retrieval.runs.provenance import track_packages, track_threads
 
 #: a filtered operating point's native extras. Called with the full search params of the
 #: engine's own backend and the params as measured (before defaults were filled in), it removes
@@ -44,6 +45,27 @@ log = logging.getLogger(__name__)
 BUILTIN_PACKAGE = "retrieval.engines"
 #: the entry-point group of third-party engines
 ENTRY_POINT_GROUP = "rwb.engines"
+
+#: the engine's thread settings in force now, for a run's provenance (``threads`` of
+#: manifest.json): called with the spec's ``threads`` (None: not known), returns the keys to
+#: record (e.g. an OpenMP maximum), {} when the engine's library is not in use
+ThreadSettings = Callable[[int | None], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What killed rwb runs left on the engine's server, for ``rwb services cleanup``:
+    ``env`` names the variable holding the server's URL (``RWB_PG_URL``), ``label`` the server
+    in messages (``PostgreSQL``), ``option`` the command-line option that overrides ``env``;
+    ``collect(url, remove)`` lists every rwb-marked object there (live runs' too) as rows with
+    at least ``kind``, ``name``, ``alive`` and ``removed`` (with ``remove``, the ones whose run
+    is gone are dropped first). Objects without rwb's marker are never listed nor touched."""
+
+    env: str
+    label: str
+    option: str
+    collect: Callable[[str, bool], list[dict[str, Any]]]
+
 
 #: (backend, search params, k) -> the engine's own filtered search call with those params, as a
 #: line of text (the ``engine_call`` of a filtered sweep's choices and operating points)
@@ -73,7 +95,11 @@ class EngineDescriptor:
     ``entry_search_fields``: fields of an exported filtered entry that hold search params of
     this engine (added back when verify re-measures it); ``server``: the module of its local server
     (``start`` / ``stop``), if it has one; ``local_server``: see :data:`LocalServer`;
-    ``takes_auto``: whether it accepts a
+    ``service``: its local server for ``rwb services start|stop`` (:class:`LocalService`);
+    ``leftovers``: see :class:`Leftovers`; ``thread_settings``: see :data:`ThreadSettings`;
+    ``conformance``: the conformance cases of its backends (keyword arguments of
+    :class:`retrieval.testing.conformance.ConformanceCase`, ``backend`` included; a backend
+    without any is checked with the defaults); ``takes_auto``: whether it accepts a
     let-the-engine-choose (AUTOINDEX) config; ``roles``: (role, backend) pairs this engine
     fills by default (:data:`ROLES`); ``filter_call``: see :data:`FilterCall`; ``attach``: see
     :mod:`retrieval.indexes.live`."""
@@ -99,6 +125,10 @@ class EngineDescriptor:
     #: attach read-only to a user's live collection (:mod:`retrieval.indexes.live`): called
     #: with the spec's ``live:`` mapping and the spec file (for messages); None: cannot attach
     attach: Callable[[Mapping[str, Any], str | None], Any] | None = None
+    service: LocalService | None = None
+    leftovers: Leftovers | None = None
+    thread_settings: ThreadSettings | None = None
+    conformance: tuple[Mapping[str, Any], ...] = ()
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}
@@ -130,6 +160,16 @@ def server_backends() -> tuple[str, ...]:
                  for b in d.backends)
 
 
+def services() -> dict[str, LocalService]:
+    """The engines that can start a local server (``rwb services start NAME``), by name."""
+    return {name: d.service for name, d in all_engines().items() if d.service is not None}
+
+
+def leftover_hooks() -> dict[str, Leftovers]:
+    """The engines that list what killed runs left on their server, by name."""
+    return {name: d.leftovers for name, d in all_engines().items() if d.leftovers is not None}
+
+
 def check_server_flag(server: bool, backend: str, field: str, where: str | None) -> None:
     """One line when ``server: true`` names a backend whose engine has no local server."""
     if server and local_server_of(backend) is None:
@@ -147,6 +187,8 @@ def register_engine(desc: EngineDescriptor) -> EngineDescriptor:
         raise ValueError(f"engine '{desc.name}' registered twice")
     _ENGINES[desc.name] = desc
     track_packages(desc.libraries)  # every run's manifest records their versions
+    if desc.thread_settings is not None:
+        track_threads(desc.thread_settings)  # and their thread settings
     return desc
 
 
@@ -238,7 +280,10 @@ __all__ = [
     "ROLES",
     "EngineDescriptor",
     "FilterKnobs",
+    "Leftovers",
     "LocalServer",
+    "LocalService",
+    "ThreadSettings",
     "all_engines",
     "backend_for",
     "check_server_flag",
@@ -248,8 +293,10 @@ __all__ = [
     "engine_of_backend",
     "get_engine",
     "install_hint",
+    "leftover_hooks",
     "local_server_of",
     "register_engine",
     "search_knobs",
     "server_backends",
+    "services",
 ]

@@ -2,14 +2,14 @@
 
 :class:`InProcessFilter` gives an :class:`~retrieval.indexes.inprocess.InProcessIndex`
 backend the :class:`~retrieval.indexes.base.SupportsFilter` methods; the backend implements
-``_filtered(x, k, flt)`` with its library's own filter (hnswlib filter function, faiss
-``SearchParameters(sel=IDSelectorBitmap)``). Attributes are not stored: the row mask carries
+``_filtered(x, k, flt)`` with its library's own filter (each engine folder holds its own:
+a filter function, a selector over the row bitmap). Attributes are not stored: the row mask carries
 the filter. Filters are over row numbers, so an index built with custom ids is refused.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,14 +48,6 @@ class InProcessFilter:
 
     def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
-
-
-def faiss_selector(flt: RowFilter) -> Any:
-    """``faiss.IDSelectorBitmap`` over ``flt.bitmap`` (``flt`` keeps the bitmap alive)."""
-    import faiss
-
-    bitmap = flt.bitmap
-    return faiss.IDSelectorBitmap(int(flt.mask.shape[0]), faiss.swig_ptr(bitmap))
 
 
 def pad(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

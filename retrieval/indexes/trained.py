@@ -4,14 +4,19 @@ this process and, with an index cache, on disk as its ``quantizer`` entries."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from retrieval.indexes.cachekeys import FORMAT, code_version
 
-if TYPE_CHECKING:
-    from retrieval.indexes.buildcache import IndexCache
+
+class ArrayCache(Protocol):
+    """Where trained arrays persist (:class:`retrieval.indexes.buildcache.IndexCache`)."""
+
+    def fetch_array(self, identity: dict[str, Any]) -> np.ndarray | None: ...
+
+    def store_array(self, identity: dict[str, Any], arr: np.ndarray) -> str | None: ...
 
 
 class TrainedStore:
@@ -20,7 +25,7 @@ class TrainedStore:
     the backend's description of what was trained, with its ``library_version`` (data is added
     here)."""
 
-    def __init__(self, cache: IndexCache | None, data: str) -> None:
+    def __init__(self, cache: ArrayCache | None, data: str) -> None:
         self.cache = cache
         self.data = data
         self._mem: dict[str, np.ndarray] = {}

@@ -4,13 +4,14 @@ CPU model and flags, thread settings, the redacted command line), written as man
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import importlib.metadata
 import logging
 import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from retrieval._version import __version__
@@ -71,6 +72,34 @@ THREAD_ENV = (
 
 #: distributions added by the engines as they register (their descriptors' ``libraries``)
 _TRACKED_MORE: dict[str, None] = {}
+
+
+#: the engines' thread-settings probes (:data:`retrieval.indexes.engine.ThreadSettings`), added
+#: when their descriptors register
+_THREAD_PROBES: list[Callable[[int | None], dict[str, Any]]] = []
+
+
+def track_threads(probe: Callable[[int | None], dict[str, Any]]) -> None:
+    """Add an engine's thread settings to every manifest's ``threads`` from now on."""
+    if probe not in _THREAD_PROBES:
+        _THREAD_PROBES.append(probe)
+
+
+def _engine_threads(spec_threads: int | None) -> dict[str, Any]:
+    """Every registered engine's thread settings. The engines are discovered first, by name
+    (as the engine contract finds them, without importing them here), so that a run that used
+    no engine still records them."""
+    try:
+        importlib.import_module("retrieval.indexes.engine").discover()
+    except ImportError as exc:  # pragma: no cover - a broken install
+        log.debug("engines not discoverable: %s", exc)
+    out: dict[str, Any] = {}
+    for probe in _THREAD_PROBES:
+        try:
+            out.update(probe(spec_threads))
+        except Exception as exc:  # a probe never fails a run
+            log.debug("thread settings probe %r failed: %s", probe, exc)
+    return out
 
 
 def track_packages(names: Iterable[str]) -> None:
@@ -142,24 +171,14 @@ def cpu_info() -> dict[str, Any]:
 
 def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
     """The thread settings in force now: the thread environment variables that are set (BLAS,
-    OpenMP, ...), the spec's ``threads`` (what rwb passes to hnswlib's ``num_threads`` and to
-    ``faiss.omp_set_num_threads``), faiss's OpenMP maximum (faiss is imported for it when
-    installed: cheap, no side effects), torch's intra-op threads when torch is already imported
+    OpenMP, ...), the spec's ``threads`` (what rwb passes to the engines' libraries), each
+    engine's own settings (its descriptor's ``thread_settings``: an OpenMP maximum, the
+    library's thread count), torch's intra-op threads when torch is already imported
     (importing it only to ask would cost seconds), and the CPUs this process may run on."""
-    import importlib.util
-
     out: dict[str, Any] = {k: mask(os.environ[k]) for k in THREAD_ENV if os.environ.get(k)}
     if spec_threads is not None:
         out["spec_threads"] = int(spec_threads)
-        if "hnswlib" in sys.modules:
-            out["hnswlib_num_threads"] = int(spec_threads)
-    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
-        try:
-            import faiss  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - a broken install
-            log.debug("faiss not importable: %s", exc)
-    if "faiss" in sys.modules:
-        out["faiss_omp_max_threads"] = int(sys.modules["faiss"].omp_get_max_threads())
+    out.update(_engine_threads(spec_threads))
     if "torch" in sys.modules:
         torch = sys.modules["torch"]
         out["torch_threads"] = int(torch.get_num_threads())

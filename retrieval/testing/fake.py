@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from retrieval.indexes import faiss_common as fc
+from retrieval.engines.faiss import common as fc
 from retrieval.indexes.inprocess import InProcessIndex, check_k, unknown_knob
 from retrieval.indexes.registry import register
 from retrieval.params import Params

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from retrieval.engines.faiss import common as fc
 from retrieval.errors import BackendError
-from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.inprocess import InProcessIndex, check_k
 from retrieval.indexes.registry import register
 from retrieval.params import Params

@@ -11,41 +11,16 @@ from collections.abc import Iterator
 import pytest
 
 from retrieval.indexes import backend_status
-from retrieval.testing.conformance import CHECKS, Conformance, ConformanceCase, run_or_skip
+from retrieval.testing.conformance import (
+    CHECKS,
+    Conformance,
+    ConformanceCase,
+    engine_cases,
+    run_or_skip,
+)
 
-HNSW = {"M": 16, "ef_construction": 64}
-KNOWN: dict[str, list[ConformanceCase]] = {
-    "hnswlib": [
-        ConformanceCase("hnswlib", "l2", HNSW),
-        ConformanceCase("hnswlib", "ip", HNSW),
-        ConformanceCase("hnswlib", "cosine", HNSW),
-    ],
-    "faiss-hnsw": [
-        ConformanceCase("faiss-hnsw", "l2", HNSW),
-        ConformanceCase("faiss-hnsw", "ip", HNSW),
-        ConformanceCase("faiss-hnsw", "cosine", HNSW),
-    ],
-    "faiss-ivf": [
-        ConformanceCase("faiss-ivf", "l2", {"nlist": 32}, label="faiss-ivf-flat-l2"),
-        ConformanceCase("faiss-ivf", "l2", {"nlist": 32, "encoding": "sq8"}, min_recall=0.97,
-                        exact_distances=False, label="faiss-ivf-sq8-l2"),
-        ConformanceCase("faiss-ivf", "ip", {"nlist": 32, "encoding": "sq8", "refine": True},
-                        label="faiss-ivf-sq8-refine-ip"),
-        ConformanceCase("faiss-ivf", "cosine",
-                        {"nlist": 32, "encoding": "pq", "pq_m": 8, "pq_nbits": 4, "refine": True},
-                        knobs_with_effect=("nprobe", "k_factor"),
-                        label="faiss-ivf-pq-refine-cosine"),
-    ],
-    "faiss-flat": [ConformanceCase("faiss-flat", "l2")],
-    # LanceDB: IVF_PQ (exact distances by refine_factor); IVF_HNSW_SQ (SQ distances)
-    # 7 partitions: the writes check builds on 2/3 of the 3000 rows (LanceDB: <= n // 256)
-    "lancedb-ivfpq": [ConformanceCase("lancedb-ivfpq", m, {"num_partitions": 7})
-                      for m in ("l2", "ip", "cosine")],
-    "lancedb-hnsw": [ConformanceCase("lancedb-hnsw", m, {"m": 16, "ef_construction": 64,
-                                                         "num_partitions": 2},
-                                     min_recall=0.95, exact_distances=False)
-                     for m in ("l2", "ip", "cosine")],
-}
+#: each engine declares its cases in its descriptor (``conformance``)
+KNOWN: dict[str, list[ConformanceCase]] = engine_cases()
 # own contract files; fake: below
 SKIP = {"milvus", "fake", "pgvector", "pgvector-ivfflat", "qdrant", "redis"}
 

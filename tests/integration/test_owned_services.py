@@ -312,8 +312,8 @@ def test_milvus_marks_its_collection_and_never_takes_an_existing_one(tmp_path):
     """Milvus Lite: rwb's collection carries rwb's description; a collection of the name the
     build would take (someone else's) refuses the build and is not dropped by it."""
     pytest.importorskip("milvus_lite")
+    from retrieval.engines.milvus.owned import MILVUS_PROPERTIES
     from retrieval.indexes import create_index
-    from retrieval.indexes.owned import MILVUS_PROPERTIES
 
     x = np.random.default_rng(0).standard_normal((50, DIM)).astype(np.float32)
     idx = create_index("milvus", DIM, "l2", {"index_type": "FLAT"}, workdir=tmp_path / "a")

@@ -16,12 +16,11 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import as_matrix
+from retrieval.engines.faiss import common as fc
 from retrieval.errors import ConfigError
 from retrieval.filtering.attrs import Attributes
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.base import BuildInfo, IndexBackend, MemoryClaim, SearchResult
-from retrieval.indexes.filter_common import faiss_selector
 from retrieval.indexes.inprocess import check_ids, check_k
 from retrieval.indexes.portable import Flat
 from retrieval.indexes.registry import register
@@ -101,7 +100,7 @@ class FaissFlatIndex(SlotWrites, IndexBackend):
                               f"of an index built without custom ids")
         k = check_k(k, "faiss-flat search")
         queries = as_matrix(queries, "faiss-flat queries", dim=self.dim)
-        sel = faiss_selector(flt)  # kept alive for the call
+        sel = fc.faiss_selector(flt)  # kept alive for the call
         params = fc.faiss_module().SearchParameters(sel=sel)
         d, i = self._index.search(fc.prepare(queries, self.metric), k, params=params)
         return fc.to_result(d, i, self.metric)

@@ -6,7 +6,7 @@ random generator); with one build thread the build is reproducible (``build_thre
 with ``faiss.omp_set_num_threads`` around the build, ``threads`` for searches). Snapshots are
 Faiss's own ``write_index`` / ``read_index`` file. Metrics: ``l2`` (squared
 Euclidean), ``ip`` and ``cosine`` (inner product on normalised vectors), converted to rwb
-distances by :func:`retrieval.indexes.faiss_common.to_result`.
+distances by :func:`retrieval.engines.faiss.common.to_result`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.engines.faiss import common as fc
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.base import MemoryClaim
-from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
+from retrieval.indexes.filter_common import InProcessFilter
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
 from retrieval.indexes.registry import register
@@ -97,7 +97,7 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
         sp = self.search_params
         assert isinstance(sp, HnswSearch)
         faiss = fc.faiss_module()
-        sel = faiss_selector(flt)  # kept alive for the call
+        sel = fc.faiss_selector(flt)  # kept alive for the call
         params = faiss.SearchParametersHNSW(efSearch=sp.ef_search, sel=sel)
         d, i = self._index.search(fc.prepare(x, self.metric), k, params=params)
         res = fc.to_result(d, i, self.metric)

@@ -34,11 +34,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
+from retrieval.engines.faiss import common as fc
 from retrieval.errors import ConfigError, param_error
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes import faiss_common as fc
 from retrieval.indexes.base import MemoryClaim
-from retrieval.indexes.filter_common import InProcessFilter, faiss_selector
+from retrieval.indexes.filter_common import InProcessFilter
 from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
 from retrieval.indexes.registry import register
@@ -329,7 +329,7 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
         p, sp = self.build_params, self.search_params
         assert isinstance(p, IvfBuild) and isinstance(sp, IvfSearch)
         faiss = fc.faiss_module()
-        sel = faiss_selector(flt)  # kept alive for the call
+        sel = fc.faiss_selector(flt)  # kept alive for the call
         ivf_params = faiss.SearchParametersIVF(nprobe=sp.nprobe, sel=sel)
         params = ivf_params
         if p.refine:

@@ -1,8 +1,21 @@
 """LanceDB, embedded (``lancedb``): the IVF_PQ and IVF_HNSW_SQ backends and the export in
 LanceDB's own names (``create_index`` arguments + the query's knobs) with its inverse."""
 
+from typing import Any
+
 from retrieval.engines.lancedb import export, index  # noqa: F401  (registers the backends)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
+
+#: the conformance suite's cases (tests/contract/test_conformance.py): IVF_PQ (exact distances
+#: by refine_factor); IVF_HNSW_SQ (SQ distances). 7 partitions: the writes check builds on 2/3 of
+#: the 3000 rows (LanceDB: <= n // 256)
+CONFORMANCE: tuple[dict[str, Any], ...] = (
+    *({"backend": "lancedb-ivfpq", "metric": m, "build": {"num_partitions": 7}}
+      for m in ("l2", "ip", "cosine")),
+    *({"backend": "lancedb-hnsw", "metric": m,
+       "build": {"m": 16, "ef_construction": 64, "num_partitions": 2},
+       "min_recall": 0.95, "exact_distances": False} for m in ("l2", "ip", "cosine")),
+)
 
 ENGINE = register_engine(EngineDescriptor(
     name="lancedb",
@@ -14,4 +27,5 @@ ENGINE = register_engine(EngineDescriptor(
     to_native=export.to_native,
     from_native=export.from_native,
     summary="LanceDB embedded: IVF_PQ and IVF_HNSW_SQ (nprobes / refine_factor / ef)",
+    conformance=CONFORMANCE,
 ))

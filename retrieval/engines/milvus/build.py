@@ -20,7 +20,7 @@ def collection_schema(client: Any, dim: int) -> Any:
     mark as the description."""
     from pymilvus import DataType
 
-    from retrieval.indexes.owned import MILVUS_MARK
+    from retrieval.engines.milvus.owned import MILVUS_MARK
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False,
                                   description=MILVUS_MARK)

@@ -103,6 +103,7 @@ from retrieval.engines.milvus.lite import (
     lite_files,
     segment_facts,
 )
+from retrieval.engines.milvus.owned import MILVUS_PROPERTIES
 from retrieval.engines.milvus.params import (
     BUILD_KINDS,
     TOPK_MAX,
@@ -128,7 +129,6 @@ from retrieval.indexes.base import (
     SearchResult,
 )
 from retrieval.indexes.brute_check import BruteForceCheck
-from retrieval.indexes.owned import MILVUS_PROPERTIES
 from retrieval.indexes.portable import Portable
 from retrieval.indexes.registry import package_version, register
 from retrieval.params import Params

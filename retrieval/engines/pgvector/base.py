@@ -45,6 +45,7 @@ import numpy as np
 
 from retrieval.data import Metric
 from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
+from retrieval.engines.pgvector.owned import pg_mark, pg_unlock
 from retrieval.engines.pgvector.params import (
     OPERATOR,
     OPS,
@@ -56,7 +57,6 @@ from retrieval.engines.pgvector.params import (
 )
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes.inprocess import InProcessIndex
-from retrieval.indexes.owned import pg_mark, pg_unlock
 from retrieval.indexes.registry import package_version
 from retrieval.indexes.writes import SlotWrites
 from retrieval.params import Params

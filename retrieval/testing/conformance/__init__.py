@@ -37,6 +37,7 @@ from retrieval.testing.conformance.kit import (
     CheckNotApplicable,
     ConformanceCase,
     ConformanceReport,
+    engine_cases,
     exact_neighbours,
     true_distances,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "Conformance",
     "ConformanceCase",
     "ConformanceReport",
+    "engine_cases",
     "exact_neighbours",
     "run_conformance",
     "run_or_skip",

@@ -73,6 +73,19 @@ class ConformanceCase:
         return self.label or f"{self.backend}-{self.metric}"
 
 
+def engine_cases() -> dict[str, list[ConformanceCase]]:
+    """The conformance cases the engines declare (their descriptors' ``conformance``), by
+    backend name; a backend without any is checked with :class:`ConformanceCase` defaults."""
+    from retrieval.indexes.engine import all_engines
+
+    out: dict[str, list[ConformanceCase]] = {}
+    for desc in all_engines().values():
+        for kwargs in desc.conformance:
+            case = ConformanceCase(**kwargs)
+            out.setdefault(case.backend, []).append(case)
+    return out
+
+
 class CheckNotApplicable(Exception):
     """A check that does not apply to the backend (e.g. no snapshot format): it checked nothing,
     so it is neither passed nor failed. pytest callers turn it into a skip with this reason."""

@@ -1,16 +1,13 @@
-"""What rwb creates on a database server it does not own, and may therefore remove: nothing
+"""What rwb creates on a PostgreSQL server it does not own, and may therefore remove: nothing
 else.
 
-PostgreSQL (pgvector): an index is a table ``rwb_<12 hex>`` that the build creates (never
+An index is a table ``rwb_<12 hex>`` that the build creates (never
 adopted: ``CREATE TABLE`` fails on an existing name), marks with a comment (:data:`PG_MARK`
 and a JSON record: host, pid, created) and holds a session advisory lock on (:data:`PG_LOCK_NS`,
 ``hashtext(table)``) while it lives. Only the instance that created a table drops it. A marked
 table whose lock is free was left by a killed run: :func:`pg_leftovers` lists such tables (and
-live ones, ``alive=True``), :func:`pg_drop_leftover` drops one (``rwb services cleanup``).
-
-Milvus: collections carry :data:`MILVUS_PROPERTIES` (and :data:`MILVUS_MARK` as their
-description, where the server keeps it), and a build never takes a collection name that exists
-already.
+live ones, ``alive=True``), :func:`pg_drop_leftover` drops one; :func:`collect_leftovers` is the
+engine's leftover hook (``rwb services cleanup``).
 """
 
 from __future__ import annotations
@@ -26,9 +23,6 @@ from typing import Any
 PG_MARK = "rwb-index "
 #: the first key of rwb's advisory locks (the second: hashtext(table name))
 PG_LOCK_NS = 0x72776201
-MILVUS_MARK = "rwb-index: created by retrieval-workbench for one run; dropped with it"
-#: collection properties of rwb's collections (Milvus Lite keeps these, not the description)
-MILVUS_PROPERTIES = {"rwb.index": "1"}
 TABLE_RE = re.compile(r"rwb_[0-9a-f]{12}")
 
 
@@ -132,5 +126,29 @@ def pg_connect(url: str) -> Any:
                            f"{type(exc).__name__}: {first}") from None
 
 
-__all__ = ["MILVUS_MARK", "MILVUS_PROPERTIES", "PG_LOCK_NS", "PG_MARK", "PgTable", "pg_connect",
-           "pg_drop_leftover", "pg_leftovers", "pg_mark", "pg_unlock"]
+def collect_leftovers(url: str, remove: bool) -> list[dict[str, Any]]:
+    """``rwb services cleanup`` on the PostgreSQL at ``url``: every rwb-marked table as a row;
+    with ``remove``, those whose run is gone (lock free) are dropped."""
+    conn = pg_connect(url)
+    try:
+        out = []
+        for t in pg_leftovers(conn):
+            row = t.to_dict()
+            row["removed"] = bool(remove and not t.alive and pg_drop_leftover(conn, t))
+            out.append(row)
+        return out
+    finally:
+        conn.close()
+
+
+__all__ = [
+    "PG_LOCK_NS",
+    "PG_MARK",
+    "PgTable",
+    "collect_leftovers",
+    "pg_connect",
+    "pg_drop_leftover",
+    "pg_leftovers",
+    "pg_mark",
+    "pg_unlock",
+]

@@ -1,4 +1,5 @@
-"""Helpers shared by the Faiss backends (not a backend: no ``register`` here)."""
+"""Helpers shared by the Faiss backends (not a backend: no ``register`` here), and the Faiss
+selector of a row filter (in-engine filtered search)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from retrieval.data import Metric, base_chunks, is_out_of_core, normalize_rows
 from retrieval.errors import DataError
+from retrieval.filtering.rows import RowFilter
 from retrieval.indexes.base import SearchResult
 
 
@@ -133,3 +135,27 @@ def read_index(folder: Path, n: int, dim: int, metric: Metric, where: str) -> An
         raise DataError(f"{where}: snapshot holds {index.ntotal} vectors of dim {index.d} "
                         f"(metric type {index.metric_type}), expected {n} of dim {dim}")
     return index
+
+
+def faiss_selector(flt: RowFilter) -> Any:
+    """``faiss.IDSelectorBitmap`` over ``flt.bitmap`` (``flt`` keeps the bitmap alive)."""
+    import faiss
+
+    bitmap = flt.bitmap
+    return faiss.IDSelectorBitmap(int(flt.mask.shape[0]), faiss.swig_ptr(bitmap))
+
+
+def thread_settings(spec_threads: int | None) -> dict[str, Any]:
+    """Faiss's OpenMP maximum for a run's provenance (faiss is imported for it when installed:
+    cheap, no side effects; a core dependency, the exact search library)."""
+    import importlib.util
+    import sys
+
+    if "faiss" not in sys.modules and importlib.util.find_spec("faiss") is not None:
+        try:
+            import faiss  # noqa: F401
+        except ImportError:  # pragma: no cover - a broken install
+            return {}
+    if "faiss" not in sys.modules:
+        return {}
+    return {"faiss_omp_max_threads": int(sys.modules["faiss"].omp_get_max_threads())}
