@@ -4,7 +4,11 @@
   ``bench_embed``, ``bench_fanout``, ``bench_load``, ``bench_churn``, ``export``, ``verify``,
   ``report``, ``open_run``; ``profile`` (:mod:`retrieval.api.profiler`);
 - typed results (:mod:`retrieval.api.results`), each with ``to_frame()``;
-- figures: :mod:`retrieval.api.plots` (``retrieval.plots``).
+- figures: :mod:`retrieval.api.plots` (``retrieval.plots``);
+- administration (:mod:`retrieval.api.admin`): ``list_backends``, ``list_datasets``,
+  ``load_dataset_info``, ``pareto_front``, ``services_cleanup``, ``service_start`` /
+  ``service_stop`` / ``service_status`` (what ``rwb backends``, ``rwb datasets``, ``rwb pareto``
+  and ``rwb services`` call).
 
 This package sits below the CLI and above every other layer (pyproject ``[tool.importlinter]``);
 the CLI parses its arguments and calls these verbs (one front door); spec overrides, the
@@ -12,6 +16,21 @@ command-line options and the verbs' keyword options alike, are applied in one pl
 :func:`retrieval.api.overrides.apply_overrides`.
 """
 
+from retrieval.api.admin import (
+    CleanupReport,
+    ParetoFront,
+    ServiceInfo,
+    cleanup_options,
+    list_backends,
+    list_datasets,
+    load_dataset_info,
+    pareto_front,
+    service_names,
+    service_start,
+    service_status,
+    service_stop,
+    services_cleanup,
+)
 from retrieval.api.profiler import ProfileRun, profile
 from retrieval.api.results import (
     BenchRun,
@@ -45,14 +64,17 @@ from retrieval.api.verbs import (
 __all__ = [
     "BenchRun",
     "CacheRun",
+    "CleanupReport",
     "EvalRun",
     "ExportedConfig",
     "IndexRun",
+    "ParetoFront",
     "ProfileRun",
     "ProfileRunResult",
     "Report",
     "RerankRun",
     "RunResult",
+    "ServiceInfo",
     "StudyRun",
     "SweepRun",
     "Verification",
@@ -60,11 +82,21 @@ __all__ = [
     "bench_embed",
     "bench_fanout",
     "bench_load",
+    "cleanup_options",
     "evaluate",
     "export",
+    "list_backends",
+    "list_datasets",
+    "load_dataset_info",
     "open_run",
+    "pareto_front",
     "profile",
     "report",
+    "service_names",
+    "service_start",
+    "service_status",
+    "service_stop",
+    "services_cleanup",
     "sweep",
     "tune_cache",
     "tune_rerank",

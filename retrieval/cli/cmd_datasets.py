@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from typing import Any
 
 from retrieval.cli._common import print_json, print_table
@@ -36,34 +35,10 @@ def _status(entry: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.loaders.catalog import list_datasets, resolve_dataset
+    from retrieval.api import list_datasets, load_dataset_info
 
     if args.load:
-        from retrieval import phases
-        from retrieval.data import footprint
-
-        t0 = time.perf_counter()
-        ds = resolve_dataset(args.load, where="--load")
-        load_s = time.perf_counter() - t0
-        fingerprint = ds.fingerprint
-        sizes = footprint(ds)
-        summary = {
-            "name": ds.name,
-            "n_base": ds.n_base,
-            "n_queries": ds.n_queries,
-            "dim": ds.dim,
-            "metric": ds.metric,
-            "ground_truth_in_files": ds.gt_ids is not None,
-            "fingerprint": fingerprint,
-            "load_s": round(load_s, 3),
-            "fingerprint_s": round(time.perf_counter() - t0 - load_s, 3),
-            "out_of_core": sizes["out_of_core"],
-            "base_bytes": sizes["base_bytes"],
-            "on_disk_bytes": sizes["on_disk_bytes"],
-            "resident_peak_bytes": phases.resident_peak_bytes(),
-            "source": ds.source,
-            "info": ds.info,
-        }
+        summary = load_dataset_info(args.load)
         if args.json:
             print_json(summary)
         else:

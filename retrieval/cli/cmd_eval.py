@@ -85,9 +85,9 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
 
 
 def run_backends(args: argparse.Namespace) -> int:
-    from retrieval.indexes import backend_status
+    from retrieval.api import list_backends
 
-    status = backend_status()
+    status = list_backends()
     if args.json:
         print_json([s.__dict__ for s in status])
         return 0

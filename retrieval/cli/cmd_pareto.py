@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from retrieval.cli._common import print_json, print_table
-from retrieval.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,29 +17,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def front_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The stored front of a sweep, or one computed from the rows of an eval run."""
-    if "pareto" in summary:
-        return list(summary["pareto"])
-    from retrieval.tune.pareto import pareto
-
-    return pareto(summary.get("rows") or [])
-
-
 def run(args: argparse.Namespace) -> int:
-    from retrieval.runs import WORKLOAD_FILTERED, RunDir, workload_kind
+    from retrieval.api import pareto_front
 
-    summary = RunDir.open(args.run).read_json("summary.json")
-    # one front across selectivity buckets would mix workloads
-    if workload_kind(summary) == WORKLOAD_FILTERED:
-        raise ConfigError(f"{args.run}: a filtered-search run has one trade-off per selectivity "
-                          f"bucket; see its rows, operating_points, or rwb report {args.run}")
-    points = front_of(summary)
+    front = pareto_front(args.run)
+    points = list(front.points)
     if args.json:
         print_json(points)
         return 0
-    target = summary.get("target_recall")
-    print(f"Pareto front of {summary.get('run_id', args.run)}: recall@{summary.get('k')} vs "
+    target = front.target_recall
+    print(f"Pareto front of {front.run_id}: recall@{front.k} vs "
           f"single-query p95 ms (p95) and batch QPS (qps)"
           + (f"; target {target}" if target is not None else ""))
     rows = [

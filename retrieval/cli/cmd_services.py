@@ -1,14 +1,19 @@
-"""``rwb services cleanup``: list, and with ``--yes`` remove, what killed rwb runs left on the
-PostgreSQL at ``$RWB_PG_URL`` (rwb-marked ``rwb_<hex>`` tables) and the Redis at ``$REDIS_URL``
-(rwb-marked vector indexes of backend ``redis`` and semantic cache indexes, with their keys).
-Nothing without rwb's marker is touched, nor anything a running rwb still holds."""
+"""``rwb services``: the servers rwb runs against.
+
+- ``rwb services start NAME --dir DIR [--port P]`` starts an engine's local server (``redis``:
+  Redis 8 with search, ``pgvector``: PostgreSQL + pgvector, both from PyPI wheels) and prints
+  ``ENV=URL``, as ``python -m retrieval.services.<x>_server start`` does; ``stop`` and
+  ``status`` find it again through ``DIR``.
+- ``rwb services cleanup`` lists, and with ``--yes`` removes, what killed rwb runs left on the
+  PostgreSQL at ``$RWB_PG_URL`` (rwb-marked ``rwb_<hex>`` tables) and the Redis at
+  ``$REDIS_URL`` (rwb-marked vector indexes and semantic cache indexes, with their keys).
+  Nothing without rwb's marker is touched, nor anything a running rwb still holds.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from typing import Any
 
 from retrieval.cli._common import print_json, print_table
 
@@ -16,8 +21,11 @@ from retrieval.cli._common import print_json, print_table
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "services",
-        help="the servers rwb runs against: list / remove what killed rwb runs left there",
+        help="the servers rwb runs against: start / stop a local one; list / remove what "
+             "killed rwb runs left there",
         description=(
+            "'rwb services start NAME --dir DIR' starts an engine's local server on loopback "
+            "(redis, pgvector) and prints ENV=URL; 'stop' and 'status' find it through DIR. "
             "rwb marks every PostgreSQL table and Redis index (vector index or semantic cache) "
             "it creates, and drops them when its run ends. A run that was killed leaves them: "
             "'rwb services cleanup' lists rwb-marked objects on the PostgreSQL at $RWB_PG_URL "
@@ -34,74 +42,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     cl.add_argument("--redis-url", default=None, help="Redis (default: $REDIS_URL)")
     cl.add_argument("--json", action="store_true", help="machine-readable output")
     cl.set_defaults(func=run_cleanup)
+    for action, text in (("start", "start an engine's local server; prints ENV=URL"),
+                         ("stop", "stop the local server recorded in --dir"),
+                         ("status", "print ENV=URL of the server recorded in --dir (exit 1 "
+                                    "when none runs)")):
+        a = verbs.add_parser(action, help=text)
+        a.add_argument("name", metavar="NAME", help="the engine (redis, pgvector)")
+        a.add_argument("--dir", required=True, help="folder for the server's data, pid, log "
+                       "and state files")
+        if action == "start":
+            a.add_argument("--port", type=int, default=None, help="default: a free port")
+            a.add_argument("--timeout", type=float, default=None,
+                           help="seconds to wait for it (default: the engine's)")
+        a.set_defaults(func=globals()[f"run_{action}"])
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
-def _pg(url: str, remove: bool) -> list[dict[str, Any]]:
-    from retrieval.engines.pgvector.owned import pg_connect, pg_drop_leftover, pg_leftovers
+def run_start(args: argparse.Namespace) -> int:
+    from retrieval.api import service_start
 
-    conn = pg_connect(url)
-    try:
-        out = []
-        for t in pg_leftovers(conn):
-            row = t.to_dict()
-            row["removed"] = bool(remove and not t.alive and pg_drop_leftover(conn, t))
-            out.append(row)
-        return out
-    finally:
-        conn.close()
+    print(service_start(args.name, args.dir, port=args.port, timeout_s=args.timeout).line)
+    return 0
 
 
-def _redis(url: str, remove: bool) -> list[dict[str, Any]]:
-    from retrieval.cache.owned import leftovers, remove_leftover
-    from retrieval.cache.redis import connect_redis
+def run_stop(args: argparse.Namespace) -> int:
+    from retrieval.api import service_stop
 
-    client = connect_redis(url)
-    try:
-        out = []
-        for item in leftovers(client):
-            row = item.to_dict()
-            row["removed"] = False
-            if remove and not item.alive:
-                remove_leftover(client, item)
-                row["removed"] = True
-            out.append(row)
-        return out
-    finally:
-        client.close()
+    print("stopped" if service_stop(args.name, args.dir) else "not running")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from retrieval.api import service_status
+
+    found = service_status(args.name, args.dir)
+    print("not running" if found is None else found.line)
+    return 1 if found is None else 0
 
 
 def run_cleanup(args: argparse.Namespace) -> int:
-    from retrieval.errors import ConfigError
-    from retrieval.redact import redact_uri
+    from retrieval.api import cleanup_options, services_cleanup
 
-    pg_url = args.pg_url or os.environ.get("RWB_PG_URL") or ""
-    redis_url = args.redis_url or os.environ.get("REDIS_URL") or ""
-    if not pg_url and not redis_url:
-        raise ConfigError("services cleanup: no server to look at: set RWB_PG_URL and/or "
-                          "REDIS_URL (or pass --pg-url / --redis-url)")
-    rows: list[dict[str, Any]] = []
-    servers = []
-    if pg_url:
-        servers.append(f"PostgreSQL {redact_uri(pg_url)}")
-        rows += [{"server": servers[-1], **r} for r in _pg(pg_url, args.remove)]
-    if redis_url:
-        servers.append(f"Redis {redact_uri(redis_url)}")
-        rows += [{"server": servers[-1], **r} for r in _redis(redis_url, args.remove)]
+    given = {"--pg-url": args.pg_url, "--redis-url": args.redis_url}
+    urls = {env: given.get(option) for option, env in cleanup_options().items()}
+    report = services_cleanup(remove=args.remove, urls=urls)
+    rows = report.objects
     if args.json:
-        print_json({"servers": servers, "removed": sum(r["removed"] for r in rows),
-                    "objects": rows})
+        print_json(report.to_dict())
         return 0
     left = [r for r in rows if not r["alive"]]
-    print(f"{len(rows)} rwb-marked objects on {' and '.join(servers)}: {len(left)} left by "
-          f"runs that are gone, {len(rows) - len(left)} in use by running rwb processes")
+    print(f"{len(rows)} rwb-marked objects on {' and '.join(report.servers)}: {len(left)} left "
+          f"by runs that are gone, {len(rows) - len(left)} in use by running rwb processes")
     if rows:
         print_table([(r["kind"], r["name"], r.get("bytes", r.get("keys")),
                       "in use" if r["alive"] else ("removed" if r["removed"] else "left over"),
                       r.get("host"), r.get("pid"), r.get("created")) for r in rows],
                     ["kind", "name", "bytes/keys", "state", "host", "pid", "created"])
     if args.remove:
-        print(f"removed {sum(r['removed'] for r in rows)} objects")
+        print(f"removed {report.removed} objects")
     elif left:
         print("run `rwb services cleanup --yes` to remove the ones left over", file=sys.stderr)
     return 0
