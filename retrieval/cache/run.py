@@ -50,6 +50,9 @@ from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart, check_out_d
 from retrieval.stats.binomial import upper_bound
 
 log = logging.getLogger(__name__)
+
+#: the summary key of the facts about the semantic cache's Redis server (version, modules)
+SERVER_KEY = "redis"
 RETRIES = 4  # retries of a Redis call that failed on a lost/refused connection or a timeout
 BACKOFF_S = 0.2  # first wait; doubled each retry (0.2 + 0.4 + 0.8 + 1.6 = 3 s)
 
@@ -365,7 +368,7 @@ def run_cache_tuning(
               "note": "tuning_s = one pipelined KNN fetch for every probe + the offline sweep; "
                       "fill_s = loading the cache (HSET + HNSW insertion; excludes latency "
                       "timing)"}
-    extra = {"embedder": vecs.model_id, "dim": vecs.dim, "redis": redis_meta,
+    extra = {"embedder": vecs.model_id, "dim": vecs.dim, SERVER_KEY: redis_meta,
              "index": spec.cache.index.model_dump(), "live_lookup_agreement": live,
              "dataset": data_record(spec, labels), "transfer": transfer}
     typed = summarise(spec, sweep, design, latency, timing, check, extra)

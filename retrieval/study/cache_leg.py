@@ -20,6 +20,9 @@ from retrieval.study.spec import StudySpec
 
 log = logging.getLogger(__name__)
 
+#: the info key of the cache leg's Redis server facts (the cache run's ``SERVER_KEY``)
+SERVER_KEY_OF_CACHE = "redis"
+
 RATES = ("hit_rate", "correct_hit_rate", "false_hit_rate", "false_hit_upper_bound", "precision")
 
 
@@ -52,7 +55,7 @@ class CacheTables:
 def measure_cache(spec: StudySpec, redis_url: str | None = None) -> CacheTables:
     """Run the cache experiment once against Redis (``redis_url``, ``$REDIS_URL``, else a
     private server started from the PyPI wheels)."""
-    from retrieval.cache.run import run_cache_tuning
+    from retrieval.cache.run import SERVER_KEY, run_cache_tuning
 
     out = run_cache_tuning(spec.cache, redis_url=redis_url, write=False)
     s = out.summary
@@ -71,7 +74,8 @@ def measure_cache(spec: StudySpec, redis_url: str | None = None) -> CacheTables:
     info = {
         "dataset": spec.cache.data_name, "data": s.get("dataset"), "design": s.get("design"),
         "embedder": s.get("embedder"),
-        "redis": s.get("redis"), "index": s.get("index"), "lookup_size": int(size),
+        SERVER_KEY_OF_CACHE: s.get(SERVER_KEY), "index": s.get("index"),
+        "lookup_size": int(size),
         "cache_tune_choice": {"threshold": s.get("threshold"),
                               "heldout_hit_rate": s.get("heldout_hit_rate"),
                               "heldout_false_hit_rate": s.get("heldout_false_hit_rate")},

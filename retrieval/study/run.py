@@ -30,7 +30,7 @@ from pydantic import Field
 from retrieval.redact import redact_uri
 from retrieval.runs import RunDir, RunKind, RunSummary
 from retrieval.study import combine
-from retrieval.study.cache_leg import CacheTables, measure_cache
+from retrieval.study.cache_leg import SERVER_KEY_OF_CACHE, CacheTables, measure_cache
 from retrieval.study.combine import Config, Scorer
 from retrieval.study.optimize import (
     DIRECTIONS,
@@ -253,7 +253,7 @@ def _study_into(run: RunDir, spec: StudySpec, storage: str | None, study_name: s
                  "cache": {"name": spec.cache.data_name,
                            "fingerprint": (ct.info.get("design") or {}).get("fingerprint")}},
         embedder=rt.info["embedder"], reranker=rt.info["reranker"],
-        redis=ct.info.get("redis"), optuna={"storage": redact_uri(url),
+        redis=ct.info.get(SERVER_KEY_OF_CACHE), optuna={"storage": redact_uri(url),
                                             "study": study.study_name},
     )
     typed = StudySummary.model_validate(summary)
