@@ -190,19 +190,21 @@ def running(cls: type[S], dir: Path | str, ready: Callable[[S, float], Any],
 def start_local(
     cls: type[S], dir: Path | str | None, port: int | None, *, timeout_s: float, prefix: str,
     launch: Callable[[Path, int, float], S], ready: Callable[[S, float], dict[str, Any]],
-    probe_s: float = 2.0, attempts: int = 3,
+    probe: Callable[[S, float], Any] | None = None, probe_s: float = 2.0, attempts: int = 3,
 ) -> S:
     """Start (or reuse, when ``dir`` records a live one on ``port``) a loopback server.
 
     ``launch(dir, port, timeout_s)`` starts the process and returns it; ``ready(srv, timeout_s)``
     waits until it answers (BackendError when it does not) and returns extra facts for the state
-    file. ``port=None`` picks a free port, retried ``attempts`` times when taken meanwhile; a busy
-    explicit port raises BackendError naming it; a port outside 1..65535 is a ConfigError. A
-    live server of ``dir`` on another port is stopped first (one server per folder)."""
+    file; ``probe(srv, probe_s)`` (default ``ready``) tells whether a recorded server still
+    answers. ``port=None`` picks a free port, retried ``attempts`` times when taken meanwhile;
+    a busy explicit port raises BackendError naming it; a port outside 1..65535 is a
+    ConfigError. A live server of ``dir`` on another port is stopped first (one server per
+    folder)."""
     path = Path(dir) if dir is not None else Path(tempfile.mkdtemp(prefix=prefix))
     path = path.resolve()
     path.mkdir(parents=True, exist_ok=True)
-    existing = running(cls, path, ready, probe_s)
+    existing = running(cls, path, probe or ready, probe_s)
     if existing is not None and (port is None or existing.port == port):
         log.info("reusing %s pid %d at %s", cls.PROCESS_NAME, existing.pid, existing.url)
         return existing

@@ -231,7 +231,8 @@ def start_pg(
     """Start (or reuse, if ``dir`` already holds a live one) a loopback PostgreSQL with
     pgvector. ``port=None`` picks a free port; a busy explicit port raises BackendError."""
     return start_local(PgServer, dir, port, timeout_s=timeout_s, prefix="rwb-pg-",
-                       launch=_launch, ready=_ready, probe_s=3.0, attempts=1)
+                       launch=_launch, ready=_ready, probe_s=3.0, attempts=1,
+                       probe=lambda srv, t: wait_ready(srv.url, t, pid=srv.pid))
 
 
 def stop_pg(dir: Path | str, *, timeout_s: float = 15.0) -> bool:

@@ -274,7 +274,7 @@ def start_redis(
                 "search_module": str(found[0].search_module)}
 
     return start_local(RedisServer, dir, port, timeout_s=timeout_s, prefix="rwb-redis-",
-                       launch=launch, ready=ready)
+                       launch=launch, ready=ready, probe=_ready)
 
 
 def stop_redis(dir: Path | str, *, timeout_s: float = 5.0) -> bool:
