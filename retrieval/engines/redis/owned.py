@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from retrieval.errors import ConfigError
+
 MARKER_PREFIX = "{rwb}owned:"
 CLIENT_PREFIX = "rwb-"
 
@@ -161,9 +163,7 @@ def leftovers(client: Any) -> list[Leftover]:
 def remove_leftover(client: Any, item: Leftover) -> None:
     """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
     if read_marker(client, item.name) != item.record:
-        from retrieval.errors import ConfigError
-
-    raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
+        raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
                           f"not removed")
     drop_everything(client, item.name)
 
