@@ -5,6 +5,7 @@ through), each with ``to_frame()`` (a pandas DataFrame of the run's main table) 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +216,21 @@ class BenchRun(RunResult):
     def _rows(self) -> Sequence[Mapping[str, Any]]:
         """One row per measured setting (embed) or per mode x query (fan-out)."""
         return self.rows or self.to_dict().get("rows") or []
+
+
+def result_class(model: type[RunSummary]) -> type[RunResult]:
+    """The result class of runs whose summary is a ``model``: the most derived
+    :class:`RunResult` whose ``summary`` field names that model (its annotation is its
+    registration); :class:`RunResult` itself for a kind without a class of its own."""
+    found: type[RunResult] = RunResult
+    todo = list(RunResult.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo.extend(cls.__subclasses__())
+        names = str(inspect.get_annotations(cls).get("summary", "")).split("|")
+        if model.__name__ in (n.strip() for n in names) and issubclass(cls, found):
+            found = cls
+    return found
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from retrieval.cli._common import print_json, print_table
-from retrieval.errors import ConfigError
+from retrieval.cli.printers import prints
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,19 +29,23 @@ def front_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.runs import WORKLOAD_FILTERED, RunDir, workload_kind
+    from retrieval.cli.printers import print_run
+    from retrieval.runs import RunDir
 
     summary = RunDir.open(args.run).read_json("summary.json")
-    # one front across selectivity buckets would mix workloads
-    if workload_kind(summary) == WORKLOAD_FILTERED:
-        raise ConfigError(f"{args.run}: a filtered-search run has one trade-off per selectivity "
-                          f"bucket; see its rows, operating_points, or rwb report {args.run}")
+    print_run("pareto", summary, args.run, as_json=args.json)
+    return 0
+
+
+@prints("pareto")
+def print_front(summary: dict[str, Any], run: str, as_json: bool = False) -> None:
+    """The stored (or computed) recall / latency front of an eval or sweep run."""
     points = front_of(summary)
-    if args.json:
+    if as_json:
         print_json(points)
-        return 0
+        return
     target = summary.get("target_recall")
-    print(f"Pareto front of {summary.get('run_id', args.run)}: recall@{summary.get('k')} vs "
+    print(f"Pareto front of {summary.get('run_id', run)}: recall@{summary.get('k')} vs "
           f"single-query p95 ms (p95) and batch QPS (qps)"
           + (f"; target {target}" if target is not None else ""))
     rows = [
@@ -58,4 +62,3 @@ def run(args: argparse.Namespace) -> int:
         for p in points
     ]
     print_table(rows, ["front", "backend", "build", "search", "recall", "lower", "p95_ms", "qps"])
-    return 0

@@ -20,10 +20,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
@@ -43,6 +42,7 @@ from retrieval.rerank.route import (
 )
 from retrieval.rerank.runfile import run_file_candidates
 from retrieval.rerank.spec import RerankSweepSpec
+from retrieval.rerank.summary import DepthPoint, RerankSweepSummary, RouterSummary
 from retrieval.rerank.tune import (
     DepthChoice,
     RerankScores,
@@ -52,7 +52,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart
+from retrieval.runs import RunDir
 from retrieval.stats.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.stats.metrics import latency_summary
 from retrieval.stats.sampling import seeded_subset
@@ -70,82 +70,6 @@ EVAL_POLICY = (
     "ranx; judged queries only (grade >= 1); a judged query without results scores 0; judged doc "
     "ids missing from the corpus stay relevant (unretrievable) and are reported"
 )
-
-
-class DepthPoint(SummaryPart):
-    """One depth: metric means per split (0..1) and whole-stage latency (ms)."""
-
-    depth: int | None = None
-    tuning: dict[str, float] = Field(default_factory=dict)
-    heldout: dict[str, float] = Field(default_factory=dict)
-    all: dict[str, float] = Field(default_factory=dict)  # in the curve only
-    latency: dict[str, Any] = Field(default_factory=dict)
-
-
-class RouterSummary(SummaryPart):
-    """The BM25 fallback router: threshold on the dense top-1 similarity, tuned and held out."""
-
-    rule: str | None = None
-    threshold: float | None = None
-    threshold_unit: str | None = None
-    policy: str | None = None
-    primary_rerank_depth: int | None = None
-    primary_latency_mode: str | None = None
-    fallback_latency_mode: str | None = None
-    tolerance: float | None = None
-    tuning: dict[str, Any] = Field(default_factory=dict)
-    heldout: dict[str, dict[str, Any]] = Field(default_factory=dict)  # chosen / never / always
-    heldout_metrics: dict[str, float] = Field(default_factory=dict)
-
-
-class RerankerInfo(SummaryPart):
-    kind: str | None = None
-    name: str | None = None
-
-
-class RerankSweepSummary(RunSummary):
-    """summary.json of ``rwb tune rerank`` (no ``kind`` key on disk: the manifest names it)."""
-
-    KIND: ClassVar[RunKind] = RunKind.RERANK_SWEEP
-
-    name: str | None = None
-    run_dir: str | None = None
-    dataset: str | None = None
-    dataset_path: str | None = None  # the file or folder read
-    dataset_split: str | None = None
-    dataset_info: dict[str, Any] | None = None  # name, spec, path, fingerprint, counts
-    dataset_fingerprint: str | None = None
-    relevance: str | None = None
-    n_docs: int | None = None
-    n_queries: int | None = None
-    n_tuning: int | None = None
-    n_heldout: int | None = None
-    dense_ndcg: float | None = Field(None, alias="dense_ndcg@10")
-    bm25_ndcg: float | None = Field(None, alias="bm25_ndcg@10")
-    first_stage: dict[str, Any] = Field(default_factory=dict)
-    bm25: dict[str, Any] | None = None  # the pinned convention
-    dense: dict[str, Any] | None = None  # backend, metric, build, search, embedder
-    sweep_first_stage: str | None = None
-    run_file: dict[str, Any] | None = None  # first stage from a TREC run file
-    trec_runs: dict[str, str] = Field(default_factory=dict)  # role -> file in the run dir
-    reranker: RerankerInfo = Field(default_factory=RerankerInfo)
-    selection_metric: str | None = None
-    tolerance: float | None = None
-    chosen_depth: int | None = None
-    no_rerank_wins: bool | None = None
-    best_depth: int | None = None
-    chosen: DepthPoint | None = None
-    curve: list[DepthPoint] = Field(default_factory=list)
-    latency_mode: str | None = None
-    latency_sample_queries: int | None = None
-    evaluation_policy: str | None = None
-    evaluation_counts: dict[str, Any] = Field(default_factory=dict)
-    unknown_judged_doc_ids: dict[str, list[str]] = Field(default_factory=dict)
-    router: RouterSummary | None = None
-
-    def curve_at(self, depth: int | None) -> DepthPoint | None:
-        """The curve's row at ``depth`` (None when the curve has none)."""
-        return next((row for row in self.curve if row.depth == depth), None)
 
 
 @dataclass(frozen=True)
@@ -513,7 +437,7 @@ def _write_run(rd: RunDir, spec: RerankSweepSpec, spec_source: str, q: _Queries,
     rd.write_yaml("spec.yaml", {**spec.model_dump(mode="json"), "source": spec_source})
     rd.write_manifest(
         spec_source=spec_source,
-        kind=RunKind.RERANK_SWEEP,
+        kind=RerankSweepSummary.KIND,
         seed=spec.seed,
         dataset={"name": q.coll.name, "fingerprint": q.coll.fingerprint,
                  "source": q.coll.source, "path": dataset_path(q.coll),
