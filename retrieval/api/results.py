@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
-    from retrieval.cache.run import CacheTuneSummary
+    from retrieval.cache.summary import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
     from retrieval.profiling.summary import ProfileSummary
     from retrieval.reporting.load import Run
-    from retrieval.rerank.run import RerankSweepSummary
+    from retrieval.rerank.summary import RerankSweepSummary
     from retrieval.runs import RunKind, RunSummary
-    from retrieval.study.run import StudySummary
+    from retrieval.study.summary import StudySummary
     from retrieval.tune.summary import EvalSummary, SweepSummary
 
 
@@ -90,14 +90,14 @@ class IndexRun(RunResult):
 
     def points(self) -> list[dict[str, Any]]:
         """Every measured config (plot input of :mod:`retrieval.api.plots`)."""
-        from retrieval.reporting.build import index_points
+        from retrieval.reporting.kinds.index import index_points
 
         return index_points(self._run())
 
     def chosen(self) -> list[dict[str, Any]]:
         """Per backend: a sweep's choice, or for an eval run the cheapest point meeting its
         target (point estimate)."""
-        from retrieval.reporting.build import chosen_points
+        from retrieval.reporting.kinds.index import chosen_points
 
         return chosen_points(self._run())
 

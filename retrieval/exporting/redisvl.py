@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from retrieval._version import __version__
-from retrieval.cache.run import CacheTuneSummary
+from retrieval.cache.summary import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import FORMAT_VERSION, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier

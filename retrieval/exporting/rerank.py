@@ -33,7 +33,7 @@ from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import FORMAT_VERSION, read_config, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
-from retrieval.rerank.run import DepthPoint, RerankSweepSummary
+from retrieval.rerank.summary import DepthPoint, RerankSweepSummary
 from retrieval.runs import RunDir, package_versions
 from retrieval.specfile import read_yaml
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
-from retrieval.runs import RunKind, RunSummary, detect_kind, kinds, summary_model
+from retrieval.runs import RunKind, RunSummary, detect_kind, run_kinds, summary_model
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def load_run(path: str | Path) -> Run:
     if kind is None:
         raise DataError(
             f"run '{p}': cannot tell what kind of run it is (manifest kind "
-            f"{manifest.get('kind')!r}); known kinds: {', '.join(kinds())}"
+            f"{manifest.get('kind')!r}); known kinds: {', '.join(run_kinds())}"
         )
     return Run(p, kind, summary, typed_summary(p, kind, summary), manifest)
 

@@ -53,7 +53,7 @@ class RunKind(str):
             if kind is None:
                 raise PydanticCustomError(
                     "enum", "Input should be {expected}",
-                    {"expected": ", ".join(f"'{k}'" for k in kinds())})
+                    {"expected": ", ".join(f"'{k}'" for k in run_kinds())})
             return kind
 
         return core_schema.no_info_after_validator_function(
@@ -168,7 +168,7 @@ def summary_models() -> dict[RunKind, type[RunSummary]]:
     return {m.KIND: m for m in ordered}
 
 
-def kinds() -> tuple[RunKind, ...]:
+def run_kinds() -> tuple[RunKind, ...]:
     """Every registered run kind, in the order messages list them."""
     return tuple(summary_models())
 
