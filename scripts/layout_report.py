@@ -4,12 +4,21 @@ package's private module, and engine-name string literals outside retrieval/engi
 constants equal to an engine or backend name, docstrings aside; library distribution names such
 as ``faiss-cpu`` and URL schemes are counted too, and listed, so a reader can judge them).
 
+Run kinds and workload shapes (issue 29): kind ``if``s outside the registries (a comparison whose
+operand is a run kind: ``RunKind.X``, ``run.kind``, a ``*_KIND(S)`` name of a run kind,
+``workload_kind(...)`` or a ``WORKLOAD_*`` shape), ``"scale" in`` probes and ``model_extra``
+reads, measurers (classes named ``*Measurer``), ``eval`` bodies (functions of
+``retrieval/tune/runner.py`` that write an eval run's manifest), files over 600 lines, functions
+over 120 lines, and test helper functions defined in more than one test file (the same top-level
+``def`` name in two or more files under ``tests/``, test functions and fixtures aside).
+
     python scripts/layout_report.py [ROOT]     (ROOT: a checkout; default this one)
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -70,6 +79,118 @@ _ROOT = Path(".")
 def pathlib_mod_exists(module: str, name: str) -> bool:
     base = _ROOT / Path(*module.split("."))
     return (base / f"{name}.py").exists() or (base / name / "__init__.py").exists()
+
+
+#: the modules that may tell run kinds and shapes apart: the registries themselves
+REGISTRIES = ("retrieval/runs/kinds.py", "retrieval/reporting/registry.py",
+              "retrieval/cli/printers.py", "retrieval/exporting/registry.py")
+#: names that hold run kinds or a list of them (beside RunKind.X and workload_kind(...))
+_KIND_NAMES = re.compile(r"^(INDEX_KINDS|RUN_KIND|[A-Z_]*RUN_KINDS?|WORKLOAD_[A-Z_]+)$")
+
+
+def _is_kind(node: ast.AST) -> bool:
+    """``node`` names a run kind or a workload shape."""
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "RunKind":
+            return True  # RunKind.SWEEP
+        if node.attr == "KIND":
+            return True  # SweepSummary.KIND
+        if node.attr == "kind" and isinstance(node.value, ast.Name) and node.value.id == "run":
+            return True  # run.kind
+    if isinstance(node, ast.Name) and _KIND_NAMES.match(node.id):
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "workload_kind")
+
+
+def kind_lists(root: Path) -> list[str]:
+    """Modules that list run kinds by hand: three or more distinct kinds named
+    (``RunKind.X`` or ``<Summary>.KIND``) outside their own summary module, or an enum of them."""
+    out = []
+    for p in sorted((root / "retrieval").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        own = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.AnnAssign | ast.Assign)
+               and "KIND" in ast.unparse(n.targets[0] if isinstance(n, ast.Assign) else n.target)}
+        named = {ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                 and id(n) not in own and (
+                     (isinstance(n.value, ast.Name) and n.value.id == "RunKind"
+                      and n.attr.isupper() and n.attr != "KIND")
+                     or (n.attr == "KIND" and isinstance(n.value, ast.Name)
+                         and n.value.id[:1].isupper()))}
+        enum = any(isinstance(n, ast.ClassDef) and n.name == "RunKind" and any(
+            isinstance(b, ast.Assign) and not ast.unparse(b.targets[0]).startswith("__")
+            for b in n.body) for n in ast.walk(tree))
+        if len(named) >= 3 or enum:
+            out.append(f"{p.relative_to(root).as_posix()} ({'enum' if enum else len(named)})")
+    return out
+
+
+def kind_checks(root: Path) -> tuple[list[str], list[str]]:
+    """(kind ifs outside the registries, "scale" in probes and model_extra reads)."""
+    ifs: list[str] = []
+    probes: list[str] = []
+    for p in sorted((root / "retrieval").rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        lines: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and rel not in REGISTRIES:
+                ops = [node.left, *node.comparators]
+                if any(_is_kind(o) for o in ops) and any(
+                        isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn | ast.Is
+                                   | ast.IsNot) for op in node.ops):
+                    lines.add(node.lineno)
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+                    and node.left.value == "scale"
+                    and any(isinstance(op, ast.In | ast.NotIn) for op in node.ops)
+                    and rel != "retrieval/runs/kinds.py"):
+                probes.append(f"{rel}:{node.lineno}: \"scale\" in")
+            if isinstance(node, ast.Attribute) and node.attr == "model_extra":
+                probes.append(f"{rel}:{node.lineno}: model_extra")
+        ifs += [f"{rel}:{n}" for n in sorted(lines)]
+    return ifs, probes
+
+
+def measurers(root: Path) -> list[str]:
+    out = []
+    for p in sorted((root / "retrieval").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        out += [f"{p.relative_to(root).as_posix()}:{n.name}" for n in ast.walk(tree)
+                if isinstance(n, ast.ClassDef) and n.name.endswith("Measurer")]
+    return out
+
+
+def eval_bodies(root: Path) -> list[str]:
+    """Functions that write an eval run's manifest (``write_manifest(kind=... EVAL ...)``)."""
+    out = []
+    for p in sorted((root / "retrieval").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for c in ast.walk(fn):
+                if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                        and c.func.attr == "write_manifest"
+                        and any(k.arg == "kind" and "eval" in ast.unparse(k.value).lower()
+                                for k in c.keywords)):
+                    out.append(f"{p.relative_to(root).as_posix()}:{fn.name}")
+                    break
+    return sorted(set(out))
+
+
+def shared_test_helpers(root: Path) -> dict[str, list[str]]:
+    """Top-level helper functions (not tests, not fixtures) defined in 2+ files under tests/."""
+    where: dict[str, list[str]] = {}
+    for p in sorted((root / "tests").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for n in tree.body:
+            if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if n.name.startswith("test") or any(
+                    "fixture" in ast.unparse(d) for d in n.decorator_list):
+                continue
+            where.setdefault(n.name, []).append(p.relative_to(root).as_posix())
+    return {k: v for k, v in sorted(where.items()) if len(v) > 1}
 
 
 def main() -> int:
@@ -137,6 +258,29 @@ def main() -> int:
           f"distributions too): {len(literals)}")
     for item in literals:
         print(f"  {item}")
+    lists = kind_lists(root)
+    print(f"modules listing run kinds by hand: {len(lists)} {lists}")
+    ifs, probes = kind_checks(root)
+    print(f"kind ifs outside the registries: {len(ifs)} in "
+          f"{len({i.rsplit(':', 1)[0] for i in ifs})} files")
+    for item in ifs:
+        print(f"  {item}")
+    print(f"'\"scale\" in' probes and model_extra reads: {len(probes)}")
+    for item in probes:
+        print(f"  {item}")
+    found = measurers(root)
+    print(f"measurers: {len(found)} {found}")
+    bodies = eval_bodies(root)
+    print(f"eval bodies: {len(bodies)} {bodies}")
+    over = sorted(f"{p.relative_to(root).as_posix()} ({n})" for p, n in sizes.items() if n > 600)
+    print(f"files over 600 lines: {len(over)} {over}")
+    long_fns = sorted(f"{w} ({n})" for n, w in funcs if n > 120)
+    print(f"functions over 120 lines: {len(long_fns)} {long_fns}")
+    helpers = shared_test_helpers(root)
+    print(f"test helper functions defined in more than one test file: {len(helpers)} names, "
+          f"{sum(len(v) for v in helpers.values())} definitions")
+    for name, paths in helpers.items():
+        print(f"  {name}: {len(paths)} files")
     return 0
 
 

@@ -5,6 +5,7 @@ through), each with ``to_frame()`` (a pandas DataFrame of the run's main table) 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +16,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
-    from retrieval.cache.run import CacheTuneSummary
+    from retrieval.cache.summary import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
     from retrieval.profiling.summary import ProfileSummary
     from retrieval.reporting.load import Run
-    from retrieval.rerank.run import RerankSweepSummary
+    from retrieval.rerank.summary import RerankSweepSummary
     from retrieval.runs import RunKind, RunSummary
-    from retrieval.study.run import StudySummary
+    from retrieval.study.summary import StudySummary
     from retrieval.tune.summary import EvalSummary, SweepSummary
 
 
@@ -89,14 +90,14 @@ class IndexRun(RunResult):
 
     def points(self) -> list[dict[str, Any]]:
         """Every measured config (plot input of :mod:`retrieval.api.plots`)."""
-        from retrieval.reporting.build import index_points
+        from retrieval.reporting.kinds.index import index_points
 
         return index_points(self._run())
 
     def chosen(self) -> list[dict[str, Any]]:
         """Per backend: a sweep's choice, or for an eval run the cheapest point meeting its
         target (point estimate)."""
-        from retrieval.reporting.build import chosen_points
+        from retrieval.reporting.kinds.index import chosen_points
 
         return chosen_points(self._run())
 
@@ -215,6 +216,21 @@ class BenchRun(RunResult):
     def _rows(self) -> Sequence[Mapping[str, Any]]:
         """One row per measured setting (embed) or per mode x query (fan-out)."""
         return self.rows or self.to_dict().get("rows") or []
+
+
+def result_class(model: type[RunSummary]) -> type[RunResult]:
+    """The result class of runs whose summary is a ``model``: the most derived
+    :class:`RunResult` whose ``summary`` field names that model (its annotation is its
+    registration); :class:`RunResult` itself for a kind without a class of its own."""
+    found: type[RunResult] = RunResult
+    todo = list(RunResult.__subclasses__())
+    while todo:
+        cls = todo.pop(0)
+        todo.extend(cls.__subclasses__())
+        names = str(inspect.get_annotations(cls).get("summary", "")).split("|")
+        if model.__name__ in (n.strip() for n in names) and issubclass(cls, found):
+            found = cls
+    return found
 
 
 @dataclass(frozen=True)

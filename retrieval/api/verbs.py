@@ -19,7 +19,6 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
-    ProfileRunResult,
     Report,
     RerankRun,
     RunResult,
@@ -443,18 +442,11 @@ def report(run: PathLike | RunResult, out: PathLike | None = None, *, remeasure:
 
 def open_run(path: PathLike) -> RunResult:
     """An existing run directory (any kind rwb writes) as its typed result."""
+    from retrieval.api.results import result_class
     from retrieval.reporting.load import load_run
-    from retrieval.runs import RunKind
 
     run = load_run(path)
-    by_kind: dict[str, type[RunResult]] = {
-        RunKind.EVAL: EvalRun, RunKind.SWEEP: SweepRun, RunKind.RAG_STUDY: StudyRun,
-        RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
-        RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
-        RunKind.BENCH_LOAD: BenchRun, RunKind.BENCH_CHURN: BenchRun,
-        RunKind.PROFILE: ProfileRunResult,
-    }
-    return by_kind[run.kind](run.path, run.model)
+    return result_class(type(run.model))(run.path, run.model)
 
 
 def _run_path(run: PathLike | RunResult) -> Path:

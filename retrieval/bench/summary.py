@@ -7,14 +7,17 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from retrieval.runs import RunKind, RunSummary
+from retrieval.runs import RunKind, RunSummary, run_summary
 
 
+@run_summary
 class EmbedBenchSummary(RunSummary):
     """Embedding batch sweep: throughput of the best batching setting against one text at a time
     and the library default, batched-vs-single agreement, bf16, and one row per setting."""
 
-    KIND: ClassVar[RunKind] = RunKind.BENCH_EMBED
+    KIND: ClassVar[RunKind] = RunKind("bench-embed")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("best_setting", "max_abs_diff")
+    RANK: ClassVar[int] = 2
 
     model_id: str | None = None
     engine: str | None = None
@@ -39,11 +42,14 @@ class EmbedBenchSummary(RunSummary):
     rows: list[dict[str, Any]] = Field(default_factory=list)
 
 
+@run_summary
 class FanoutBenchSummary(RunSummary):
     """Fan-out across collections: per-mode latency (ms) and speedups against serial, the
     verdict, fused-result agreement across modes and retrieval quality."""
 
-    KIND: ClassVar[RunKind] = RunKind.BENCH_FANOUT
+    KIND: ClassVar[RunKind] = RunKind("bench-fanout")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("modes", "speedup")
+    RANK: ClassVar[int] = 3
 
     name: str | None = None
     k: int | None = None
@@ -58,12 +64,15 @@ class FanoutBenchSummary(RunSummary):
     quality: dict[str, Any] | None = None
 
 
+@run_summary
 class LoadBenchSummary(RunSummary):
     """Latency under load: per config its points (closed / open loop; corrected and uncorrected
     percentiles in ms, achieved vs offered QPS, recall, generator health) and ``capacity_qps``,
     the highest offered rate meeting the SLO; ``partial`` when a point was aborted."""
 
-    KIND: ClassVar[RunKind] = RunKind.BENCH_LOAD
+    KIND: ClassVar[RunKind] = RunKind("bench-load")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("configs", "slo", "client")
+    RANK: ClassVar[int] = 4
 
     name: str | None = None
     k: int | None = None

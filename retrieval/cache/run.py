@@ -24,16 +24,16 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from retrieval.cache.data import data_record, load_labels
 from retrieval.cache.fill import QidVectors, embed_questions, fill_cache
 from retrieval.cache.live import SemanticCache
 from retrieval.cache.redis import RedisLost, connect_redis, redact_url
 from retrieval.cache.spec import CacheTuneSpec
+from retrieval.cache.summary import CacheRates, CacheTuneSummary
 from retrieval.cache.thresholds import CONVENTIONS, Threshold
 from retrieval.cache.tune import (
     ProbeDesign,
@@ -46,7 +46,7 @@ from retrieval.cache.tune import (
     knn_check,
 )
 from retrieval.errors import BackendError
-from retrieval.runs import RunDir, RunKind, RunSummary, SummaryPart, check_out_dir
+from retrieval.runs import RunDir, check_out_dir
 from retrieval.stats.binomial import upper_bound
 
 log = logging.getLogger(__name__)
@@ -57,61 +57,6 @@ RETRIES = 4  # retries of a Redis call that failed on a lost/refused connection 
 BACKOFF_S = 0.2  # first wait; doubled each retry (0.2 + 0.4 + 0.8 + 1.6 = 3 s)
 
 
-class CacheRates(SummaryPart):
-    """Outcome counts and per-probe rates of one split at the chosen threshold."""
-
-    threshold: float | None = None
-    probes: int | None = None
-    positive_probes: int | None = None
-    hits: int | None = None
-    correct_hits: int | None = None
-    false_hits: int | None = None
-    hit_rate: float | None = None
-    correct_hit_rate: float | None = None
-    false_hit_rate: float | None = None
-    precision: float | None = None
-    duplicate_recall: float | None = None
-    false_hit_upper_bound: float | None = None
-
-
-class CacheTuneSummary(RunSummary):
-    """summary.json of ``rwb tune cache`` (cosine distances; rates per probe; ms; USD)."""
-
-    KIND: ClassVar[RunKind] = RunKind.CACHE_TUNE
-
-    kind: RunKind = RunKind.CACHE_TUNE
-    name: str | None = None
-    threshold: float | None = None  # cosine distance; None when no threshold met the cap
-    threshold_unit: str | None = None
-    threshold_equivalents: dict[str, float | None] | None = None
-    feasible: bool | None = None
-    reason: str | None = None
-    max_false_hit: float | None = None
-    confidence: float | None = None
-    bound: str | None = None
-    false_hit_upper_bound: float | None = None
-    tuning_false_hit_rate: float | None = None
-    tuning_hit_rate: float | None = None
-    heldout_hit_rate: float | None = None
-    heldout_false_hit_rate: float | None = None
-    heldout_false_hit_upper_bound: float | None = None
-    heldout_precision: float | None = None
-    heldout_meets_cap: bool | None = None
-    tuning: CacheRates | None = None
-    heldout: CacheRates | None = None
-    latency_ms: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    cost: dict[str, Any] = Field(default_factory=dict)
-    timing_s: dict[str, Any] = Field(default_factory=dict)
-    design: dict[str, Any] = Field(default_factory=dict)
-    knn_check: dict[str, Any] = Field(default_factory=dict)
-    embedder: str | None = None
-    dim: int | None = None
-    redis: dict[str, Any] = Field(default_factory=dict)
-    index: dict[str, Any] | None = None
-    live_lookup_agreement: dict[str, Any] | None = None
-    dataset: dict[str, Any] | None = None  # name, files, fingerprint of the labelled data
-    transfer: list[dict[str, Any]] = Field(default_factory=list)  # the transfer checks
-    curve: list[dict[str, Any]] = Field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -172,7 +117,7 @@ def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
     t = sweep.threshold
     tuning, held = sweep.tuning, sweep.heldout
     return CacheTuneSummary.model_validate({
-        "kind": RunKind.CACHE_TUNE,
+        "kind": CacheTuneSummary.KIND,
         "name": spec.name,
         "threshold": None if t is None else t.cosine_distance,
         "threshold_unit": "cosine_distance",
@@ -396,7 +341,7 @@ def _write_files(run: RunDir, spec: CacheTuneSpec, summary: CacheTuneSummary,
                  correct: np.ndarray) -> None:
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind=RunKind.CACHE_TUNE, spec_source=spec.source, dataset={
+        kind=CacheTuneSummary.KIND, spec_source=spec.source, dataset={
             "name": spec.data_name, "fingerprint": design.info["fingerprint"],
             "data": summary.dataset,
             "pairs": spec.pairs.model_dump(), "distractors": spec.distractors,

@@ -34,7 +34,7 @@ from retrieval.churn.logic import AdviceInput, advice_dict
 from retrieval.churn.spec import ChurnSpec, runbook_name, runbook_of
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import ConfigError
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import RunDir
 from retrieval.workload.runbook import ResolvedRunbook, resolve_runbook, truth_at_searches
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
     queries = np.ascontiguousarray(ds.queries[: spec.queries or ds.n_queries])
     controls = control_steps(book, spec.control)
     labels = [c.label or c.backend for c in spec.configs]
-    run = RunDir.create(out, f"{RunKind.BENCH_CHURN}-{spec.name}", force=force,
+    run = RunDir.create(out, f"{ChurnBenchSummary.KIND}-{spec.name}", force=force,
                         resumable=_resumable(spec) if resume else None)
     done = read_progress(run.path) if resume else {}
     if resume and not done:
@@ -198,7 +198,7 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
             cr.check()
         run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
         (run.path / "spec.json").write_text(_spec_text(spec), encoding="utf-8")
-        run.write_manifest(kind=RunKind.BENCH_CHURN, spec_source=spec.source,
+        run.write_manifest(kind=ChurnBenchSummary.KIND, spec_source=spec.source,
                            seeds={"index": spec.seed, "runbook_ids": runbook_of(spec).ids.seed},
                            index_threads=spec.threads, resumed=bool(done))
         import pandas as pd
@@ -248,7 +248,7 @@ def _write_results(run: RunDir, spec: ChurnSpec, dataset: str, nq: int, book: Re
     run.write_frame("ids.parquet", pd.DataFrame(id_rows, columns=["backend", "step", "query",
                                                                    "ids"]))
     summary = {
-        "kind": RunKind.BENCH_CHURN, "run_id": run.run_id, "name": spec.name,
+        "kind": ChurnBenchSummary.KIND, "run_id": run.run_id, "name": spec.name,
         "dataset": dataset, "k": spec.k, "n_queries": nq, "target_recall": spec.target_recall,
         "confidence": spec.confidence.model_dump(mode="json"), "control": spec.control,
         "runbook": {"name": runbook_name(spec), **_runbook_facts(book)},

@@ -6,9 +6,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from retrieval.runs.kinds import RunKind, RunSummary
+from retrieval.runs.kinds import RunKind, RunSummary, run_summary
 
 
+@run_summary
 class ChurnBenchSummary(RunSummary):
     """Recall under inserts and deletes: per config, per step (``steps``: ``op``, ``live``,
     ``recall`` / ``recall_p5`` / ``recall_lower``, ``control_recall``, ``drift``, ``damage``
@@ -16,7 +17,9 @@ class ChurnBenchSummary(RunSummary):
     ``short_queries``, ``dead_fraction``, ``memory_bytes``, ``tuned_knob``, write throughput
     (per s) and per-call latency percentiles (ms), ``maintain_s``) and one ``advice`` line."""
 
-    KIND: ClassVar[RunKind] = RunKind.BENCH_CHURN
+    KIND: ClassVar[RunKind] = RunKind("bench-churn")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("configs", "runbook", "target_recall")
+    RANK: ClassVar[int] = 5
 
     name: str | None = None
     dataset: str | None = None

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval.cli._common import fmt, print_table
+from retrieval.cli.printers import prints
+from retrieval.errors import ConfigError
+from retrieval.runs import WORKLOAD_FILTERED
 
 
 def _search(d: dict[str, Any] | None) -> str:
@@ -18,7 +21,8 @@ def _cliff_lines(s: dict[str, Any]) -> None:
         print(f"cliff {label}: best {fmt(best) if best is not None else 'none'} ({parts})")
 
 
-def print_filtered_eval(s: dict[str, Any], run_dir: str) -> None:
+@prints("eval", WORKLOAD_FILTERED)
+def print_filtered_eval(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     print(f"dataset {s['dataset']}  k={s['k']}  (filtered recall@k, fewer-than-k rule; latency "
           f"single-query ms, each query with its filter; QPS batch)")
     rows = [(r["label"], r["strategy"], _search(r["search"]) if r["strategy"] != "prefilter"
@@ -31,7 +35,8 @@ def print_filtered_eval(s: dict[str, Any], run_dir: str) -> None:
     print(f"run directory: {run_dir}")
 
 
-def print_filtered_sweep(s: dict[str, Any], run_dir: str) -> None:
+@prints("sweep", WORKLOAD_FILTERED)
+def print_filtered_sweep(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     print(f"{s['name']} on {s['dataset']} (k={s['k']}): target filtered recall@{s['k']} >= "
           f"{s.get('target_recall')}, strategy target, per bucket and filtering strategy")
     rows = [(c["label"], c["strategy"], c["bucket"], c["selectivity"],
@@ -47,3 +52,10 @@ def print_filtered_sweep(s: dict[str, Any], run_dir: str) -> None:
                       "heldout"])
     _cliff_lines(s)
     print(f"run directory: {run_dir}")
+
+
+@prints("pareto", WORKLOAD_FILTERED)
+def refuse_front(s: dict[str, Any], run: str, as_json: bool = False) -> None:
+    """One front across selectivity buckets would mix workloads: refused."""
+    raise ConfigError(f"{run}: a filtered-search run has one trade-off per selectivity "
+                      f"bucket; see its rows, operating_points, or rwb report {run}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval.cli._common import fmt, print_table
+from retrieval.cli.printers import prints
+from retrieval.runs import WORKLOAD_SCALE
 
 
 def _num(v: Any, digits: int = 3) -> str:
@@ -15,7 +17,8 @@ def _pct(v: Any) -> str:
     return "-" if v is None else f"{100 * float(v):+.0f}%"
 
 
-def print_scale(s: dict[str, Any], run_dir: str) -> None:
+@prints("sweep", WORKLOAD_SCALE)
+def print_scale(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     sc = s["scale"]
     k, target = s["k"], s["target_recall"]
     print(f"{s['name']} on {s['dataset']} (k={k}): scale study, target recall@{k} >= {target}; "

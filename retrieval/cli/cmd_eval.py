@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from retrieval.cli._common import close_bar, print_json, print_table, progress_bar
+from retrieval.cli.printers import prints
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_eval_cmd(args: argparse.Namespace) -> int:
     from retrieval.api import evaluate
-    from retrieval.runs import WORKLOAD_FILTERED, workload_kind
+    from retrieval.cli.printers import print_run
 
     bar, progress = progress_bar("eval", unit="config")
     try:
@@ -39,11 +41,13 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    if workload_kind(summary) == WORKLOAD_FILTERED:
-        from retrieval.cli._filtered import print_filtered_eval
+    print_run("eval", summary, str(run.path))
+    return 0
 
-        print_filtered_eval(summary, str(run.path))
-        return 0
+
+@prints("eval")
+def print_eval(summary: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
+    """The measured configs of an eval run, one row each."""
     rows = [
         (
             r["backend"],
@@ -80,8 +84,7 @@ def run_eval_cmd(args: argparse.Namespace) -> int:
             "mem_bytes",
         ],
     )
-    print(f"run directory: {run.path}")
-    return 0
+    print(f"run directory: {run_dir}")
 
 
 def run_backends(args: argparse.Namespace) -> int:

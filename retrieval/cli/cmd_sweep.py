@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
+from retrieval.cli.printers import prints
 from retrieval.errors import ConfigError
 
 
@@ -66,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrieval.api import sweep
-    from retrieval.runs import WORKLOAD_FILTERED, workload_kind
+    from retrieval.cli.printers import print_run
     from retrieval.study.spec import is_study_spec
     from retrieval.tune.storage import StorageLost
 
@@ -101,16 +102,8 @@ def run(args: argparse.Namespace) -> int:
     summary = run.to_dict()
     if args.json:
         print_json(summary)
-    elif "scale" in summary:
-        from retrieval.cli._scale import print_scale
-
-        print_scale(summary, str(run.path))
-    elif workload_kind(summary) == WORKLOAD_FILTERED:
-        from retrieval.cli._filtered import print_filtered_sweep
-
-        print_filtered_sweep(summary, str(run.path))
     else:
-        print_result(summary, str(run.path))
+        print_run("sweep", summary, str(run.path))
     return strict_exit(summary) if args.strict else 0
 
 
@@ -190,7 +183,8 @@ def _print_costs(s: dict[str, Any]) -> None:
                 f"{a['n']:,} -> {a['per_month']:.2f}/month" for a in at))
 
 
-def print_result(s: dict[str, Any], run_dir: str) -> None:
+@prints("sweep")
+def print_result(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     target = s.get("target_recall")
     conf = s["confidence"]
     q = s["queries"]

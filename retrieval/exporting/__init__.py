@@ -28,6 +28,7 @@ from retrieval.exporting.registry import (
 )
 from retrieval.exporting.verify import VerifyReport
 from retrieval.runs import FAILED, RUNNING, RunDir, RunKind
+from retrieval.tune.summary import EvalSummary
 
 
 def run_kind(run: RunDir) -> str:
@@ -55,7 +56,7 @@ def run_kind(run: RunDir) -> str:
             kind = run.read_json(name).get("kind")
             if kind:
                 return RunKind.parse(kind) or str(kind)
-    return RunKind.EVAL
+    return EvalSummary.KIND  # an eval summary names no kind
 
 
 def check_engine(engine: str) -> str:

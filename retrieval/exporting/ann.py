@@ -28,7 +28,7 @@ from retrieval.exporting.filtered import FilteredExported, export_filtered
 from retrieval.exporting.portable import portable
 from retrieval.exporting.registry import NothingToExport, register_exporter
 from retrieval.indexes.engine import all_engines
-from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind, workload_kind
+from retrieval.runs import WORKLOAD_FILTERED, RunDir
 from retrieval.specfile import read_yaml
 from retrieval.tune.decide import objective_value
 from retrieval.tune.summary import BackendChoice, ChosenPoint, SweepSummary
@@ -201,26 +201,23 @@ def scale_rule(summary: SweepSummary, label: str) -> dict[str, Any] | None:
     """The fitted knob(N) rule of ``label``'s chosen build when the run is a scale study."""
     from retrieval.tune.scale import export_rule
 
-    scale = (summary.model_extra or {}).get("scale")
-    i = (summary.backends[label].model_extra or {}).get("scale_build")
-    if not isinstance(scale, dict) or not isinstance(i, int) or i >= len(summary.builds):
+    scale = summary.scale
+    i = summary.backends[label].scale_build
+    if scale is None or i is None or i >= len(summary.builds):
         return None
-    return export_rule(summary.builds[i], scale.get("build_rules") or {})
+    return export_rule(summary.builds[i], scale.build_rules or {})
 
 
 @register_exporter(
-    RunKind.SWEEP, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
+    SweepSummary.KIND, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
     made_by="rwb sweep SPEC --target-recall R", dedicated=False,
 )
 def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
-                 ) -> Exported | FilteredExported:
+                 ) -> Exported:
     """Write the engine-native config of run ``run``; NothingToExport when nothing qualifies."""
     summary = run.read_summary(SweepSummary)
     manifest = run.read_json("manifest.json")
     spec = _read_spec(run)
-    doc = summary.to_json_dict()
-    if workload_kind(doc) == WORKLOAD_FILTERED:  # a filtered sweep: the operating-point table
-        return export_filtered(run, engine, out, doc, manifest, spec, backend)
     if summary.target_recall is None:
         raise NothingToExport(f"run '{run.path}' has no target recall: nothing was chosen; "
                               f"run rwb sweep with --target-recall")
@@ -260,6 +257,20 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
         f"run '{run.path}' has no config meeting target recall {summary.target_recall} "
         f"that engine '{engine}' can take: " + "; ".join(reasons or ["no backends"])
     )
+
+
+@register_exporter(
+    SweepSummary.KIND, ANN_ENGINES, exports="a tuned ANN index config", tuned="an ANN index config",
+    made_by="rwb sweep SPEC --target-recall R", dedicated=False, shape=WORKLOAD_FILTERED,
+)
+def export_filtered_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
+                          ) -> FilteredExported:
+    """Write the operating-point table of a filtered sweep (one setting per selectivity
+    bucket); NothingToExport when no bucket has one."""
+    summary = run.read_summary(SweepSummary)
+    manifest = run.read_json("manifest.json")
+    return export_filtered(run, engine, out, summary.to_json_dict(), manifest, _read_spec(run),
+                           backend)
 
 
 __all__ = ["FILE_KIND", "Exported", "NothingToExport", "evidence", "export_sweep", "source"]

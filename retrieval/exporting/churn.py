@@ -14,9 +14,12 @@ from typing import Any
 
 from retrieval.errors import ConfigError
 from retrieval.exporting.files import full_search, read_config, tidy, write_config
-from retrieval.runs import RunKind
+from retrieval.runs import RunKind, declares_kind
 from retrieval.tune.measure import EPS
 
+#: the run kind whose runs ``--churn`` takes (``rwb bench churn``; its summary model sits in
+#: :mod:`retrieval.churn`, a sibling this package does not import)
+CHURN_KIND = RunKind("bench-churn")
 #: the evidence field of an export that holds the churn figures
 FIELD = "under_churn"
 
@@ -28,9 +31,10 @@ def _read_churn(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     except (OSError, ValueError):
         raise ConfigError(f"--churn '{path}': not a complete rwb bench churn run (no readable "
                           f"manifest.json and summary.json)") from None
-    if manifest.get("kind") != RunKind.BENCH_CHURN or summary.get("kind") != RunKind.BENCH_CHURN:
+    kind = CHURN_KIND
+    if not (declares_kind(manifest, kind) and declares_kind(summary, kind)):
         raise ConfigError(f"--churn '{path}': not a rwb bench churn run (kind "
-                          f"{manifest.get('kind')!r}; expected '{RunKind.BENCH_CHURN}')")
+                          f"{manifest.get('kind')!r}; expected '{CHURN_KIND}')")
     return manifest, summary
 
 

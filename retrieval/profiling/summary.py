@@ -6,16 +6,19 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from retrieval.runs.kinds import RunKind, RunSummary
+from retrieval.runs.kinds import RunKind, RunSummary, run_summary
 
 
+@run_summary
 class ProfileSummary(RunSummary):
     """A pipeline profile: ``stages`` (each ``name``, ``n``, ``p50_ms`` / ``p95_ms`` /
     ``p99_ms`` and ``shares`` of the end-to-end percentiles), ``end_to_end`` and ``overhead``
     percentiles (ms), ``tail`` attribution, ``exemplars``, ``quality``, ``cache``, ``load`` (one
     row per open-loop rate, corrected percentiles) and ``remedies`` (the measured waterfall)."""
 
-    KIND: ClassVar[RunKind] = RunKind.PROFILE
+    KIND: ClassVar[RunKind] = RunKind("profile")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("stages", "end_to_end", "tail")
+    RANK: ClassVar[int] = 9
 
     kind: str | None = None
     name: str | None = None

@@ -13,6 +13,6 @@ functions, so no plotting logic lives only in a notebook.
 """
 
 from retrieval.reporting.build import ReportResult, write_report
-from retrieval.reporting.load import KINDS, Run, load_run
+from retrieval.reporting.load import Run, load_run
 
-__all__ = ["KINDS", "ReportResult", "Run", "load_run", "write_report"]
+__all__ = ["ReportResult", "Run", "load_run", "write_report"]

@@ -1,17 +1,10 @@
 """Open any rwb run directory and say what it holds.
 
-The summary is read back through its kind's typed model (:data:`SUMMARY_MODELS`, each defined
-next to the code that writes it) into :attr:`Run.model`; :attr:`Run.summary` keeps the plain data
-(what the JSON holds) for tables and notebooks.
-
-Kinds (:class:`~retrieval.runs.RunKind`, from ``manifest.json``/``summary.json`` ``kind``, else
-recognised by their keys):
-
-- ``eval``: ``rwb eval`` (summary rows, measurements.parquet, per_query.parquet);
-- ``sweep``: ``rwb sweep`` of an index spec (rows, builds, backends with ``chosen``, pareto);
-- ``bench-embed``, ``bench-fanout``: ``rwb bench embed|fanout``;
-- ``rerank-sweep``, ``cache-tune``: ``rwb tune rerank|cache``;
-- ``rag-study``: ``rwb sweep sweeps/rag-end-to-end.yaml`` (:mod:`retrieval.study`).
+The summary is read back through its kind's typed model (registered with
+:func:`retrieval.runs.run_summary` next to the code that writes it) into :attr:`Run.model`;
+:attr:`Run.summary` keeps the plain data (what the JSON holds) for tables and notebooks. The kind
+(:class:`~retrieval.runs.RunKind`) comes from ``manifest.json`` / ``summary.json`` ``kind``, else
+from the summary keys its model declares (``SIGNATURE``): :func:`retrieval.runs.detect_kind`.
 """
 
 from __future__ import annotations
@@ -25,39 +18,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
-from retrieval.cache.run import CacheTuneSummary
-from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
 from retrieval.params import format_validation_error
-from retrieval.profiling.summary import ProfileSummary
-from retrieval.rerank.run import RerankSweepSummary
-from retrieval.runs import RunKind, RunSummary
-from retrieval.study.run import StudySummary
-from retrieval.tune.summary import EvalSummary, SweepSummary
+from retrieval.runs import RunKind, RunSummary, detect_kind, run_kinds, summary_model
 
 log = logging.getLogger(__name__)
-
-KINDS: tuple[RunKind, ...] = tuple(RunKind)
-#: each kind's summary model
-SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
-    m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
-                        RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary,
-                        ChurnBenchSummary, ProfileSummary)
-}
-#: summary keys that identify a kind when neither file names it
-_SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
-    (RunKind.RAG_STUDY, ("pareto_set", "objectives")),
-    (RunKind.RERANK_SWEEP, ("chosen_depth", "curve")),
-    (RunKind.CACHE_TUNE, ("threshold", "curve", "max_false_hit")),
-    (RunKind.BENCH_EMBED, ("best_setting", "max_abs_diff")),
-    (RunKind.BENCH_FANOUT, ("modes", "speedup")),
-    (RunKind.BENCH_LOAD, ("configs", "slo", "client")),
-    (RunKind.BENCH_CHURN, ("configs", "runbook", "target_recall")),
-    (RunKind.PROFILE, ("stages", "end_to_end", "tail")),
-    (RunKind.SWEEP, ("builds", "backends", "pareto")),
-    (RunKind.EVAL, ("rows", "dataset")),
-)
 
 
 @dataclass(frozen=True)
@@ -67,7 +32,7 @@ class Run:
     path: Path
     kind: RunKind
     summary: dict[str, Any]  # plain data, as summary.json holds it
-    model: RunSummary  # the same summary through its kind's model (SUMMARY_MODELS)
+    model: RunSummary  # the same summary through its kind's registered model
     manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -98,17 +63,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def detect_kind(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> RunKind | None:
-    for source in (manifest.get("kind"), summary.get("kind")):
-        kind = RunKind.parse(source)
-        if kind is not None:
-            return kind
-    for kind, keys in _SIGNATURES:
-        if all(k in summary for k in keys):
-            return kind
-    return None
-
-
 def load_run(path: str | Path) -> Run:
     """Read a run directory; DataError if it is not one, or holds a kind rwb cannot render."""
     p = Path(path)
@@ -126,14 +80,14 @@ def load_run(path: str | Path) -> Run:
     if kind is None:
         raise DataError(
             f"run '{p}': cannot tell what kind of run it is (manifest kind "
-            f"{manifest.get('kind')!r}); known kinds: {', '.join(KINDS)}"
+            f"{manifest.get('kind')!r}); known kinds: {', '.join(run_kinds())}"
         )
     return Run(p, kind, summary, typed_summary(p, kind, summary), manifest)
 
 
 def typed_summary(path: Path, kind: RunKind, summary: Mapping[str, Any]) -> RunSummary:
     """``summary`` read through ``kind``'s model; DataError naming the run when it does not fit."""
-    model = SUMMARY_MODELS[kind]
+    model = summary_model(kind)
     try:
         return model.model_validate(dict(summary))
     except ValidationError as exc:
@@ -141,4 +95,4 @@ def typed_summary(path: Path, kind: RunKind, summary: Mapping[str, Any]) -> RunS
         raise DataError(str(format_validation_error(exc, model, where=where))) from None
 
 
-__all__ = ["KINDS", "SUMMARY_MODELS", "Run", "detect_kind", "load_run", "typed_summary"]
+__all__ = ["Run", "detect_kind", "load_run", "typed_summary"]

@@ -442,7 +442,7 @@ def _write_run(rd: RunDir, spec: RerankSweepSpec, spec_source: str, q: _Queries,
     rd.write_yaml("spec.yaml", {**spec.model_dump(mode="json"), "source": spec_source})
     rd.write_manifest(
         spec_source=spec_source,
-        kind=RunKind.RERANK_SWEEP,
+        kind=RerankSweepSummary.KIND,
         seed=spec.seed,
         dataset={"name": q.coll.name, "fingerprint": q.coll.fingerprint,
                  "source": q.coll.source, "path": dataset_path(q.coll),

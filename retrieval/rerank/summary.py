@@ -1,5 +1,4 @@
-"""The typed ``summary.json`` of ``rwb tune rerank``: the depth curve, the chosen depth, the
-reranker and the BM25 fallback router (metrics 0..1, latencies in ms)."""
+"""The summary.json of ``rwb tune rerank`` (run kind ``rerank-sweep``): its typed model."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from retrieval.runs import RunKind, RunSummary, SummaryPart
+from retrieval.runs import RunKind, RunSummary, SummaryPart, run_summary
 
 
 class DepthPoint(SummaryPart):
@@ -41,10 +40,13 @@ class RerankerInfo(SummaryPart):
     name: str | None = None
 
 
+@run_summary
 class RerankSweepSummary(RunSummary):
     """summary.json of ``rwb tune rerank`` (no ``kind`` key on disk: the manifest names it)."""
 
-    KIND: ClassVar[RunKind] = RunKind.RERANK_SWEEP
+    KIND: ClassVar[RunKind] = RunKind("rerank-sweep")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("chosen_depth", "curve")
+    RANK: ClassVar[int] = 6
 
     name: str | None = None
     run_dir: str | None = None

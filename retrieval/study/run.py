@@ -23,12 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
-
-from pydantic import Field
+from typing import Any
 
 from retrieval.redact import redact_uri
-from retrieval.runs import RunDir, RunKind, RunSummary
+from retrieval.runs import RunDir
 from retrieval.study import combine
 from retrieval.study.cache_leg import SERVER_KEY_OF_CACHE, CacheTables, measure_cache
 from retrieval.study.combine import Config, Scorer
@@ -44,38 +42,11 @@ from retrieval.study.optimize import (
 from retrieval.study.retrieval_leg import RetrievalTables, measure_retrieval
 from retrieval.study.significance import compare_configs
 from retrieval.study.spec import StudySpec
+from retrieval.study.summary import StudySummary
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-
-
-class StudySummary(RunSummary):
-    """summary.json of the cross-layer study (``rag-study``): objectives, constraints, the Pareto
-    set found by Optuna and the exhaustive front, the choice and the untuned default on both
-    splits, the paired significance test, what each leg measured, timings (s)."""
-
-    KIND: ClassVar[RunKind] = RunKind.RAG_STUDY
-
-    kind: RunKind = RunKind.RAG_STUDY
-    name: str | None = None
-    objectives: list[dict[str, Any]] = Field(default_factory=list)
-    constraints: dict[str, Any] = Field(default_factory=dict)
-    target_recall: float | None = None
-    models: dict[str, str] = Field(default_factory=dict)
-    knobs: dict[str, Any] = Field(default_factory=dict)
-    optuna: dict[str, Any] = Field(default_factory=dict)
-    pareto_set: list[dict[str, Any]] = Field(default_factory=list)
-    exhaustive: dict[str, Any] = Field(default_factory=dict)
-    choice_rule: str | None = None
-    chosen: dict[str, Any] | None = None
-    default: dict[str, Any] | None = None
-    significance: dict[str, Any] | None = None
-    retrieval: dict[str, Any] = Field(default_factory=dict)
-    cache: dict[str, Any] = Field(default_factory=dict)
-    splits: dict[str, Any] = Field(default_factory=dict)
-    timing_s: dict[str, float | None] = Field(default_factory=dict)
-    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +119,7 @@ def summarise(spec: StudySpec, rt: RetrievalTables, ct: CacheTables, scorer: Sco
                                  "'default'")
     feasible_trials = sum(1 for r in _trial_rows(study, knob) if r.get("feasible"))
     return {
-        "kind": RunKind.RAG_STUDY,
+        "kind": StudySummary.KIND,
         "name": spec.name,
         "objectives": [
             {"name": "ndcg_e2e", "metric": f"end-to-end nDCG@{k}", "direction": DIRECTIONS[0],
@@ -248,7 +219,7 @@ def _study_into(run: RunDir, spec: StudySpec, storage: str | None, study_name: s
     summary["run_id"] = run.run_id
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind=RunKind.RAG_STUDY, spec_source=spec.source, seeds={"study": spec.seed},
+        kind=StudySummary.KIND, spec_source=spec.source, seeds={"study": spec.seed},
         dataset={"retrieval": {k: rt.info[k] for k in ("collection", "fingerprint")},
                  "cache": {"name": spec.cache.data_name,
                            "fingerprint": (ct.info.get("design") or {}).get("fingerprint")}},

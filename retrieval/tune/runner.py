@@ -12,7 +12,7 @@ from typing import Any
 from retrieval.data import VectorDataset, footprint
 from retrieval.evaluation import Evaluator, Measurement
 from retrieval.indexes.knobs import knob_columns
-from retrieval.runs import WORKLOAD_FILTERED, RunDir, RunKind
+from retrieval.runs import WORKLOAD_FILTERED, RunDir
 from retrieval.tune.bucket_summary import (
     CLIFF_RULE,
     bind_spec_buckets,
@@ -154,7 +154,7 @@ def _eval_into(
                           [])
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
-        kind=RunKind.EVAL,
+        kind=EvalSummary.KIND,
         seeds={"index": spec.seed},
         dataset=dataset_info(ds),
         spec_source=spec.source,
@@ -218,7 +218,7 @@ def _filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
     fs = spec.filters
     check_strategies(spec)
     run.write_yaml("spec.yaml", resolved(spec))
-    run.write_manifest(kind=RunKind.EVAL, seeds={"index": spec.seed, "filters": spec.seed},
+    run.write_manifest(kind=EvalSummary.KIND, seeds={"index": spec.seed, "filters": spec.seed},
                        dataset=info, spec_source=spec.source)
     entries = checked_entries(spec)
     labels = entry_labels(spec)

@@ -31,7 +31,7 @@ from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth.exact import GroundTruth, ground_truth
 from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import WORKLOAD_SCALE, RunDir
 from retrieval.tune import scale as sc
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
@@ -373,7 +373,7 @@ def run_scale_study(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
     check_scale_spec(spec)
     study = Study(spec, ds, progress)
     run.write_yaml("spec.yaml", resolved(spec))
-    run.write_manifest(kind=RunKind.SWEEP, seeds={"index": spec.seed, "query_split": spec.seed,
+    run.write_manifest(kind=SweepSummary.KIND, seeds={"index": spec.seed, "query_split": spec.seed,
                                                   "samples": spec.seed},
                        dataset={**dataset_info(ds), "ref": ref}, spec_source=spec.source,
                        scale={"sizes": study.sizes, "full_n": ds.n_base})
@@ -483,7 +483,8 @@ def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int,
     evaluations = sum(sum(r["evaluations"] for r in b["samples"]) + (b["full_evaluations"] or 0)
                       for b in builds)
     return {
-        "kind": RunKind.SWEEP, "run_id": run_id, "name": spec.name, "dataset": ds.name,
+        "kind": SweepSummary.KIND, "workload": WORKLOAD_SCALE, "run_id": run_id,
+        "name": spec.name, "dataset": ds.name,
         "dataset_fingerprint": ds.fingerprint, "metric": ds.metric, "k": spec.k,
         "strategy": "target", "target_recall": spec.target_recall,
         "objective": spec.tune.objective, "confidence": spec.tune.confidence.model_dump(),

@@ -22,7 +22,7 @@ from pydantic import Field
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, SummaryPart
+from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, SummaryPart, run_summary
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, operating_points
 from retrieval.tune.config import Objective
@@ -39,10 +39,18 @@ POINT_KEYS = (
 )
 
 
+#: the workload shapes a sweep or eval summary declares (``workload``)
+Workload = Literal["plain", "filtered", "scale", "topology", "tenants", "cold", "live"]
+
+
+@run_summary
 class EvalSummary(RunSummary):
     """summary.json of ``rwb eval``: one row per measured config (no ``kind`` key on disk)."""
 
-    KIND: ClassVar[RunKind] = RunKind.EVAL
+    KIND: ClassVar[RunKind] = RunKind("eval")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("rows", "dataset")
+    RANK: ClassVar[int] = 0
+    RETARGETS: ClassVar[bool] = True
 
     run_id: str | None = None
     dataset: str | None = None
@@ -53,7 +61,8 @@ class EvalSummary(RunSummary):
     latency_unit: str | None = None
     rows: list[dict[str, Any]] = Field(default_factory=list)
     target_recall: float | None = None  # only when the spec has one
-    workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
+    workload: Workload | None = None  # set for a filtered run only
+    scale: ScaleSection | None = None  # a scale study only
 
 
 class ChosenPoint(SummaryPart):
@@ -93,6 +102,8 @@ class BackendChoice(SummaryPart):
     heldout_recall: float | None = None
     heldout_recall_lb: float | None = None
     heldout_meets: bool | None = None
+    #: scale study only: the index into ``builds`` of the chosen build (its fitted rule)
+    scale_build: int | None = None
     node_hours: float | None = None  # wall hours spent on every build of this entry
     #: monthly cost of the chosen point at the priced N (tune.cost; currency per month)
     cost: dict[str, Any] | None = None
@@ -100,12 +111,31 @@ class BackendChoice(SummaryPart):
     cost_at: list[dict[str, Any]] | None = None
 
 
+class ScaleSection(SummaryPart):
+    """``scale`` of a scale study (``workload: scale``): the sample sizes, the collection size
+    ``full_n``, the sizes a rule predicts at, the fitted knob(N) rules per build, the check at
+    full N, the answer and the cost (s)."""
+
+    sizes: list[Any] = Field(default_factory=list)
+    full_n: int | None = None
+    predict_at: list[Any] = Field(default_factory=list)
+    build_rules: dict[str, Any] = Field(default_factory=dict)
+    rule: str | None = None
+    cost_s: dict[str, Any] = Field(default_factory=dict)
+    check: Any = None
+    answer: Any = None
+    messages: list[str] = Field(default_factory=list)
+
+
+@run_summary
 class SweepSummary(RunSummary):
     """summary.json of ``rwb sweep`` (see the module doc for what each key holds)."""
 
-    KIND: ClassVar[RunKind] = RunKind.SWEEP
+    KIND: ClassVar[RunKind] = RunKind("sweep")
+    SIGNATURE: ClassVar[tuple[str, ...]] = ("builds", "backends", "pareto")
+    RANK: ClassVar[int] = 1
 
-    kind: RunKind = RunKind.SWEEP
+    kind: RunKind = KIND
     run_id: str | None = None
     name: str | None = None
     dataset: str | None = None
@@ -128,7 +158,8 @@ class SweepSummary(RunSummary):
     pareto: list[dict[str, Any]] = Field(default_factory=list)
     slo_p95_ms: float | None = None
     this_worker: dict[str, Any] | None = None
-    workload: Literal["plain", "filtered"] | None = None  # set for a filtered run only
+    workload: Workload | None = None  # set for a filtered run and a scale study
+    scale: ScaleSection | None = None  # a scale study only
 
 
 def missed_labels(s: Mapping[str, Any]) -> list[str]:
@@ -302,7 +333,7 @@ def build_summary(
     tune = spec.tune
     states = Counter(t.state.name for t in trials)
     return {
-        "kind": RunKind.SWEEP,
+        "kind": SweepSummary.KIND,
         "run_id": run_id,
         "name": spec.name,
         "dataset": ds.name,
@@ -355,7 +386,7 @@ def build_filtered_summary(
             choices.append(dict(res.extra["choice"]))
     best, by = cliffs([{**c, "recall": 0.0} for c in choices], spec.target_recall)
     return {
-        "kind": RunKind.SWEEP, "workload": WORKLOAD_FILTERED, "run_id": run_id,
+        "kind": SweepSummary.KIND, "workload": WORKLOAD_FILTERED, "run_id": run_id,
         "name": spec.name, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
         "metric": ds.metric, "k": spec.k, "strategy": "target",
         "target_recall": spec.target_recall, "objective": spec.tune.objective,

@@ -20,7 +20,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
@@ -154,7 +154,8 @@ def resumable_run(name: str, storage_display: str | None) -> Callable[[Path], bo
         except (OSError, ValueError):
             return False
         study = manifest.get("study") if isinstance(manifest, dict) else None
-        if not isinstance(study, dict) or manifest.get("kind", RunKind.SWEEP) != RunKind.SWEEP:
+        if not isinstance(study, dict) or not declares_kind(manifest, SweepSummary.KIND,
+                                                            default=SweepSummary.KIND):
             return False
         display = storage_display or redact_uri(default_url(path))
         # as the manifest recorded it (through the redaction policy of every run file)
@@ -265,7 +266,7 @@ def _sweep_study(
         optuna_study.sampler = make_sampler(spec.tune, spec.seed + 1 + os.getpid() % 100_000)
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
-        kind=RunKind.SWEEP,
+        kind=SweepSummary.KIND,
         seeds={"index": spec.seed, "query_split": spec.seed, "sampler": spec.seed},
         dataset={**dataset_info(ds), "ref": ref},
         spec_source=spec.source,

@@ -130,9 +130,10 @@ def test_export_carries_the_rule_and_verify_evaluates_it_at_another_n(study, tmp
 
 def test_cli_prints_the_study_and_the_report_draws_it(study, tmp_path, capsys):
     from retrieval.api import report
-    from retrieval.cli._scale import print_scale
+    from retrieval.cli.printers import print_run
 
-    print_scale(study.summary, str(study.run.path))
+    assert study.summary["workload"] == "scale"  # declared, not probed
+    print_run("sweep", study.summary, str(study.run.path))  # the sweep's printer of its shape
     out = capsys.readouterr().out
     assert "knob at samples" in out and "transfer" in out and "no search setting" in out
     page = report(study.run.path, tmp_path / "r.html")

@@ -20,7 +20,6 @@ from retrieval.profiling.stats import (
     tail_attribution,
     waterfall,
 )
-from retrieval.runs import RunKind
 
 pytest.importorskip("matplotlib", reason="the report extra is not installed")
 
@@ -64,7 +63,7 @@ def test_profile_run_opens_and_renders(tmp_path: Path,
                                                           "smaller rerank depth": smaller}),
                             tmp_path / "run")
     opened = retrieval.open_run(run.path)
-    assert opened.kind == RunKind.PROFILE
+    assert opened.kind == "profile"
     assert opened.to_dict()["remedies"]["best"] == "smaller rerank depth"
     assert set(opened.to_frame()["stage"]) >= {"embed", "retrieve/a", "rerank", "request"}
     assert main(["report", str(run.path)]) == 0

@@ -213,9 +213,10 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None, *,
     """Run directory: manifest.json (versions, git sha, CPU flags incl. AMX/AVX-512, torch
     threads, seed, config, status), results.parquet (one tidy row per setting), summary.json.
     A non-empty ``out`` is refused unless ``force``."""
-    from retrieval.runs import RunDir, RunKind
+    from retrieval.bench.summary import EmbedBenchSummary
+    from retrieval.runs import RunDir
 
-    run = RunDir.create(out, RunKind.BENCH_EMBED, force=force)
+    run = RunDir.create(out, EmbedBenchSummary.KIND, force=force)
     with run.recording():
         _write_embed(run, result)
     return run
@@ -223,11 +224,10 @@ def write_embed_run(result: EmbedBenchResult, out: str | Path | None, *,
 
 def _write_embed(run: Any, result: EmbedBenchResult) -> None:
     from retrieval.bench.summary import EmbedBenchSummary
-    from retrieval.runs import RunKind
 
     ok, reason = bf16_support()
     run.write_manifest(
-        kind=RunKind.BENCH_EMBED,
+        kind=EmbedBenchSummary.KIND,
         config=result.info.get("config"),
         data=result.info.get("data"),
         torch=result.info.get("torch"),

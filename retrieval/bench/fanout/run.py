@@ -90,9 +90,10 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
     """Run directory: spec.yaml (resolved), manifest.json (versions, git sha, CPU, threads,
     seeds, status), results.parquet (one tidy row per mode x query), summary.json. A
     non-empty ``out`` is refused unless ``force``."""
-    from retrieval.runs import RunDir, RunKind
+    from retrieval.bench.summary import FanoutBenchSummary
+    from retrieval.runs import RunDir
 
-    run = RunDir.create(out, f"{RunKind.BENCH_FANOUT}-{spec.name}", force=force)
+    run = RunDir.create(out, f"{FanoutBenchSummary.KIND}-{spec.name}", force=force)
     with run.recording():
         _write_fanout(run, spec, result)
     return run
@@ -100,11 +101,10 @@ def write_fanout_run(spec: FanoutSpec, result: FanoutBenchResult, out: str | Pat
 
 def _write_fanout(run: Any, spec: FanoutSpec, result: FanoutBenchResult) -> None:
     from retrieval.bench.summary import FanoutBenchSummary
-    from retrieval.runs import RunKind
 
     run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
     run.write_manifest(
-        kind=RunKind.BENCH_FANOUT,
+        kind=FanoutBenchSummary.KIND,
         spec_source=spec.source,
         seeds={"sample": spec.seed, "queries": spec.seed + 1, "index": spec.seed},
         index_threads=spec.threads,

@@ -333,12 +333,12 @@ def write_load_run(spec: LoadSpec, result: LoadBenchResult, out: str | Path | No
     """Run directory: spec.yaml, manifest.json (status ``partial`` when a point was aborted),
     points.parquet (one row per point), summary.json."""
     from retrieval.bench.summary import LoadBenchSummary
-    from retrieval.runs import RunDir, RunKind
+    from retrieval.runs import RunDir
 
-    run = RunDir.create(out, f"{RunKind.BENCH_LOAD}-{spec.name}", force=force)
+    run = RunDir.create(out, f"{LoadBenchSummary.KIND}-{spec.name}", force=force)
     with run.recording():
         run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
-        run.write_manifest(kind=RunKind.BENCH_LOAD, spec_source=spec.source,
+        run.write_manifest(kind=LoadBenchSummary.KIND, spec_source=spec.source,
                            seeds={"schedule": spec.seed, "index": spec.seed},
                            index_threads=spec.threads, client=spec.client)
         run.write_table("points.parquet", result.rows)
