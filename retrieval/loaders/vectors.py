@@ -332,7 +332,7 @@ def read_vectors(path: str | Path) -> np.ndarray:
     if suffix == ".ivecs":
         return read_ivecs(p)
     if suffix == ".npy":
-        return _read_npy(p, "npy")
+        return read_npy(p, "npy")
     raise DataError(
         f"vectors {path}: unknown file type '{suffix}'; allowed: .fvecs, .bvecs, .ivecs, .npy"
     )
@@ -346,7 +346,7 @@ def _map_base(path: str | Path) -> np.ndarray:
     if suffix == ".bvecs":
         return map_vecs(path, np.uint8, "bvecs")
     if suffix == ".npy":
-        return _read_npy(path, "npy", mmap=True)
+        return read_npy(path, "npy", mmap=True)
     return read_vectors(path)
 
 
@@ -385,7 +385,7 @@ def load_texmex(
 # --------------------------------------------------------------------------- NumPy
 
 
-def _read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
+def read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
     p = _existing_file(path, what)
     try:
         with open(p, "rb") as fh:
@@ -419,11 +419,11 @@ def load_npy(
 ) -> VectorDataset:
     """Base and queries from ``.npy`` matrices; optional ground-truth ids ``.npy``."""
     metric = check_metric(metric, where="npy dataset")
-    b = as_matrix(_read_npy(base, "npy base", mmap=True), f"npy base {base}", mapped=True)
-    q = as_matrix(_read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
+    b = as_matrix(read_npy(base, "npy base", mmap=True), f"npy base {base}", mapped=True)
+    q = as_matrix(read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:
-        gt_ids = _check_gt(_read_npy(groundtruth, "npy groundtruth"), q.shape[0], b.shape[0],
+        gt_ids = _check_gt(read_npy(groundtruth, "npy groundtruth"), q.shape[0], b.shape[0],
                            f"npy groundtruth {groundtruth}")
         gt_dist = exact_distances(b, q, gt_ids, metric)
     return VectorDataset(

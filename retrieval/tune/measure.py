@@ -42,6 +42,7 @@ from retrieval.tune.bucket_summary import engine_call
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import QuerySplit, lower_bound
 from retrieval.tune.results import HeldOut, PointResult, UnitResult
+from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.units import Unit
 from retrieval.workload import (
     Bucket,
@@ -101,6 +102,8 @@ class Measurer:
     target: float | None
     conf: ConfidenceSpec
     seed: int
+    #: where a unit's chosen config saves its retrieved ids (None: not saved)
+    retrieved: RetrievedIds | None = None
 
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
@@ -144,6 +147,17 @@ class Measurer:
             )
         return self._result(ms, search, built)
 
+    def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
+        """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
+        :attr:`retrieved`."""
+        if self.retrieved is None:
+            return
+        with _one_pass(self.ev):
+            (m,) = self.ev.measure(built, search, modes=["batch"])
+        self.retrieved.add({"backend": built.backend, "label": label,
+                            "build": built.build_dict, "search": m.search},
+                           m.query_idx, m.ids, "all")
+
     def heldout(self, built: BuiltIndex, search: Search) -> HeldOut | None:
         if self.split.heldout.size == 0:
             return None
@@ -176,6 +190,10 @@ class FilterPoint:
     qps: float
     query_set: str = "all"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the retrieved row positions (n_queries, k), -1 = no result (saved as the caller's ids)
+    ids: np.ndarray | None = None
+    #: the positions of the measured queries in the dataset's query order
+    query_idx: np.ndarray | None = None
 
     def row(self, target: float | None) -> dict[str, Any]:
         desc = self.bucket.describe()
@@ -267,6 +285,7 @@ class FilteredBench:
             overfetch=overfetch if strategy == "postfilter" else None, bucket=bucket,
             per_query_recall=rec, per_query_recall_tie=filtered_recall_tie(exact, gt, k),
             latency_ms=lat, qps=float(qps), query_set=query_set, extra=extra,
+            ids=ids[:, :k], query_idx=qidx,
         )
 
 
@@ -326,6 +345,15 @@ class FilteredMeasurer:
     target: float | None
     conf: ConfidenceSpec
     seed: int
+    #: where a unit's chosen setting saves its retrieved ids (None: not saved)
+    retrieved: RetrievedIds | None = None
+
+    def _keep(self, p: FilterPoint) -> None:
+        if self.retrieved is not None:
+            self.retrieved.add({"backend": p.backend, "label": p.label, "build": p.build,
+                                "search": p.search, "strategy": p.strategy,
+                                "bucket": p.bucket.name, "overfetch": p.overfetch},
+                               p.query_idx, p.ids, p.query_set)
 
     def _lb(self, p: FilterPoint) -> float:
         return lower_bound(p.per_query_recall, self.bench.ev.k, self.conf, self.seed)
@@ -378,6 +406,7 @@ class FilteredMeasurer:
         params = {k: v for k, v in search.items() if k != OVERFETCH}
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         full = self._point(built, unit, search, full=True)
+        self._keep(full)
         row = full.row(self.target)
         doc.update({k: row.get(k) for k in ("recall", "recall_p5", "share_below_target",
                                             "p50_ms", "p95_ms", "p99_ms", "qps", "filter")})
@@ -388,6 +417,7 @@ class FilteredMeasurer:
         held: HeldOut | None = None
         if self.split.heldout.size:
             h = self._point(built, unit, search, heldout=True)
+            self._keep(h)
             doc["heldout_recall"] = h.row(None)["recall"]
             doc["heldout_meets"] = bool(doc["heldout_recall"] >= (self.target or 1) - EPS)
             held = HeldOut(float(doc["heldout_recall"]), self._lb(h), len(self.split.heldout),

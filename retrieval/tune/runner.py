@@ -21,6 +21,7 @@ from retrieval.tune.bucket_summary import (
     filter_summary,
 )
 from retrieval.tune.measure import FilteredBench, FilterPoint
+from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 from retrieval.tune.units import entry_labels
@@ -178,6 +179,7 @@ def _eval_into(
     run.remove_work()  # index files (e.g. Milvus Lite db)
     run.write_table("measurements.parquet", measurement_rows(measurements, spec.target_recall))
     run.write_table("per_query.parquet", per_query_rows(measurements))
+    _retrieved(ds, measurements).write(run)
     summary = {
         "run_id": run.run_id,
         "dataset": ds.name,
@@ -193,6 +195,20 @@ def _eval_into(
     typed = EvalSummary.model_validate(summary)
     run.write_summary(typed)
     return EvalResult(run, typed.to_json_dict(), measurements)
+
+
+def _retrieved(ds: VectorDataset, measurements: list[Measurement]) -> RetrievedIds:
+    """The retrieved ids of every config (batch mode, else single), as the caller's ids."""
+    saved = RetrievedIds(ds)
+    seen: set[tuple[str, str, str, str]] = set()
+    for m in sorted(measurements, key=lambda m: m.mode != "batch"):
+        key = (m.backend, json.dumps(m.build, sort_keys=True),
+               json.dumps(m.search, sort_keys=True), m.query_set)
+        if key not in seen:
+            seen.add(key)
+            saved.add({"backend": m.backend, "build": m.build, "search": m.search},
+                      m.query_idx, m.ids, m.query_set)
+    return saved
 
 
 def dataset_info(ds: VectorDataset) -> dict[str, Any]:
@@ -250,6 +266,12 @@ def _filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
     rows = [p.row(spec.target_recall) for p in points]
     run.write_table("measurements.parquet", [_flat_row(r) for r in rows])
     run.write_table("per_query.parquet", _filtered_per_query(points))
+    saved = RetrievedIds(ds)
+    for p in points:
+        saved.add({"backend": p.backend, "label": p.label, "build": p.build,
+                   "search": p.search, "strategy": p.strategy, "bucket": p.bucket.name,
+                   "overfetch": p.overfetch}, p.query_idx, p.ids, p.query_set)
+    saved.write(run)
     best, by = cliffs(rows, spec.target_recall)
     summary: dict[str, Any] = {
         "run_id": run.run_id, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,

@@ -28,6 +28,7 @@ from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
+from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import (
@@ -280,8 +281,10 @@ def _sweep_study(
                         memory=measures_resident(spec.tune), poll_s=poll_s)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
+        saved = RetrievedIds(ds)
         measurer = Measurer(
-            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
+            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
+            retrieved=saved,
         )
         filtered = None
         if spec.filters is not None:
@@ -290,7 +293,8 @@ def _sweep_study(
                                          queries=ds.queries, metric=ds.metric, k=spec.k,
                                          fingerprint=ds.fingerprint)
             filtered = FilteredMeasurer(FilteredBench(ev, workload), split, spec.modes,
-                                        spec.target_recall, spec.tune.confidence, spec.seed)
+                                        spec.target_recall, spec.tune.confidence, spec.seed,
+                                        retrieved=saved)
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:
             book.describe(metric.name, metric.description, spec.target_recall)
@@ -313,6 +317,7 @@ def _sweep_study(
         cache = ev.cache_report()
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
+    saved.write(run)
     if spec.filters is not None:
         summary = build_filtered_summary(
             spec, ds, split, book, plan, buckets, run_id=run.run_id,

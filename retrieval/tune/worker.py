@@ -324,6 +324,8 @@ class Worker:
         heldout = (
             self.m.heldout(built, self.config(unit, chosen.search)) if chosen is not None else None
         )
+        if chosen is not None:
+            self.m.keep(built, unit.label, self.config(unit, chosen.search))
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     # --- recovery and planning -----------------------------------------------------------------
