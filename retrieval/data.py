@@ -24,7 +24,7 @@ import numpy as np
 
 from retrieval.errors import DataError, param_error
 from retrieval.filtering.attrs import Attributes
-from retrieval.ids import CallerIds
+from retrieval.ids import CallerIds, as_ids
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +301,8 @@ class VectorDataset:
         *,
         name: str = "arrays",
         gt_ids: object | None = None,
+        ids: object | None = None,
+        query_ids: object | None = None,
     ) -> VectorDataset:
         """A dataset from in-memory vectors (numpy arrays or anything ``np.asarray`` takes):
         ``base`` (n, dim), ``queries`` (m, dim), ``metric`` l2 | ip | cosine (rwb's distances:
@@ -309,8 +311,12 @@ class VectorDataset:
         Ground truth is computed exactly when the dataset is first evaluated
         (:func:`retrieval.groundtruth.exact.ground_truth`: Faiss flat search, cached by the data's
         fingerprint); pass ``gt_ids`` (m, >= k neighbour ids) to use known neighbours instead.
+        ``ids`` / ``query_ids`` (a manifest's fields of those names): the caller's id of each
+        base vector / query (int64 >= 0 or strings, distinct); results and saved ids are then
+        in these ids (``gt_ids`` stays in row numbers).
         """
         checked = check_metric(metric, where=f"dataset '{name}'")
+        base_ids = None if ids is None else CallerIds(as_ids(ids, f"dataset '{name}' ids"))
         ids = None
         if gt_ids is not None:
             ids = np.asarray(gt_ids)
@@ -320,7 +326,10 @@ class VectorDataset:
                                 f"{ids.dtype}")
             ids = ids.astype(np.int64)
         ds = cls(name=name, base=base, queries=queries, metric=checked, gt_ids=ids,  # type: ignore[arg-type]
-                 source="in-memory arrays", info={"origin": "from_arrays"})
+                 source="in-memory arrays", info={"origin": "from_arrays"},
+                 base_ids=base_ids,
+                 query_ids=None if query_ids is None else CallerIds(
+                     as_ids(query_ids, f"dataset '{name}' query_ids")))
         if ids is not None:
             if ids.shape[0] != ds.n_queries:
                 raise DataError(f"dataset '{name}' gt_ids: {ids.shape[0]} rows for "

@@ -210,3 +210,20 @@ def test_duplicate_and_missing_ids_are_one_line_exit_2(tmp_path: Path,
     with pytest.raises(DataError, match="is not one of the dataset's"):
         np.save(tmp_path / "gt.npy", np.full((NQ, 3), 5, dtype=np.int64))  # a row number
         resolve_dataset({**data, "groundtruth": str(tmp_path / "gt.npy")}, where="test")
+
+
+def test_in_memory_arrays_take_the_caller_ids(tmp_path: Path) -> None:
+    from retrieval.data import VectorDataset
+
+    data = _write_dataset(tmp_path, "str")
+    base, queries, ids, _ = _truth(data)
+    ds = VectorDataset.from_arrays(base, queries, "l2", ids=ids, query_ids=np.arange(NQ) + 500)
+    run = run_eval(_eval_spec(data), tmp_path / "ev", dataset=ds).run
+    saved = pd.read_parquet(run.path / "ids.parquet")
+    flat = saved[saved["backend"] == "faiss-flat"]
+    assert sorted(flat["query"]) == list(range(500, 500 + NQ))
+    for _, r in flat.iterrows():
+        assert list(r["ids"]) == _brute(base, queries[r["query"] - 500], ids,
+                                        np.ones(N, dtype=bool), K)
+    with pytest.raises(DataError, match=r"dataset 'arrays' ids: ids must be distinct"):
+        VectorDataset.from_arrays(base, queries, "l2", ids=np.zeros(N, dtype=np.int64))
