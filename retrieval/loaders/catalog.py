@@ -79,6 +79,14 @@ class Hdf5Spec(_Spec):
     kind: Literal["hdf5"]
     path: str
     metric: Metric | None = None
+    #: name of a 1-d dataset in the file holding the caller's base ids (int64 >= 0 or
+    #: strings); ``neighbors`` then holds those ids
+    ids: str | None = None
+    #: name of a 1-d dataset in the file holding the caller's query ids
+    query_ids: str | None = None
+    #: .parquet / structured .npy attributes (keyed by ``id_column`` when ``ids`` is given)
+    attributes: str | None = None
+    id_column: str = Field("id", min_length=1)
 
 
 class TexmexSpec(_Spec):
@@ -293,7 +301,7 @@ def spec_files(spec: DatasetSpec, base_dir: Path) -> tuple[FileStatus, ...]:
         return [FileStatus(role, str(p), p.exists())]
 
     if isinstance(spec, Hdf5Spec):
-        return tuple(st("hdf5", spec.path))
+        return tuple(st("hdf5", spec.path) + st("attributes", spec.attributes))
     if isinstance(spec, NpySpec):
         return tuple(st("base", spec.base) + st("queries", spec.queries)
                      + st("groundtruth", spec.groundtruth) + st("ids", spec.ids)
@@ -392,7 +400,15 @@ def _build_synthetic(spec: SyntheticSpec, name: str, base_dir: Path) -> VectorDa
 
 
 def _build_hdf5(spec: Hdf5Spec, name: str, base_dir: Path) -> VectorDataset:
-    return load_hdf5(_resolve(spec.path, base_dir), name=name, metric=spec.metric)
+    ds = load_hdf5(_resolve(spec.path, base_dir), name=name, metric=spec.metric, ids=spec.ids,
+                   query_ids=spec.query_ids)
+    if spec.attributes is None:
+        return ds
+    from retrieval.loaders.attributes import read_attribute_file
+
+    attrs = read_attribute_file(_resolve(spec.attributes, base_dir), ds.n_base,
+                                ids=ds.base_ids, id_column=spec.id_column)
+    return dataclasses.replace(ds, attributes=attrs)
 
 
 def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
@@ -514,6 +530,8 @@ def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
     if "kind" not in out:  # a named manifest + overrides: its paths are the manifest's own
         return out
     for key in _PATH_FIELDS:
+        if out.get("kind") == "hdf5" and key in ("ids", "query_ids"):
+            continue  # names of datasets inside the file
         if isinstance(out.get(key), str):
             out[key] = absolute(out[key])
     coll = out.get("collection")

@@ -227,3 +227,27 @@ def test_in_memory_arrays_take_the_caller_ids(tmp_path: Path) -> None:
                                         np.ones(N, dtype=bool), K)
     with pytest.raises(DataError, match=r"dataset 'arrays' ids: ids must be distinct"):
         VectorDataset.from_arrays(base, queries, "l2", ids=np.zeros(N, dtype=np.int64))
+
+
+def test_an_hdf5_file_with_id_datasets(tmp_path: Path) -> None:
+    h5py = pytest.importorskip("h5py")
+    data = _write_dataset(tmp_path, "str")
+    base, queries, ids, attrs = _truth(data)
+    d = ((queries[:, None, :] - base[None, :, :]) ** 2).sum(-1)
+    near = np.argsort(d, axis=1, kind="stable")[:, :K]
+    with h5py.File(tmp_path / "d.hdf5", "w") as fh:
+        fh.attrs["distance"] = "euclidean"
+        fh["train"], fh["test"] = base, queries
+        fh["train_ids"] = np.array([s.encode() for s in ids])  # bytes, as h5py stores text
+        fh["neighbors"] = np.array([s.encode() for s in ids[near].ravel()]).reshape(near.shape)
+    spec = {"kind": "hdf5", "path": str(tmp_path / "d.hdf5"), "ids": "train_ids",
+            "attributes": data["attributes"]}
+    ds = resolve_dataset(spec, where="test")
+    assert ds.gt_ids is not None and ds.gt_ids.tolist() == near.tolist()  # mapped to rows
+    assert ds.attributes is not None
+    assert ds.attributes.ints["tenant"].tolist() == attrs.loc[ids, "tenant"].tolist()
+    run = run_eval(_eval_spec(spec, indexes=[{"backend": "faiss-flat"}]), tmp_path / "ev").run
+    saved = pd.read_parquet(run.path / "ids.parquet")
+    assert [list(r) for r in saved.sort_values("query")["ids"]] == ids[near].tolist()
+    with pytest.raises(DataError, match="no dataset 'nope'"):
+        resolve_dataset({**spec, "ids": "nope"}, where="test")
