@@ -20,7 +20,7 @@ from retrieval.tune.bucket_summary import (
     cliffs,
     filter_summary,
 )
-from retrieval.tune.measure import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, FilterPoint
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary

@@ -26,7 +26,7 @@ from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
-from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
+from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.runner import dataset_info, load_vectors
@@ -282,19 +282,16 @@ def _sweep_study(
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         saved = RetrievedIds(ds)
-        measurer = Measurer(
-            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
-            retrieved=saved,
-        )
-        filtered = None
+        workload = None
         if spec.filters is not None:
             buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
             workload = filtered_workload(buckets, spec.filters.strategies, base=ds.base,
                                          queries=ds.queries, metric=ds.metric, k=spec.k,
                                          fingerprint=ds.fingerprint)
-            filtered = FilteredMeasurer(FilteredBench(ev, workload), split, spec.modes,
-                                        spec.target_recall, spec.tune.confidence, spec.seed,
-                                        retrieved=saved)
+        measurer = Measurer(
+            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
+            retrieved=saved, workload=workload,
+        )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:
             book.describe(metric.name, metric.description, spec.target_recall)
@@ -309,7 +306,6 @@ def _sweep_study(
             plan if strategy != "optuna" else [],
             proposer=proposer,
             progress=progress,
-            filtered=filtered,
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
