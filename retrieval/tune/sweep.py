@@ -28,7 +28,7 @@ from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
-from retrieval.tune.retrieved import RetrievedIds
+from retrieval.tune.retrieved import IDS_LOG, RetrievedIds
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import (
@@ -281,7 +281,7 @@ def _sweep_study(
                         memory=measures_resident(spec.tune), poll_s=poll_s)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
-        saved = RetrievedIds(ds)
+        saved = RetrievedIds(ds, log=run.file(IDS_LOG))
         workload = None
         if spec.filters is not None:
             buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])

@@ -251,3 +251,21 @@ def test_an_hdf5_file_with_id_datasets(tmp_path: Path) -> None:
     assert [list(r) for r in saved.sort_values("query")["ids"]] == ids[near].tolist()
     with pytest.raises(DataError, match="no dataset 'nope'"):
         resolve_dataset({**spec, "ids": "nope"}, where="test")
+
+
+def test_a_resumed_sweep_keeps_the_ids_of_units_decided_before(tmp_path: Path) -> None:
+    data = _write_dataset(tmp_path, "int")
+    ids = np.load(data["ids"])
+    spec = _eval_spec(data, tune={"strategy": "target"})
+    out = tmp_path / "sw"
+    run_sweep(spec, out)
+    first = pd.read_parquet(out / "ids.parquet")
+    assert set(first["label"]) == {"faiss-flat", "hnswlib"} and len(first) == 2 * NQ
+    assert set(i for row in first["ids"] for i in row) <= set(ids.tolist())
+    (out / "ids.parquet").unlink()  # as if killed before the end: the log has the units
+    res = run_sweep(spec, out)  # resumed: every unit decided already, none measured again
+    assert res.points_measured == 0
+    again = pd.read_parquet(out / "ids.parquet")
+    key = ["label", "query"]
+    assert again.sort_values(key)["ids"].map(list).tolist() == \
+        first.sort_values(key)["ids"].map(list).tolist()
