@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 #: slack when comparing a bound with the target (float sums of exact fractions)
 EPS = 1e-9
 
+#: the post-filter's over-fetch factor: a knob of the strategy, not a search param of the index
+OVERFETCH = "overfetch"
+
 #: a search config: as written (validated by the evaluator) or already validated
 Search = Mapping[str, Any] | SearchConfig
 
@@ -293,9 +296,3 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
-
-
-#: the post-filter's over-fetch factor: a knob of the strategy, not a search param of the index
-OVERFETCH = "overfetch"
-
-
