@@ -15,7 +15,8 @@ churn spec, or a file of its own holding ``steps:``)::
 Ranges are row numbers of the dataset's base (positions in ``order``: the dataset's own order,
 or grouped by k-means cluster for drift runbooks); the index starts empty, so the first write is
 an insert (an index cannot be built on zero rows: the runner builds on that first batch). Ids
-are NOT row numbers: row ``r`` enters under ``ids.offset + perm[r]`` (``perm`` a seeded
+are NOT row numbers: row ``r`` enters under the dataset's own integer id when it has ids
+(:func:`dataset_row_ids`), else under ``ids.offset + perm[r]`` (``perm`` a seeded
 permutation), and a ``replace`` keeps the replaced ids (an update in place). Resolving a
 runbook (:func:`resolve_runbook`) simulates the live set once, so every step becomes explicit
 ids and rows (:class:`~retrieval.workload.core.Step`): any run of the same runbook applies the
