@@ -32,7 +32,7 @@ from retrieval.evaluation import Evaluator
 from retrieval.specfile import with_overrides
 from retrieval.tune.bucket_summary import bind_spec_buckets
 from retrieval.tune.decide import lower_bound, split_queries
-from retrieval.tune.measure import FilteredBench
+from retrieval.tune.filterbench import FilteredBench
 from retrieval.tune.runner import load_vectors
 from retrieval.tune.spec import checked_entries, load_spec, parse_spec
 from retrieval.tune.sweep import run_sweep

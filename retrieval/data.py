@@ -24,6 +24,7 @@ import numpy as np
 
 from retrieval.errors import DataError, param_error
 from retrieval.filtering.attrs import Attributes
+from retrieval.ids import CallerIds, as_ids
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,10 @@ class VectorDataset:
     ``gt_ids``/``gt_distances`` may come with the files (ann-benchmarks HDF5); otherwise they are
     computed exactly by :mod:`retrieval.groundtruth.exact` and cached. ``attributes`` (optional):
     one value per base vector (:class:`retrieval.filtering.Attributes`) for filtered search;
-    they do not change the fingerprint.
+    they do not change the fingerprint. ``base_ids`` / ``query_ids`` (optional): the caller's
+    id of each base vector / query (:class:`retrieval.ids.CallerIds`); without them a vector's
+    id is its row number. Indexes, ground truth and filters work over row positions; saved
+    retrieved ids are mapped back to the caller's ids.
     """
 
     name: str
@@ -257,12 +261,15 @@ class VectorDataset:
     #: a cheap key that determines the content (files' path + size + mtime and the metric,
     #: or a generator's arguments): the fingerprint is then hashed once and cached under it
     content_key: str = ""
+    base_ids: CallerIds | None = None
+    query_ids: CallerIds | None = None
 
     def __repr__(self) -> str:  # the arrays' shapes, not their contents
         gt = "" if self.gt_ids is None else f", gt_ids {self.gt_ids.shape}"
         return (f"VectorDataset(name={self.name!r}, metric={self.metric!r}, "
                 f"base {self.base.shape} {self.base.dtype}, queries {self.queries.shape}{gt}"
                 + ("" if self.attributes is None else f", attributes {self.attributes.names}")
+                + ("" if self.base_ids is None else f", base ids {self.base_ids.ids.dtype}")
                 + ")")
 
     def __post_init__(self) -> None:
@@ -279,6 +286,11 @@ class VectorDataset:
         if self.attributes is not None and self.attributes.n != base.shape[0]:
             raise DataError(f"dataset '{self.name}': attributes have {self.attributes.n} rows "
                             f"for {base.shape[0]} base vectors (one per base vector)")
+        for role, ids, n in (("base", self.base_ids, base.shape[0]),
+                             ("query", self.query_ids, queries.shape[0])):
+            if ids is not None and ids.n != n:
+                raise DataError(f"dataset '{self.name}': {ids.n} {role} ids for {n} {role} "
+                                f"vectors (one id per vector)")
 
     @classmethod
     def from_arrays(
@@ -289,6 +301,8 @@ class VectorDataset:
         *,
         name: str = "arrays",
         gt_ids: object | None = None,
+        ids: object | None = None,
+        query_ids: object | None = None,
     ) -> VectorDataset:
         """A dataset from in-memory vectors (numpy arrays or anything ``np.asarray`` takes):
         ``base`` (n, dim), ``queries`` (m, dim), ``metric`` l2 | ip | cosine (rwb's distances:
@@ -297,8 +311,12 @@ class VectorDataset:
         Ground truth is computed exactly when the dataset is first evaluated
         (:func:`retrieval.groundtruth.exact.ground_truth`: Faiss flat search, cached by the data's
         fingerprint); pass ``gt_ids`` (m, >= k neighbour ids) to use known neighbours instead.
+        ``ids`` / ``query_ids`` (a manifest's fields of those names): the caller's id of each
+        base vector / query (int64 >= 0 or strings, distinct); results and saved ids are then
+        in these ids (``gt_ids`` stays in row numbers).
         """
         checked = check_metric(metric, where=f"dataset '{name}'")
+        base_ids = None if ids is None else CallerIds(as_ids(ids, f"dataset '{name}' ids"))
         ids = None
         if gt_ids is not None:
             ids = np.asarray(gt_ids)
@@ -308,7 +326,10 @@ class VectorDataset:
                                 f"{ids.dtype}")
             ids = ids.astype(np.int64)
         ds = cls(name=name, base=base, queries=queries, metric=checked, gt_ids=ids,  # type: ignore[arg-type]
-                 source="in-memory arrays", info={"origin": "from_arrays"})
+                 source="in-memory arrays", info={"origin": "from_arrays"},
+                 base_ids=base_ids,
+                 query_ids=None if query_ids is None else CallerIds(
+                     as_ids(query_ids, f"dataset '{name}' query_ids")))
         if ids is not None:
             if ids.shape[0] != ds.n_queries:
                 raise DataError(f"dataset '{name}' gt_ids: {ids.shape[0]} rows for "
@@ -375,6 +396,8 @@ class VectorDataset:
             source=self.source,
             info=dict(self.info),
             attributes=self.attributes,
+            base_ids=self.base_ids,
+            query_ids=None if self.query_ids is None else CallerIds(self.query_ids.ids[idx]),
         )
 
 

@@ -15,6 +15,7 @@ the backend; a plain mapping is validated.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -86,6 +87,11 @@ class Measurement:
     threads: int
     query_set: str = "all"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the retrieved row positions (n_queries, k), -1 = no result (not in the summary: saved
+    #: as the caller's ids, see :mod:`retrieval.tune.retrieved`)
+    ids: np.ndarray | None = None
+    #: the positions of the measured queries in the dataset's query order
+    query_idx: np.ndarray | None = None
 
     @property
     def n_queries(self) -> int:
@@ -364,7 +370,8 @@ class Evaluator:
         queries = np.ascontiguousarray(self.ds.queries[qidx])
         gt = self.gt.rows(qidx)
         with phase("search"):
-            return self._measure_modes(built, config, modes, queries, gt, query_set)
+            out = self._measure_modes(built, config, modes, queries, gt, query_set)
+        return [dataclasses.replace(m, query_idx=qidx) for m in out]
 
     def _measure_modes(self, built: BuiltIndex, config: SearchConfig, modes: Sequence[Mode],
                        queries: np.ndarray, gt: GroundTruth, query_set: str
@@ -451,6 +458,7 @@ class Evaluator:
             memory_bytes=built.memory_bytes,
             threads=self.threads,
             query_set=query_set,
+            ids=ids[:, :k],
             extra={"rss_delta_bytes": built.rss_delta_bytes, "cache": built.outcome.cache,
                    "load_s": built.outcome.load_s, "build_threads": built.build_threads},
         )

@@ -4,7 +4,9 @@ control) at every search step, write throughput, and one line of advice per engi
 The run directory, written as the run goes:
 
 - ``spec.yaml``, ``manifest.json``, ``rows.parquet`` (base ``row`` -> caller ``id``: ids are
-  never row numbers), ``runbook.parquet`` (the resolved steps: index, op, label, count);
+  never row numbers; the dataset's own ids when it has them; for string ids also the int64
+  ``engine_id`` each row is stored under), ``runbook.parquet`` (the resolved steps: index,
+  op, label, count);
 - ``steps.jsonl``: one JSON record per finished step and config (a search step's record holds
   the ids it retrieved), then one ``done`` record per config (its advice): what a resume reads;
 - at the end ``steps.parquet`` (one row per config x step), ``ids.parquet`` (``backend``
@@ -33,9 +35,15 @@ from retrieval.churn.live import ConfigRun, control_steps
 from retrieval.churn.logic import AdviceInput, advice_dict
 from retrieval.churn.spec import ChurnSpec, runbook_name, runbook_of
 from retrieval.churn.summary import ChurnBenchSummary
+from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.runs import RunDir
-from retrieval.workload.runbook import ResolvedRunbook, resolve_runbook, truth_at_searches
+from retrieval.workload.runbook import (
+    ResolvedRunbook,
+    dataset_row_ids,
+    resolve_runbook,
+    truth_at_searches,
+)
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]
@@ -174,7 +182,9 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
     from retrieval.loaders.catalog import resolve_dataset
 
     ds = resolve_dataset(spec.dataset, where=f"{spec.source}: field 'dataset'")
-    book = resolve_runbook(runbook_of(spec), ds.base, where=spec.source)
+    rb = runbook_of(spec)
+    book = resolve_runbook(rb, ds.base, where=spec.source,
+                           ids=dataset_row_ids(rb, ds.base_ids, where=spec.source))
     queries = np.ascontiguousarray(ds.queries[: spec.queries or ds.n_queries])
     controls = control_steps(book, spec.control)
     labels = [c.label or c.backend for c in spec.configs]
@@ -203,8 +213,11 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
                            index_threads=spec.threads, resumed=bool(done))
         import pandas as pd
 
-        run.write_frame("rows.parquet", pd.DataFrame({"row": np.arange(ds.n_base),
-                                                      "id": book.ids}))
+        strings = ds.base_ids is not None and not ds.base_ids.is_int
+        run.write_frame("rows.parquet", pd.DataFrame({
+            "row": np.arange(ds.n_base),
+            "id": ds.base_ids.ids if ds.base_ids is not None and strings else book.ids,
+            **({"engine_id": book.ids} if strings else {})}))
         run.write_table("runbook.parquet", [{"step": s.index, "op": s.op, "label": s.label,
                                              "n": int(s.ids.shape[0])} for s in book.steps])
         truth = truth_at_searches(book, ds.base, queries, ds.metric, spec.k)
@@ -215,16 +228,31 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
             with cr:
                 finals.append(_one_config(cr, book, done.get(cr.label, []), log_, controls,
                                           tick))
-        result = _write_results(run, spec, ds.name, queries.shape[0], book, runs, finals, done)
+        result = _write_results(run, spec, ds, queries.shape[0], book, runs, finals, done)
         run.record_threads(spec.threads)
         run.remove_work()
     return result
 
 
-def _write_results(run: RunDir, spec: ChurnSpec, dataset: str, nq: int, book: ResolvedRunbook,
-                   runs: list[ConfigRun], finals: list[dict[str, Any]],
+def _caller_of(ds: VectorDataset, book: ResolvedRunbook) -> Callable[[list[int]], list[Any]]:
+    """Engine ids -> the caller's ids: the same for a dataset with integer ids (or none); for
+    string ids, the id of the base row first inserted under each engine id."""
+    if ds.base_ids is None or ds.base_ids.is_int:
+        return lambda ids: list(ids)
+    caller = dict(zip(book.ids.tolist(), ds.base_ids.ids.tolist(), strict=True))
+    return lambda ids: [caller[i] for i in ids if i >= 0]
+
+
+def _write_results(run: RunDir, spec: ChurnSpec, ds: VectorDataset, nq: int,
+                   book: ResolvedRunbook, runs: list[ConfigRun], finals: list[dict[str, Any]],
                    done: dict[str, list[dict[str, Any]]]) -> ChurnResult:
     import pandas as pd
+
+    from retrieval.ids import query_keys
+
+    dataset = ds.name
+    to_caller = _caller_of(ds, book)
+    qkeys = query_keys(ds.query_ids, np.arange(nq))
 
     recs = read_progress(run.path)
     steps: list[dict[str, Any]] = []
@@ -234,8 +262,8 @@ def _write_results(run: RunDir, spec: ChurnSpec, dataset: str, nq: int, book: Re
         mine = [r for r in recs.get(cr.label, []) if r["op"] != "done"]
         for r in mine:
             if "ids" in r:
-                id_rows += [{"backend": cr.label, "step": r["step"], "query": q, "ids": ids}
-                            for q, ids in enumerate(r["ids"])]
+                id_rows += [{"backend": cr.label, "step": r["step"], "query": qkeys[q],
+                             "ids": to_caller(ids)} for q, ids in enumerate(r["ids"])]
         rows = [{k: v for k, v in r.items() if k != "ids"} for r in mine]
         steps += rows
         configs.append({"label": cr.label, "backend": cr.cfg.backend,

@@ -120,7 +120,7 @@ def _measure(doc: Mapping[str, Any], where: str, engine: str, spec: Any, target:
     from retrieval.evaluation import Evaluator
     from retrieval.tune.bucket_summary import bind_spec_buckets
     from retrieval.tune.decide import split_queries
-    from retrieval.tune.measure import FilteredBench
+    from retrieval.tune.filterbench import FilteredBench
     from retrieval.tune.runner import load_vectors
 
     ds = load_vectors(spec)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,9 @@ import numpy as np
 
 from retrieval.errors import DataError, param_error
 from retrieval.filtering.attrs import Attributes
+from retrieval.ids import CallerIds, as_ids
+
+log = logging.getLogger(__name__)
 
 REUTERS_FIELDS: tuple[str, ...] = ("topics", "places")
 _REC = re.compile(r"<REUTERS (.*?)>(.*?)</REUTERS>", re.S)
@@ -27,8 +31,12 @@ _NEWID = re.compile(r'NEWID="(\d+)"')
 _D = re.compile(r"<D>(.*?)</D>", re.S)
 
 
-def read_attribute_file(path: Path, n: int) -> Attributes:
-    """Attributes of ``n`` base vectors from a ``.parquet`` or structured ``.npy`` file."""
+def read_attribute_file(path: Path, n: int, *, ids: CallerIds | None = None,
+                        id_column: str = "id") -> Attributes:
+    """Attributes of ``n`` base vectors from a ``.parquet`` or structured ``.npy`` file: one
+    row per base vector in the base's order or, when the dataset has caller ``ids``, rows
+    keyed by the column ``id_column`` (joined on the ids, in any order; the id column stays
+    an attribute, so a filter can name the caller's ids)."""
     if not path.is_file():
         raise DataError(f"attributes file not found: {path}")
     if path.suffix == ".parquet":
@@ -63,11 +71,48 @@ def read_attribute_file(path: Path, n: int) -> Attributes:
         cols = {name: arr[name] for name in arr.dtype.names}
     else:
         raise param_error("attributes", "a .parquet or .npy file", str(path))
+    if ids is not None:
+        cols = _join_on_ids(cols, ids, id_column, path)
     attrs = Attributes.from_columns(cols, where=str(path))
     if attrs.n != n:
         raise DataError(f"{path}: {attrs.n} attribute rows for {n} base vectors (one per base "
                         f"vector)")
     return attrs
+
+
+def _join_on_ids(cols: dict[str, Any], ids: CallerIds, id_column: str, path: Path
+                 ) -> dict[str, Any]:
+    """``cols`` reordered to the base's row order by joining ``cols[id_column]`` on the
+    caller ``ids``: a duplicate id or a base id without a row is a DataError (one line); rows
+    of ids the dataset does not have are dropped (logged)."""
+    if id_column not in cols:
+        raise DataError(f"{path}: the dataset has ids, so its attributes are keyed by an id "
+                        f"column; no column '{id_column}' (columns: "
+                        f"{', '.join(map(str, cols)) or 'none'}; set id_column to name yours)")
+    raw = cols[id_column]
+    key = as_ids(raw if isinstance(raw, np.ndarray) else np.asarray(raw), f"{path} column "
+                 f"'{id_column}'")
+    pos = ids.lookup(key, f"{path} column '{id_column}'")
+    known = pos >= 0
+    if not known.all():
+        log.info("%s: %d attribute rows name ids the dataset does not have (dropped)", path,
+                 int((~known).sum()))
+    have = np.zeros(ids.n, dtype=bool)
+    have[pos[known]] = True
+    if not have.all():
+        miss = ids.ids[int(np.argmax(~have))]
+        raise DataError(f"{path}: no attribute row for id {miss.item()!r} (column "
+                        f"'{id_column}'; {int((~have).sum())} of the dataset's {ids.n} ids "
+                        f"have none: one row per id is required)")
+    take = np.empty(ids.n, dtype=np.int64)
+    take[pos[known]] = np.flatnonzero(known)
+    out: dict[str, Any] = {}
+    for name, col in cols.items():
+        if isinstance(col, np.ndarray):
+            out[name] = col[take]
+        else:
+            out[name] = [col[i] for i in take.tolist()]
+    return out
 
 
 def _first_line(exc: BaseException) -> str:

@@ -31,7 +31,7 @@ from retrieval.loaders.shared import (
     load_scifact,
 )
 from retrieval.loaders.synthetic import make_synthetic
-from retrieval.loaders.vectors import load_hdf5, load_npy, load_texmex
+from retrieval.loaders.vectors import load_hdf5, load_texmex
 from retrieval.params import Params, validate_params
 from retrieval.paths import data_dir_candidates, manifests_dirs
 from retrieval.specfile import read_yaml, require_mapping
@@ -79,6 +79,14 @@ class Hdf5Spec(_Spec):
     kind: Literal["hdf5"]
     path: str
     metric: Metric | None = None
+    #: name of a 1-d dataset in the file holding the caller's base ids (int64 >= 0 or
+    #: strings); ``neighbors`` then holds those ids
+    ids: str | None = None
+    #: name of a 1-d dataset in the file holding the caller's query ids
+    query_ids: str | None = None
+    #: .parquet / structured .npy attributes (keyed by ``id_column`` when ``ids`` is given)
+    attributes: str | None = None
+    id_column: str = Field("id", min_length=1)
 
 
 class TexmexSpec(_Spec):
@@ -99,7 +107,16 @@ class NpySpec(_Spec):
     queries: str
     groundtruth: str | None = None
     metric: Metric
-    attributes: str | None = None  # .parquet / structured .npy: one row per base vector
+    #: .parquet / structured .npy: one row per base vector (in the base's order, or keyed by
+    #: ``id_column`` when ``ids`` is given)
+    attributes: str | None = None
+    #: .npy of the caller's base ids (int64 >= 0, or strings; one per base vector, distinct):
+    #: results, saved ids and ``groundtruth`` are in these ids
+    ids: str | None = None
+    #: .npy of the caller's query ids (int64 or strings; one per query)
+    query_ids: str | None = None
+    #: the column of ``attributes`` holding the base ids (with ``ids``)
+    id_column: str = Field("id", min_length=1)
 
 
 class TextSpec(_Spec):
@@ -284,8 +301,12 @@ def spec_files(spec: DatasetSpec, base_dir: Path) -> tuple[FileStatus, ...]:
         return [FileStatus(role, str(p), p.exists())]
 
     if isinstance(spec, Hdf5Spec):
-        return tuple(st("hdf5", spec.path))
-    if isinstance(spec, TexmexSpec | NpySpec):
+        return tuple(st("hdf5", spec.path) + st("attributes", spec.attributes))
+    if isinstance(spec, NpySpec):
+        return tuple(st("base", spec.base) + st("queries", spec.queries)
+                     + st("groundtruth", spec.groundtruth) + st("ids", spec.ids)
+                     + st("query_ids", spec.query_ids) + st("attributes", spec.attributes))
+    if isinstance(spec, TexmexSpec):
         return tuple(st("base", spec.base) + st("queries", spec.queries)
                      + st("groundtruth", spec.groundtruth))
     if isinstance(spec, TextSpec):
@@ -379,7 +400,15 @@ def _build_synthetic(spec: SyntheticSpec, name: str, base_dir: Path) -> VectorDa
 
 
 def _build_hdf5(spec: Hdf5Spec, name: str, base_dir: Path) -> VectorDataset:
-    return load_hdf5(_resolve(spec.path, base_dir), name=name, metric=spec.metric)
+    ds = load_hdf5(_resolve(spec.path, base_dir), name=name, metric=spec.metric, ids=spec.ids,
+                   query_ids=spec.query_ids)
+    if spec.attributes is None:
+        return ds
+    from retrieval.loaders.attributes import read_attribute_file
+
+    attrs = read_attribute_file(_resolve(spec.attributes, base_dir), ds.n_base,
+                                ids=ds.base_ids, id_column=spec.id_column)
+    return dataclasses.replace(ds, attributes=attrs)
 
 
 def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
@@ -389,15 +418,15 @@ def _build_texmex(spec: TexmexSpec, name: str, base_dir: Path) -> VectorDataset:
 
 
 def _build_npy(spec: NpySpec, name: str, base_dir: Path) -> VectorDataset:
-    gt = None if spec.groundtruth is None else _resolve(spec.groundtruth, base_dir)
-    ds = load_npy(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
-                  spec.metric, groundtruth=gt, name=name)
-    if spec.attributes is None:
-        return ds
-    from retrieval.loaders.attributes import read_attribute_file
+    from retrieval.loaders.npyfiles import NpyFiles, build_npy
 
-    attrs = read_attribute_file(_resolve(spec.attributes, base_dir), ds.n_base)
-    return dataclasses.replace(ds, attributes=attrs)
+    def opt(path: str | None) -> Path | None:
+        return None if path is None else _resolve(path, base_dir)
+
+    return build_npy(NpyFiles(_resolve(spec.base, base_dir), _resolve(spec.queries, base_dir),
+                              opt(spec.groundtruth), opt(spec.ids), opt(spec.query_ids),
+                              opt(spec.attributes)),
+                     spec.metric, name=name, id_column=spec.id_column)
 
 
 def _build_text(spec: TextSpec, name: str, base_dir: Path, where: str) -> TextDataset:
@@ -476,7 +505,7 @@ def _spec_from(
 
 
 #: the fields of each dataset kind that name a file or folder (relative: to the base folder)
-_PATH_FIELDS = ("path", "base", "queries", "groundtruth", "attributes")
+_PATH_FIELDS = ("path", "base", "queries", "groundtruth", "attributes", "ids", "query_ids")
 
 
 def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
@@ -501,6 +530,8 @@ def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
     if "kind" not in out:  # a named manifest + overrides: its paths are the manifest's own
         return out
     for key in _PATH_FIELDS:
+        if out.get("kind") == "hdf5" and key in ("ids", "query_ids"):
+            continue  # names of datasets inside the file
         if isinstance(out.get(key), str):
             out[key] = absolute(out[key])
     coll = out.get("collection")

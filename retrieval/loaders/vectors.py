@@ -25,6 +25,7 @@ from retrieval.data import (
     row_chunks,
 )
 from retrieval.errors import DataError
+from retrieval.ids import CallerIds, as_ids
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +155,30 @@ def _hdf5_map(dset: Any) -> np.ndarray:
                      shape=tuple(dset.shape), order="C")
 
 
+def _hdf5_ids(fh: Any, key: str, n: int, what: str) -> CallerIds:
+    """The caller ids in the file's 1-d dataset ``key`` (integers, or strings / bytes)."""
+    if key not in fh:
+        raise DataError(f"{what}: no dataset '{key}' (field 'ids' / 'query_ids' names a 1-d "
+                        f"dataset of ids in the file); keys found: {', '.join(sorted(fh.keys()))}")
+    raw = np.asarray(fh[key][()])
+    if raw.dtype.kind == "S" or raw.dtype == object:
+        raw = np.array([v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw])
+    ids = as_ids(raw, f"{what}: '{key}'")
+    if ids.shape[0] != n:
+        raise DataError(f"{what}: '{key}' holds {ids.shape[0]} ids for {n} vectors (one id per "
+                        f"vector)")
+    return CallerIds(ids)
+
+
 def load_hdf5(
-    path: str | Path, *, name: str | None = None, metric: Metric | None = None
+    path: str | Path, *, name: str | None = None, metric: Metric | None = None,
+    ids: str | None = None, query_ids: str | None = None,
 ) -> VectorDataset:
     """Load an ann-benchmarks HDF5 file: datasets ``train`` (base) and ``test`` (queries),
     optional ``neighbors`` (ground-truth ids) and ``distances``; attribute ``distance``
-    (euclidean -> l2, angular -> cosine, dot -> ip) unless ``metric`` is given.
+    (euclidean -> l2, angular -> cosine, dot -> ip) unless ``metric`` is given. ``ids`` /
+    ``query_ids``: names of 1-d datasets in the file holding the caller's ids of the base
+    vectors / queries; with ``ids``, ``neighbors`` holds those ids.
     """
     import h5py
 
@@ -172,6 +191,9 @@ def load_hdf5(
     with fh:
         try:
             keys, metric, base, queries, gt_raw, has_distances = _read_hdf5(fh, what, metric)
+            base_ids = None if ids is None else _hdf5_ids(fh, ids, base.shape[0], what)
+            q_ids = None if query_ids is None else _hdf5_ids(fh, query_ids, queries.shape[0],
+                                                             what)
         except (OSError, RuntimeError, KeyError, TypeError) as exc:
             # damage met anywhere in the file: the group index, an attribute (e.g. a bad
             # global heap holding the 'distance' string), a data block
@@ -179,6 +201,8 @@ def load_hdf5(
                             f"{str(exc).splitlines()[0] if str(exc) else 'unreadable'})") from None
     gt_ids = gt_dist = None
     if gt_raw is not None:
+        if base_ids is not None:  # neighbours in the caller's ids: as row positions
+            gt_raw = base_ids.positions(np.asarray(gt_raw), f"{what}: neighbors")
         gt_ids = _check_gt(gt_raw, queries.shape[0], base.shape[0], what)
         if has_distances:
             gt_dist = exact_distances(base, queries, gt_ids, metric)
@@ -192,6 +216,8 @@ def load_hdf5(
         gt_distances=gt_dist,
         source=f"hdf5:{p.resolve()}",
         info={"format": "ann-benchmarks hdf5", "file": str(p.resolve()), "keys": keys},
+        base_ids=base_ids,
+        query_ids=q_ids,
     )
 
 
@@ -332,7 +358,7 @@ def read_vectors(path: str | Path) -> np.ndarray:
     if suffix == ".ivecs":
         return read_ivecs(p)
     if suffix == ".npy":
-        return _read_npy(p, "npy")
+        return read_npy(p, "npy")
     raise DataError(
         f"vectors {path}: unknown file type '{suffix}'; allowed: .fvecs, .bvecs, .ivecs, .npy"
     )
@@ -346,7 +372,7 @@ def _map_base(path: str | Path) -> np.ndarray:
     if suffix == ".bvecs":
         return map_vecs(path, np.uint8, "bvecs")
     if suffix == ".npy":
-        return _read_npy(path, "npy", mmap=True)
+        return read_npy(path, "npy", mmap=True)
     return read_vectors(path)
 
 
@@ -385,7 +411,7 @@ def load_texmex(
 # --------------------------------------------------------------------------- NumPy
 
 
-def _read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
+def read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
     p = _existing_file(path, what)
     try:
         with open(p, "rb") as fh:
@@ -419,11 +445,11 @@ def load_npy(
 ) -> VectorDataset:
     """Base and queries from ``.npy`` matrices; optional ground-truth ids ``.npy``."""
     metric = check_metric(metric, where="npy dataset")
-    b = as_matrix(_read_npy(base, "npy base", mmap=True), f"npy base {base}", mapped=True)
-    q = as_matrix(_read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
+    b = as_matrix(read_npy(base, "npy base", mmap=True), f"npy base {base}", mapped=True)
+    q = as_matrix(read_npy(queries, "npy queries"), f"npy queries {queries}", dim=b.shape[1])
     gt_ids = gt_dist = None
     if groundtruth is not None:
-        gt_ids = _check_gt(_read_npy(groundtruth, "npy groundtruth"), q.shape[0], b.shape[0],
+        gt_ids = _check_gt(read_npy(groundtruth, "npy groundtruth"), q.shape[0], b.shape[0],
                            f"npy groundtruth {groundtruth}")
         gt_dist = exact_distances(b, q, gt_ids, metric)
     return VectorDataset(

@@ -57,7 +57,7 @@ from retrieval.rerank.tune import (
     split_queries,
     time_rerank_calls,
 )
-from retrieval.runs import RunDir, RunKind
+from retrieval.runs import RunDir
 from retrieval.stats.irmetrics import evaluate_collection, relevant_qrels
 from retrieval.stats.metrics import latency_summary
 from retrieval.stats.sampling import seeded_subset

@@ -9,7 +9,10 @@ Modules, one job each:
 - :mod:`~retrieval.tune.units`: what a sweep evaluates (units of work, their points, Optuna
   params);
 - :mod:`~retrieval.tune.results`: what is recorded per point and per unit (JSON round trip);
-- :mod:`~retrieval.tune.measure`: full / probe / held-out measurements on a built index;
+- :mod:`~retrieval.tune.measure`: the one measurer: full / probe / held-out measurements on a
+  built index, and a unit's point and decision for any workload;
+- :mod:`~retrieval.tune.filterbench`: timing filtered searches (each query with its filter);
+- :mod:`~retrieval.tune.retrieved`: the retrieved ids per query, as the caller's ids;
 - :mod:`~retrieval.tune.storage`: Optuna storages by URL, studies bound to one spec;
 - :mod:`~retrieval.tune.trials`: reading and writing rwb trials, worker liveness, heartbeats;
 - :mod:`~retrieval.tune.worker`: the worker loop that claims units and measures them;

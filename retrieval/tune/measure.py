@@ -10,14 +10,16 @@ Three kinds of measurement, all on a built index (never rebuilt for a search par
 - **held-out**: the chosen config, one batch pass over the held-out queries (recall only); it
   passes when its mean recall is >= the target.
 
-A filtered workload is measured the same three ways (:class:`FilteredMeasurer`), each query with
-its own filter (:class:`FilteredBench`).
+One :class:`Measurer` for every workload: a filtered workload (``workload`` with buckets) is
+measured the same three ways per (strategy, bucket) unit, each query with its own filter
+(:class:`~retrieval.tune.filterbench.FilteredBench`); the sweep worker calls
+:meth:`Measurer.point` and :meth:`Measurer.decide` whatever the workload.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,38 +27,25 @@ from typing import Any
 import numpy as np
 
 from retrieval.evaluation import BuiltIndex, Evaluator, Measurement, Mode
-from retrieval.groundtruth.exact import exact_distances
-from retrieval.indexes.base import SearchResult
-from retrieval.indexes.entry import SearchConfig, apply_search
-from retrieval.indexes.filtered import (
-    check_strategy,
-    postfilter_depth,
-    prepare_base,
-    raise_ef_for,
-    strategy_call,
-)
-from retrieval.stats.metrics import latency_summary, recall_summary
-from retrieval.timing import time_each, time_repeat, warm_up
+from retrieval.indexes.entry import SearchConfig
+from retrieval.stats.metrics import latency_summary
 from retrieval.tune import target as tgt
 from retrieval.tune.bucket_summary import engine_call
-from retrieval.tune.config import ConfidenceSpec
-from retrieval.tune.decide import QuerySplit, lower_bound
+from retrieval.tune.config import ConfidenceSpec, Objective
+from retrieval.tune.decide import QuerySplit, choose, lower_bound
+from retrieval.tune.filterbench import FilteredBench, FilterPoint
 from retrieval.tune.results import HeldOut, PointResult, UnitResult
+from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.units import Unit
-from retrieval.workload import (
-    Bucket,
-    FilteredGT,
-    Workload,
-    check_runnable,
-    filtered_recall,
-    filtered_recall_tie,
-    filtered_workload,
-)
+from retrieval.workload import Workload
 
 log = logging.getLogger(__name__)
 
 #: slack when comparing a bound with the target (float sums of exact fractions)
 EPS = 1e-9
+
+#: the post-filter's over-fetch factor: a knob of the strategy, not a search param of the index
+OVERFETCH = "overfetch"
 
 #: a search config: as written (validated by the evaluator) or already validated
 Search = Mapping[str, Any] | SearchConfig
@@ -101,6 +90,16 @@ class Measurer:
     target: float | None
     conf: ConfidenceSpec
     seed: int
+    #: where a unit's chosen config saves its retrieved ids (None: not saved)
+    retrieved: RetrievedIds | None = None
+    #: what is measured: None (or a plain workload) for plain search; a filtered workload
+    #: (buckets with their exact filtered ground truth) is timed by a FilteredBench
+    workload: Workload | None = None
+    bench: FilteredBench | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.workload is not None and self.workload.kind == "filtered":
+            self.bench = FilteredBench(self.ev, self.workload)
 
     def meets(self, lb: float) -> bool | None:
         return None if self.target is None else bool(lb >= self.target - EPS)
@@ -144,6 +143,17 @@ class Measurer:
             )
         return self._result(ms, search, built)
 
+    def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
+        """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
+        :attr:`retrieved`."""
+        if self.retrieved is None:
+            return
+        with _one_pass(self.ev):
+            (m,) = self.ev.measure(built, search, modes=["batch"])
+        self.retrieved.add({"backend": built.backend, "label": label,
+                            "build": built.build_dict, "search": m.search},
+                           m.query_idx, m.ids, "all")
+
     def heldout(self, built: BuiltIndex, search: Search) -> HeldOut | None:
         if self.split.heldout.size == 0:
             return None
@@ -157,178 +167,57 @@ class Measurer:
         # tuning bound makes that likely at the confidence level); its own bound is reported
         return HeldOut(m.recall, lb, m.n_queries, self.meets(m.recall))
 
+    # --- one unit of the sweep, whatever the workload -------------------------------------
+    @property
+    def _bench(self) -> FilteredBench:
+        assert self.bench is not None, "a filtered unit needs a filtered workload"
+        return self.bench
 
-@dataclass(frozen=True, eq=False)
-class FilterPoint:
-    """One measured (config, strategy, bucket). Latencies in ms (single mode), QPS from batch
-    mode (else 1000 / mean single latency)."""
+    def point(self, built: BuiltIndex, unit: Unit, search: dict[str, Any],
+              config: Callable[[dict[str, Any]], SearchConfig]) -> PointResult:
+        """One point of ``unit``: a filtered unit's search step (one batch pass), a target
+        search step (:meth:`probe`) or a grid point (:meth:`full`). ``config`` validates a plain
+        search config on the unit's build."""
+        if unit.strategy is not None:
+            return self._filtered_probe(built, unit, search)
+        if unit.method == "target":
+            return self.probe(built, config(search))
+        return self.full(built, config(search))
 
-    backend: str
-    label: str
-    build: dict[str, Any]
-    search: dict[str, Any]
-    strategy: str
-    overfetch: int | None
-    bucket: Bucket
-    per_query_recall: np.ndarray
-    per_query_recall_tie: np.ndarray
-    latency_ms: np.ndarray | None
-    qps: float
-    query_set: str = "all"
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def row(self, target: float | None) -> dict[str, Any]:
-        desc = self.bucket.describe()
-        out: dict[str, Any] = {
-            "backend": self.backend, "label": self.label, "build": dict(self.build),
-            "search": dict(self.search), "strategy": self.strategy, "overfetch": self.overfetch,
-            "bucket": self.bucket.name, "filter": desc["filter"],
-            "selectivity": desc["selectivity"], "target_selectivity": self.bucket.target,
-            "query_set": self.query_set, "n_queries": int(self.per_query_recall.shape[0]),
-            **recall_summary(self.per_query_recall, target),
-            "recall_tie": float(self.per_query_recall_tie.mean()),
-            "p50_ms": None, "p95_ms": None, "p99_ms": None, "qps": self.qps,
-            **self.extra,
-        }
-        if self.latency_ms is not None:
-            lat = latency_summary(self.latency_ms)
-            out.update({k: lat[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")})
-        return out
-
-
-class FilteredBench:
-    """A filtered :class:`~retrieval.workload.Workload` (buckets + their exact filtered ground
-    truth) over an :class:`Evaluator` (which builds the indexes). Each search is timed with
-    :mod:`retrieval.timing`:
-
-    - **single** mode: each query timed alone with its own filter (the strategy's whole call:
-      the engine's filtered search, the pre-filter's gather + exact search, or the post-filter's
-      over-fetch + filter), after a warm-up; p50/p95/p99 in ms;
-    - **batch** mode: one call per distinct filter over the queries using it, the whole pass
-      timed (best of ``batch_repeats``): QPS.
-
-    Recall is under the fewer-than-k rule (:mod:`retrieval.workload.truth`), after timing.
-    """
-
-    def __init__(self, ev: Evaluator, buckets: Sequence[Bucket] | Workload) -> None:
-        ds = ev.ds
-        self.ev = ev
-        self.workload = buckets if isinstance(buckets, Workload) else filtered_workload(
-            list(buckets), (), base=ds.base, queries=ds.queries, metric=ds.metric, k=ev.k,
-            fingerprint=ds.fingerprint)
-        check_runnable(self.workload, where="filtered workload")
-        self.buckets = list(self.workload.buckets)
-        self.base = prepare_base(ds.base, ds.metric)
-        self.gt: Mapping[str, FilteredGT] = self.workload.truth
-        ev.attributes = ds.attributes
-
-    def measure(self, built: BuiltIndex, config: SearchConfig | dict[str, Any], strategy: str,
-                bucket: Bucket, *, label: str, overfetch: int | None = None,
-                modes: Sequence[str] = ("single", "batch"), query_idx: np.ndarray | None = None,
-                query_set: str = "all", warmup: int | None = None,
-                repeats: int | None = None) -> FilterPoint:
-        ev = self.ev
-        k = ev.k
-        cfg = ev.check_search(built, config)
-        apply_search(built.index, cfg)
-        check_strategy(built.index, strategy, built.backend)
-        n = ev.ds.n_base
+    def decide(self, built: BuiltIndex, unit: Unit, measured: Mapping[str, PointResult],
+               objective: Objective, config: Callable[[dict[str, Any]], SearchConfig]
+               ) -> UnitResult:
+        """The unit's cheapest config meeting the target, timed in full, re-measured on the
+        held-out queries, its retrieved ids kept (:attr:`retrieved`)."""
+        if unit.strategy is not None:
+            return self._filtered_decide(built, unit, measured)
+        points = list(measured.values())
+        chosen = choose(points, unit.knob, objective)
+        infeasible = unit.infeasible(measured) or (self.target is not None and chosen is None)
         extra: dict[str, Any] = {}
-        if strategy == "postfilter":
-            depth = postfilter_depth(k, overfetch or 1, n)
-            raised = raise_ef_for(built.index, depth)
-            extra = {"fetch_depth": depth, **({"raised": raised} if raised else {})}
-        call = strategy_call(built.index, strategy, k, base=self.base, metric=ev.ds.metric,
-                             overfetch=overfetch or 1, n=n)
-        qidx = np.arange(ev.ds.n_queries) if query_idx is None else np.asarray(query_idx)
-        queries = np.ascontiguousarray(ev.ds.queries[qidx])
-        flts = [bucket.filter_for(int(q)) for q in qidx]
-        items = [(queries[i:i + 1], flts[i]) for i in range(len(qidx))]
-        warm_up(lambda it: call(*it), items, ev.warmup if warmup is None else warmup)
-        res: SearchResult | None = None
-        lat = None
-        qps = 0.0
-        if "single" in modes:
-            res, lat = _time_single(call, items, k)
-            qps = 1000.0 / float(lat.mean())
-        if "batch" in modes:
-            res, best_s = _time_batch(call, queries, bucket, qidx, k,
-                                      ev.batch_repeats if repeats is None else repeats)
-            qps = len(qidx) / best_s
-        assert res is not None
-        gt = self.gt[bucket.name].rows(qidx)
-        ids = res.ids
-        rec = filtered_recall(ids, gt, k)
-        inside = (ids >= 0) & np.stack([f.mask[np.maximum(r, 0)] for f, r in zip(flts, ids)])
-        exact = exact_distances(ev.ds, np.where(inside, ids, -1), queries)
-        return FilterPoint(
-            backend=built.backend, label=label, build=built.build_dict,
-            search=cfg.search.model_dump(mode="json"), strategy=strategy,
-            overfetch=overfetch if strategy == "postfilter" else None, bucket=bucket,
-            per_query_recall=rec, per_query_recall_tie=filtered_recall_tie(exact, gt, k),
-            latency_ms=lat, qps=float(qps), query_set=query_set, extra=extra,
-        )
+        if chosen is not None and unit.method == "target":
+            # latency percentiles of the chosen config
+            full = self.full(built, config(chosen.search))
+            if abs(full.recall - chosen.recall) > 1e-12:
+                extra["probe_recall"] = chosen.recall
+                extra["probe_recall_lb"] = chosen.recall_lb
+            chosen = full
+        heldout = None
+        if chosen is not None:
+            heldout = self.heldout(built, config(chosen.search))
+            self.keep(built, unit.label, config(chosen.search))
+        return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
-
-def _time_single(call: Any, items: list[tuple[np.ndarray, Any]], k: int
-                 ) -> tuple[SearchResult, np.ndarray]:
-    """Each (query, filter) timed alone (:func:`retrieval.timing.time_each`): (result, ms)."""
-    nq = len(items)
-    ids = np.full((nq, k), -1, dtype=np.int64)
-    dist = np.full((nq, k), np.inf, dtype=np.float32)
-    outs, lat = time_each(lambda it: call(*it), items)
-    for i, r in enumerate(outs):
-        m = min(r.ids.shape[1], k)
-        ids[i, :m], dist[i, :m] = r.ids[0, :m], r.distances[0, :m]
-    return SearchResult(ids, dist), lat
-
-
-def _time_batch(call: Any, queries: np.ndarray, bucket: Bucket, qidx: np.ndarray, k: int,
-                repeats: int) -> tuple[SearchResult, float]:
-    """One call per distinct filter, the whole pass timed (:func:`retrieval.timing.time_repeat`,
-    best of ``repeats``): (result, best pass in s)."""
-    nq = len(queries)
-    ids = np.full((nq, k), -1, dtype=np.int64)
-    dist = np.full((nq, k), np.inf, dtype=np.float32)
-    groups = bucket.groups(qidx)
-    parts = [(np.ascontiguousarray(queries[pos]), f) for f, pos in groups]
-    outs, times = time_repeat(lambda: [call(q, f) for q, f in parts], max(1, repeats))
-    for (_, pos), r in zip(groups, outs):
-        m = min(r.ids.shape[1], k)
-        ids[pos, :m], dist[pos, :m] = r.ids[:, :m], r.distances[:, :m]
-    return SearchResult(ids, dist), max(float(times.min()) / 1e3, 1e-9)
-
-
-def _jsonable(v: Any) -> Any:
-    """Plain JSON values (numpy scalars as Python numbers), for the study's user attrs."""
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-#: the post-filter's over-fetch factor: a knob of the strategy, not a search param of the index
-OVERFETCH = "overfetch"
-
-
-@dataclass
-class FilteredMeasurer:
-    """The sweep worker's measurements of a filtered unit (one entry x build x strategy x
-    bucket): search steps are one batch pass over the tuning queries (no warm-up); the chosen
-    setting is timed in full (the spec's modes) and re-measured on the held-out queries."""
-
-    bench: FilteredBench
-    split: QuerySplit
-    modes: Sequence[Mode]
-    target: float | None
-    conf: ConfidenceSpec
-    seed: int
+    # --- a filtered workload's units (strategy x bucket) ----------------------------------
+    def _keep(self, p: FilterPoint) -> None:
+        if self.retrieved is not None:
+            self.retrieved.add({"backend": p.backend, "label": p.label, "build": p.build,
+                                "search": p.search, "strategy": p.strategy,
+                                "bucket": p.bucket.name, "overfetch": p.overfetch},
+                               p.query_idx, p.ids, p.query_set)
 
     def _lb(self, p: FilterPoint) -> float:
-        return lower_bound(p.per_query_recall, self.bench.ev.k, self.conf, self.seed)
+        return lower_bound(p.per_query_recall, self.ev.k, self.conf, self.seed)
 
     def _point(self, built: BuiltIndex, unit: Unit, search: Mapping[str, Any], *,
                full: bool = False, heldout: bool = False) -> FilterPoint:
@@ -337,12 +226,13 @@ class FilteredMeasurer:
         qidx, qset = (self.split.heldout, "heldout") if heldout else (self.split.tune, "tune")
         one = {} if full else {"warmup": 0, "repeats": 1}
         assert unit.strategy is not None and unit.bucket is not None
-        return self.bench.measure(
-            built, params, unit.strategy, self.bench.workload.bucket(unit.bucket),
+        return self._bench.measure(
+            built, params, unit.strategy, self._bench.workload.bucket(unit.bucket),
             label=unit.label, overfetch=overfetch, modes=self.modes if full else ("batch",),
             query_idx=qidx, query_set=qset, **one)
 
-    def probe(self, built: BuiltIndex, unit: Unit, search: Mapping[str, Any]) -> PointResult:
+    def _filtered_probe(self, built: BuiltIndex, unit: Unit, search: Mapping[str, Any]
+                        ) -> PointResult:
         """One search step: recall, its lower bound and whether it meets the target."""
         p = self._point(built, unit, search)
         lb = self._lb(p)
@@ -355,8 +245,8 @@ class FilteredMeasurer:
             qps=p.qps, build_s=0.0, memory_bytes=None, meets=bool(lb >= target - EPS),
             extra={"row": _jsonable(row)})
 
-    def decide(self, built: BuiltIndex, unit: Unit, measured: Mapping[str, PointResult]
-               ) -> UnitResult:
+    def _filtered_decide(self, built: BuiltIndex, unit: Unit,
+                         measured: Mapping[str, PointResult]) -> UnitResult:
         """The smallest knob value meeting the target (the unit's search answer), timed in
         full and re-measured on the held-out queries; the choice document in ``extra``."""
         knob = unit.knob if unit.method == "target" else None
@@ -367,8 +257,8 @@ class FilteredMeasurer:
         doc: dict[str, Any] = {
             "label": unit.label, "backend": built.backend, "build": built.build_dict,
             "strategy": unit.strategy, "bucket": unit.bucket,
-            "selectivity": self.bench.workload.bucket(str(unit.bucket)).selectivity,
-            "target_selectivity": self.bench.workload.bucket(str(unit.bucket)).target,
+            "selectivity": self._bench.workload.bucket(str(unit.bucket)).selectivity,
+            "target_selectivity": self._bench.workload.bucket(str(unit.bucket)).target,
             "knob_name": knob, "range": [unit.low, unit.high] if knob else None,
             "evaluations": len(measured), "chosen": value is not None, "meets": False,
             "best_probe_recall": max((p.recall for p in measured.values()), default=None)}
@@ -378,18 +268,31 @@ class FilteredMeasurer:
         params = {k: v for k, v in search.items() if k != OVERFETCH}
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         full = self._point(built, unit, search, full=True)
+        self._keep(full)
         row = full.row(self.target)
         doc.update({k: row.get(k) for k in ("recall", "recall_p5", "share_below_target",
                                             "p50_ms", "p95_ms", "p99_ms", "qps", "filter")})
         doc.update({"search": params, "overfetch": overfetch, "meets": True,
                     "knob": {knob: value} if knob else {}, "recall_lb": self._lb(full),
                     "engine_call": engine_call(built.backend, str(unit.strategy), params,
-                                               overfetch, self.bench.ev.k)})
+                                               overfetch, self.ev.k)})
         held: HeldOut | None = None
         if self.split.heldout.size:
             h = self._point(built, unit, search, heldout=True)
+            self._keep(h)
             doc["heldout_recall"] = h.row(None)["recall"]
             doc["heldout_meets"] = bool(doc["heldout_recall"] >= (self.target or 1) - EPS)
             held = HeldOut(float(doc["heldout_recall"]), self._lb(h), len(self.split.heldout),
                            doc["heldout_meets"])
         return UnitResult(None, len(measured), False, held, extra={"choice": _jsonable(doc)})
+
+
+def _jsonable(v: Any) -> Any:
+    """Plain JSON values (numpy scalars as Python numbers), for the study's user attrs."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v

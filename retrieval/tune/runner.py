@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import VectorDataset, footprint
-from retrieval.evaluation import Evaluator, Measurement
+from retrieval.evaluation import BuiltIndex, Evaluator, Measurement
+from retrieval.indexes.entry import SearchConfig
 from retrieval.indexes.knobs import knob_columns
 from retrieval.runs import WORKLOAD_FILTERED, RunDir
 from retrieval.tune.bucket_summary import (
@@ -20,7 +21,8 @@ from retrieval.tune.bucket_summary import (
     cliffs,
     filter_summary,
 )
-from retrieval.tune.measure import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, FilterPoint
+from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 from retrieval.tune.units import entry_labels
@@ -148,27 +150,29 @@ def run_eval(
 def _eval_into(
     run: RunDir, spec: SweepSpec, progress: Progress | None, dataset: VectorDataset | None
 ) -> EvalResult:
+    """The one `rwb eval` body: every build x search config of every entry, measured by the
+    spec's workload (:class:`_PlainEval` or :class:`_FilteredEval`)."""
     ds = dataset or load_vectors(spec)
-    if spec.filters is not None:  # filtered search: rows per selectivity bucket and strategy
-        return EvalResult(run, _filtered_eval_into(run, spec, ds, progress, dataset_info(ds)),
-                          [])
+    if spec.filters is not None:
+        check_strategies(spec)
     run.write_yaml("spec.yaml", resolved(spec))
     run.write_manifest(
         kind=EvalSummary.KIND,
-        seeds={"index": spec.seed},
+        seeds={"index": spec.seed, **({"filters": spec.seed} if spec.filters else {})},
         dataset=dataset_info(ds),
         spec_source=spec.source,
     )
     entries = checked_entries(spec)  # validated once when the spec was loaded
     total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
     done = 0
-    measurements: list[Measurement] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
-        for entry in entries:
-            for build in entry.build_grid:
+        work: _PlainEval | _FilteredEval = (
+            _PlainEval(spec, ds, ev) if spec.filters is None else _FilteredEval(spec, ds, ev))
+        for entry, label in zip(entries, entry_labels(spec), strict=True):
+            for bi, build in enumerate(entry.build_grid):
                 built = ev.build(entry.backend, entry.build(build))
-                for config in entry.configs(build):
-                    measurements += ev.measure(built, config, modes=spec.modes)
+                for ci, config in enumerate(entry.configs(build)):
+                    work.measure(built, config, label, first=not (bi or ci))
                     done += 1
                     if progress:
                         progress(done, total, f"{entry.backend} {build} {config.given}")
@@ -176,23 +180,111 @@ def _eval_into(
         run.record_threads(spec.threads)  # what the backends were told, now they ran
         run.update_manifest(builds=ev.threads_report(), index_cache=ev.cache_report())
     run.remove_work()  # index files (e.g. Milvus Lite db)
-    run.write_table("measurements.parquet", measurement_rows(measurements, spec.target_recall))
-    run.write_table("per_query.parquet", per_query_rows(measurements))
-    summary = {
+    work.write_tables(run)
+    summary: dict[str, Any] = {
         "run_id": run.run_id,
         "dataset": ds.name,
         "dataset_fingerprint": ds.fingerprint,
         "metric": ds.metric,
         "k": spec.k,
-        "recall_definition": "recall@k by id (tie-aware variant in recall_tie)",
-        "latency_unit": "ms (single-query mode); qps from batch mode",
-        "rows": summary_rows(measurements, spec.target_recall),
+        **work.summary(),
     }
     if spec.target_recall is not None:
         summary["target_recall"] = spec.target_recall
     typed = EvalSummary.model_validate(summary)
     run.write_summary(typed)
-    return EvalResult(run, typed.to_json_dict(), measurements)
+    return EvalResult(run, typed.to_json_dict(), work.measurements)
+
+
+class _PlainEval:
+    """Unfiltered search: each config in the spec's modes over every query."""
+
+    def __init__(self, spec: SweepSpec, ds: VectorDataset, ev: Evaluator) -> None:
+        self.spec, self.ds, self.ev = spec, ds, ev
+        self.measurements: list[Measurement] = []
+
+    def measure(self, built: BuiltIndex, config: SearchConfig, label: str, *,
+                first: bool) -> None:
+        self.measurements += self.ev.measure(built, config, modes=self.spec.modes)
+
+    def write_tables(self, run: RunDir) -> None:
+        ms, target = self.measurements, self.spec.target_recall
+        run.write_table("measurements.parquet", measurement_rows(ms, target))
+        run.write_table("per_query.parquet", per_query_rows(ms))
+        _retrieved(self.ds, ms).write(run)
+
+    def summary(self) -> dict[str, Any]:
+        return {"recall_definition": "recall@k by id (tie-aware variant in recall_tie)",
+                "latency_unit": "ms (single-query mode); qps from batch mode",
+                "rows": summary_rows(self.measurements, self.spec.target_recall)}
+
+
+class _FilteredEval:
+    """Filtered search: each config x strategy x selectivity bucket, each query with its own
+    filter (the pre-filter, exact over the matches, once per entry: the index plays no
+    part)."""
+
+    def __init__(self, spec: SweepSpec, ds: VectorDataset, ev: Evaluator) -> None:
+        assert spec.filters is not None
+        self.spec, self.ds, self.fs = spec, ds, spec.filters
+        self.buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
+        self.bench = FilteredBench(ev, filtered_workload(
+            self.buckets, self.fs.strategies, base=ds.base, queries=ds.queries,
+            metric=ds.metric, k=spec.k, fingerprint=ds.fingerprint))
+        self.points: list[FilterPoint] = []
+        self.measurements: list[Measurement] = []
+
+    def measure(self, built: BuiltIndex, config: SearchConfig, label: str, *,
+                first: bool) -> None:
+        for strategy in self.fs.strategies:
+            if strategy == "prefilter" and not first:
+                continue  # exact over the matches: the index plays no part
+            for b in self.buckets:
+                self.points.append(self.bench.measure(
+                    built, config, strategy, b, label=label, modes=self.spec.modes,
+                    overfetch=self.fs.overfetch if strategy == "postfilter" else None))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [p.row(self.spec.target_recall) for p in self.points]
+
+    def write_tables(self, run: RunDir) -> None:
+        run.write_table("measurements.parquet", [_flat_row(r) for r in self.rows()])
+        run.write_table("per_query.parquet", _filtered_per_query(self.points))
+        saved = RetrievedIds(self.ds)
+        for p in self.points:
+            saved.add({"backend": p.backend, "label": p.label, "build": p.build,
+                       "search": p.search, "strategy": p.strategy, "bucket": p.bucket.name,
+                       "overfetch": p.overfetch}, p.query_idx, p.ids, p.query_set)
+        saved.write(run)
+
+    def summary(self) -> dict[str, Any]:
+        rows = self.rows()
+        target = self.spec.target_recall
+        best, by = cliffs(rows, target)
+        return {
+            "recall_definition": "filtered recall@k by id (fewer-than-k rule; tie-aware in "
+                                 "recall_tie)",
+            "latency_unit": "ms (single-query mode, each query with its filter); qps from batch",
+            "workload": WORKLOAD_FILTERED, "rows": rows,
+            "filters": filter_summary(self.fs, self.buckets),
+            "cliff_selectivity": best if target is not None else {},
+            "cliff_by_strategy": by if target is not None else {},
+            "cliff_rule": CLIFF_RULE,
+        }
+
+
+def _retrieved(ds: VectorDataset, measurements: list[Measurement]) -> RetrievedIds:
+    """The retrieved ids of every config (batch mode, else single), as the caller's ids."""
+    saved = RetrievedIds(ds)
+    seen: set[tuple[str, str, str, str]] = set()
+    for m in sorted(measurements, key=lambda m: m.mode != "batch"):
+        key = (m.backend, json.dumps(m.build, sort_keys=True),
+               json.dumps(m.search, sort_keys=True), m.query_set)
+        if key not in seen:
+            seen.add(key)
+            saved.add({"backend": m.backend, "build": m.build, "search": m.search},
+                      m.query_idx, m.ids, m.query_set)
+    return saved
 
 
 def dataset_info(ds: VectorDataset) -> dict[str, Any]:
@@ -207,66 +299,6 @@ def dataset_info(ds: VectorDataset) -> dict[str, Any]:
         **footprint(ds),
         "info": {k: v for k, v in ds.info.items() if isinstance(v, str | int | float | bool)},
     }
-
-
-def _filtered_eval_into(run: RunDir, spec: SweepSpec, ds: VectorDataset,
-                       progress: Callable[[int, int, str], None] | None,
-                       info: dict[str, Any]) -> dict[str, Any]:
-    """The filtered `rwb eval` body (run directory opened by the caller; ``info``: the
-    manifest's dataset facts)."""
-    assert spec.filters is not None
-    fs = spec.filters
-    check_strategies(spec)
-    run.write_yaml("spec.yaml", resolved(spec))
-    run.write_manifest(kind=EvalSummary.KIND, seeds={"index": spec.seed, "filters": spec.seed},
-                       dataset=info, spec_source=spec.source)
-    entries = checked_entries(spec)
-    labels = entry_labels(spec)
-    points: list[FilterPoint] = []
-    with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
-        buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
-        bench = FilteredBench(ev, filtered_workload(
-            buckets, fs.strategies, base=ds.base, queries=ds.queries, metric=ds.metric,
-            k=spec.k, fingerprint=ds.fingerprint))
-        total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
-        done = 0
-        for entry, label in zip(entries, labels):
-            for bi, build in enumerate(entry.build_grid):
-                built = ev.build(entry.backend, entry.build(build))
-                for ci, config in enumerate(entry.configs(build)):
-                    for strategy in fs.strategies:
-                        if strategy == "prefilter" and (bi or ci):
-                            continue  # exact over the matches: the index plays no part
-                        for b in buckets:
-                            points.append(bench.measure(
-                                built, config, strategy, b, label=label, modes=spec.modes,
-                                overfetch=fs.overfetch if strategy == "postfilter" else None))
-                    done += 1
-                    if progress:
-                        progress(done, total, f"{entry.backend} {build} {config.given}")
-                ev.release(built)
-        run.record_threads(spec.threads)
-    run.remove_work()
-    rows = [p.row(spec.target_recall) for p in points]
-    run.write_table("measurements.parquet", [_flat_row(r) for r in rows])
-    run.write_table("per_query.parquet", _filtered_per_query(points))
-    best, by = cliffs(rows, spec.target_recall)
-    summary: dict[str, Any] = {
-        "run_id": run.run_id, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
-        "metric": ds.metric, "k": spec.k,
-        "recall_definition": "filtered recall@k by id (fewer-than-k rule; tie-aware in "
-                             "recall_tie)",
-        "latency_unit": "ms (single-query mode, each query with its filter); qps from batch",
-        "workload": WORKLOAD_FILTERED, "rows": rows, "filters": filter_summary(fs, buckets),
-        "cliff_selectivity": best if spec.target_recall is not None else {},
-        "cliff_by_strategy": by if spec.target_recall is not None else {},
-        "cliff_rule": CLIFF_RULE,
-    }
-    if spec.target_recall is not None:
-        summary["target_recall"] = spec.target_recall
-    typed = EvalSummary.model_validate(summary)
-    run.write_summary(typed)
-    return typed.to_json_dict()
 
 
 def _flat_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from retrieval.data import VectorDataset, take_rows
 from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth.exact import GroundTruth, ground_truth
+from retrieval.ids import CallerIds
 from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
 from retrieval.runs import WORKLOAD_SCALE, RunDir
@@ -65,11 +66,15 @@ def sample_ground_truth(ds: VectorDataset, k: int) -> GroundTruth:
 
 
 def sample_dataset(ds: VectorDataset, rows: np.ndarray) -> VectorDataset:
-    """The base rows ``rows`` of ``ds`` with all its queries (ids are positions in the sample)."""
+    """The base rows ``rows`` of ``ds`` with all its queries (positions in the sample; the
+    caller's ids of those rows, when the dataset has them)."""
     return VectorDataset(name=f"{ds.name}[{rows.size} of {ds.n_base}]",
                          base=take_rows(ds.base, rows), queries=ds.queries, metric=ds.metric,
                          source=ds.source, info={"sample_of": ds.fingerprint,
-                                                 "sample_size": int(rows.size)})
+                                                 "sample_size": int(rows.size)},
+                         base_ids=None if ds.base_ids is None else CallerIds(
+                             ds.base_ids.ids[rows]),
+                         query_ids=ds.query_ids)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
-from retrieval.tune.measure import FilteredBench, FilteredMeasurer, Measurer
+from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
+from retrieval.tune.retrieved import IDS_LOG, RetrievedIds
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
 from retrieval.tune.storage import (
@@ -281,17 +282,17 @@ def _sweep_study(
                         memory=measures_resident(spec.tune), poll_s=poll_s)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
-        measurer = Measurer(
-            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed
-        )
-        filtered = None
+        saved = RetrievedIds(ds, log=run.file(IDS_LOG))
+        workload = None
         if spec.filters is not None:
             buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
             workload = filtered_workload(buckets, spec.filters.strategies, base=ds.base,
                                          queries=ds.queries, metric=ds.metric, k=spec.k,
                                          fingerprint=ds.fingerprint)
-            filtered = FilteredMeasurer(FilteredBench(ev, workload), split, spec.modes,
-                                        spec.target_recall, spec.tune.confidence, spec.seed)
+        measurer = Measurer(
+            ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
+            retrieved=saved, workload=workload,
+        )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:
             book.describe(metric.name, metric.description, spec.target_recall)
@@ -306,7 +307,6 @@ def _sweep_study(
             plan if strategy != "optuna" else [],
             proposer=proposer,
             progress=progress,
-            filtered=filtered,
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
@@ -314,6 +314,7 @@ def _sweep_study(
         cache = ev.cache_report()
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
+    saved.write(run)
     if spec.filters is not None:
         summary = build_filtered_summary(
             spec, ds, split, book, plan, buckets, run_id=run.run_id,

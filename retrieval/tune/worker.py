@@ -1,7 +1,7 @@
 """The worker loop of ``rwb sweep``: claim a unit, build its index once, measure its points in
 order (each one an Optuna trial), decide, repeat until the study is finished. One worker for
 every workload: a filtered workload's units (entry x build x strategy x bucket) are measured by
-its :class:`~retrieval.tune.measure.FilteredMeasurer`, the same way through the same study.
+the same :class:`~retrieval.tune.measure.Measurer` (given the workload), through the same study.
 
 Several workers (processes, machines) may share one study; they coordinate only through it
 (see :mod:`retrieval.tune.trials`). A worker that finds nothing to claim re-queues the units of
@@ -20,8 +20,7 @@ from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.indexes.entry import SearchConfig
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy
-from retrieval.tune.decide import choose
-from retrieval.tune.measure import FilteredMeasurer, Measurer, attach_memory_report
+from retrieval.tune.measure import Measurer, attach_memory_report
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec, checked_entries
 from retrieval.tune.units import Unit, canon, trial_params
@@ -109,7 +108,6 @@ class Worker:
         *,
         proposer: Any = None,
         progress: Progress | None = None,
-        filtered: FilteredMeasurer | None = None,
         scope: Sequence[str] | None = None,
     ) -> None:
         self.spec, self.labels, self.ev, self.m = spec, list(labels), ev, measurer
@@ -119,8 +117,6 @@ class Worker:
         self.book, self.s, self.plan = book, settings, list(plan)
         self.proposer = proposer
         self.progress = progress
-        #: the measurer of a filtered workload's units (their ``strategy`` and ``bucket`` set)
-        self.filtered = filtered
         #: the spec's validated entries: units read back from the study (plain data) map onto
         #: them, so a config is validated once, not at every hop
         self.checked = checked_entries(spec)
@@ -232,13 +228,7 @@ class Worker:
     def measure(self, unit: Unit, built: BuiltIndex, search: dict[str, Any]) -> PointResult:
         t0 = time.perf_counter()
         try:
-            if unit.strategy is not None:
-                assert self.filtered is not None, "a filtered unit needs a filtered workload"
-                return self.filtered.probe(built, unit, search)
-            config = self.config(unit, search)
-            if unit.method == "target":
-                return self.m.probe(built, config)
-            return self.m.full(built, config)
+            return self.m.point(built, unit, search, lambda s: self.config(unit, s))
         finally:
             self.timing["measure_s"] += time.perf_counter() - t0
 
@@ -300,31 +290,10 @@ class Worker:
         held-out queries."""
         t0 = time.perf_counter()
         try:
-            return self._decide(unit, built, measured)
+            return self.m.decide(built, unit, measured, self.s.objective,
+                                 lambda s: self.config(unit, s))
         finally:
             self.timing["measure_s"] += time.perf_counter() - t0
-
-    def _decide(
-        self, unit: Unit, built: BuiltIndex, measured: dict[str, PointResult]
-    ) -> UnitResult:
-        if unit.strategy is not None:
-            assert self.filtered is not None, "a filtered unit needs a filtered workload"
-            return self.filtered.decide(built, unit, measured)
-        points = list(measured.values())
-        chosen = choose(points, unit.knob, self.s.objective)
-        infeasible = unit.infeasible(measured) or (self.s.target is not None and chosen is None)
-        extra: dict[str, Any] = {}
-        if chosen is not None and unit.method == "target":
-            # latency percentiles of the chosen config
-            full = self.m.full(built, self.config(unit, chosen.search))
-            if abs(full.recall - chosen.recall) > 1e-12:
-                extra["probe_recall"] = chosen.recall
-                extra["probe_recall_lb"] = chosen.recall_lb
-            chosen = full
-        heldout = (
-            self.m.heldout(built, self.config(unit, chosen.search)) if chosen is not None else None
-        )
-        return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     # --- recovery and planning -----------------------------------------------------------------
     def reconcile(self) -> None:

@@ -15,7 +15,8 @@ churn spec, or a file of its own holding ``steps:``)::
 Ranges are row numbers of the dataset's base (positions in ``order``: the dataset's own order,
 or grouped by k-means cluster for drift runbooks); the index starts empty, so the first write is
 an insert (an index cannot be built on zero rows: the runner builds on that first batch). Ids
-are NOT row numbers: row ``r`` enters under ``ids.offset + perm[r]`` (``perm`` a seeded
+are NOT row numbers: row ``r`` enters under the dataset's own integer id when it has ids
+(:func:`dataset_row_ids`), else under ``ids.offset + perm[r]`` (``perm`` a seeded
 permutation), and a ``replace`` keeps the replaced ids (an update in place). Resolving a
 runbook (:func:`resolve_runbook`) simulates the live set once, so every step becomes explicit
 ids and rows (:class:`~retrieval.workload.core.Step`): any run of the same runbook applies the
@@ -37,6 +38,7 @@ from pydantic import Field, model_validator
 from retrieval.data import Metric
 from retrieval.errors import ConfigError
 from retrieval.groundtruth.exact import GroundTruth
+from retrieval.ids import MAX_RUNBOOK_ID, CallerIds
 from retrieval.params import Params
 from retrieval.workload.core import Step, StepOp
 
@@ -249,15 +251,36 @@ class _Live:
             del self.id_of[self.row_of.pop(i)]
 
 
+def dataset_row_ids(spec: RunbookSpec, base_ids: CallerIds | None, *, where: str,
+                    field: str = "runbook") -> np.ndarray | None:
+    """The caller ids rows enter under when the dataset has its own integer ids (None: the
+    runbook's ``ids`` map applies, as for a dataset without ids or with string ids, which the
+    engines cannot store as vector ids). ConfigError when the runbook also sets ``ids`` or an
+    id exceeds :data:`~retrieval.ids.MAX_RUNBOOK_ID`."""
+    if base_ids is None or not base_ids.is_int:
+        return None
+    if "ids" in spec.model_fields_set:
+        raise ConfigError(f"{where}: field '{field}.ids' must be left out for a dataset with "
+                          f"its own integer ids (rows enter under the dataset's ids); "
+                          f"received {spec.ids.model_dump()}")
+    top = int(base_ids.ids.max()) if base_ids.n else 0
+    if top > MAX_RUNBOOK_ID:
+        raise ConfigError(f"{where}: the dataset's ids must be <= 2**53 for a runbook (write "
+                          f"ids stay exact in JSON records); received {top}")
+    return base_ids.ids
+
+
 def resolve_runbook(spec: RunbookSpec, base: np.ndarray, *, where: str,
-                    field: str = "runbook") -> ResolvedRunbook:
+                    field: str = "runbook", ids: np.ndarray | None = None) -> ResolvedRunbook:
     """Every step as explicit caller ids and rows (see the module docstring); ConfigError (one
     line naming ``field.steps[i]``) for a range past the base, a row not live (delete) or live
-    already (insert), a search or maintain on an empty index."""
+    already (insert), a search or maintain on an empty index. ``ids``: the caller id of each
+    base row (int64, the dataset's own: :func:`dataset_row_ids`); default the runbook's
+    ``ids`` map."""
     n = int(base.shape[0])
     order = (np.arange(n, dtype=np.int64) if spec.order == "dataset"
              else cluster_order(base, spec.order))
-    ids0 = row_ids(n, spec.ids)
+    ids0 = row_ids(n, spec.ids) if ids is None else np.asarray(ids, dtype=np.int64)
     live = _Live()
     out: list[Step] = []
     peak = 0
@@ -372,5 +395,6 @@ def truth_at_searches(book: ResolvedRunbook, base: np.ndarray, queries: np.ndarr
 __all__ = [
     "STEP_NAMES", "ClusterOrder", "DeleteStep", "IdMap", "InsertStep", "MaintainStep",
     "ReplaceStep", "ResolvedRunbook", "RunbookSpec", "RunbookStep", "SearchStep",
-    "cluster_order", "load_runbook", "resolve_runbook", "row_ids", "truth_at_searches",
+    "cluster_order", "dataset_row_ids", "load_runbook", "resolve_runbook", "row_ids",
+    "truth_at_searches",
 ]

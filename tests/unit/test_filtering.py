@@ -13,7 +13,7 @@ from retrieval.evaluation import Evaluator
 from retrieval.filtering import Attributes, FilterSpec, Where, bind
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing import fake  # noqa: F401  (registers the "fake" backend)
-from retrieval.tune.measure import FilteredBench
+from retrieval.tune.filterbench import FilteredBench
 from retrieval.tune.spec import parse_spec
 from retrieval.workload import Bucket, bind_workload, filtered_ground_truth, filtered_recall
 
