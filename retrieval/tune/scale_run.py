@@ -394,6 +394,12 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
     predicted = fitted.get("predicted")
     trend = fitted.get("ceiling_trend") or {}
     ceiling = full.get("ceiling", trend.get("ceiling_at_full"))
+    stop_row = next((r for r in b.samples if r.get("stopped")), None)
+    ceiling_n = None
+    if stop_row is not None and "ceiling" not in full:  # stopped by its ceiling at a sample
+        ceiling, ceiling_n = stop_row["ceiling"], stop_row["n"]
+    elif "ceiling" in full:
+        ceiling_n = study.ds.n_base
     n = study.ds.n_base
     message = b.stopped
     if message is None and trend.get("n_stop") is not None and trend["n_stop"] <= n:
@@ -411,7 +417,8 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "exact": exact,
         "transfer_error": sc.transfer_error(predicted, exact),
         "ceiling": ceiling,
-        "ceiling_measured": "ceiling" in full,
+        "ceiling_measured": "ceiling" in full or stop_row is not None,
+        "ceiling_n": ceiling_n,
         "ceiling_recall": full.get("ceiling_recall"),
         "ceiling_trend": trend or None,
         "predicted_at": fitted.get("predicted_at"),
