@@ -34,6 +34,7 @@ from retrieval.indexes import BuildInfo, IndexBackend, SearchResult, get_backend
 from retrieval.indexes.base import (
     SupportsBruteForceCheck,
     SupportsBuildThreads,
+    SupportsDerivedBuild,
     SupportsFilter,
     SupportsHotSearch,
     SupportsSharedTraining,
@@ -318,6 +319,39 @@ class Evaluator:
                  "built", backend, params.model_dump(), outcome.load_s or info.build_s,
                  info.build_s)
         built = BuiltIndex(backend, params, index, info, rss_delta, outcome, threads)
+        self._built[key] = built
+        return built
+
+    def derive(self, backend: str, build: Mapping[str, Any] | Params,
+               source: BuiltIndex) -> BuiltIndex:
+        """The index of ``build`` DERIVED from ``source`` (a built index of the same backend,
+        :class:`~retrieval.indexes.base.SupportsDerivedBuild`), not built; ``info.build_s`` is
+        the derivation's seconds and ``info.extra["derived_from"]`` the source's params."""
+        params = self.validate_build(backend, build)
+        key = (backend, params.model_dump_json())
+        if key in self._built:
+            return self._built[key]
+        cls = get_backend(backend)
+        index = cls(self.ds.dim, self.ds.metric, params, seed=self.seed, threads=self.threads,
+                    workdir=None)
+        threads = self.threads
+        if isinstance(index, SupportsBuildThreads):
+            index.set_build_threads(self.build_threads)
+            threads = self.build_threads
+        if self.attributes is not None and isinstance(index, SupportsFilter):
+            index.attach_attributes(self.attributes)
+        if not isinstance(index, SupportsDerivedBuild):
+            raise ConfigError(f"backend '{backend}' cannot derive a build; use "
+                              f"tune.build_search: full")
+        with phase("build"):
+            info = index.derive_from(source.index)
+        outcome = Outcome("off", info.build_s, note="derived")
+        self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
+                               "build_threads": threads, **outcome.to_dict(),
+                               "derived_from": source.build_dict})
+        log.info("derived %s %s from %s in %.2f s", backend, params.model_dump(),
+                 source.build_dict, info.build_s)
+        built = BuiltIndex(backend, params, index, info, 0, outcome, threads)
         self._built[key] = built
         return built
 

@@ -171,6 +171,21 @@ class SupportsSnapshot(Protocol):
 
 
 @runtime_checkable
+class SupportsDerivedBuild(Protocol):
+    """A build DERIVED from a built index of the same backend with a larger value of one build
+    param (``derived_param()``, e.g. HNSW's ``M``) and otherwise equal params, instead of built
+    (``tune.build_search: derived``). ``derive_from(source)`` fills this (unbuilt) index from
+    ``source`` and returns its BuildInfo: ``build_s`` is the derivation's seconds, ``extra``
+    says ``derived_from``. The shortcut's recall error against a real build is measured by the
+    caller, never assumed zero."""
+
+    @classmethod
+    def derived_param(cls) -> str: ...
+
+    def derive_from(self, source: Any) -> BuildInfo: ...
+
+
+@runtime_checkable
 class SupportsBuildThreads(Protocol):
     """A backend whose build can use another thread count than its searches (hnswlib
     ``add_items(num_threads=)``, ``faiss.omp_set_num_threads`` around the build). A build with

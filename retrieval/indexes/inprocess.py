@@ -175,6 +175,16 @@ class InProcessIndex(IndexBackend):
         log.debug("%s built n=%d in %.3f s (%d bytes)", self.name, self._n, build_s, mem)
         return BuildInfo(n=self._n, build_s=build_s, memory_bytes=mem, extra=extra)
 
+    def _adopt(self, n: int, build_s: float, extra: dict[str, Any]) -> BuildInfo:
+        """Mark this index built over ``n`` rows by other means than :meth:`build` (a derived
+        build: ``_build`` was replaced by the caller's own fill)."""
+        self._checked_k = -1
+        self._ids = None
+        self._n = int(n)
+        self._built = True
+        return BuildInfo(n=self._n, build_s=build_s, memory_bytes=self.memory_bytes(),
+                         extra=extra)
+
     def set_search_params(self, params: Params | None = None, /, **kw: Any) -> None:
         """Keyword params (merged with the current ones and validated; unknown keys raise), or
         one instance of this backend's SearchParams, taken as is (it is validated already).

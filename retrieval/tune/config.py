@@ -67,6 +67,10 @@ class TuneSpec(_Model):
     - ``search_range``: knob name -> ``[low, high]`` (inclusive) searched by ``target``/``optuna``
       (default: the backend's allowed range, up to its most accurate setting).
     - ``sampler`` / ``n_trials``: the Optuna sampler and how many build configs it proposes.
+    - ``build_search``: ``full`` (every build config of the grid is built) or ``derived`` (per
+      group of builds differing only in a derivable param, HNSW's ``M``: the largest is built
+      and the others are derived from it by pruning; see :mod:`retrieval.tune.derived`; the
+      answer's build is then built for real and its shortcut error measured).
     """
 
     strategy: Strategy = "grid"
@@ -81,6 +85,7 @@ class TuneSpec(_Model):
     search_range: dict[str, tuple[int, int]] = Field(default_factory=dict)
     sampler: Literal["tpe", "nsga2"] = "tpe"
     n_trials: int = Field(20, ge=1, le=100_000)
+    build_search: Literal["full", "derived"] = "full"
 
     @field_validator("search_range")
     @classmethod

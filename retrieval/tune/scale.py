@@ -85,6 +85,12 @@ class ScaleSpec(BaseModel):
       still reaches the target, so each has its exact knob, transfer error and ceiling there) or
       ``answer`` (only the answer: the build with the highest batch QPS at its cheapest knob on
       the largest sample; the cheapest way to the tuned config: sample builds + one full build).
+    - ``sampling``: how the samples are drawn: ``uniform`` (seeded nested samples of the base:
+      every region gets sparser as the sample shrinks) or ``neighbourhood`` (each sample holds
+      the full-N exact neighbourhood of every tuning query, its ``h`` nearest base vectors, plus
+      a uniform nested fill: the local density around the queries is the full collection's, so
+      on clustered data the knob does not sit at its floor on small samples; see
+      :func:`neighbourhood_rows`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,6 +102,7 @@ class ScaleSpec(BaseModel):
     bootstrap: int = Field(200, ge=10, le=10_000)
     band: float = Field(0.9, gt=0.0, lt=1.0)
     check: Literal["all", "answer"] = "all"
+    sampling: Literal["uniform", "neighbourhood"] = "uniform"
 
     @field_validator("fractions", mode="before")
     @classmethod
@@ -156,6 +163,32 @@ def nested_rows(n: int, sizes: Sequence[int], seed: int) -> list[np.ndarray]:
     """Row numbers of each sample (sorted, int64): the first ``s`` of ONE seeded permutation of
     ``0..n-1``, so every sample holds the smaller ones (nested)."""
     return [seeded_partition(n, int(s), seed)[0] for s in sizes]
+
+
+#: neighbourhood widths tried, largest first: the core must fit in 3/4 of the smallest sample
+NEIGHBOURHOOD_H = (1000, 500, 200, 100, 50, 20, 10)
+
+
+def neighbourhood_rows(n: int, sizes: Sequence[int], seed: int, neighbours: np.ndarray
+                       ) -> tuple[list[np.ndarray], int]:
+    """Row numbers of each sample (sorted int64, nested) for ``sampling: neighbourhood``:
+    the CORE (the union of the first ``h`` columns of ``neighbours``, the full-N exact
+    neighbour rows of the tuning queries, -1 padded; the largest ``h`` of
+    :data:`NEIGHBOURHOOD_H` whose core fits in 3/4 of the smallest size) plus the first rows of ONE
+    seeded permutation of the others. Returns the rows and the ``h`` used."""
+    smallest = min(int(s) for s in sizes)
+    h, core = 0, np.empty(0, dtype=np.int64)
+    for width in NEIGHBOURHOOD_H:
+        if width > neighbours.shape[1]:
+            continue
+        cols = neighbours[:, :width]
+        cand = np.unique(cols[cols >= 0]).astype(np.int64)
+        if cand.size <= (3 * smallest) // 4:
+            h, core = width, cand
+            break
+    rest = np.random.default_rng(seed).permutation(n)
+    rest = rest[~np.isin(rest, core)]
+    return [np.sort(np.concatenate([core, rest[: int(s) - core.size]])) for s in sizes], h
 
 
 # --- fitting -------------------------------------------------------------------------------------

@@ -110,6 +110,8 @@ class Study:
                        "full_groundtruth_s": 0.0}
         self.answer: int | None = None
         self.steps = 0
+        #: scale.sampling neighbourhood: the width h and the core's rows
+        self.neighbourhood: dict[str, int] | None = None
 
     # --- planning ----------------------------------------------------------------------------
     def build_at(self, checked: CheckedEntry, build: dict[str, Any], n: int) -> dict[str, Any]:
@@ -182,8 +184,29 @@ class Study:
         return Evaluator.for_spec(self.spec, ds, None, gt=gt)
 
     # --- samples -----------------------------------------------------------------------------
+    def sample_rows(self) -> list[np.ndarray]:
+        """The rows of each sample: uniform nested samples, or the tuning queries' full-N
+        neighbourhoods plus a uniform fill (``scale.sampling: neighbourhood``)."""
+        if self.scale.sampling == "uniform":
+            return sc.nested_rows(self.ds.n_base, self.sizes, self.spec.seed)
+        width = min(max(sc.NEIGHBOURHOOD_H), self.ds.n_base)
+        t0 = time.perf_counter()
+        gt = sample_ground_truth(self.ds, width)  # the full N, cached by fingerprint
+        spent = time.perf_counter() - t0
+        self.timing["groundtruth_s"] += spent
+        self.timing["full_groundtruth_s"] += spent
+        rows, h = sc.neighbourhood_rows(self.ds.n_base, self.sizes, self.spec.seed,
+                                        gt.ids[self.split.tune])
+        core = int(np.unique(gt.ids[self.split.tune][:, :h]).size) if h else 0
+        self.neighbourhood = {"h": h, "core_rows": core}
+        if h == 0:
+            log.warning("scale.sampling neighbourhood: even the %d nearest neighbours of the "
+                        "tuning queries do not fit in half the smallest sample (%d rows): the "
+                        "samples are uniform", min(sc.NEIGHBOURHOOD_H), min(self.sizes))
+        return rows
+
     def run_samples(self) -> None:
-        rows = sc.nested_rows(self.ds.n_base, self.sizes, self.spec.seed)
+        rows = self.sample_rows()
         stages = len(self.sizes) + 1  # the samples, then the check at full N
         for j, (n, idx) in enumerate(zip(self.sizes, rows, strict=True)):
             live = [b for b in self.builds if b.stopped is None]
@@ -399,6 +422,12 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
     predicted = fitted.get("predicted")
     trend = fitted.get("ceiling_trend") or {}
     ceiling = full.get("ceiling", trend.get("ceiling_at_full"))
+    stop_row = next((r for r in b.samples if r.get("stopped")), None)
+    ceiling_n = None
+    if stop_row is not None and "ceiling" not in full:  # stopped by its ceiling at a sample
+        ceiling, ceiling_n = stop_row["ceiling"], stop_row["n"]
+    elif "ceiling" in full:
+        ceiling_n = study.ds.n_base
     n = study.ds.n_base
     message = b.stopped
     if message is None and trend.get("n_stop") is not None and trend["n_stop"] <= n:
@@ -416,7 +445,8 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "exact": exact,
         "transfer_error": sc.transfer_error(predicted, exact),
         "ceiling": ceiling,
-        "ceiling_measured": "ceiling" in full,
+        "ceiling_measured": "ceiling" in full or stop_row is not None,
+        "ceiling_n": ceiling_n,
         "ceiling_recall": full.get("ceiling_recall"),
         "ceiling_trend": trend or None,
         "predicted_at": fitted.get("predicted_at"),
@@ -502,6 +532,8 @@ def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int,
             "build_rules": study.scale.build_rules, "rule": RULE_NOTE,
             "cost_s": {**study.timing, "wall_s": wall_s},
             "check": study.scale.check,
+            "sampling": study.scale.sampling,
+            **({"neighbourhood": study.neighbourhood} if study.neighbourhood else {}),
             "answer": _answer(study, builds),
             "messages": [b["message"] for b in builds if b["message"]],
         },

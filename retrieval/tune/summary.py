@@ -28,6 +28,7 @@ from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, op
 from retrieval.tune.config import Objective
 from retrieval.tune.cost import with_costs
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, rank_key, within_slo
+from retrieval.tune.derived import CHECK_ATTR, answer_of, build_cost, derivation_plan
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec
@@ -319,6 +320,20 @@ def build_summary(
     ordered = sorted(units.items(), key=lambda kv: kv[1].entry)  # spec order, then first trial
     spent = node_seconds(trials)
     builds = [unit_doc(u, n_points[k], done.get(k), spent.get(k)) for k, u in ordered]
+    derivations = (derivation_plan(list(units.values()))
+                   if spec.tune.build_search == "derived" else {})
+    for b in builds:
+        src = derivations.get(b["unit"])
+        b["derived_from"] = None if src is None else dict(src.build)
+    for r in rows:
+        src = derivations.get(r["unit"])
+        r["derived_from"] = None if src is None else dict(src.build)
+    check = book.attrs().get(CHECK_ATTR)
+    answer = answer_of(builds, spec.tune.objective, spec.tune.slo_p95_ms)
+    if answer is not None and check:
+        answer["check"] = check
+        answer.update(search=check["search_after_check"],
+                      recall_lb=check["recall_lb_after_check"])
     chosen_rows = [
         {"trial": None, "unit": b["unit"], "backend": b["backend"], "label": b["label"],
          "build": b["build"], **b["chosen"], "timing": "full (chosen)"}
@@ -356,6 +371,9 @@ def build_summary(
         "rows": rows,
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
         **({"slo_p95_ms": tune.slo_p95_ms} if tune.slo_p95_ms is not None else {}),
+        "build_search": tune.build_search,
+        **build_cost(builds, rows, check),
+        "answer": answer,
     }
 
 

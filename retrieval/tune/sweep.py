@@ -26,6 +26,7 @@ from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
+from retrieval.tune.derived import CHECK_ATTR, check_answer
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.retrieved import IDS_LOG, RetrievedIds
@@ -310,6 +311,9 @@ def _sweep_study(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
+        if spec.tune.build_search == "derived" and created and spec.filters is None:
+            _check_derived_answer(spec, ds, split, book, ev, measurer, plan, run, name,
+                                  opened.display)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
         cache = ev.cache_report()
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
@@ -348,6 +352,20 @@ def _sweep_study(
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def _check_derived_answer(spec: SweepSpec, ds: VectorDataset, split: Any, book: Any, ev: Any,
+                          measurer: Any, plan: list[Unit], run: RunDir, name: str,
+                          storage: str) -> None:
+    """tune.build_search: derived: the answer's build, when derived, built for real and checked
+    (:func:`retrieval.tune.derived.check_answer`), recorded in the study for the summary."""
+    if book.attrs().get(CHECK_ATTR) is not None:
+        return
+    builds = build_summary(spec, ds, split, book, run_id=run.run_id, storage=redact_uri(storage),
+                           study_name=name)["builds"]
+    check = check_answer(spec, ev, measurer, book, plan, builds)
+    if check is not None:
+        book.study.set_user_attr(CHECK_ATTR, check)
 
 
 def _with_knob(row: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:

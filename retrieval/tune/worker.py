@@ -20,6 +20,7 @@ from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.indexes.entry import SearchConfig
 from retrieval.tune import trials as tr
 from retrieval.tune.config import Objective, Strategy
+from retrieval.tune.derived import derivation_plan
 from retrieval.tune.measure import Measurer, attach_memory_report
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec, checked_entries
@@ -121,6 +122,11 @@ class Worker:
         #: them, so a config is validated once, not at every hop
         self.checked = checked_entries(spec)
         self._built: dict[str, BuiltIndex] = {}
+        #: tune.build_search: derived: unit key -> the unit its build is derived from, and the
+        #: build keys of sources (kept built while derived units may still need them)
+        self._derivations = (derivation_plan(self.plan)
+                             if spec.tune.build_search == "derived" else {})
+        self._sources: set[str] = set()
         #: measure each build's resident memory (retrieval.memory)
         self.memory = settings.memory
         self.units_run = 0
@@ -207,17 +213,32 @@ class Worker:
         if key not in self._built:
             t0 = time.perf_counter()
             params = self.checked[unit.entry].build(unit.build)
-            built = self.ev.build(unit.backend, params)
+            source = self._derivations.get(unit.key)
+            if source is not None:  # tune.build_search: derived (retrieval.tune.derived)
+                src = self._source(source)
+                built = self.ev.derive(unit.backend, params, src)
+            else:
+                built = self.ev.build(unit.backend, params)
             if self.memory:
                 attach_memory_report(built, self.ev.ds.base, unit.label, unit.build)
             self._built[key] = built
             self.timing["build_s"] += time.perf_counter() - t0
         return self._built[key]
 
+    def _source(self, unit: Unit) -> BuiltIndex:
+        """The built source of derived builds (kept until the worker ends)."""
+        key = self._build_key(unit)
+        if key not in self._built:
+            self.built(unit)
+        self._sources.add(key)
+        return self._built[key]
+
     def _release_unless_queued(self, unit: Unit) -> None:
         from optuna.trial import TrialState
 
         key = self._build_key(unit)
+        if key in self._sources:
+            return
         waiting = self.book.trials((TrialState.WAITING,))
         if any(self._build_key_of(t) == key for t in waiting):
             return

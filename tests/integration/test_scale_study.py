@@ -99,6 +99,9 @@ def test_low_ceiling_is_reported_and_stops_the_search(study):
     if stop_rows:
         assert stop_rows[0]["evaluations"] == 1 and low["full_evaluations"] is None
         assert low["samples"][-1] is stop_rows[0]
+        # the JSON carries the measured ceiling and the N where the build stopped
+        assert low["ceiling"] == stop_rows[0]["ceiling"] and low["ceiling_measured"]
+        assert low["ceiling_n"] == stop_rows[0]["n"]
     else:
         assert low["full_evaluations"] == 1 and low["exact"] is None
     assert low["stopped"] in study.summary["scale"]["messages"]

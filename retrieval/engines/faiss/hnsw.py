@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from retrieval.engines.faiss import common as fc
+from retrieval.errors import ConfigError
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes.base import MemoryClaim
+from retrieval.indexes.base import BuildInfo, MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
@@ -72,6 +73,35 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
             fc.add_rows(index, x, self.metric)
         self._index = index
         return {"factory": factory, "efConstruction": p.ef_construction}
+
+    @classmethod
+    def derived_param(cls) -> str:
+        """A smaller ``M`` is derived from a built larger one (same ``ef_construction``)."""
+        return "M"
+
+    def derive_from(self, source: Any) -> BuildInfo:
+        """This build (``M`` smaller than ``source``'s, same ``ef_construction``) derived from a
+        built :class:`FaissHnswIndex` by pruning its neighbour lists with the HNSW heuristic
+        (:mod:`retrieval.engines.faiss.derive`); ``build_s``: the derivation's seconds."""
+        from retrieval.engines.faiss.derive import derive_hnsw
+
+        self._check_open()
+        p, q = self.build_params, getattr(source, "build_params", None)
+        assert isinstance(p, HnswBuild)
+        if (not isinstance(source, FaissHnswIndex) or source._index is None
+                or not isinstance(q, HnswBuild) or q.M < p.M
+                or q.ef_construction != p.ef_construction):
+            raise ConfigError(f"{self._where()}: a derived build needs a built {self.name} "
+                              f"with M >= {p.M} and ef_construction {p.ef_construction}")
+        if self._built:
+            self._release()
+        fc.faiss_module().omp_set_num_threads(self.build_threads)
+        self._index, seconds = derive_hnsw(source._index, p.M, self.metric,
+                                           threads=self.build_threads)
+        fc.faiss_module().omp_set_num_threads(self.threads)
+        return self._adopt(int(source._index.ntotal), seconds, {
+            "factory": self.factory_string(p), "efConstruction": p.ef_construction,
+            "derived_from": {"M": q.M, "ef_construction": q.ef_construction}})
 
     def _save_files(self, folder: Path) -> list[str]:
         return fc.write_index(self._index, folder)

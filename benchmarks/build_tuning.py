@@ -1,0 +1,168 @@
+"""Build parameters at a fraction of the builds (issue 33): ``tune.build_search: derived`` vs
+``full`` vs raw Faiss code, side by side in one run.
+
+For a Faiss HNSW grid (M x ef_construction; default M 8/16/32 x efC 64/200, ``--m`` and
+``--efc`` to widen it to the issue's [4, 48] x [32, 400]) and recall@10 target 0.95 (the 95%
+lower bound over the tuning half of the queries, as every rwb sweep judges it):
+
+(a) ``rwb sweep`` with ``build_search: full``: every build of the grid built in full;
+(b) ``rwb sweep`` with ``build_search: derived``: per ef_construction the largest M is built and
+    the smaller ones are derived by pruning (retrieval.engines.faiss.derive), the answer's build
+    built for real and checked (its shortcut error printed);
+(c) raw library code: a Faiss build of every grid point + the ann-benchmarks 9-value ef grid,
+    every query searched at every value, the cheapest (by batch ms/query) meeting the target by
+    MEAN recall (what a hand-written harness does).
+
+Printed, never asserted: build seconds of (a) and (b) (goal: (b) <= 1/3 of (a)), whether the
+answers agree (or (b)'s is within 5% of (a)'s p95), end-to-end seconds of (b) vs (c) (goal:
+>= 3x cheaper), the index cache off and the same build threads on every side; the CPU model and
+load average before and after. Data: ``--qqp`` the QQP MiniLM set (~137k x 384, cosine; needs
+../shared/data and its embeddings), else synthetic clustered vectors (``--n``, default 100k x 96).
+
+Usage: python benchmarks/build_tuning.py [--qqp] [--n 100000] [--m 8,16,32] [--efc 64,200]
+       [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.data import VectorDataset
+from retrieval.groundtruth.exact import ground_truth
+from retrieval.tune.spec import parse_spec
+from retrieval.tune.sweep import run_sweep
+
+TARGET = 0.95
+ANN_BENCHMARKS_EF = (10, 20, 40, 80, 120, 200, 400, 600, 800)
+
+
+def clustered(n: int, nq: int, d: int = 96, seed: int = 0) -> VectorDataset:
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(max(10, n // 100), d)).astype(np.float32) * 2.0
+    base = (c[rng.integers(0, len(c), n)] + rng.normal(size=(n, d))).astype(np.float32)
+    q = (c[rng.integers(0, len(c), nq)] + rng.normal(size=(nq, d))).astype(np.float32)
+    return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}")
+
+
+def spec(mode: str, ms: list[int], efcs: list[int], threads: int) -> dict[str, Any]:
+    return {
+        "name": f"build-tuning-{mode}", "dataset": "given", "k": 10, "seed": 0,
+        "threads": threads, "target_recall": TARGET,
+        "indexes": [{"backend": "faiss-hnsw", "build": {"M": ms, "ef_construction": efcs},
+                     "search": {"ef_search": [10]}}],
+        "tune": {"build_search": mode, "search_range": {"ef_search": [10, 800]}},
+        "index_build": {"cache": False, "threads": threads},
+    }
+
+
+def run_rwb(ds: VectorDataset, mode: str, ms: list[int], efcs: list[int], threads: int,
+            out: Path) -> tuple[dict[str, Any], float]:
+    s = parse_spec(spec(mode, ms, efcs, threads), source=f"build_tuning-{mode}")
+    t0 = time.perf_counter()
+    res = run_sweep(s, out / mode, dataset=ds)
+    return res.summary, time.perf_counter() - t0
+
+
+def run_raw(ds: VectorDataset, ms: list[int], efcs: list[int], threads: int
+            ) -> tuple[dict[str, Any] | None, float, float]:
+    """Raw Faiss: build every grid point, search the 9-value grid; returns the cheapest point
+    meeting the target by mean recall, the wall seconds and the build seconds."""
+    import faiss
+
+    faiss.omp_set_num_threads(threads)
+    x = np.ascontiguousarray(ds.base, dtype=np.float32)
+    q = np.ascontiguousarray(ds.queries, dtype=np.float32)
+    if ds.metric == "cosine":
+        x, q = x.copy(), q.copy()
+        faiss.normalize_L2(x)
+        faiss.normalize_L2(q)
+    truth = ground_truth(ds, 10).ids
+    t0, build_s, best = time.perf_counter(), 0.0, None
+    metric = faiss.METRIC_INNER_PRODUCT if ds.metric in ("cosine", "ip") else faiss.METRIC_L2
+    for m in ms:
+        for efc in efcs:
+            tb = time.perf_counter()
+            index = faiss.IndexHNSWFlat(x.shape[1], m, metric)
+            index.hnsw.efConstruction = efc
+            index.add(x)
+            build_s += time.perf_counter() - tb
+            for ef in ANN_BENCHMARKS_EF:
+                index.hnsw.efSearch = ef
+                ts = time.perf_counter()
+                _, ids = index.search(q, 10)
+                ms_q = (time.perf_counter() - ts) * 1000 / len(q)
+                rec = float(np.mean([len(set(a) & set(b)) / 10
+                                     for a, b in zip(ids, truth, strict=True)]))
+                if rec >= TARGET and (best is None or ms_q < best["ms_per_query"]):
+                    best = {"M": m, "ef_construction": efc, "ef_search": ef, "recall": rec,
+                            "ms_per_query": ms_q}
+    return best, time.perf_counter() - t0, build_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qqp", action="store_true")
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--m", default="8,16,32")
+    ap.add_argument("--efc", default="64,200")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip-full", action="store_true", help="skip (a), the costliest side")
+    a = ap.parse_args()
+    ms = [int(v) for v in a.m.split(",")]
+    efcs = [int(v) for v in a.efc.split(",")]
+    cpu = "?"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                   cpu)
+    print(f"CPU {cpu}, {os.cpu_count()} cores; load average before: {os.getloadavg()}")
+    if a.qqp:
+        from retrieval.loaders.catalog import resolve_dataset
+
+        ds = resolve_dataset("qqp-minilm")
+    else:
+        ds = clustered(a.n, a.queries)
+    print(f"data {ds.name}: {ds.n_base} x {ds.dim}, {ds.n_queries} queries, {ds.metric}; "
+          f"grid M {ms} x ef_construction {efcs}; {a.threads} build/search threads; target "
+          f"recall@10 lower bound {TARGET}")
+    out = Path(tempfile.mkdtemp(prefix="rwb-build-tuning-"))
+    derived, derived_wall = run_rwb(ds, "derived", ms, efcs, a.threads, out)
+    raw, raw_wall, raw_build = run_raw(ds, ms, efcs, a.threads)
+    rows = [("derived (b)", derived, derived_wall)]
+    if not a.skip_full:
+        full, full_wall = run_rwb(ds, "full", ms, efcs, a.threads, out)
+        rows.insert(0, ("full (a)", full, full_wall))
+    print(f"\n{'path':<14}{'builds full':>12}{'derived':>9}{'build s':>10}{'wall s':>9}  answer")
+    for name, s, wall in rows:
+        ans = s.get("answer") or {}
+        print(f"{name:<14}{s['builds_full']:>12}{s['builds_derived']:>9}"
+              f"{s['build_cost_s']:>10.1f}{wall:>9.1f}  {ans.get('build')} {ans.get('search')} "
+              f"p95 {ans.get('p95_ms')}")
+    print(f"{'raw (c)':<14}{len(ms) * len(efcs):>12}{0:>9}{raw_build:>10.1f}{raw_wall:>9.1f}  "
+          f"{raw}")
+    check = (derived.get("answer") or {}).get("check")
+    if check:
+        print(f"\nshortcut check of (b)'s answer: derived recall {check['recall_derived']:.4f} vs "
+              f"real {check['recall_real']:.4f} at {check['search']} (error "
+              f"{check['shortcut_error']:+.4f}); after the check {check['search_after_check']} "
+              f"meets: {check['meets_after_check']}")
+    if not a.skip_full:
+        full = rows[0][1]
+        ratio = derived["build_cost_s"] / max(full["build_cost_s"], 1e-9)
+        same = (full.get("answer") or {}).get("build") == (derived.get("answer") or {}).get("build")
+        print(f"build seconds derived / full: {ratio:.2f} (goal <= 0.33); same answer build: "
+              f"{same}")
+    print(f"end to end raw / derived: {raw_wall / max(derived_wall, 1e-9):.2f}x (goal >= 3x)")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

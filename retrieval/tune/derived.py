@@ -1,0 +1,146 @@
+"""``tune.build_search: derived``: which builds of a sweep are derived from which.
+
+Within one index entry, the units of a backend that can derive a build
+(:class:`~retrieval.indexes.base.SupportsDerivedBuild`, e.g. Faiss HNSW over ``M``) are grouped
+by every build param except the derived one; in each group the unit with the LARGEST value is
+built in full (the source) and every other is derived from it. Units of a backend that cannot
+derive, or alone in their group, are built in full. The rule reads only the plan, so every
+worker and the summary agree on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from retrieval.indexes.base import SupportsDerivedBuild
+from retrieval.indexes.registry import get_backend
+from retrieval.tune.units import Unit, canon
+
+
+def derive_param_of(backend: str) -> str | None:
+    """The build param ``backend`` derives smaller values of (None: it cannot derive)."""
+    cls = get_backend(backend)
+    if isinstance(cls, type) and issubclass(cls, SupportsDerivedBuild):
+        return str(cls.derived_param())
+    return None
+
+
+def _group(u: Unit, param: str) -> str:
+    rest = {k: v for k, v in u.build.items() if k != param}
+    return canon({"entry": u.entry, "backend": u.backend, "build": rest, "fixed": u.fixed,
+                  "strategy": u.strategy, "bucket": u.bucket})
+
+
+def derivation_plan(units: Sequence[Unit]) -> dict[str, Unit]:
+    """unit key -> the unit whose build it is derived from (only derived units are keys)."""
+    groups: dict[str, list[Unit]] = {}
+    params: dict[str, str] = {}
+    for u in units:
+        param = derive_param_of(u.backend)
+        if param is None or not isinstance(u.build.get(param), int):
+            continue
+        g = _group(u, param)
+        groups.setdefault(g, []).append(u)
+        params[g] = param
+    out: dict[str, Unit] = {}
+    for g, members in groups.items():
+        param = params[g]
+        source = max(members, key=lambda m: int(m.build[param]))
+        for m in members:
+            if int(m.build[param]) < int(source.build[param]):
+                out[m.key] = source
+    return out
+
+
+def derived_from(unit: Unit, source: Unit) -> dict[str, Any]:
+    """The ``derived_from`` record of a derived unit: the source's build params."""
+    return dict(source.build)
+
+
+__all__ = ["derivation_plan", "derive_param_of", "derived_from"]
+
+
+#: the study attribute holding the real-build check of a derived answer
+CHECK_ATTR = "rwb:shortcut_check"
+
+
+def answer_of(builds: Sequence[dict[str, Any]], objective: str,
+              slo_p95_ms: float | None) -> dict[str, Any] | None:
+    """The cheapest (build, search) over the whole grid that meets the target: of the builds'
+    ``chosen`` points (each its build's cheapest meeting the target), the best by the sweep's
+    objective (:func:`retrieval.tune.decide.rank_key`) within the SLO; None when none meets."""
+    from retrieval.tune.decide import rank_key, within_slo
+    from retrieval.tune.results import PointResult
+
+    ok = [b for b in builds if b.get("chosen") is not None
+          and within_slo(PointResult.from_dict(b["chosen"]), slo_p95_ms)]
+    if not ok:
+        return None
+    best = min(ok, key=lambda b: rank_key(PointResult.from_dict(b["chosen"]),
+                                          objective))  # type: ignore[arg-type]
+    chosen = best["chosen"]
+    return {"label": best["label"], "backend": best["backend"], "unit": best["unit"],
+            "build": best["build"], "search": chosen["search"],
+            **{k: chosen.get(k) for k in ("recall", "recall_lb", "p95_ms", "qps")},
+            "derived_from": best.get("derived_from")}
+
+
+def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Unit],
+                 builds: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Build the answer's build for REAL when it was derived, measure it at the answer's search
+    params and, when its lower bound misses the target there, raise the knob (x1.25 steps, at
+    most 8 probes) until it meets. Returns the check record (``shortcut_error``: derived recall
+    minus real recall at the answer's knob, in recall points 0..1) or None (nothing derived)."""
+    import time
+
+    from retrieval.tune.spec import checked_entries
+
+    ans = answer_of(builds, spec.tune.objective, spec.tune.slo_p95_ms)
+    if ans is None or ans.get("derived_from") is None:
+        return None
+    unit = next(u for u in plan if u.key == ans["unit"])
+    entry = checked_entries(spec)[unit.entry]
+    t0 = time.perf_counter()
+    real = ev.build(unit.backend, entry.build(unit.build))
+    build_s = time.perf_counter() - t0
+    try:
+        search = dict(ans["search"])
+        first = measurer.probe(real, entry.config(unit.build, search))
+        point, probes = first, 1
+        while unit.knob is not None and point.meets is False and probes < 8:
+            value = int(search[unit.knob])
+            nxt = min(unit.high, max(value + 1, round(value * 1.25)))
+            if nxt == value:
+                break
+            search[unit.knob] = nxt
+            point = measurer.probe(real, entry.config(unit.build, search))
+            probes += 1
+    finally:
+        ev.release(real)
+    return {
+        "build": dict(unit.build), "derived_from": ans["derived_from"],
+        "search": dict(ans["search"]), "recall_derived": ans["recall"],
+        "recall_real": first.recall, "recall_lb_real": first.recall_lb,
+        "shortcut_error": None if ans["recall"] is None else ans["recall"] - first.recall,
+        "real_meets": first.meets, "real_build_s": build_s, "probes": probes,
+        "search_after_check": dict(search), "meets_after_check": point.meets,
+        "recall_lb_after_check": point.recall_lb,
+    }
+
+
+def build_cost(builds: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
+               check: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``build_cost_s`` (seconds spent building: full builds + derivations + the answer's
+    real-build check), ``builds_full``, ``builds_derived``."""
+    per_unit: dict[str, float] = {}
+    for r in rows:
+        if r.get("build_s") is not None:
+            per_unit.setdefault(r["unit"], float(r["build_s"]))
+    for b in builds:
+        if b.get("chosen") and b["chosen"].get("build_s") is not None:
+            per_unit.setdefault(b["unit"], float(b["chosen"]["build_s"]))
+    derived = sum(1 for b in builds if b.get("derived_from") is not None)
+    cost = sum(per_unit.values()) + float((check or {}).get("real_build_s") or 0.0)
+    return {"build_cost_s": cost, "builds_full": len(builds) - derived
+            + (1 if check else 0), "builds_derived": derived}
