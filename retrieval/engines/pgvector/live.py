@@ -192,7 +192,8 @@ class PgLiveCollection:
                               f"{s.id_column} {cols[s.id_column][0]}", where=self._where)
         dim = int(typmod)
         if dim <= 0:  # vector without a declared dimension: read it from a row
-            got = self._run("describe", self._sql("SELECT vector_dims({v}) FROM {t}{w} LIMIT 1"))
+            got = self._run("describe", self._sql("SELECT vector_dims({v}) FROM {t}{w} LIMIT 1",
+                                                  params=False))
             dim = int(got[0][0]) if got else 0
         index = self._vector_index(oid, int(attnum))
         kind = index["kind"] if index else None
@@ -206,7 +207,8 @@ class PgLiveCollection:
             raise param_error("live.metric", "one of 'l2', 'cosine', 'ip' (the table has no "
                               "hnsw / ivfflat index on the column to read it from)", None,
                               where=self._where)
-        rows = int(self._run("count", self._sql("SELECT count(*) FROM {t}{w}"))[0][0])
+        rows = int(self._run("count", self._sql("SELECT count(*) FROM {t}{w}",
+                                                params=False))[0][0])
         parts = int(self._run("describe", "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                               "%s", (oid,))[0][0])
         version = self._run("describe", "SELECT current_setting('server_version'), (SELECT "
@@ -241,13 +243,15 @@ class PgLiveCollection:
                     "build": build, "definition": definition}
         return None
 
-    def _sql(self, template: str) -> Any:
+    def _sql(self, template: str, *, params: bool = True) -> Any:
         """``template`` with ``{t}`` the table, ``{v}`` / ``{i}`` the columns, ``{w}`` the tenant
-        condition (`` WHERE (...)`` or nothing)."""
+        condition (`` WHERE (...)`` or nothing; its ``%`` doubled in a statement that takes
+        parameters)."""
         from psycopg import sql
 
         s = self.spec
-        w = sql.SQL(" WHERE ({})").format(sql.SQL(s.where)) if s.where else sql.SQL("")
+        cond = (s.where or "").replace("%", "%%") if params else (s.where or "")
+        w = sql.SQL(" WHERE ({})").format(sql.SQL(cond)) if s.where else sql.SQL("")
         return sql.SQL(template).format(t=_ident(s.table), v=sql.Identifier(s.vector_column),
                                         i=sql.Identifier(s.id_column), w=w)
 
@@ -361,7 +365,7 @@ class PgLiveCollection:
 
         conn, dim = self._conn, self._desc.dim
         stmt = self._sql("COPY (SELECT {i}::int8, {v} FROM {t}{w} ORDER BY {i} OFFSET "
-                         + str(int(start)) + ") TO STDOUT (FORMAT BINARY)")
+                         + str(int(start)) + ") TO STDOUT (FORMAT BINARY)", params=False)
         t0, n = time.perf_counter(), 0
         ids: list[int] = []
         vecs: list[np.ndarray] = []
