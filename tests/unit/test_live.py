@@ -229,3 +229,21 @@ def test_sweep_in_place_is_engine_agnostic(tmp_path):
     assert shift["lab_knob"] == 37 and shift["inflation_factor"] == 1.0
     assert shift["lab_queries"]["not_production_traffic"] is True
     assert len(shift["per_query"]) == 30
+
+
+@pytest.mark.model
+def test_texts_are_embedded_with_the_named_model(tmp_path):
+    """A text log and OTLP spans give the packaged MiniLM's vectors (384-d), the same for the
+    same text whichever source it came from."""
+    col = StandIn()
+    col.describe = lambda: LiveDescription("standin", "mem", 384, "cosine", None, {}, 400)
+    texts = ["how do I tune hnsw", "what is recall at ten"]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    spans = [_span({"gen_ai.retrieval.query.text": t}, f"s{i}") for i, t in enumerate(texts)]
+    (tmp_path / "t.json").write_text(json.dumps(
+        {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    log = load_queries(QueriesSpec(log="q.jsonl"), col, base=tmp_path)
+    otlp = load_queries(QueriesSpec(otlp="t.json"), col, base=tmp_path)
+    assert log.vectors.shape == (2, 384) and log.texts == 2
+    np.testing.assert_allclose(log.vectors, otlp.vectors, atol=1e-5)
+    assert otlp.ids == ["s0", "s1"]
