@@ -14,6 +14,7 @@ import numpy as np
 
 from retrieval.indexes.base import SearchResult
 from retrieval.live.spec import BudgetSpec
+from retrieval.phases import report
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Pacer:
             lat[i] = (t1 - t0) * 1000.0
             ids.append(res.ids)
             dist.append(res.distances)
+            report("live searches", self.queries, 0, "paced searches on the live collection")
         if not ids:
             empty = np.zeros((0, k))
             return SearchResult(empty.astype(np.int64), empty.astype(np.float32)), lat
