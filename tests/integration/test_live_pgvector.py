@@ -151,6 +151,7 @@ def test_attach_describes_from_the_catalog_and_searches(coll):
             col.set_search_params(ef_search=0)
         with pytest.raises(ConfigError, match="probes"):
             col.set_search_params(probes=3)
+        assert col._run("show", "SHOW transaction_read_only") == [("on",)]  # every statement
     finally:
         col.close()
     assert state(coll) == before
@@ -162,6 +163,7 @@ def test_attach_describes_from_the_catalog_and_searches(coll):
     ({"id_column": "note"}, "live.id_column"),
     ({"metric": "cosine"}, "live.metric"),
     ({"colour": "red"}, "colour"),
+    ({"where": "1 = 1; COMMIT"}, "live.where"),
 ])
 def test_refusals_exit_2_in_one_line(coll, tmp_path, capsys, over, field):
     spec = {"live": section(coll, **over), "queries": {"sample": 5}, "k": K}

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from retrieval.errors import BackendError, ConfigError, NotReachable, param_error
 from retrieval.indexes.base import SearchResult
@@ -72,6 +72,13 @@ class PgLiveSpec(BaseModel):
     where: str | None = Field(None, description="SQL condition selecting a tenant's rows")
     metric: Literal["l2", "cosine", "ip"] | None = None
     connect_timeout_s: float = Field(5.0, gt=0, le=300)
+
+    @field_validator("where")
+    @classmethod
+    def _one_condition(cls, v: str | None) -> str | None:
+        if v is not None and (";" in v or "--" in v or "/*" in v):
+            raise ValueError("one SQL condition (no ';', no comments)")
+        return v
 
 
 def _ident(name: str) -> Any:
