@@ -303,7 +303,8 @@ def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
 
 
 def test_sample_queries_are_labelled_not_production(coll, tmp_path):
-    spec = write_spec(tmp_path / "live.yaml", coll, {"sample": 30}, heldout_fraction=0.3)
+    spec = write_spec(tmp_path / "live.yaml", coll, {"sample": 30}, heldout_fraction=0.3,
+                      budget={"max_qps": 5000, "concurrency": 2})  # two connections
     out = rwb("sweep", str(spec), "--out", str(tmp_path / "run"), cwd=tmp_path,
               env_dsn=coll["reader"])
     assert out.returncode == 0, out.stderr

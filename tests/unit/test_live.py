@@ -5,6 +5,7 @@ a stand-in collection (the real one, pgvector, is tests/integration/test_live_pg
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pandas as pd
@@ -182,6 +183,26 @@ def test_pacer_keeps_max_qps_and_stops_at_the_time_limit():
     with pytest.raises(BudgetExhausted):
         short.run(col.search_exact, col.x[:10], K)
     assert short.queries == 3
+
+
+def test_pacer_with_several_workers_keeps_order_and_counts():
+    handles = [StandIn() for _ in range(3)]
+    q = handles[0].x[:40] + 0.01
+    one, _ = Pacer(BudgetSpec(max_qps=1e5)).run(handles[0].search_exact, q, K)
+    pacer = Pacer(BudgetSpec(max_qps=1e5, concurrency=3))
+
+    def slow(h: StandIn):
+        def search(x: np.ndarray, k: int) -> SearchResult:
+            time.sleep(0.002)  # a server round trip: the other workers take queries meanwhile
+            return h.search_exact(x, k)
+        return search
+
+    many, lat = pacer.run([slow(h) for h in handles], q, K)
+    assert (many.ids == one.ids).all() and pacer.queries == 40 and (lat > 0).all()
+    assert sum(h.searches for h in handles[1:]) > 0  # the other handles did work
+    capped = Pacer(BudgetSpec(max_qps=1e5, concurrency=1))
+    capped.run([h.search_exact for h in handles[1:]], q, K)
+    assert handles[2].searches == sum(h.searches for h in handles[2:]) and capped.queries == 40
 
 
 def test_shift_measures():
