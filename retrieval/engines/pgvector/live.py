@@ -66,7 +66,8 @@ class PgLiveSpec(BaseModel):
 
     engine: Literal["pgvector"] = "pgvector"
     dsn: str = Field(min_length=1, description="libpq URL (postgresql://user:pw@host:port/db)")
-    table: str = Field(min_length=1, description="table, or schema.table")
+    table: str = Field(min_length=1, description="table, or schema.table (names as stored: "
+                                                 "case-sensitive)")
     vector_column: str = Field(min_length=1)
     id_column: str = Field(min_length=1)
     where: str | None = Field(None, description="SQL condition selecting a tenant's rows")
@@ -175,9 +176,10 @@ class PgLiveCollection:
     # --- describe -----------------------------------------------------------------------------
     def _inspect(self) -> LiveDescription:
         s = self.spec
+        quoted = _ident(s.table).as_string(self._conn)  # as stored: case-sensitive, as queried
         found = self._run("describe", "SELECT to_regclass(%s)::oid, "
                           "(SELECT relkind FROM pg_class WHERE oid = to_regclass(%s))",
-                          (s.table, s.table))
+                          (quoted, quoted))
         oid, relkind = found[0]
         if oid is None:
             raise ConfigError(f"{self._where}: field 'live.table' must name an existing table "
