@@ -215,7 +215,10 @@ def run_live(spec: LiveSweepSpec, col: LiveCollection, prep: Prepared,
                           extra=extra)
         chosen, seen = target_search(ctx, split.tune)
         if chosen is not None:
-            out["chosen"] = {**seen[chosen], "native": {knob.native: chosen}}
+            names = dict(desc.details.get("native_names") or {})
+            names[knob.name] = knob.native
+            out["chosen"] = {**seen[chosen], "native": {
+                names.get(key, key): v for key, v in seen[chosen]["search"].items()}}
             if split.heldout.size:
                 held = measure(ctx, chosen, split.heldout, what="held-out")
                 out.update(heldout_recall=held["recall"], heldout_recall_lb=held["recall_lb"],

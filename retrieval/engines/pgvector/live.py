@@ -56,6 +56,9 @@ OPERATOR = {"l2": "<->", "ip": "<#>", "cosine": "<=>"}
 BUILD_DEFAULTS = {"hnsw": {"m": 16, "ef_construction": 64}, "ivfflat": {"lists": 100}}
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 EF_SEARCH_MAX = 1000
+#: rwb's search param names -> pgvector's settings
+NATIVE = {"ef_search": "hnsw.ef_search", "iterative_scan": "hnsw.iterative_scan",
+          "max_scan_tuples": "hnsw.max_scan_tuples", "probes": "ivfflat.probes"}
 ITERATIVE = ("off", "relaxed_order", "strict_order")
 
 
@@ -224,7 +227,7 @@ class PgLiveCollection:
                             "extversion FROM pg_extension WHERE extname = 'vector')")[0]
         details: dict[str, Any] = {"server": self.server, "server_version": version[0],
                                    "pgvector_version": version[1], "relkind": relkind,
-                                   "where": s.where}
+                                   "where": s.where, "native_names": dict(NATIVE)}
         if index:
             details.update(index_name=index["name"], opclass=index["opclass"],
                            index_definition=index["definition"])
@@ -302,12 +305,10 @@ class PgLiveCollection:
         if exact:
             return ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = off",
                     "SET LOCAL enable_indexonlyscan = off")
-        native = {"ef_search": "hnsw.ef_search", "iterative_scan": "hnsw.iterative_scan",
-                  "max_scan_tuples": "hnsw.max_scan_tuples", "probes": "ivfflat.probes"}
         lines = ["SET LOCAL enable_seqscan = off"]
         for key, value in self._params.items():
             text = str(value) if key == "iterative_scan" else str(int(value))
-            lines.append(f"SET LOCAL {native[key]} = {text}")
+            lines.append(f"SET LOCAL {NATIVE[key]} = {text}")
         return tuple(lines)
 
     def _search_sql(self) -> Any:
