@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.summary import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
+    from retrieval.live.summary import LiveSweepSummary
     from retrieval.profiling.summary import ProfileSummary
     from retrieval.reporting.load import Run
     from retrieval.rerank.summary import RerankSweepSummary
@@ -161,6 +162,18 @@ class SweepRun(IndexRun):
                          "heldout_recall": b.heldout_recall, "heldout_meets": b.heldout_meets,
                          "evaluations": b.evaluations})
         return _frame(rows)
+
+
+@dataclass(frozen=True)
+class LiveSweepRun(RunResult):
+    """A live collection tuned in place (``rwb sweep`` of a spec with ``live:``);
+    ``to_frame()``: one row per measured knob value (``probes.parquet``)."""
+
+    summary: LiveSweepSummary
+    TABLE: ClassVar[str | None] = "probes.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.to_dict().get("probes") or []
 
 
 @dataclass(frozen=True)

