@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from retrieval.live.spec import LiveSweepSpec
 from retrieval.live.summary import LiveSweepSummary

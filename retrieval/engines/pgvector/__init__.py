@@ -3,9 +3,9 @@
 attach to a user's table (live.py)."""
 
 from retrieval.engines.pgvector import export, hnsw, ivfflat  # noqa: F401  (registers backends)
+from retrieval.engines.pgvector.live import attach as _attach
 from retrieval.engines.pgvector.owned import collect_leftovers
 from retrieval.engines.pgvector.server import ENV_URL, SERVICE
-from retrieval.engines.pgvector.live import attach as _attach
 from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
