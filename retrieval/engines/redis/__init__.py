@@ -1,7 +1,7 @@
 """Redis with vector search (RediSearch HNSW / FLAT): the backend, TAG / NUMERIC filters, the
 ``FT.CREATE`` + KNN export with its inverse, and the local server (PyPI wheels)."""
 
-from retrieval.engines.redis import export, index  # noqa: F401  (registers the backend)
+from retrieval.engines.redis import export, index, live  # noqa: F401  (registers the backend)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -18,5 +18,6 @@ ENGINE = register_engine(EngineDescriptor(
     filter_form="FT.SEARCH idx '(@tag:{a|b} @num:[lo hi])=>[KNN $K @v $BLOB EF_RUNTIME $EF]' "
                 "(hybrid query on TAG / NUMERIC fields; TAG values backslash-escaped)",
     server="retrieval.engines.redis.server",
+    attach=live.attach,
     summary="Redis 8 / Redis Stack vector search over a URL",
 ))
