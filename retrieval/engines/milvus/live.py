@@ -190,7 +190,8 @@ class MilvusLiveCollection:
         return LiveDescription(engine="milvus", name=self.spec.collection, dim=self._dim,
                                metric=self.metric, index_kind=self._kind() or None,
                                build_params=build, rows=rows,
-                               segments=None, details={**details, "partitions": self._info.get("num_partitions")})
+                               segments=None,
+                               details={**details, "partitions": self._info.get("num_partitions")})
 
     def knobs(self) -> tuple[LiveKnob, ...]:
         """``ef`` (HNSW kinds) or ``nprobe`` (IVF kinds, up to ``nlist``); none for FLAT."""

@@ -113,7 +113,7 @@ class _Edge:
                 str(v.get("index", {}).get("type"))
                 for seg in (copy / "segments").glob("*/segment.json")
                 for v in json.loads(seg.read_text())["config"]["vector_data"].values())
-            self.shard = q.EdgeShard.load(str(copy))
+            self.shard: Any = q.EdgeShard.load(str(copy))
         except Exception as exc:
             self.close()
             raise BackendError(f"{where}: qdrant-edge could not open a copy of the shard: "
@@ -138,7 +138,7 @@ class _Edge:
         quant = (q.QuantizationSearchParams(rescore=True, oversampling=float(oversampling))
                  if oversampling is not None else None)
         params = q.SearchParams(hnsw_ef=ef, exact=exact, quantization=quant)
-        reqs = [q.QueryRequest(limit=k, query=q.Query.Nearest(row, using=using),  # type: ignore[arg-type]
+        reqs = [q.QueryRequest(limit=k, query=q.Query.Nearest(row, using=using),
                                params=params) for row in x]
         hits = self.shard.query_batch(q.QueryBatchRequest(reqs))
         return [[(p.id, float(p.score)) for p in row] for row in hits]
@@ -152,10 +152,9 @@ class _Edge:
         return [(r.id, r.vector) for r in recs], nxt
 
     def close(self) -> None:
-        shard = getattr(self, "shard", None)
+        shard, self.shard = getattr(self, "shard", None), None
         if shard is not None:
             shard.close()
-            self.shard = None
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -164,7 +163,7 @@ class _Server:
 
     def __init__(self, spec: QdrantLive, where: str) -> None:
         try:
-            from qdrant_client import QdrantClient
+            from qdrant_client import QdrantClient  # type: ignore[import-not-found]
         except ImportError:
             raise ConfigError(f"{where}: live.url needs qdrant-client (pip install "
                               f"qdrant-client); a shard folder needs live.path") from None
@@ -189,7 +188,10 @@ class _Server:
 
     def facts(self) -> dict[str, Any]:
         info = self.client.get_collection(self.name)
-        dump = (lambda o: o.model_dump(exclude_none=True) if o is not None else None)
+
+        def dump(o: Any) -> Any:
+            return o.model_dump(exclude_none=True) if o is not None else None
+
         return {"points": int(info.points_count or 0), "segments": int(info.segments_count),
                 "indexed_vectors": int(info.indexed_vectors_count or 0),
                 "hnsw_config": dump(info.config.hnsw_config) or {},
