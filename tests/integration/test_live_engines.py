@@ -387,7 +387,7 @@ def test_nothing_changes_even_when_killed(live: Live, tmp_path: Path) -> None:
     before = live.state()
     coll = _attach(live)
     coll.describe()
-    name, low, high = live.knob
+    name, _, high = live.knob
     coll.set_search_params(**{name: high})
     coll.search(Q, K)
     coll.search_exact(Q, K)
@@ -431,7 +431,8 @@ c = attach({{"engine": "milvus", "uri": {str(db)!r}, "collection": "items",
             "vector_field": "vec", "id_field": "pk"}}, "spec.yaml")
 q = np.load({str(tmp_path / "q.npy")!r})
 d = c.describe(); c.set_search_params(ef=200)
-print(json.dumps({{"rows": d.rows, "kind": d.index_kind, "exact": c.search_exact(q, 10).ids.tolist(),
+print(json.dumps({{"rows": d.rows, "kind": d.index_kind,
+                  "exact": c.search_exact(q, 10).ids.tolist(),
                   "ann": c.search(q, 10).ids.tolist()}}))
 c.close()
 """
@@ -454,7 +455,7 @@ def test_redis_refuses_a_key_that_is_not_an_integer(redis_live: Live) -> None:
     key = f"{prefix}not-a-number"
     r.hset(key, mapping={"emb": X[0].tobytes()})  # the test's own data
     try:
-        with pytest.raises(ConfigError, match="not-a-number.*integer"):
+        with pytest.raises(ConfigError, match=r"not-a-number.*integer"):
             _attach(redis_live)
     finally:
         r.delete(key)

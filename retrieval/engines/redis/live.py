@@ -5,8 +5,8 @@
 type, dimension, distance metric and build attributes), the key type (HASH or JSON) and the key
 prefixes. An index with several vector fields needs ``vector_field`` (the attribute name). Ids
 are the integer after the prefix (``item:1000007`` -> 1000007); a key that is not
-``<prefix><integer>`` is refused in one line (checked on a first ``SCAN`` page at attach, and
-on every key read later).
+``<prefix><integer>`` is refused in one line (every key checked by one ``SCAN`` pass at
+attach, keys only, and every key read later).
 
 Read-only: only ``PING``, ``FT.INFO``, ``FT._LIST``, ``FT.SEARCH``, ``SCAN``, ``HMGET`` /
 ``JSON.GET``: never ``FT.CREATE`` / ``FT.ALTER`` / ``FT.DROPINDEX``, ``HSET``, ``DEL`` or
@@ -152,10 +152,13 @@ class RedisLiveCollection:
                           f"ids")
 
     def _check_keys(self) -> None:
-        for p in self._prefixes:
-            _, keys = self._cmd("SCAN", 0, "MATCH", _glob(p) + "*", "COUNT", 200)
-            for key in keys:
-                self._id(key)
+        """Every key of the prefixes is ``<prefix><integer>`` (one ``SCAN`` pass, keys only)."""
+        try:
+            self._keys()
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise BackendError(f"{self.where}: Redis SCAN failed: {one_line(exc)}") from None
 
     # --- LiveCollection ---------------------------------------------------------------------
     def _algorithm(self) -> str:
