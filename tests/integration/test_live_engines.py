@@ -529,3 +529,66 @@ def test_sweep_in_place_export_verify(live: Live, tmp_path: Path) -> None:
     ver = _rwb("verify", out.name, cwd=other, env=env)
     assert ver.returncode == 0 and "HOLDS" in ver.stdout, ver.stdout + ver.stderr[-2000:]
     assert live.state() == before
+
+
+# --- other index kinds, load state -----------------------------------------------------------
+def test_lancedb_hnsw_and_qdrant_quantized_knobs(tmp_path: Path) -> None:
+    """LanceDB IVF_HNSW_SQ sweeps ``ef``; a binary-quantized Qdrant shard ``oversampling``:
+    each moves recall against the engine's own exact path."""
+    import lancedb
+    import pyarrow as pa
+    import qdrant_edge as q
+    from lancedb.index import IvfHnswSq
+
+    table = lancedb.connect(str(tmp_path / "db")).create_table("items", pa.table({
+        "id": pa.array(IDS), "vector": pa.FixedSizeListArray.from_arrays(pa.array(
+            X.reshape(-1)), DIM)}))
+    table.create_index("vector", config=IvfHnswSq(distance_type="cosine", num_partitions=1,
+                                                  m=4, ef_construction=16))
+    shard = q.EdgeShard.create(str(tmp_path / "shard"), q.EdgeConfig(
+        vectors=q.EdgeVectorParams(size=DIM, distance=q.Distance.Cosine),
+        hnsw_config=q.HnswIndexConfig(m=8, ef_construct=64, full_scan_threshold=1),
+        quantization_config=q.BinaryQuantizationConfig(always_ram=True),
+        optimizers=q.EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1)))
+    shard.update(q.UpdateOperation.upsert_points([q.Point(int(i), v) for i, v in zip(IDS, X)]))
+    shard.optimize()
+    shard.close()
+    cases = [({"engine": "lancedb", "uri": str(tmp_path / "db"), "table": "items",
+               "vector_column": "vector"}, "IVF_HNSW_SQ", {}, "ef", 10, 400),
+             ({"engine": "qdrant", "path": str(tmp_path / "shard"), "collection": "mine"},
+              "hnsw", {"hnsw_ef": 400}, "oversampling", 1, 16)]
+    for section, kind, fixed, knob, low, high in cases:
+        coll = get_engine(section["engine"]).attach(section, "spec.yaml")
+        try:
+            desc = coll.describe()
+            assert (desc.index_kind, desc.metric, desc.rows) == (kind, "cosine", N)
+            assert knob in {kb.name for kb in coll.knobs()}
+            truth = coll.search_exact(Q, K).ids
+            want, _ = _numpy_exact(IDS, X, Q, "cosine", K)
+            assert _recall(truth, want) == 1.0
+            coll.set_search_params(**fixed, **{knob: low})
+            r_low = _recall(coll.search(Q, K).ids, truth)
+            coll.set_search_params(**{knob: high})
+            r_high = _recall(coll.search(Q, K).ids, truth)
+            assert r_low + 0.05 < r_high, (section["engine"], r_low, r_high)
+        finally:
+            coll.close()
+
+
+@pytest.mark.milvus
+def test_milvus_collection_loaded_by_rwb_is_released_again(milvus_live: Live) -> None:
+    """A released collection (the user's state) is loaded to search and released at close."""
+    from pymilvus import MilvusClient
+
+    uri = milvus_live.section["uri"]
+    c = MilvusClient(uri=uri)
+    try:
+        c.release_collection("items")  # the user's choice, made here by the test
+        coll = _attach(milvus_live)
+        assert coll.describe().details["loaded_by_rwb"] is True
+        assert coll.search(Q[:3], K).ids.shape == (3, K)
+        coll.close()
+        assert "NotLoad" in str(c.get_load_state("items")["state"])
+    finally:
+        c.load_collection("items")  # as the fixture made it
+        c.close()
