@@ -113,7 +113,7 @@ def lancedb_live(tmp_path_factory: pytest.TempPathFactory) -> Live:
 def _milvus_make(uri: str) -> None:
     from pymilvus import DataType, MilvusClient
 
-    c = MilvusClient(uri=uri)
+    c = MilvusClient(uri=uri, dedicated=True)
     schema = c.create_schema(auto_id=False)
     schema.add_field("pk", DataType.INT64, is_primary=True)
     schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
@@ -137,7 +137,7 @@ def _milvus_make(uri: str) -> None:
 def _milvus_state(uri: str, data: Path) -> dict[str, Any]:
     from pymilvus import MilvusClient
 
-    c = MilvusClient(uri=uri)
+    c = MilvusClient(uri=uri, dedicated=True)  # a channel of its own (no stale shared one)
     try:
         it = c.query_iterator("items", batch_size=1000, output_fields=["pk", "vec"])
         ids, vecs = [], []
@@ -581,7 +581,7 @@ def test_milvus_collection_loaded_by_rwb_is_released_again(milvus_live: Live) ->
     from pymilvus import MilvusClient
 
     uri = milvus_live.section["uri"]
-    c = MilvusClient(uri=uri)
+    c = MilvusClient(uri=uri, dedicated=True)
     try:
         c.release_collection("items")  # the user's choice, made here by the test
         coll = _attach(milvus_live)

@@ -115,7 +115,8 @@ class MilvusLiveCollection:
         try:
             with quiet_pymilvus():
                 if _is_server(spec.uri):
-                    return MilvusClient(uri=spec.uri, token=spec.token or "", timeout=10)
+                    return MilvusClient(uri=spec.uri, token=spec.token or "", timeout=10,
+                                        dedicated=True)
                 return MilvusClient(str(Path(spec.uri)), timeout=10)
         except Exception as exc:
             hint = ("" if _is_server(spec.uri) else "; Milvus Lite locks a database per "
