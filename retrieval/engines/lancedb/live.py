@@ -46,6 +46,7 @@ from retrieval.indexes.live_util import (
     one_line,
     parse_section,
 )
+from retrieval.redact import redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ class LanceLiveCollection:
         import lancedb
 
         if _is_local(spec.uri) and not Path(spec.uri.removeprefix("file://")).is_dir():
-            raise NotReachable(f"{self.where}: no LanceDB database folder at {spec.uri!r} "
-                               f"(live.uri); rwb does not create one")
+            raise NotReachable(f"{self.where}: no LanceDB database folder at "
+                               f"{redact_uri(spec.uri)!r} (live.uri); rwb does not create one")
         try:
             db = lancedb.connect(spec.uri)
             names = _table_names(db)
@@ -102,7 +103,7 @@ class LanceLiveCollection:
         try:
             return db.open_table(spec.table)
         except Exception:
-            raise param_error("live.table", f"a table of {spec.uri!r} "
+            raise param_error("live.table", f"a table of {redact_uri(spec.uri)!r} "
                               f"({', '.join(sorted(names)) or 'none'})", spec.table,
                               where=where) from None
 
@@ -141,7 +142,8 @@ class LanceLiveCollection:
         stats = self._table.stats()
         frags = stats.get("fragment_stats", {}).get("num_fragments") if isinstance(
             stats, Mapping) else None
-        details: dict[str, Any] = {"uri": self.spec.uri, "version": int(self._table.version),
+        details: dict[str, Any] = {"uri": redact_uri(self.spec.uri),
+                                   "version": int(self._table.version),
                                    "distance_type": self._distance}
         kind, build = None, {}
         if self._index is not None:
