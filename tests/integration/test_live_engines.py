@@ -584,10 +584,11 @@ def test_milvus_collection_loaded_by_rwb_is_released_again(milvus_live: Live) ->
     c = MilvusClient(uri=uri, dedicated=True)
     try:
         c.release_collection("items")  # the user's choice, made here by the test
-        coll = _attach(milvus_live)
-        assert coll.describe().details["loaded_by_rwb"] is True
-        assert coll.search(Q[:3], K).ids.shape == (3, K)
-        coll.close()
+        first, second = _attach(milvus_live), _attach(milvus_live)  # two workers' handles
+        assert first.describe().details["loaded_by_rwb"] is True
+        first.close()  # the other handle still relies on the load
+        assert second.search(Q[:3], K).ids.shape == (3, K)
+        second.close()
         assert "NotLoad" in str(c.get_load_state("items")["state"])
     finally:
         c.load_collection("items")  # as the fixture made it

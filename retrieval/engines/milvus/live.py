@@ -12,8 +12,9 @@ Read-only: only ``describe_collection``, ``list_indexes``, ``describe_index``,
 ``flush`` (a write: it seals segments), ``compact``, ``create_index``, ``insert`` / ``delete``
 or ``drop``. Searching needs the collection loaded: when it is not, rwb calls
 ``load_collection`` (it reads the segments and index files into memory and changes no data,
-no index and no file) and ``release_collection`` at :meth:`close`, so the load state is as it
-found it; a loaded collection is left loaded.
+no index and no file) and ``release_collection`` when the last handle of this process that
+relies on that load closes, so the load state is as it found it; a loaded collection is left
+loaded.
 
 Rows: ``query(output_fields=["count(*)"])`` (every visible row, flushed or not). Knobs: ``ef``
 for HNSW kinds (``[1, 4096]``; searched with ``max(ef, k)``, Milvus refuses ef < k on a
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,10 @@ METRIC = {"L2": "l2", "IP": "ip", "COSINE": "cosine"}
 EF_MAX = 4096
 #: queries per search call (Milvus costs a few ms per call)
 QUERY_BATCH = 256
+#: (uri, collection) -> handles of this process relying on a load rwb made (released by the
+#: last one to close)
+_LOADED: dict[tuple[str, str], int] = {}
+_LOAD_LOCK = threading.RLock()
 
 
 class MilvusLive(LiveSection):
@@ -162,12 +168,32 @@ class MilvusLiveCollection:
         self.metric = METRIC[mt]
 
     def _ensure_loaded(self) -> None:
-        state = self._call("get_load_state", self._client.get_load_state, self.spec.collection)
-        if "NotLoad" in str(state.get("state")):
-            log.info("%s: loading '%s' to search it (released again at close)", self.where,
-                     self.spec.collection)
-            self._call("load_collection", self._client.load_collection, self.spec.collection)
-            self._loaded_here = True
+        """Load the collection when it is not; handles of this process share that load (the
+        last one to close releases it)."""
+        key = (self.spec.uri, self.spec.collection)
+        with _LOAD_LOCK:
+            if key in _LOADED:  # loaded by another handle of this process: share it
+                _LOADED[key] += 1
+                self._loaded_here = True
+                return
+            state = self._call("get_load_state", self._client.get_load_state,
+                               self.spec.collection)
+            if "NotLoad" in str(state.get("state")):
+                log.info("%s: loading '%s' to search it (released again at close)",
+                         self.where, self.spec.collection)
+                self._call("load_collection", self._client.load_collection,
+                           self.spec.collection)
+                _LOADED[key] = 1
+                self._loaded_here = True
+
+    def _release(self, client: Any) -> None:
+        key = (self.spec.uri, self.spec.collection)
+        with _LOAD_LOCK:
+            _LOADED[key] = _LOADED.get(key, 1) - 1
+            if _LOADED[key] > 0:
+                return
+            del _LOADED[key]
+            client.release_collection(self.spec.collection)
 
     # --- LiveCollection ---------------------------------------------------------------------
     def _kind(self) -> str:
@@ -270,7 +296,7 @@ class MilvusLiveCollection:
         try:
             with quiet_pymilvus():
                 if self._loaded_here:
-                    c.release_collection(self.spec.collection)
+                    self._release(c)
                 c.close()
         except Exception as exc:  # closing is best effort
             log.debug("milvus live close: %s", one_line(exc, self.spec.token))
