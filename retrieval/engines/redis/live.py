@@ -19,7 +19,8 @@ Exact: Redis has no per-query exact switch on an HNSW field, so ``search_exact``
 brute force over the snapshot. Snapshot: every key of the prefixes (``SCAN MATCH``), sorted by
 id (a stable order for ``start``), vectors read with ``HMGET`` (hash: raw little-endian
 floats) or ``JSON.GET`` (JSON), in pipelines of ``batch`` keys; keys without the vector field
-(not in the index) are skipped.
+(not in the index) are skipped. An index ON JSON is implemented but not tested here (the Redis
+of rwb's tests has no JSON module): its description's ``untested`` says so.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 METRIC = {"L2": "l2", "IP": "ip", "COSINE": "cosine"}
 DTYPE = {"FLOAT32": np.float32, "FLOAT64": np.float64, "FLOAT16": np.float16}
 EF_MAX = 4096
+UNTESTED_JSON = ("an index ON JSON is not tested here: the Redis of rwb's tests has no JSON "
+                 "module (hash indexes are)")
 #: the score alias of rwb's KNN clause
 SCORE = "__rwb_distance"
 
@@ -179,7 +182,8 @@ class RedisLiveCollection:
         return LiveDescription(engine="redis", name=self.spec.index, dim=self._dim,
                                metric=self.metric, index_kind=self._algorithm() or None,
                                build_params=build, rows=int(info.get("num_docs", 0)),
-                               segments=None, details=details)
+                               segments=None, details=details,
+                               untested=UNTESTED_JSON if self._key_type == "JSON" else None)
 
     def knobs(self) -> tuple[LiveKnob, ...]:
         """``EF_RUNTIME`` for HNSW (default the index's ``ef_runtime``, 10); none for FLAT."""
