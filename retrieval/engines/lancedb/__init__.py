@@ -3,7 +3,7 @@ LanceDB's own names (``create_index`` arguments + the query's knobs) with its in
 
 from typing import Any
 
-from retrieval.engines.lancedb import export, index  # noqa: F401  (registers the backends)
+from retrieval.engines.lancedb import export, index, live  # noqa: F401  (registers the backends)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 #: the conformance suite's cases (tests/contract/test_conformance.py): IVF_PQ (exact distances
@@ -26,6 +26,7 @@ ENGINE = register_engine(EngineDescriptor(
     ef_knob="ef",
     to_native=export.to_native,
     from_native=export.from_native,
+    attach=live.attach,
     summary="LanceDB embedded: IVF_PQ and IVF_HNSW_SQ (nprobes / refine_factor / ef)",
     conformance=CONFORMANCE,
 ))

@@ -4,7 +4,7 @@ filter expressions, export and inverse, and the local Milvus Lite server."""
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval.engines.milvus import export, index  # noqa: F401  (registers the backend)
+from retrieval.engines.milvus import export, index, live  # noqa: F401  (registers the backend)
 from retrieval.engines.milvus.server import milvus_lite_server
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
@@ -27,6 +27,7 @@ ENGINE = register_engine(EngineDescriptor(
     server="retrieval.engines.milvus.server",
     local_server=milvus_lite_server,
     takes_auto=True,
+    attach=live.attach,
     summary="Milvus Lite embedded, or a Milvus server by URI",
     filter_call=_filter_call,
 ))

@@ -1,7 +1,7 @@
 """Qdrant's engine in process (qdrant-edge-py): the backend with scalar / binary / product
 quantization, payload filters, and the collection-config export with its inverse."""
 
-from retrieval.engines.qdrant import export, index  # noqa: F401  (registers the backend)
+from retrieval.engines.qdrant import export, index, live  # noqa: F401  (registers the backend)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -15,5 +15,6 @@ ENGINE = register_engine(EngineDescriptor(
     from_native=export.from_native,
     filter_knobs=export.filter_knobs,
     filter_form="QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
+    attach=live.attach,
     summary="Qdrant's engine in process (qdrant-edge-py)",
 ))

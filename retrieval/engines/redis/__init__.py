@@ -1,7 +1,7 @@
 """Redis with vector search (RediSearch HNSW / FLAT): the backend, TAG / NUMERIC filters, the
 ``FT.CREATE`` + KNN export with its inverse, and the local server (PyPI wheels)."""
 
-from retrieval.engines.redis import export, index
+from retrieval.engines.redis import export, index, live
 from retrieval.engines.redis.owned import collect_leftovers
 from retrieval.engines.redis.server import SERVICE
 from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
@@ -23,5 +23,6 @@ ENGINE = register_engine(EngineDescriptor(
     service=SERVICE,
     leftovers=Leftovers(env=index.URL_ENV, label="Redis", option="--redis-url",
                         collect=collect_leftovers),
+    attach=live.attach,
     summary="Redis 8 / Redis Stack vector search over a URL",
 ))
