@@ -163,6 +163,17 @@ class SweepRun(IndexRun):
 
 
 @dataclass(frozen=True)
+class LiveSweepRun(RunResult):
+    """A live collection tuned in place (``rwb sweep`` of a spec with ``live:``);
+    ``to_frame()``: one row per measured knob value (``probes.parquet``)."""
+
+    TABLE: ClassVar[str | None] = "probes.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.to_dict().get("probes") or []
+
+
+@dataclass(frozen=True)
 class StudyRun(RunResult):
     summary: StudySummary
 

@@ -93,6 +93,42 @@ def evaluate(
     return EvalRun(result.run.path, EvalSummary.model_validate(result.summary))
 
 
+def _is_live(spec: Any) -> bool:
+    """A spec with a ``live:`` section (a mapping, a LiveSweepSpec or a YAML file)."""
+    from retrieval.live.spec import LiveSweepSpec, is_live_spec
+    from retrieval.specfile import read_yaml
+
+    if isinstance(spec, LiveSweepSpec):
+        return True
+    if isinstance(spec, Mapping):
+        return is_live_spec(spec)
+    if isinstance(spec, str | Path):
+        try:
+            return is_live_spec(read_yaml(spec))
+        except ConfigError:
+            return False
+    return False
+
+
+def _live_sweep(spec: Any, out: PathLike | None, *, target_recall: float | None,
+                force: bool) -> Any:
+    from retrieval.api.results import LiveSweepRun
+    from retrieval.live.run import run_live_sweep
+    from retrieval.live.spec import LiveSweepSpec, load_live_spec, parse_live_spec
+    from retrieval.specfile import with_overrides
+
+    if isinstance(spec, LiveSweepSpec):
+        checked = spec
+    elif isinstance(spec, Mapping):
+        checked = parse_live_spec(spec)
+    else:
+        checked = load_live_spec(spec)
+    if target_recall is not None:
+        checked = with_overrides(checked, target_recall=target_recall)
+    run, summary = run_live_sweep(checked, out, force=force)
+    return LiveSweepRun(run.path, summary)
+
+
 def _is_study(spec: Any) -> bool:
     from retrieval.study.spec import KIND, StudySpec, is_study_spec
 
@@ -144,6 +180,18 @@ def sweep(
     ``trace`` (or ``otlp_dir``): one OpenTelemetry span per completed trial, written as OTLP
     JSON lines into ``otlp_dir`` and/or sent to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` after the sweep.
     """
+    if _is_live(spec):
+        given = {"--strategy": strategy not in (None, "target"), "--storage": storage,
+                 "--study": study, "--n-trials": n_trials, "--threads": threads,
+                 "--build-threads": build_threads, "dataset": dataset,
+                 "--executor": executor != "local", "--ray-address": ray_address,
+                 "--trace": trace or otlp_dir}
+        wrong = [k for k, v in given.items() if v]
+        if wrong:
+            raise ConfigError(f"{', '.join(wrong)} do(es) not apply to a live spec (an attached "
+                              f"collection is tuned in place by target search; no build, no "
+                              f"study storage)")
+        return _live_sweep(spec, out, target_recall=target_recall, force=force)
     trace = bool(trace or otlp_dir is not None)
     if trace:
         from retrieval.otel import check_trace_args

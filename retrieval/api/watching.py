@@ -14,29 +14,25 @@ also written as JSON lines to ``<out>/windows.jsonl`` and the whole result to
 from __future__ import annotations
 
 import logging
-import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from retrieval.errors import ConfigError
-from retrieval.indexes.live import LiveCollection, LiveDescription, SupportsSnapshot
-from retrieval.live.watch import WatchSpec, lab_gap
-from retrieval.live.watch_log import LoggedQuery, collection_sample, log_queries
+from retrieval.indexes.live import LiveCollection, LiveDescription
+from retrieval.live import attach
+from retrieval.live.queries import NOT_PRODUCTION, load_queries, resolve
+from retrieval.live.spec import LiveSweepSpec, parse_live_spec
+from retrieval.live.watch import WatchSection, lab_gap
+from retrieval.live.watch_log import LoggedQuery, follow_jsonl
 from retrieval.live.watch_run import Watcher, WatchMetrics
 from retrieval.specfile import read_yaml, require_mapping, validate_model
 
 logger = logging.getLogger(__name__)
 
 PathLike = str | Path
-#: the label of queries drawn from the collection itself
-NOT_PRODUCTION = "not production traffic (queries sampled from the collection itself)"
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -78,57 +74,20 @@ class WatchRun:
                 "out": str(self.out), "notes": self.notes}
 
 
-def expand_env(value: Any, where: str) -> Any:
-    """``${NAME}`` in every string of ``value`` replaced by the environment's value (secrets
-    stay out of YAML); an unset name is a ConfigError naming it."""
-    if isinstance(value, str):
-        def sub(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name not in os.environ:
-                raise ConfigError(f"{where}: environment variable '{name}' (written ${{{name}}}) "
-                                  f"is not set")
-            return os.environ[name]
-        return _ENV.sub(sub, value)
-    if isinstance(value, Mapping):
-        return {k: expand_env(v, where) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand_env(v, where) for v in value]
-    return value
-
-
-def load_watch_spec(spec: PathLike | Mapping[str, Any]) -> tuple[WatchSpec, str]:
-    """The watch's keys of a live spec, validated (one line per error), and its source name.
-    Keys the sweep spec knows (``tune``, ``threads``, ...) are the sweep's and skipped here."""
-    from retrieval.tune.spec import SweepSpec
-
+def load_watch_spec(spec: PathLike | Mapping[str, Any]
+                    ) -> tuple[LiveSweepSpec, WatchSection, str]:
+    """A live spec (:mod:`retrieval.live.spec`, validated as ``rwb sweep`` does) and its
+    ``watch:`` section (:class:`~retrieval.live.watch.WatchSection`), and the source name."""
     where = str(spec) if isinstance(spec, str | Path) else "<watch mapping>"
     data = require_mapping(read_yaml(spec) if isinstance(spec, str | Path) else spec, where)
-    if "dataset" in data and "live" not in data:
-        raise ConfigError(f"{where}: rwb watch needs a 'live:' section (a collection you run); "
-                          f"this spec has a 'dataset:' (use rwb sweep / rwb verify for it)")
-    mine = set(WatchSpec.model_fields)
-    sweep_only = set(SweepSpec.model_fields) - mine
-    kept = {k: v for k, v in data.items() if k not in sweep_only}
-    return validate_model(WatchSpec, kept, source=where), where
-
-
-def _attach(section: Mapping[str, Any], where: str) -> LiveCollection:
-    """The live collection of ``section`` through ``retrieval.live.attach`` when present, else
-    the engine descriptor's ``attach`` hook."""
-    import importlib
-
-    attach = getattr(importlib.import_module("retrieval.live"), "attach", None)
-    if attach is not None:
-        return attach(section, where)
-    from retrieval.indexes.engine import all_engines
-
-    name = str(section.get("engine", ""))
-    hooks = {n: d.attach for n, d in all_engines().items() if d.attach is not None}
-    hook = hooks.get(name)
-    if hook is None:
-        raise ConfigError(f"{where}: field 'live.engine' must be one of "
-                          f"{', '.join(sorted(hooks)) or '(none installed)'}; received {name!r}")
-    return hook(section, where)
+    if "live" not in data:
+        raise ConfigError(f"{where}: rwb watch needs a 'live:' section (the collection you run: "
+                          f"live: {{engine: pgvector, dsn: ..., table: ...}})")
+    section = validate_model(WatchSection, require_mapping(data.get("watch") or {}, where,
+                                                           "'watch'"),
+                             source=where, prefix="watch.")
+    live = parse_live_spec({k: v for k, v in data.items() if k != "watch"}, where)
+    return live, section, where
 
 
 def _mapping(x: Any) -> Mapping[str, Any]:
@@ -162,32 +121,38 @@ def read_lab(config: PathLike | None, k: int | None) -> tuple[dict[str, Any], di
     return dict(params), lab
 
 
-def _queries(spec: WatchSpec, where: str, live: LiveCollection, dim: int, *, follow: bool,
-             stop: threading.Event) -> tuple[Iterator[LoggedQuery], str]:
+def _queries(spec: LiveSweepSpec, section: WatchSection, where: str, live: LiveCollection,
+             *, follow: bool, stop: threading.Event) -> tuple[Iterator[LoggedQuery], str]:
+    """The logged queries: a ``.jsonl`` log followed as it grows (vectors only), else the
+    queries of :func:`retrieval.live.queries.load_queries` (texts embedded, OTLP spans, a
+    sample of the collection) in their order."""
+    base = Path(where).parent if Path(where).is_file() else None
     q = spec.queries
-    if q.log is not None:
-        path = Path(q.log)
-        if not path.is_absolute() and isinstance(where, str) and Path(where).is_file():
-            path = Path(where).parent / path
-        return (log_queries(path, dim, follow=follow, poll_s=spec.watch.poll_s, stop=stop),
-                f"log {path}{' (followed)' if follow and path.suffix == '.jsonl' else ''}")
-    if q.sample is not None:
-        if not isinstance(live, SupportsSnapshot):
-            raise ConfigError(f"{where}: field 'queries.sample' needs an engine that streams its "
-                              f"vectors; give a query log (queries: {{log: FILE}})")
-        ids, vecs, got = [], [], 0
-        for b_ids, b_vecs in live.iter_vectors(batch=min(10_000, q.sample)):
-            ids.append(b_ids)
-            vecs.append(b_vecs)
-            got += len(b_ids)
-            if got >= q.sample:
-                break
-        all_ids = np.concatenate(ids)[: q.sample] if ids else np.empty(0, np.int64)
-        all_vecs = np.concatenate(vecs)[: q.sample] if vecs else np.empty((0, dim), np.float32)
-        return collection_sample(all_vecs, all_ids), NOT_PRODUCTION
-    raise ConfigError(f"{where}: field 'queries' must be {{log: FILE}} (.jsonl / .npy / "
-                      f".parquet) or {{sample: N}} for rwb watch; received "
-                      f"{q.model_dump(exclude_none=True)}")
+    if follow and q.log is not None and resolve(q.log, base).suffix.lower() == ".jsonl":
+        path = resolve(q.log, base)
+        return (follow_jsonl(path, live.describe().dim, follow=True, poll_s=section.poll_s,
+                             stop=stop), f"log {path} (followed)")
+    got = load_queries(q, live, base=base, seed=spec.seed)
+    ts = got.ts if len(got.ts) == len(got.ids) else [None] * len(got.ids)
+
+    def entries() -> Iterator[LoggedQuery]:
+        for i, key in enumerate(got.ids):
+            yield LoggedQuery(str(key), got.vectors[i], _seconds(ts[i]))
+
+    return entries(), (NOT_PRODUCTION if got.not_production else f"log {got.source}")
+
+
+def _seconds(t: Any) -> float | None:
+    """A log's timestamp in seconds since the epoch (OTLP nanoseconds converted)."""
+    if isinstance(t, bool) or not isinstance(t, int | float | str):
+        return None
+    try:
+        x = float(t)
+    except ValueError:
+        from retrieval.live.watch_log import parse_ts
+
+        return parse_ts(t, "queries.log")
+    return x / 1e9 if x > 1e14 else x
 
 
 def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
@@ -202,16 +167,13 @@ def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
     caller is interrupted (KeyboardInterrupt passes through after ``watch.json`` is written)."""
     from retrieval.runs import RunDir
 
-    wspec, where = load_watch_spec(spec)
-    target = wspec.watch.target_recall or wspec.target_recall
-    if target is None:
-        raise ConfigError(f"{where}: field 'watch.target_recall' (or 'target_recall') is "
-                          f"missing; the alarm needs a recall target in (0, 1]")
+    wspec, section, where = load_watch_spec(spec)
+    target = section.target_recall or wspec.target_recall
     if max_windows is not None and max_windows < 1:
         raise ConfigError(f"--max-windows must be >= 1; received {max_windows}")
     params, lab = read_lab(config, wspec.k)
-    k = wspec.k or (lab.get("k") if isinstance(lab.get("k"), int) else None) or 10
-    live = _attach(expand_env(wspec.live, where), where)
+    k = wspec.k
+    live = attach(wspec.live, where)
     stop = stop or threading.Event()
     metrics: WatchMetrics | None = None
     try:
@@ -223,10 +185,10 @@ def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
             metrics = WatchMetrics(metrics_port, metrics_addr, desc.engine, desc.name)
         jsonl = run.file("windows.jsonl")
         jsonl.write_text("", encoding="utf-8")
-        watcher = Watcher(live, k=k, section=wspec.watch, target=target, params=params,
+        watcher = Watcher(live, k=k, section=section, target=target, params=params,
                           labels=(desc.engine, desc.name), jsonl=jsonl, metrics=metrics,
                           on_window=on_window, on_alarm=on_alarm)
-        source, label = _queries(wspec, where, live, desc.dim, follow=not once, stop=stop)
+        source, label = _queries(wspec, section, where, live, follow=not once, stop=stop)
         if on_ready is not None:
             on_ready({"engine": desc.engine, "collection": desc.name, "queries": label,
                       "metrics_port": metrics.port if metrics else None, "out": str(run.path),
@@ -267,4 +229,4 @@ def _result(run: Any, desc: LiveDescription, watcher: Watcher, k: int, target: f
     return res
 
 
-__all__ = ["NOT_PRODUCTION", "WatchRun", "expand_env", "load_watch_spec", "read_lab", "watch"]
+__all__ = ["WatchRun", "load_watch_spec", "read_lab", "watch"]

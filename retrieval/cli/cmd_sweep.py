@@ -101,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
     summary = run.to_dict()
     if args.json:
         print_json(summary)
+    elif summary.get("kind") == "live-sweep":
+        from retrieval.cli._live import print_live_sweep
+
+        print_live_sweep(summary, str(run.path))
     elif "scale" in summary:
         from retrieval.cli._scale import print_scale
 
@@ -151,6 +155,13 @@ def strict_exit(s: dict[str, Any]) -> int:
     the target or the held-out check failed, else 0."""
     from retrieval.tune.summary import missed_labels
 
+    if s.get("kind") == "live-sweep":
+        if s.get("chosen") is None or s.get("heldout_meets") is False:
+            why = ("misses the target on the held-out queries" if s.get("chosen")
+                   else "has no knob value meeting the target")
+            print(f"rwb sweep: --strict: the live collection {why}", file=sys.stderr)
+            return 1
+        return 0
     failing = heldout_failures(s)
     missed = missed_labels(s)
     if missed:

@@ -181,33 +181,7 @@ def lab_gap(lab: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
 
 
 
-class QueriesSection(BaseModel):
-    """``queries:`` as `rwb watch` reads it: ``log`` (a .jsonl followed as it grows, or a .npy /
-    .parquet replayed), or ``sample`` (N vectors of the collection itself: NOT production
-    traffic). ``otlp`` is the sweep's (trace files hold texts; watch checks vectors)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    log: str | None = None
-    otlp: str | None = None
-    sample: int | None = Field(None, ge=1, le=10_000_000)
-
-
-class WatchSpec(BaseModel):
-    """The keys of a live spec `rwb watch` reads (the sweep's own keys are the sweep's):
-    ``live`` (passed whole to the engine's attach hook), ``queries``, ``k``, ``target_recall``
-    (the watch's target unless ``watch.target_recall`` is set), ``seed``, ``watch``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = "watch"
-    live: dict[str, Any]
-    queries: QueriesSection
-    k: int | None = Field(None, ge=1, le=1000)
-    target_recall: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int = 0
-    watch: WatchSection = Field(default_factory=WatchSection)
-
-__all__ = ["WINDOW_KEYS", "AlarmRule", "QueriesSection", "WatchSection", "WatchSpec", "advice",
+__all__ = ["WINDOW_KEYS", "AlarmRule", "WatchSection", "advice",
            "knob_values", "lab_gap", "percentiles_ms", "query_recall", "recall_lower", "sampled",
            "window_figures"]

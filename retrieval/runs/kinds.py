@@ -23,6 +23,7 @@ class RunKind(StrEnum):
     CACHE_TUNE = "cache-tune"  # rwb tune cache
     RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml
     PROFILE = "profile"  # rwb profile
+    LIVE_SWEEP = "live-sweep"  # rwb sweep of a live spec (a collection tuned in place)
 
     @classmethod
     def parse(cls, value: Any) -> RunKind | None:

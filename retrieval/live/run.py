@@ -1,0 +1,79 @@
+"""The run directory of a live sweep (``rwb sweep LIVE-SPEC --out DIR``): ``spec.yaml`` (the spec
+as given, secrets masked), ``manifest.json`` (kind ``live-sweep``), ``summary.json``
+(:class:`LiveSweepSummary`), ``probes.parquet`` (one row per measured knob value) and, with lab
+queries, ``query_shift.parquet`` (one row per production query: per-query knob, OOD score)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+from retrieval.live.spec import LiveSweepSpec
+from retrieval.runs import RunDir, RunKind
+from retrieval.runs.kinds import RunSummary
+
+log = logging.getLogger(__name__)
+
+
+class LiveSweepSummary(RunSummary):
+    """summary.json of a live sweep: ``chosen`` (``search`` params in rwb's names, ``native``
+    in the engine's, recall / lower bound / p50-p99 ms on the tuning queries; None when nothing
+    meets the target), ``heldout_*``, ``probes``, ``knob``, and the ``live`` block (description,
+    ``not_production_traffic``, snapshot figures, budget spent, query shift). Other keys as
+    written (extra keys kept)."""
+
+    KIND: ClassVar[RunKind] = RunKind.LIVE_SWEEP
+
+    kind: RunKind = RunKind.LIVE_SWEEP
+    run_id: str | None = None
+    name: str | None = None
+    engine: str | None = None
+    k: int | None = None
+    target_recall: float | None = None
+    chosen: dict[str, Any] | None = None
+    live: dict[str, Any] | None = None
+
+
+def spec_record(spec: LiveSweepSpec) -> dict[str, Any]:
+    """The spec as plain data with query paths made absolute (verify re-reads them from
+    anywhere); ``${NAME}`` kept unexpanded, so no secret is written."""
+    from retrieval.live.queries import resolve
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    base = Path(spec.source).parent if spec.source not in ("<memory>", "") else None
+    for key in ("queries", "lab_queries"):
+        q = data.get(key)
+        if isinstance(q, dict):
+            for f in ("log", "otlp"):
+                if q.get(f):
+                    q[f] = str(resolve(q[f], base).resolve())
+    return data
+
+
+def run_live_sweep(spec: LiveSweepSpec, out: Path | str | None, *,
+                   force: bool = False) -> tuple[RunDir, LiveSweepSummary]:
+    """Sweep the live collection of ``spec`` into a run directory."""
+    from retrieval.live.tune import run_live
+
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        run.write_yaml("spec.yaml", spec_record(spec))
+        run.write_manifest(kind=str(RunKind.LIVE_SWEEP), spec_source=spec.source,
+                           seed=spec.seed)
+        doc = run_live(spec, run.work_dir())
+        shift = (doc.get("live") or {}).get("query_shift")
+        if shift and shift.get("per_query"):
+            run.write_table("query_shift.parquet", shift.pop("per_query"))
+            shift["per_query_file"] = "query_shift.parquet"
+        if doc.get("probes"):
+            run.write_table("probes.parquet", doc["probes"])
+        summary = LiveSweepSummary.model_validate({**doc, "run_id": run.run_id})
+        run.write_summary(summary)
+        run.record_threads()
+        if spec.ground_truth.dir is None:
+            run.remove_work()  # the snapshot was scratch: the fingerprint stays in the summary
+    return run, summary
+
+
+__all__ = ["LiveSweepSummary", "run_live_sweep", "spec_record"]
