@@ -95,29 +95,43 @@ def _mapping(x: Any) -> Mapping[str, Any]:
 
 
 def read_lab(config: PathLike | None, k: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(search params, lab figures) of an exported config: ``config.search_params`` and the
-    evidence's ``recall``, ``recall_lower_bound``, ``latency_ms`` p50 / p95 / p99 (ms),
-    ``target_recall`` and ``k``. No file: ({}, a block saying so)."""
+    """(search params in rwb's names, lab figures) of an exported config: a live export
+    (``kind: live-index-config``: ``search``, ``evidence.recall`` / ``recall_lb`` /
+    ``p50_ms`` / ``p95_ms`` / ``p99_ms``) or an index export (``config.search_params``,
+    ``evidence.recall`` / ``recall_lower_bound`` / ``latency_ms``). Times in ms. No file:
+    ({}, a block saying so)."""
     if config is None:
         return {}, {"config": None, "note": "no --config: the collection's current search "
                                             "params, no lab figures to compare"}
     from retrieval.exporting.files import read_config
 
     doc = read_config(config)
-    cfg = _mapping(doc.get("config"))
-    params = cfg.get("search_params")
-    if not isinstance(params, Mapping):
-        raise ConfigError(f"{config}: field 'config.search_params' is missing; is this a file "
-                          f"from rwb export?")
     ev = _mapping(doc.get("evidence"))
-    lat = _mapping(ev.get("latency_ms"))
-    lab = {"config": str(config), "engine": doc.get("engine"), "k": ev.get("k"),
-           "target_recall": ev.get("target_recall"), "recall": ev.get("recall"),
-           "recall_lower": ev.get("recall_lower_bound"), "p50_ms": lat.get("p50"),
-           "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99"),
-           "dataset": _mapping(ev.get("dataset")).get("name")}
-    if k is not None and ev.get("k") not in (None, k):
-        logger.warning("the export was measured at k=%s, the spec watches k=%s", ev.get("k"), k)
+    if doc.get("kind") == "live-index-config":
+        params: Any = doc.get("search")
+        figures = {"recall": ev.get("recall"), "recall_lower": ev.get("recall_lb"),
+                   "p50_ms": ev.get("p50_ms"), "p95_ms": ev.get("p95_ms"),
+                   "p99_ms": ev.get("p99_ms"), "k": doc.get("k"),
+                   "target_recall": doc.get("target_recall"),
+                   "not_production_traffic": ev.get("not_production_traffic")}
+        field_name = "search"
+    else:
+        params = _mapping(doc.get("config")).get("search_params")
+        lat = _mapping(ev.get("latency_ms"))
+        figures = {"recall": ev.get("recall"), "recall_lower": ev.get("recall_lower_bound"),
+                   "p50_ms": lat.get("p50"), "p95_ms": lat.get("p95"),
+                   "p99_ms": lat.get("p99"), "k": ev.get("k"),
+                   "target_recall": ev.get("target_recall"),
+                   "dataset": _mapping(ev.get("dataset")).get("name")}
+        field_name = "config.search_params"
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{config}: field '{field_name}' is missing; is this a file from rwb "
+                          f"export?")
+    lab = {"config": str(config), "engine": doc.get("engine"), "kind": doc.get("kind"),
+           **figures}
+    if k is not None and figures["k"] not in (None, k):
+        logger.warning("the export was measured at k=%s, the spec watches k=%s", figures["k"],
+                       k)
     return dict(params), lab
 
 
