@@ -26,7 +26,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -181,7 +181,7 @@ def wait_windows(jsonl: Path, n: int, proc: subprocess.Popen[str], timeout_s: fl
         if len(lines) >= n:
             return [json.loads(s) for s in lines]
         if proc.poll() is not None:
-            out, err = proc.communicate()
+            _, err = proc.communicate()
             pytest.fail(f"rwb watch exited {proc.returncode} early: {err[-2000:]}")
         time.sleep(0.05)
     proc.kill()
@@ -230,9 +230,9 @@ def test_metrics_scraped_over_http_while_the_log_grows(coll, tmp_path):
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
-    got: list[dict[str, Any]] = []
+    got: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _Hook.got.append(json.loads(body))
         self.send_response(204)
