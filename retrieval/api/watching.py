@@ -215,6 +215,8 @@ def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
         finally:
             result = _result(run, desc, watcher, k, target, params, lab, stopped, label,
                              metrics)
+            for hook in watcher.state.webhooks:  # sent before exit, each within its timeout
+                hook.join(section.webhook_timeout_s)
     finally:
         stop.set()
         if metrics is not None:
