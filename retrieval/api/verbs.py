@@ -19,6 +19,7 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
+    LiveSweepRun,
     ProfileRunResult,
     Report,
     RerankRun,
@@ -112,7 +113,6 @@ def _is_live(spec: Any) -> bool:
 
 def _live_sweep(spec: Any, out: PathLike | None, *, target_recall: float | None,
                 force: bool) -> Any:
-    from retrieval.api.results import LiveSweepRun
     from retrieval.live.run import run_live_sweep
     from retrieval.live.spec import LiveSweepSpec, load_live_spec, parse_live_spec
     from retrieval.specfile import with_overrides
@@ -500,7 +500,7 @@ def open_run(path: PathLike) -> RunResult:
         RunKind.RERANK_SWEEP: RerankRun, RunKind.CACHE_TUNE: CacheRun,
         RunKind.BENCH_EMBED: BenchRun, RunKind.BENCH_FANOUT: BenchRun,
         RunKind.BENCH_LOAD: BenchRun, RunKind.BENCH_CHURN: BenchRun,
-        RunKind.PROFILE: ProfileRunResult,
+        RunKind.PROFILE: ProfileRunResult, RunKind.LIVE_SWEEP: LiveSweepRun,
     }
     return by_kind[run.kind](run.path, run.model)
 

@@ -52,7 +52,7 @@ class Pacer:
         ids, dist, lat = [], [], np.zeros(queries.shape[0], dtype=np.float64)
         for i in range(queries.shape[0]):
             now = self.clock()
-            if now - self.started > self.budget.time_limit_s:
+            if max(now, self._next) - self.started > self.budget.time_limit_s:
                 raise BudgetExhausted(f"time_limit_s {self.budget.time_limit_s:g} s reached "
                                       f"after {self.queries} live searches")
             if now < self._next:

@@ -53,26 +53,33 @@ def spec_record(spec: LiveSweepSpec) -> dict[str, Any]:
 
 def run_live_sweep(spec: LiveSweepSpec, out: Path | str | None, *,
                    force: bool = False) -> tuple[RunDir, LiveSweepSummary]:
-    """Sweep the live collection of ``spec`` into a run directory."""
-    from retrieval.live.tune import run_live
+    """Sweep the live collection of ``spec`` into a run directory. Attach and every check
+    come first: a refusal (exit 2) or an unreachable server (exit 3) leaves no run behind."""
+    from retrieval.live import attach
+    from retrieval.live.tune import prepare, run_live
 
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        run.write_yaml("spec.yaml", spec_record(spec))
-        run.write_manifest(kind=str(RunKind.LIVE_SWEEP), spec_source=spec.source,
-                           seed=spec.seed)
-        doc = run_live(spec, run.work_dir())
-        shift = (doc.get("live") or {}).get("query_shift")
-        if shift and shift.get("per_query"):
-            run.write_table("query_shift.parquet", shift.pop("per_query"))
-            shift["per_query_file"] = "query_shift.parquet"
-        if doc.get("probes"):
-            run.write_table("probes.parquet", doc["probes"])
-        summary = LiveSweepSummary.model_validate({**doc, "run_id": run.run_id})
-        run.write_summary(summary)
-        run.record_threads()
-        if spec.ground_truth.dir is None:
-            run.remove_work()  # the snapshot was scratch: the fingerprint stays in the summary
+    col = attach(spec.live, spec.source)
+    try:
+        prep = prepare(spec, col)
+        run = RunDir.create(out, spec.name, force=force)
+        with run.recording():
+            run.write_yaml("spec.yaml", spec_record(spec))
+            run.write_manifest(kind=str(RunKind.LIVE_SWEEP), spec_source=spec.source,
+                               seed=spec.seed)
+            doc = run_live(spec, col, prep, run.work_dir())
+            shift = (doc.get("live") or {}).get("query_shift")
+            if shift and shift.get("per_query"):
+                run.write_table("query_shift.parquet", shift.pop("per_query"))
+                shift["per_query_file"] = "query_shift.parquet"
+            if doc.get("probes"):
+                run.write_table("probes.parquet", doc["probes"])
+            summary = LiveSweepSummary.model_validate({**doc, "run_id": run.run_id})
+            run.write_summary(summary)
+            run.record_threads()
+            if spec.ground_truth.dir is None:
+                run.remove_work()  # the snapshot was scratch: its fingerprint is in the summary
+    finally:
+        col.close()
     return run, summary
 
 

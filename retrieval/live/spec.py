@@ -122,8 +122,8 @@ class LiveSweepSpec(_Model):
     @model_validator(mode="after")
     def _engine_named(self) -> LiveSweepSpec:
         if not isinstance(self.live.get("engine"), str):
-            raise ValueError("live.engine must name the engine (pgvector, milvus, redis, "
-                             "lancedb, qdrant)")
+            raise ValueError("live.engine must name the engine of the collection (an engine "
+                             "rwb can attach to)")
         return self
 
 

@@ -160,26 +160,36 @@ def query_shift(ctx: LiveContext, split_rows: np.ndarray, prod_knob: int | None,
     }
 
 
-def run_live(spec: LiveSweepSpec, folder: Path) -> dict[str, Any]:
-    """The whole in-place sweep; returns the summary (without run ids). ``folder``: where a
-    snapshot goes unless ``ground_truth.dir`` says otherwise."""
-    from retrieval.live import attach
+@dataclass(frozen=True)
+class Prepared:
+    """A checked live sweep, before any search: the knob and its range, the queries."""
 
-    col = attach(spec.live, spec.source)
-    try:
-        return _run(spec, col, folder)
-    finally:
-        col.close()
+    knob: LiveKnob
+    low: int
+    high: int
+    queries: LiveQueries
+    lab: LiveQueries | None
 
 
-def _run(spec: LiveSweepSpec, col: LiveCollection, folder: Path) -> dict[str, Any]:
-    desc = col.describe()
+def prepare(spec: LiveSweepSpec, col: LiveCollection) -> Prepared:
+    """Every check that needs no search (knob, range, queries and their dimension): refusals
+    come before the run directory is made."""
     knob, low, high = pick_knob(spec, col)
     base = Path(spec.source).parent if spec.source not in ("<memory>", "") else None
-    pacer = Pacer(spec.budget)
     queries = load_queries(spec.queries, col, base=base, seed=spec.seed)
     lab = None if spec.lab_queries is None else load_queries(
         spec.lab_queries, col, field="lab_queries", base=base, seed=spec.seed + 1)
+    split_queries(queries.vectors.shape[0], spec.heldout_fraction, spec.seed)  # refusals
+    return Prepared(knob, low, high, queries, lab)
+
+
+def run_live(spec: LiveSweepSpec, col: LiveCollection, prep: Prepared,
+             folder: Path) -> dict[str, Any]:
+    """The whole in-place sweep on an attached collection; returns the summary (without run
+    ids). ``folder``: where a snapshot goes unless ``ground_truth.dir`` says otherwise."""
+    desc = col.describe()
+    knob, low, high, queries, lab = prep.knob, prep.low, prep.high, prep.queries, prep.lab
+    pacer = Pacer(spec.budget)
     split = split_queries(queries.vectors.shape[0], spec.heldout_fraction, spec.seed)
     out: dict[str, Any] = {}
     ctx: LiveContext | None = None
@@ -246,5 +256,6 @@ def _summary(spec: LiveSweepSpec, desc: Any, knob: LiveKnob, low: int, high: int
     }
 
 
-__all__ = ["RECALL_DEFINITION", "LiveContext", "measure", "pick_knob", "run_live",
+__all__ = ["RECALL_DEFINITION", "LiveContext", "Prepared", "measure", "pick_knob", "prepare",
+           "run_live",
            "target_search"]

@@ -313,6 +313,10 @@ def rag_figures(run: Run) -> Figures:
         return study_figures(s, _rows(run, "trials.parquet"), _rows(run, "grid.parquet"))
     if run.kind == RunKind.PROFILE:
         return _profile_figures(run)
+    if run.kind == RunKind.LIVE_SWEEP:
+        from retrieval.reporting import live
+
+        return live.figures(s)
     raise ConfigError(f"no figures for run kind '{run.kind}'")  # pragma: no cover
 
 
@@ -421,6 +425,10 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
         return study_tables(s)
     if run.kind == RunKind.PROFILE:
         return _profile_tables(run)
+    if run.kind == RunKind.LIVE_SWEEP:
+        from retrieval.reporting import live
+
+        return live.tables(s)
     if run.kind == RunKind.BENCH_LOAD:
         from retrieval.reporting.loadcurves import load_tables
 

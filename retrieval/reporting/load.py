@@ -11,7 +11,8 @@ recognised by their keys):
 - ``sweep``: ``rwb sweep`` of an index spec (rows, builds, backends with ``chosen``, pareto);
 - ``bench-embed``, ``bench-fanout``: ``rwb bench embed|fanout``;
 - ``rerank-sweep``, ``cache-tune``: ``rwb tune rerank|cache``;
-- ``rag-study``: ``rwb sweep sweeps/rag-end-to-end.yaml`` (:mod:`retrieval.study`).
+- ``rag-study``: ``rwb sweep sweeps/rag-end-to-end.yaml`` (:mod:`retrieval.study`);
+- ``live-sweep``: ``rwb sweep`` of a spec with ``live:`` (:mod:`retrieval.live`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadB
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
+from retrieval.live.run import LiveSweepSummary
 from retrieval.params import format_validation_error
 from retrieval.profiling.summary import ProfileSummary
 from retrieval.rerank.run import RerankSweepSummary
@@ -43,7 +45,7 @@ KINDS: tuple[RunKind, ...] = tuple(RunKind)
 SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
     m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
                         RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary,
-                        ChurnBenchSummary, ProfileSummary)
+                        ChurnBenchSummary, ProfileSummary, LiveSweepSummary)
 }
 #: summary keys that identify a kind when neither file names it
 _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
