@@ -296,9 +296,14 @@ def main() -> None:
     if a.watch_target is None:
         a.watch_target = round(a.target - 0.02, 4)
     print(cpu_line())
+    from retrieval.errors import RwbError
     from retrieval.loaders.catalog import resolve_dataset
 
-    ds = resolve_dataset(a.dataset, where="benchmark")
+    try:  # a text manifest embeds only the rows kept (n_base), else the first N are sliced
+        ds = resolve_dataset({"name": a.dataset, "n_base": a.n, "n_queries": a.pool}
+                             if a.n else a.dataset, where="benchmark")
+    except RwbError:
+        ds = resolve_dataset(a.dataset, where="benchmark")
     base = np.asarray(ds.base[: a.n or None], dtype=np.float32)
     pool = np.asarray(ds.queries[: a.pool], dtype=np.float32)
     ids = 1_000_000 + 7 * np.arange(len(base), dtype=np.int64)

@@ -203,3 +203,34 @@ def test_watcher_needs_an_exact_path():
     with pytest.raises(ConfigError, match="no exact search path"):
         Watcher(NoExact(), k=10, section=WatchSection(), target=0.9,  # type: ignore[arg-type]
                 params={}, labels=("x", "y"))
+
+
+def _spec(tmp_path: Path, **over: Any) -> Path:
+    import yaml
+
+    doc = {"live": {"engine": "pgvector", "dsn": "postgresql://u:Secret-77@127.0.0.1:1/db",
+                    "table": "items", "vector_column": "emb", "id_column": "item_id"},
+           "queries": {"log": "q.jsonl"}, "k": 10, "target_recall": 0.9, **over}
+    path = tmp_path / "live.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_cli_refuses_a_bad_watch_key_in_one_line(tmp_path: Path, capsys):
+    from retrieval.cli import main
+
+    rc = main(["watch", str(_spec(tmp_path, watch={"windows_to_alarms": 2}))])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "watch.windows_to_alarms" in err and str(tmp_path / "live.yaml") in err
+
+
+def test_cli_unreachable_server_exits_3_without_the_password(tmp_path: Path, capsys):
+    pytest.importorskip("psycopg", reason="psycopg not installed (extra 'pgvector')")
+    from retrieval.cli import main
+
+    rc = main(["watch", str(_spec(tmp_path)), "--once", "--out", str(tmp_path / "out")])
+    cap = capsys.readouterr()
+    assert rc == 3 and "not measurable here" in cap.err
+    assert "Secret-77" not in cap.err + cap.out
+    assert not (tmp_path / "out").exists()  # refused before any other work
