@@ -25,7 +25,7 @@ from retrieval.indexes.live import LiveCollection, LiveDescription
 from retrieval.live import attach
 from retrieval.live.queries import NOT_PRODUCTION, load_queries, resolve
 from retrieval.live.spec import LiveSweepSpec, parse_live_spec
-from retrieval.live.watch import WatchSection, lab_gap
+from retrieval.live.watch import WatchSection, lab_gap, sampled
 from retrieval.live.watch_log import LoggedQuery, follow_jsonl
 from retrieval.live.watch_run import Watcher, WatchMetrics
 from retrieval.specfile import read_yaml, require_mapping, validate_model
@@ -144,8 +144,11 @@ def _queries(spec: LiveSweepSpec, section: WatchSection, where: str, live: LiveC
     q = spec.queries
     if follow and q.log is not None and resolve(q.log, base).suffix.lower() == ".jsonl":
         path = resolve(q.log, base)
+        def keep(key: str) -> bool:
+            return sampled(key, section.sample, section.seed)
+
         return (follow_jsonl(path, live.describe().dim, follow=True, poll_s=section.poll_s,
-                             stop=stop), f"log {path} (followed)")
+                             stop=stop, keep=keep), f"log {path} (followed)")
     got = load_queries(q, live, base=base, seed=spec.seed)
     ts = got.ts if len(got.ts) == len(got.ids) else [None] * len(got.ids)
 

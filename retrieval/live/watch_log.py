@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 VECTOR_KEYS = ("vector", "embedding")
 TS_KEYS = ("ts", "timestamp")
+#: the vector of a line not sampled (never read)
+_UNREAD = np.empty(0, dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,10 @@ def parse_ts(value: Any, where: str) -> float | None:
                     f"{type(value).__name__}")
 
 
-def parse_line(line: str, number: int, dim: int, where: str) -> LoggedQuery:
-    """One JSONL line (``number`` 1-based, for messages) as a :class:`LoggedQuery` of ``dim``."""
+def parse_line(line: str, number: int, dim: int, where: str,
+               keep: Callable[[str], bool] | None = None) -> LoggedQuery:
+    """One JSONL line (``number`` 1-based, for messages) as a :class:`LoggedQuery` of ``dim``;
+    a line whose key ``keep`` refuses (not sampled) comes back with an empty vector, unread."""
     at = f"{where}, line {number}"
     try:
         obj = json.loads(line)
@@ -69,6 +73,10 @@ def parse_line(line: str, number: int, dim: int, where: str) -> LoggedQuery:
         raise DataError(f"{at}: not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):
         raise DataError(f"{at}: each line must be a JSON object; received {type(obj).__name__}")
+    key = obj.get("id")
+    key = str(key) if key is not None else str(number - 1)
+    if keep is not None and not keep(key):
+        return LoggedQuery(key, _UNREAD)
     vec = next((obj[k] for k in VECTOR_KEYS if k in obj), None)
     if vec is None:
         got = ", ".join(sorted(obj)) or "none"
@@ -81,13 +89,13 @@ def parse_line(line: str, number: int, dim: int, where: str) -> LoggedQuery:
     if v.shape[0] != dim:
         raise DataError(f"{at}: field 'vector' must have the collection's dimension {dim}; "
                         f"received {v.shape[0]}")
-    key = obj.get("id")
     ts = next((obj[k] for k in TS_KEYS if k in obj), None)
-    return LoggedQuery(str(key) if key is not None else str(number - 1), v, parse_ts(ts, at))
+    return LoggedQuery(key, v, parse_ts(ts, at))
 
 
 def follow_jsonl(path: Path, dim: int, *, follow: bool, poll_s: float,
-                 stop: threading.Event) -> Iterator[LoggedQuery]:
+                 stop: threading.Event, keep: Callable[[str], bool] | None = None
+                 ) -> Iterator[LoggedQuery]:
     """The entries of a JSONL log, then (``follow``) those appended later, until ``stop`` is
     set; a partial last line waits for its newline; a log that shrinks is read again from its
     start (rotated)."""
@@ -115,11 +123,11 @@ def follow_jsonl(path: Path, dim: int, *, follow: bool, poll_s: float,
             number += 1
             text = raw.decode("utf-8", "replace").strip()
             if text:
-                yield parse_line(text, number, dim, where)
+                yield parse_line(text, number, dim, where, keep)
         if not follow:
             if pending.strip():
                 number += 1
-                yield parse_line(pending.decode("utf-8", "replace"), number, dim, where)
+                yield parse_line(pending.decode("utf-8", "replace"), number, dim, where, keep)
             return
         if not chunk:
             stop.wait(poll_s)

@@ -106,6 +106,8 @@ def test_log_lines():
     q = parse_line('{"id": 7, "vector": [1, 2], "ts": "2026-01-01T00:00:00Z"}', 1, 2, "log")
     assert q.key == "7" and q.vector.dtype == np.float32 and q.ts == 1767225600.0
     assert parse_line('{"embedding": [1, 2]}', 4, 2, "log").key == "3"
+    skipped = parse_line('{"id": "a", "vector": [1]}', 1, 2, "log", keep=lambda k: k != "a")
+    assert skipped.key == "a" and skipped.vector.size == 0  # not sampled: the vector unread
     with pytest.raises(DataError, match=r"line 2: field 'vector'.*dimension 3; received 2"):
         parse_line('{"vector": [1, 2]}', 2, 3, "log")
     with pytest.raises(DataError, match=r"'vector' \(or 'embedding'\) is missing"):
