@@ -327,10 +327,11 @@ def main() -> None:
             per1, share = runbook(url, table, live, base, ids, pool, ef, per0, a.drop, a.seed)
             change = int(a.stable_min * 60 * per_s)
             delays = []
-            for r in range(a.replays):
-                _, first = replay(per0, per1, change + int(6 * 3600 * per_s), change, a,
+            for r in range(a.replays):  # the change anywhere inside a window
+                at = change + int(np.random.default_rng(a.seed + r).integers(a.window))
+                _, first = replay(per0, per1, at + int(6 * 3600 * per_s), at, a,
                                   a.seed + 1 + r)
-                delays.append(np.inf if first is None else (first - change) / per_s / 60)
+                delays.append(np.inf if first is None else (first - at) / per_s / 60)
             d = np.asarray(delays)
             print(f"  detection delay over {a.replays} replays (runbook deleted {share:.0%}, "
                   f"recall {per0.mean():.4f} -> {per1.mean():.4f}): median "
