@@ -317,10 +317,10 @@ def test_once_exits_1_on_alarm_and_names_the_knob(coll, tmp_path, monkeypatch, c
     append_log(log, queries(coll, 3 * WINDOW, seed=4), 0)
     monkeypatch.setenv("RWB_LIVE_DSN", coll["reader"])
     rc = main(["watch", str(write_spec(tmp_path, coll, log)), "--config",
-               str(write_export(tmp_path, coll, ef=5)), "--once", "--out", str(out)])
+               str(write_export(tmp_path, coll, ef=10)), "--once", "--out", str(out)])
     cap = capsys.readouterr()
     assert rc == 1
-    assert "ALARM" in cap.err and "re-tune ef_search 5 -> " in cap.err
+    assert "ALARM" in cap.err and "re-tune ef_search 10 -> " in cap.err
     assert "alarm RAISED" in cap.out
     assert state(coll) == before
     no_password(cap.out, cap.err, folder=out)
