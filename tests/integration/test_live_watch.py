@@ -324,3 +324,20 @@ def test_once_exits_1_on_alarm_and_names_the_knob(coll, tmp_path, monkeypatch, c
     assert "alarm RAISED" in cap.out
     assert state(coll) == before
     no_password(cap.out, cap.err, folder=out)
+
+
+def test_sample_of_the_collection_is_labelled_not_production(coll, tmp_path, monkeypatch,
+                                                             capsys):
+    spec = write_spec(tmp_path, coll, tmp_path / "unused.jsonl")
+    doc = yaml.safe_load(spec.read_text())
+    doc["queries"] = {"sample": 2 * WINDOW}
+    spec.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("RWB_LIVE_DSN", coll["reader"])
+    rc = main(["watch", str(spec), "--once", "--json", "--out", str(tmp_path / "out")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    result = json.loads(cap.out)
+    assert "not production traffic" in result["queries"]
+    assert any("not production traffic" in n for n in result["notes"])
+    assert result["checked"] == 2 * WINDOW and len(result["windows"]) == 2
+    assert result["lab"]["config"] is None  # no --config: nothing to compare
