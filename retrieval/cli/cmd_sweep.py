@@ -22,7 +22,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "may share one --storage. A spec with 'kind: rag-study' (e.g. "
             "sweeps/rag-end-to-end.yaml) runs the cross-layer study instead: index knob x "
             "rerank depth x cache threshold, Optuna NSGA-II (--n-trials, --storage, --study, "
-            "--target-recall apply)."
+            "--target-recall apply). A spec with 'live:' and no 'dataset' (e.g. "
+            "sweeps/live-pgvector.yaml) tunes the search knob of a collection you already run, "
+            "in place and read-only, under its budget (docs/live.md; --target-recall, --out, "
+            "--json, --strict apply)."
         ),
     )
     p.add_argument("spec", help="sweep spec YAML (e.g. sweeps/quickstart.yaml)")

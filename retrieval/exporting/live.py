@@ -155,7 +155,7 @@ def _measure(doc: dict[str, Any], where: str) -> dict[str, Any]:
         res, lat = pacer.run(col.search, queries.vectors, spec.k)
         per_q = recall_by_id(res.ids, truth.ids, spec.k)
         return {"k": spec.k, "target_recall": spec.target_recall,
-                "recall": float(np.mean(per_q)), "n_queries": int(per_q.size),
+                "recall": round(float(np.mean(per_q)), 6), "n_queries": int(per_q.size),
                 **{k: v for k, v in latency_summary(lat).items()
                    if k in ("p50_ms", "p95_ms", "p99_ms")},
                 "rows": now.rows, "live_queries": pacer.queries,

@@ -37,8 +37,10 @@ class LiveDescription:
     ``ivfflat``, ``IVF_PQ``, ...; None when the collection has no ANN index); ``build_params``:
     the index's build parameters in the engine's own names; ``rows``: live rows (after the
     tenant ``where`` where one is given); ``segments``: segments / fragments / partitions the
-    engine reports (None where it reports none); ``details``: other engine facts, JSON-safe;
-    ``untested``: a line saying this attach path is not tested here (a Qdrant server), else None.
+    engine reports (None where it reports none); ``details``: other engine facts, JSON-safe
+    (optional ``native_names``: rwb search param name -> the engine's own name, which the export
+    uses for params other than the knobs); ``untested``: a line saying this attach path is not
+    tested here (a Qdrant server), else None.
     """
 
     engine: str

@@ -59,14 +59,16 @@ def run_live_sweep(spec: LiveSweepSpec, out: Path | str | None, *,
     from retrieval.live.tune import prepare, run_live
 
     col = attach(spec.live, spec.source)
+    extra: list[Any] = []
     try:
         prep = prepare(spec, col)
+        extra = [attach(spec.live, spec.source) for _ in range(spec.budget.concurrency - 1)]
         run = RunDir.create(out, spec.name, force=force)
         with run.recording():
             run.write_yaml("spec.yaml", spec_record(spec))
             run.write_manifest(kind=str(RunKind.LIVE_SWEEP), spec_source=spec.source,
                                seed=spec.seed)
-            doc = run_live(spec, col, prep, run.work_dir())
+            doc = run_live(spec, col, prep, run.work_dir(), extra)
             shift = (doc.get("live") or {}).get("query_shift")
             if shift and shift.get("per_query"):
                 run.write_table("query_shift.parquet", shift.pop("per_query"))
@@ -79,7 +81,8 @@ def run_live_sweep(spec: LiveSweepSpec, out: Path | str | None, *,
             if spec.ground_truth.dir is None:
                 run.remove_work()  # the snapshot was scratch: its fingerprint is in the summary
     finally:
-        col.close()
+        for handle in (col, *extra):
+            handle.close()
     return run, summary
 
 

@@ -77,8 +77,9 @@ class QueriesSpec(_Model):
 
 class BudgetSpec(_Model):
     """What the sweep may ask of the live collection: ``max_qps`` (searches a second, the pace
-    of every search, exact ones included), ``concurrency`` (searches at once), ``time_limit_s``
-    (wall seconds; a sweep past it stops with what it measured, said in the summary)."""
+    of every search, exact ones included), ``concurrency`` (searches at once, each on its own
+    handle), ``time_limit_s`` (wall seconds; a sweep past it stops with what it measured, said
+    in the summary)."""
 
     max_qps: float = Field(20.0, gt=0.0, le=100_000.0)
     concurrency: int = Field(1, ge=1, le=64)

@@ -163,12 +163,16 @@ def snapshot_truth(snap: Snapshot, queries: np.ndarray, k: int) -> GroundTruth:
     return GroundTruth(out.astype(np.int64), dist)
 
 
-def engine_truth(col: LiveCollection, queries: np.ndarray, k: int, pacer: Pacer) -> GroundTruth:
-    """Exact top-``k`` through the engine's own exact path, paced by ``pacer``."""
-    if not isinstance(col, SupportsExactSearch):
+def engine_truth(col: LiveCollection, queries: np.ndarray, k: int, pacer: Pacer,
+                 extra: list[LiveCollection] | None = None) -> GroundTruth:
+    """Exact top-``k`` through the engine's own exact path, paced by ``pacer`` (``extra``:
+    more handles on the same collection, one per extra worker)."""
+    handles = [col, *(extra or [])]
+    exact = [h for h in handles if isinstance(h, SupportsExactSearch)]
+    if len(exact) != len(handles):
         raise ConfigError(f"ground_truth.method exact: the {col.describe().engine} adapter has "
                           f"no exact search; use method snapshot")
-    res, _ = pacer.run(col.search_exact, queries, k)
+    res, _ = pacer.run([h.search_exact for h in exact], queries, k)
     return GroundTruth(res.ids, res.distances)
 
 

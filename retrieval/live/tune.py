@@ -57,6 +57,16 @@ class LiveContext:
     snapshot: dict[str, Any] | None = None
     gt_seconds: float = 0.0
     probes: list[dict[str, Any]] = field(default_factory=list)
+    #: more handles on the same collection (budget.concurrency > 1: one per extra worker)
+    extra: list[LiveCollection] = field(default_factory=list)
+
+    @property
+    def handles(self) -> list[LiveCollection]:
+        return [self.col, *self.extra]
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        for h in self.handles:
+            h.set_search_params(**params)
 
 
 def pick_knob(spec: LiveSweepSpec, col: LiveCollection) -> tuple[LiveKnob, int, int]:
@@ -79,8 +89,10 @@ def pick_knob(spec: LiveSweepSpec, col: LiveCollection) -> tuple[LiveKnob, int, 
 
 
 def ground_truth(ctx_spec: LiveSweepSpec, col: LiveCollection, vectors: np.ndarray,
-                 pacer: Pacer, folder: Path) -> tuple[GroundTruth, dict[str, Any] | None, float]:
-    """Exact top-k of ``vectors`` by the spec's method; (truth, snapshot figures, seconds)."""
+                 pacer: Pacer, folder: Path, extra: list[LiveCollection] | None = None
+                 ) -> tuple[GroundTruth, dict[str, Any] | None, float]:
+    """Exact top-k of ``vectors`` by the spec's method; (truth, snapshot figures, seconds).
+    ``extra``: more handles for the paced exact searches (concurrency)."""
     import time
 
     t0 = time.perf_counter()
@@ -90,7 +102,8 @@ def ground_truth(ctx_spec: LiveSweepSpec, col: LiveCollection, vectors: np.ndarr
         info = snap.take(batch=gts.batch)
         return snapshot_truth(snap, vectors, ctx_spec.k), info.to_dict(), \
             time.perf_counter() - t0
-    return engine_truth(col, vectors, ctx_spec.k, pacer), None, time.perf_counter() - t0
+    return engine_truth(col, vectors, ctx_spec.k, pacer, extra), None, \
+        time.perf_counter() - t0
 
 
 def measure(ctx: LiveContext, value: int, rows: np.ndarray, *, record: bool = True,
@@ -99,8 +112,8 @@ def measure(ctx: LiveContext, value: int, rows: np.ndarray, *, record: bool = Tr
     percentiles (ms, paced single queries)."""
     spec = ctx.spec
     params = {**spec.fixed, ctx.knob.name: int(value)}
-    ctx.col.set_search_params(**params)
-    res, lat = ctx.pacer.run(ctx.col.search, ctx.queries.vectors[rows], spec.k)
+    ctx.set_params(params)
+    res, lat = ctx.pacer.run([h.search for h in ctx.handles], ctx.queries.vectors[rows], spec.k)
     per_q = recall_by_id(res.ids, ctx.truth.ids[rows], spec.k)
     lb = lower_bound(per_q, spec.k, spec.confidence, spec.seed)
     point = {"search": params, "recall": float(per_q.mean()), "recall_lb": float(lb),
@@ -133,13 +146,13 @@ def query_shift(ctx: LiveContext, split_rows: np.ndarray, prod_knob: int | None,
     (definitions: :mod:`retrieval.live.shift`)."""
     spec, k = ctx.spec, ctx.spec.k
     lab_ctx = LiveContext(spec, ctx.col, ctx.knob, ctx.low, ctx.high, ctx.pacer, lab, lab_truth,
-                          probes=ctx.probes)
+                          probes=ctx.probes, extra=ctx.extra)
     lab_knob, _ = target_search(lab_ctx, np.arange(lab.vectors.shape[0]), what="lab probe")
     values = ladder(ctx.low, ctx.high)
     recalls = []
     for v in values:
-        ctx.col.set_search_params(**{**spec.fixed, ctx.knob.name: int(v)})
-        res, _ = ctx.pacer.run(ctx.col.search, ctx.queries.vectors, k)
+        ctx.set_params({**spec.fixed, ctx.knob.name: int(v)})
+        res, _ = ctx.pacer.run([h.search for h in ctx.handles], ctx.queries.vectors, k)
         recalls.append(recall_by_id(res.ids, ctx.truth.ids, k))
     pq = per_query_knob(values, np.asarray(recalls), spec.target_recall)
     kth_ref = lab_truth.distances[:, k - 1]
@@ -184,9 +197,11 @@ def prepare(spec: LiveSweepSpec, col: LiveCollection) -> Prepared:
 
 
 def run_live(spec: LiveSweepSpec, col: LiveCollection, prep: Prepared,
-             folder: Path) -> dict[str, Any]:
+             folder: Path, extra: list[LiveCollection] | None = None) -> dict[str, Any]:
     """The whole in-place sweep on an attached collection; returns the summary (without run
-    ids). ``folder``: where a snapshot goes unless ``ground_truth.dir`` says otherwise."""
+    ids). ``folder``: where a snapshot goes unless ``ground_truth.dir`` says otherwise;
+    ``extra``: more handles on the same collection for ``budget.concurrency`` > 1."""
+    extra = list(extra or [])
     desc = col.describe()
     knob, low, high, queries, lab = prep.knob, prep.low, prep.high, prep.queries, prep.lab
     pacer = Pacer(spec.budget)
@@ -195,11 +210,15 @@ def run_live(spec: LiveSweepSpec, col: LiveCollection, prep: Prepared,
     ctx: LiveContext | None = None
     exhausted = None
     try:
-        truth, snap, gt_s = ground_truth(spec, col, queries.vectors, pacer, folder)
-        ctx = LiveContext(spec, col, knob, low, high, pacer, queries, truth, snap, gt_s)
+        truth, snap, gt_s = ground_truth(spec, col, queries.vectors, pacer, folder, extra)
+        ctx = LiveContext(spec, col, knob, low, high, pacer, queries, truth, snap, gt_s,
+                          extra=extra)
         chosen, seen = target_search(ctx, split.tune)
         if chosen is not None:
-            out["chosen"] = {**seen[chosen], "native": {knob.native: chosen}}
+            names = dict(desc.details.get("native_names") or {})
+            names[knob.name] = knob.native
+            out["chosen"] = {**seen[chosen], "native": {
+                names.get(key, key): v for key, v in seen[chosen]["search"].items()}}
             if split.heldout.size:
                 held = measure(ctx, chosen, split.heldout, what="held-out")
                 out.update(heldout_recall=held["recall"], heldout_recall_lb=held["recall_lb"],
@@ -209,7 +228,7 @@ def run_live(spec: LiveSweepSpec, col: LiveCollection, prep: Prepared,
             out["miss"] = (f"no {knob.name} in [{low}, {high}] meets recall@{spec.k} >= "
                            f"{spec.target_recall} (lower bound) on these queries")
         if lab is not None:
-            lab_truth, _, _ = ground_truth(spec, col, lab.vectors, pacer, folder)
+            lab_truth, _, _ = ground_truth(spec, col, lab.vectors, pacer, folder, extra)
             out["query_shift"] = query_shift(ctx, split.tune, chosen, lab, lab_truth)
     except BudgetExhausted as exc:
         exhausted = str(exc)

@@ -151,6 +151,7 @@ def test_attach_describes_from_the_catalog_and_searches(coll):
             col.set_search_params(ef_search=0)
         with pytest.raises(ConfigError, match="probes"):
             col.set_search_params(probes=3)
+        assert col._run("show", "SHOW transaction_read_only") == [("on",)]  # every statement
     finally:
         col.close()
     assert state(coll) == before
@@ -162,6 +163,7 @@ def test_attach_describes_from_the_catalog_and_searches(coll):
     ({"id_column": "note"}, "live.id_column"),
     ({"metric": "cosine"}, "live.metric"),
     ({"colour": "red"}, "colour"),
+    ({"where": "1 = 1; COMMIT"}, "live.where"),
 ])
 def test_refusals_exit_2_in_one_line(coll, tmp_path, capsys, over, field):
     spec = {"live": section(coll, **over), "queries": {"sample": 5}, "k": K}
@@ -301,7 +303,8 @@ def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
 
 
 def test_sample_queries_are_labelled_not_production(coll, tmp_path):
-    spec = write_spec(tmp_path / "live.yaml", coll, {"sample": 30}, heldout_fraction=0.3)
+    spec = write_spec(tmp_path / "live.yaml", coll, {"sample": 30}, heldout_fraction=0.3,
+                      budget={"max_qps": 5000, "concurrency": 2})  # two connections
     out = rwb("sweep", str(spec), "--out", str(tmp_path / "run"), cwd=tmp_path,
               env_dsn=coll["reader"])
     assert out.returncode == 0, out.stderr
@@ -342,3 +345,77 @@ def test_killed_sweep_leaves_the_collection_unchanged(coll, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert state(coll) == before
+
+
+def test_tenant_where_and_iterative_scan(coll):
+    before = state(coll)
+    col = attach(section(coll, where="item_id % 2 = 1", dsn=coll["reader"]))
+    try:
+        assert col.describe().rows == N // 2
+        q = np.random.default_rng(9).standard_normal((10, DIM)).astype(np.float32)
+        odd = np.arange(N) % 2 == 1
+        d = ((q[:, None, :] - coll["x"][None, odd]) ** 2).sum(-1)
+        truth = _ids()[odd][np.argsort(d, axis=1, kind="stable")[:, :K]]
+        assert (col.search_exact(q, K).ids == truth).all()
+        col.set_search_params(ef_search=10, iterative_scan="relaxed_order")
+        got = col.search(q, K).ids
+        assert (got >= 0).all() and (got % 2 == 1).all()  # k rows, all of the tenant
+        ids = np.concatenate([i for i, _ in col.iter_vectors(batch=400)])
+        assert (ids == _ids()[odd]).all()
+    finally:
+        col.close()
+    assert state(coll) == before
+
+
+def test_ivfflat_and_partitions_are_described(pg_url):
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    x = np.random.default_rng(2).standard_normal((1200, 8)).astype(np.float32)
+    t, p = f"live_ivf_{uuid.uuid4().hex[:6]}", f"live_part_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v vector(8))")
+        conn.execute(f"CREATE TABLE {p} (id bigint, v vector(8)) PARTITION BY RANGE (id)")
+        conn.execute(f"CREATE TABLE {p}_a PARTITION OF {p} FOR VALUES FROM (0) TO (600)")
+        conn.execute(f"CREATE TABLE {p}_b PARTITION OF {p} FOR VALUES FROM (600) TO (2000)")
+        for name in (t, p):
+            with conn.cursor().copy(f"COPY {name} (id, v) FROM STDIN") as cp:
+                for i, v in enumerate(x):
+                    cp.write_row((5000 + 11 * i if name == t else i, v))
+        conn.execute(f"CREATE INDEX ON {t} USING ivfflat (v vector_cosine_ops) "
+                     f"WITH (lists = 20)")
+        conn.execute(f"CREATE INDEX ON {p} USING hnsw (v vector_ip_ops)")
+        conn.execute(f"ANALYZE {t}")
+    try:
+        col = attach({"engine": "pgvector", "dsn": pg_url, "table": t, "vector_column": "v",
+                      "id_column": "id"})
+        try:
+            d = col.describe()
+            assert (d.index_kind, d.metric, dict(d.build_params)) == ("ivfflat", "cosine",
+                                                                      {"lists": 20})
+            assert [(k.native, k.low, k.high) for k in col.knobs()] == [("ivfflat.probes", 1,
+                                                                         20)]
+            q = x[:15] + 0.3
+            exact = col.search_exact(q, 5).ids
+            recalls = []
+            for probes in (1, 20):
+                col.set_search_params(probes=probes)
+                got = col.search(q, 5).ids
+                recalls.append(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(got, exact)]))
+            assert recalls[0] < recalls[1] == 1.0
+            with pytest.raises(ConfigError, match=r"\[1, 20\]"):
+                col.set_search_params(probes=21)
+        finally:
+            col.close()
+        part = attach({"engine": "pgvector", "dsn": pg_url, "table": p, "vector_column": "v",
+                       "id_column": "id"})
+        try:
+            d = part.describe()
+            assert (d.segments, d.rows, d.metric, d.index_kind) == (2, 1200, "ip", "hnsw")
+        finally:
+            part.close()
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {t}")
+            conn.execute(f"DROP TABLE IF EXISTS {p}")

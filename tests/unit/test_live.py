@@ -5,6 +5,7 @@ a stand-in collection (the real one, pgvector, is tests/integration/test_live_pg
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pandas as pd
@@ -184,6 +185,26 @@ def test_pacer_keeps_max_qps_and_stops_at_the_time_limit():
     assert short.queries == 3
 
 
+def test_pacer_with_several_workers_keeps_order_and_counts():
+    handles = [StandIn() for _ in range(3)]
+    q = handles[0].x[:40] + 0.01
+    one, _ = Pacer(BudgetSpec(max_qps=1e5)).run(handles[0].search_exact, q, K)
+    pacer = Pacer(BudgetSpec(max_qps=1e5, concurrency=3))
+
+    def slow(h: StandIn):
+        def search(x: np.ndarray, k: int) -> SearchResult:
+            time.sleep(0.002)  # a server round trip: the other workers take queries meanwhile
+            return h.search_exact(x, k)
+        return search
+
+    many, lat = pacer.run([slow(h) for h in handles], q, K)
+    assert (many.ids == one.ids).all() and pacer.queries == 40 and (lat > 0).all()
+    assert sum(h.searches for h in handles[1:]) > 0  # the other handles did work
+    capped = Pacer(BudgetSpec(max_qps=1e5, concurrency=1))
+    capped.run([h.search_exact for h in handles[1:]], q, K)
+    assert handles[2].searches == sum(h.searches for h in handles[2:]) and capped.queries == 40
+
+
 def test_shift_measures():
     assert ladder(1, 40) == [1, 2, 4, 8, 16, 32, 40]
     assert ladder(5, 5) == [5]
@@ -229,3 +250,21 @@ def test_sweep_in_place_is_engine_agnostic(tmp_path):
     assert shift["lab_knob"] == 37 and shift["inflation_factor"] == 1.0
     assert shift["lab_queries"]["not_production_traffic"] is True
     assert len(shift["per_query"]) == 30
+
+
+@pytest.mark.model
+def test_texts_are_embedded_with_the_named_model(tmp_path):
+    """A text log and OTLP spans give the packaged MiniLM's vectors (384-d), the same for the
+    same text whichever source it came from."""
+    col = StandIn()
+    col.describe = lambda: LiveDescription("standin", "mem", 384, "cosine", None, {}, 400)
+    texts = ["how do I tune hnsw", "what is recall at ten"]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    spans = [_span({"gen_ai.retrieval.query.text": t}, f"s{i}") for i, t in enumerate(texts)]
+    (tmp_path / "t.json").write_text(json.dumps(
+        {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    log = load_queries(QueriesSpec(log="q.jsonl"), col, base=tmp_path)
+    otlp = load_queries(QueriesSpec(otlp="t.json"), col, base=tmp_path)
+    assert log.vectors.shape == (2, 384) and log.texts == 2
+    np.testing.assert_allclose(log.vectors, otlp.vectors, atol=1e-5)
+    assert otlp.ids == ["s0", "s1"]

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from retrieval.errors import BackendError, ConfigError, NotReachable, param_error
 from retrieval.indexes.base import SearchResult
@@ -56,6 +56,9 @@ OPERATOR = {"l2": "<->", "ip": "<#>", "cosine": "<=>"}
 BUILD_DEFAULTS = {"hnsw": {"m": 16, "ef_construction": 64}, "ivfflat": {"lists": 100}}
 INTEGER_TYPES = ("smallint", "integer", "bigint")
 EF_SEARCH_MAX = 1000
+#: rwb's search param names -> pgvector's settings
+NATIVE = {"ef_search": "hnsw.ef_search", "iterative_scan": "hnsw.iterative_scan",
+          "max_scan_tuples": "hnsw.max_scan_tuples", "probes": "ivfflat.probes"}
 ITERATIVE = ("off", "relaxed_order", "strict_order")
 
 
@@ -66,12 +69,20 @@ class PgLiveSpec(BaseModel):
 
     engine: Literal["pgvector"] = "pgvector"
     dsn: str = Field(min_length=1, description="libpq URL (postgresql://user:pw@host:port/db)")
-    table: str = Field(min_length=1, description="table, or schema.table")
+    table: str = Field(min_length=1, description="table, or schema.table (names as stored: "
+                                                 "case-sensitive)")
     vector_column: str = Field(min_length=1)
     id_column: str = Field(min_length=1)
     where: str | None = Field(None, description="SQL condition selecting a tenant's rows")
     metric: Literal["l2", "cosine", "ip"] | None = None
     connect_timeout_s: float = Field(5.0, gt=0, le=300)
+
+    @field_validator("where")
+    @classmethod
+    def _one_condition(cls, v: str | None) -> str | None:
+        if v is not None and (";" in v or "--" in v or "/*" in v):
+            raise ValueError("one SQL condition (no ';', no comments)")
+        return v
 
 
 def _ident(name: str) -> Any:
@@ -168,9 +179,10 @@ class PgLiveCollection:
     # --- describe -----------------------------------------------------------------------------
     def _inspect(self) -> LiveDescription:
         s = self.spec
+        quoted = _ident(s.table).as_string(self._conn)  # as stored: case-sensitive, as queried
         found = self._run("describe", "SELECT to_regclass(%s)::oid, "
                           "(SELECT relkind FROM pg_class WHERE oid = to_regclass(%s))",
-                          (s.table, s.table))
+                          (quoted, quoted))
         oid, relkind = found[0]
         if oid is None:
             raise ConfigError(f"{self._where}: field 'live.table' must name an existing table "
@@ -192,7 +204,8 @@ class PgLiveCollection:
                               f"{s.id_column} {cols[s.id_column][0]}", where=self._where)
         dim = int(typmod)
         if dim <= 0:  # vector without a declared dimension: read it from a row
-            got = self._run("describe", self._sql("SELECT vector_dims({v}) FROM {t}{w} LIMIT 1"))
+            got = self._run("describe", self._sql("SELECT vector_dims({v}) FROM {t}{w} LIMIT 1",
+                                                  params=False))
             dim = int(got[0][0]) if got else 0
         index = self._vector_index(oid, int(attnum))
         kind = index["kind"] if index else None
@@ -206,14 +219,15 @@ class PgLiveCollection:
             raise param_error("live.metric", "one of 'l2', 'cosine', 'ip' (the table has no "
                               "hnsw / ivfflat index on the column to read it from)", None,
                               where=self._where)
-        rows = int(self._run("count", self._sql("SELECT count(*) FROM {t}{w}"))[0][0])
+        rows = int(self._run("count", self._sql("SELECT count(*) FROM {t}{w}",
+                                                params=False))[0][0])
         parts = int(self._run("describe", "SELECT count(*) FROM pg_inherits WHERE inhparent = "
                               "%s", (oid,))[0][0])
         version = self._run("describe", "SELECT current_setting('server_version'), (SELECT "
                             "extversion FROM pg_extension WHERE extname = 'vector')")[0]
         details: dict[str, Any] = {"server": self.server, "server_version": version[0],
                                    "pgvector_version": version[1], "relkind": relkind,
-                                   "where": s.where}
+                                   "where": s.where, "native_names": dict(NATIVE)}
         if index:
             details.update(index_name=index["name"], opclass=index["opclass"],
                            index_definition=index["definition"])
@@ -241,13 +255,15 @@ class PgLiveCollection:
                     "build": build, "definition": definition}
         return None
 
-    def _sql(self, template: str) -> Any:
+    def _sql(self, template: str, *, params: bool = True) -> Any:
         """``template`` with ``{t}`` the table, ``{v}`` / ``{i}`` the columns, ``{w}`` the tenant
-        condition (`` WHERE (...)`` or nothing)."""
+        condition (`` WHERE (...)`` or nothing; its ``%`` doubled in a statement that takes
+        parameters)."""
         from psycopg import sql
 
         s = self.spec
-        w = sql.SQL(" WHERE ({})").format(sql.SQL(s.where)) if s.where else sql.SQL("")
+        cond = (s.where or "").replace("%", "%%") if params else (s.where or "")
+        w = sql.SQL(" WHERE ({})").format(sql.SQL(cond)) if s.where else sql.SQL("")
         return sql.SQL(template).format(t=_ident(s.table), v=sql.Identifier(s.vector_column),
                                         i=sql.Identifier(s.id_column), w=w)
 
@@ -289,12 +305,10 @@ class PgLiveCollection:
         if exact:
             return ("SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = off",
                     "SET LOCAL enable_indexonlyscan = off")
-        native = {"ef_search": "hnsw.ef_search", "iterative_scan": "hnsw.iterative_scan",
-                  "max_scan_tuples": "hnsw.max_scan_tuples", "probes": "ivfflat.probes"}
         lines = ["SET LOCAL enable_seqscan = off"]
         for key, value in self._params.items():
             text = str(value) if key == "iterative_scan" else str(int(value))
-            lines.append(f"SET LOCAL {native[key]} = {text}")
+            lines.append(f"SET LOCAL {NATIVE[key]} = {text}")
         return tuple(lines)
 
     def _search_sql(self) -> Any:
@@ -361,7 +375,7 @@ class PgLiveCollection:
 
         conn, dim = self._conn, self._desc.dim
         stmt = self._sql("COPY (SELECT {i}::int8, {v} FROM {t}{w} ORDER BY {i} OFFSET "
-                         + str(int(start)) + ") TO STDOUT (FORMAT BINARY)")
+                         + str(int(start)) + ") TO STDOUT (FORMAT BINARY)", params=False)
         t0, n = time.perf_counter(), 0
         ids: list[int] = []
         vecs: list[np.ndarray] = []
