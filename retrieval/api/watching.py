@@ -28,7 +28,7 @@ from retrieval.live.spec import LiveSweepSpec, parse_live_spec
 from retrieval.live.watch import WatchSection, lab_gap, sampled
 from retrieval.live.watch_log import LoggedQuery, follow_jsonl
 from retrieval.live.watch_run import Watcher, WatchMetrics
-from retrieval.specfile import read_yaml, require_mapping, validate_model
+from retrieval.specfile import read_yaml, require_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +83,8 @@ def load_watch_spec(spec: PathLike | Mapping[str, Any]
     if "live" not in data:
         raise ConfigError(f"{where}: rwb watch needs a 'live:' section (the collection you run: "
                           f"live: {{engine: pgvector, dsn: ..., table: ...}})")
-    section = validate_model(WatchSection, require_mapping(data.get("watch") or {}, where,
-                                                           "'watch'"),
-                             source=where, prefix="watch.")
-    live = parse_live_spec({k: v for k, v in data.items() if k != "watch"}, where)
+    live = parse_live_spec(data, where)
+    section = live.watch or WatchSection()
     return live, section, where
 
 

@@ -341,3 +341,33 @@ def test_sample_of_the_collection_is_labelled_not_production(coll, tmp_path, mon
     assert any("not production traffic" in n for n in result["notes"])
     assert result["checked"] == 2 * WINDOW and len(result["windows"]) == 2
     assert result["lab"]["config"] is None  # no --config: nothing to compare
+
+
+def test_one_spec_sweeps_exports_and_watches(coll, tmp_path, monkeypatch, capsys):
+    """The same spec (with its watch: section) tunes in place, exports, and is watched at the
+    exported knob; the lab block carries the export's recorded figures."""
+    log = tmp_path / "prod.jsonl"
+    append_log(log, queries(coll, 2 * WINDOW, seed=5), 0)
+    spec = write_spec(tmp_path, coll, log)
+    doc = yaml.safe_load(spec.read_text())
+    doc["budget"] = {"max_qps": 5000}
+    spec.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("RWB_LIVE_DSN", coll["reader"])
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "tuned")]) == 0
+    exported = tmp_path / "tuned.yaml"
+    assert main(["export", str(tmp_path / "tuned"), "--engine", "pgvector", "--out",
+                 str(exported)]) == 0
+    capsys.readouterr()
+    rc = main(["watch", str(spec), "--config", str(exported), "--once", "--json", "--out",
+               str(tmp_path / "watched")])
+    cap = capsys.readouterr()
+    assert rc in (0, 1), cap.err
+    result = json.loads(cap.out)
+    recorded = yaml.safe_load(exported.read_text())
+    assert result["search_params"] == recorded["search"]
+    assert result["lab"]["recall"] == recorded["evidence"]["recall"]
+    assert result["lab"]["kind"] == "live-index-config"
+    assert len(result["windows"]) == 2
+    assert result["lab"]["gap"]["recall"] == pytest.approx(
+        result["lab"]["live"]["recall"] - recorded["evidence"]["recall"])
+    no_password(cap.out, cap.err, exported.read_text(), folder=tmp_path / "watched")
