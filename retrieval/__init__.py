@@ -28,10 +28,10 @@ from typing import Any
 from retrieval._version import __version__ as __version__
 
 _VERBS = ("bench_churn", "bench_embed", "bench_fanout", "bench_load", "evaluate", "export",
-          "open_run", "profile", "report", "sweep", "tune_cache", "tune_rerank", "verify")
+          "open_run", "profile", "report", "sweep", "tune_cache", "tune_rerank", "verify", "watch")
 _RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "ProfileRun",
             "ProfileRunResult", "RerankRun", "Report", "RunResult", "StudyRun", "SweepRun",
-            "Verification")
+            "Verification", "WatchRun")
 #: public name -> module that defines it (imported on first access). No submodule of this
 #: package shares a verb's name (the evaluation loop is :mod:`retrieval.evaluation`, the
 #: exporters :mod:`retrieval.exporting`, the plots :mod:`retrieval.reporting`, the pipeline

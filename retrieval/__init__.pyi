@@ -27,6 +27,8 @@ from retrieval.api.verbs import sweep as sweep
 from retrieval.api.verbs import tune_cache as tune_cache
 from retrieval.api.verbs import tune_rerank as tune_rerank
 from retrieval.api.verbs import verify as verify
+from retrieval.api.watching import WatchRun as WatchRun
+from retrieval.api.watching import watch as watch
 from retrieval.bench.embed.spec import EmbedBenchConfig as EmbedBenchConfig
 from retrieval.bench.fanout.spec import FanoutSpec as FanoutSpec
 from retrieval.cache.spec import CacheTuneSpec as CacheTuneSpec

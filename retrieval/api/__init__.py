@@ -2,7 +2,8 @@
 
 - verbs (:mod:`retrieval.api.verbs`): ``evaluate``, ``sweep``, ``tune_rerank``, ``tune_cache``,
   ``bench_embed``, ``bench_fanout``, ``bench_load``, ``bench_churn``, ``export``, ``verify``,
-  ``report``, ``open_run``; ``profile`` (:mod:`retrieval.api.profiler`);
+  ``report``, ``open_run``; ``profile`` (:mod:`retrieval.api.profiler`); ``watch``
+  (:mod:`retrieval.api.watching`);
 - typed results (:mod:`retrieval.api.results`), each with ``to_frame()``;
 - figures: :mod:`retrieval.api.plots` (``retrieval.plots``);
 - administration (:mod:`retrieval.api.admin`): ``list_backends``, ``list_datasets``,
@@ -60,6 +61,7 @@ from retrieval.api.verbs import (
     tune_rerank,
     verify,
 )
+from retrieval.api.watching import WatchRun, watch
 
 __all__ = [
     "BenchRun",
@@ -78,6 +80,7 @@ __all__ = [
     "StudyRun",
     "SweepRun",
     "Verification",
+    "WatchRun",
     "bench_churn",
     "bench_embed",
     "bench_fanout",
@@ -101,4 +104,5 @@ __all__ = [
     "tune_cache",
     "tune_rerank",
     "verify",
+    "watch",
 ]

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from retrieval.errors import ConfigError
+from retrieval.live.watch import WatchSection
 from retrieval.params import RunName
 from retrieval.specfile import load_model
 from retrieval.tune.config import ConfidenceSpec
@@ -117,6 +118,8 @@ class LiveSweepSpec(_Model):
     search_range: tuple[int, int] | None = None
     #: other search params held fixed during the sweep (engine's rwb names: iterative_scan)
     fixed: dict[str, Any] = Field(default_factory=dict)
+    #: `rwb watch`'s section (window, sample, alarm); ``rwb sweep`` ignores it
+    watch: WatchSection | None = None
 
     source: str = Field("<memory>", exclude=True)
 
