@@ -25,7 +25,7 @@ the dataset's held-out queries (a pool of ``--pool``), drawn at random.
    ``--stable-min`` simulated minutes, ``--replays`` times; detection delay = the alarm window's
    last query time - the change time, simulated minutes (goal <= 30).
 
-The watch's target (``--watch-target``, default: the exported config's lab recall - 0.02)
+The watch's target (``--watch-target``, default: the exported config's lab recall - 0.025)
 sits about a window's margin under what the lab measured: a window of 200 queries' lower bound
 is about a point under its mean, so a watch at the lab recall itself would alarm on noise
 (docs/live.md, "Which target").
@@ -294,7 +294,7 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.95, help="the tuning target")
     ap.add_argument("--watch-target", type=float, default=None,
                     help="the watch's watch.target_recall (default: the exported config's lab "
-                         "recall - 0.02, about a window's margin under it)")
+                         "recall - 0.025, about a window's margin under it)")
     ap.add_argument("--drop", type=float, default=0.03,
                     help="recall the runbook costs, under the tuning target")
     ap.add_argument("--serve-s", type=float, default=60.0)
@@ -329,7 +329,7 @@ def main() -> None:
             print("1. tune (the exported config):")
             ef, per0 = tune(live, pool, truth, a.target)
             if a.watch_target is None:
-                a.watch_target = round(float(per0.mean()) - 0.02, 3)
+                a.watch_target = round(float(per0.mean()) - 0.025, 3)
             print(f"  exported: ef_search {ef} (lab recall {per0.mean():.4f}); the watch's "
                   f"target: {a.watch_target:g}")
             print("2. cost to the serving p50 (real time):")
