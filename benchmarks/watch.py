@@ -25,7 +25,7 @@ the dataset's held-out queries (a pool of ``--pool``), drawn at random.
    ``--stable-min`` simulated minutes, ``--replays`` times; detection delay = the alarm window's
    last query time - the change time, simulated minutes (goal <= 30).
 
-The watch's target (``--watch-target``, default: the exported config's lab recall - 0.02)
+The watch's target (``--watch-target``, default: the exported config's lab recall - 0.025)
 sits about a window's margin under what the lab measured: a window of 200 queries' lower bound
 is about a point under its mean, so a watch at the lab recall itself would alarm on noise
 (docs/live.md, "Which target").
@@ -212,10 +212,11 @@ def cost(url: str, table: str, ef: int, pool: np.ndarray, a: argparse.Namespace,
 
 
 def replay(per_before: np.ndarray, per_after: np.ndarray | None, n_checks: int,
-           change_at: int | None, a: argparse.Namespace, seed: int
-           ) -> tuple[int, int | None]:
+           change_at: int | None, a: argparse.Namespace, seed: int,
+           rule_of: tuple[float, int] | None = None) -> tuple[int, int | None]:
     """The checked stream through the watch's window / alarm logic: (alarms raised, index of
-    the check that closed the first alarmed window at or after ``change_at``)."""
+    the check that closed the first alarmed window at or after ``change_at``); ``rule_of``:
+    (watch target, windows_to_alarm), default the run's."""
     rng = np.random.default_rng(seed)
     draws = rng.integers(len(per_before), size=n_checks)
     per = per_before[draws]
@@ -227,7 +228,8 @@ def replay(per_before: np.ndarray, per_after: np.ndarray | None, n_checks: int,
     from retrieval.stats.binomial import wilson_upper
 
     lowers = np.maximum(0.0, 1.0 - wilson_upper(w * K - hits, np.full(n_win, w * K), 0.95))
-    rule = AlarmRule(a.watch_target, a.windows_to_alarm)
+    target, windows = rule_of or (a.watch_target, a.windows_to_alarm)
+    rule = AlarmRule(target, windows)
     first: int | None = None
     for i, lo in enumerate(lowers):
         _, raised = rule.update(float(lo))
@@ -235,6 +237,19 @@ def replay(per_before: np.ndarray, per_after: np.ndarray | None, n_checks: int,
         if raised and first is None and change_at is not None and end >= change_at:
             first = end
     return rule.raised, first
+
+
+def detection(per0: np.ndarray, per1: np.ndarray, change: int, per_s: float,
+              a: argparse.Namespace, rule_of: tuple[float, int] | None = None) -> np.ndarray:
+    """Detection delays (simulated minutes; inf: not within 6 h) over ``a.replays`` replays,
+    the change anywhere inside a window."""
+    delays = []
+    for r in range(a.replays):
+        at = change + int(np.random.default_rng(a.seed + r).integers(a.window))
+        _, first = replay(per0, per1, at + int(6 * 3600 * per_s), at, a, a.seed + 1 + r,
+                          rule_of)
+        delays.append(np.inf if first is None else (first - at) / per_s / 60)
+    return np.asarray(delays)
 
 
 def runbook(url: str, table: str, live: Any, base: np.ndarray, ids: np.ndarray,
@@ -279,7 +294,7 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=0.95, help="the tuning target")
     ap.add_argument("--watch-target", type=float, default=None,
                     help="the watch's watch.target_recall (default: the exported config's lab "
-                         "recall - 0.02, about a window's margin under it)")
+                         "recall - 0.025, about a window's margin under it)")
     ap.add_argument("--drop", type=float, default=0.03,
                     help="recall the runbook costs, under the tuning target")
     ap.add_argument("--serve-s", type=float, default=60.0)
@@ -314,7 +329,7 @@ def main() -> None:
             print("1. tune (the exported config):")
             ef, per0 = tune(live, pool, truth, a.target)
             if a.watch_target is None:
-                a.watch_target = round(float(per0.mean()) - 0.02, 3)
+                a.watch_target = round(float(per0.mean()) - 0.025, 3)
             print(f"  exported: ef_search {ef} (lab recall {per0.mean():.4f}); the watch's "
                   f"target: {a.watch_target:g}")
             print("2. cost to the serving p50 (real time):")
@@ -326,17 +341,24 @@ def main() -> None:
             print("4. the application's runbook (deletes, no vacuum):")
             per1, share = runbook(url, table, live, base, ids, pool, ef, per0, a.drop, a.seed)
             change = int(a.stable_min * 60 * per_s)
-            delays = []
-            for r in range(a.replays):  # the change anywhere inside a window
-                at = change + int(np.random.default_rng(a.seed + r).integers(a.window))
-                _, first = replay(per0, per1, at + int(6 * 3600 * per_s), at, a,
-                                  a.seed + 1 + r)
-                delays.append(np.inf if first is None else (first - at) / per_s / 60)
-            d = np.asarray(delays)
+            d = detection(per0, per1, change, per_s, a)
             print(f"  detection delay over {a.replays} replays (runbook deleted {share:.0%}, "
                   f"recall {per0.mean():.4f} -> {per1.mean():.4f}): median "
                   f"{np.median(d):.1f}, max {d.max():.1f} simulated minutes (goal <= 30); "
                   f"undetected in 6 h: {int(np.isinf(d).sum())}")
+            print(f"5. watch target and windows_to_alarm (false alarms in {a.days:g} days; "
+                  f"detection delay, simulated minutes, median / max over {a.replays} replays "
+                  f"with the change anywhere inside a window):")
+            for margin in (0.02, 0.025, 0.03):
+                for windows in (2, 3):
+                    rule_of = (round(float(per0.mean()) - margin, 3), windows)
+                    fa, _ = replay(per0, None, n_week, None, a, a.seed, rule_of)
+                    d = detection(per0, per1, change, per_s, a, rule_of)
+                    mark = " <- this run's rule" if rule_of == (a.watch_target,
+                                                                 a.windows_to_alarm) else ""
+                    print(f"  target lab - {margin:g} = {rule_of[0]:g}, {windows} windows: "
+                          f"false alarms {fa}, delay {np.median(d):.1f} / {d.max():.1f} "
+                          f"(undetected in 6 h: {int(np.isinf(d).sum())}){mark}")
         finally:
             live.close()
             import psycopg
