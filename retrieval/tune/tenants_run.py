@@ -38,7 +38,7 @@ from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
 from retrieval.indexes.base import IndexBackend, SupportsFilter
 from retrieval.indexes.entry import CheckedEntry, SearchConfig, apply_search
-from retrieval.indexes.filtered import strategy_call
+from retrieval.indexes.filtered import postfilter_depth, raise_ef_for, strategy_call
 from retrieval.runs import WORKLOAD_TENANTS, RunDir, typed_frame
 from retrieval.stats.metrics import latency_summary
 from retrieval.tune import tenants as tn
@@ -117,13 +117,17 @@ class Study:
             if engine:
                 index.attach_attributes(Attributes.from_columns({"tenant": self.ten.base}))
             info = index.build(self.ds.base)
-            call = strategy_call(index, "engine" if engine else "postfilter", self.k,
-                                 overfetch=self.cfg.overfetch, n=self.ds.n_base)
+            strategy = "engine" if engine else "postfilter"
+            depth = postfilter_depth(self.k, self.cfg.overfetch, self.ds.n_base)
+            call = strategy_call(index, strategy, self.k, overfetch=self.cfg.overfetch,
+                                 n=self.ds.n_base)
             filters = [RowFilter(Where(attr="tenant", eq=t), self.ten.base == t)
                        for t in range(self.ten.count)]
             out = []
             for cfg in configs:
                 apply_search(index, cfg)
+                if not engine:
+                    raise_ef_for(index, depth)  # an HNSW list below the depth cannot fill it
                 out.append(self._time(lambda t, q: call(q, filters[t]).ids[0]))
                 self._step(f"{checked.backend} shared {cfg.given}")
             return [Measured(m.rows, m.ms, info.memory_bytes) for m in out]
