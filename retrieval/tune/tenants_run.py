@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]
 #: the per-tenant table of the run directory (one row per layout point x tenant)
 TENANTS_FILE = "tenants.parquet"
+#: the tenant label of every base row, in the dataset's row order (.npy of strings)
+LABELS_FILE = "tenant_labels.npy"
 
 
 @dataclass
@@ -344,6 +346,8 @@ def _write_tables(run: RunDir, study: Study, points: list[dict[str, Any]],
                          "backend": p["backend"], "build": p["build"], "search": p["search"]},
                         q, rows[q], "all")
     ids.write(run)
+    # the tenant of every base row (the dataset's row order), to recompute recall outside rwb
+    np.save(run.file(LABELS_FILE), np.asarray(names, dtype=str)[study.ten.base])
     table = []
     for p in chosen:
         j = p["_judged"]
@@ -357,4 +361,4 @@ def _write_tables(run: RunDir, study: Study, points: list[dict[str, Any]],
         run.write_frame(TENANTS_FILE, typed_frame(table))
 
 
-__all__ = ["IDS_FILE", "TENANTS_FILE", "run_tenants_study"]
+__all__ = ["IDS_FILE", "LABELS_FILE", "TENANTS_FILE", "run_tenants_study"]
