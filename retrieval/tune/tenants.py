@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -61,12 +61,16 @@ class TenantsSpec(Params):
     #: synthetic: the size distribution (default zipf 1.1)
     sizes: ZipfSizes | None = None
     #: the layouts compared (default all three)
-    layouts: list[Layout] = Field(default_factory=lambda: list(LAYOUTS), min_length=1)
+    layouts: list[Layout] = Field(
+        default_factory=lambda: list(LAYOUTS), min_length=1)  # type: ignore[arg-type]
     #: tenants with fewer queries are judged pooled per size class
     min_queries: int = Field(10, ge=1)
     #: share of judged tenants that must meet the target for a layout to qualify
     meeting: float = Field(0.99, gt=0.0, le=1.0)
-    #: shared layout on a backend without in-engine filtering: post-filter depth = overfetch * k
+    #: how the shared layout filters: ``engine`` (the backend's own filtered search; a backend
+    #: without one post-filters) or ``postfilter`` (an unfiltered search, foreign ids dropped)
+    shared_filter: Literal["engine", "postfilter"] = "engine"
+    #: post-filter depth = overfetch * k (shared layout, when it post-filters)
     overfetch: int = Field(20, ge=1, le=10_000)
 
     @model_validator(mode="after")
@@ -256,7 +260,7 @@ def judge(per_query: np.ndarray, ten: Tenancy, min_queries: int,
 
 
 def crossover(sizes: np.ndarray, index_ms: Sequence[np.ndarray], flat_ms: Sequence[np.ndarray],
-              index_ok: np.ndarray) -> dict[str, object]:
+              index_ok: np.ndarray) -> dict[str, Any]:
     """The tenant size from which the per-tenant index beats flat search: per size class, the
     p95 (ms) of the index's and of flat's per-query latencies over the class's tenants; the
     crossover is the lower edge of the smallest class from which every larger class has index
@@ -266,20 +270,20 @@ def crossover(sizes: np.ndarray, index_ms: Sequence[np.ndarray], flat_ms: Sequen
     for t, s in enumerate(sizes):
         if index_ms[t].size:
             classes.setdefault(size_class(int(s)), []).append(t)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in sorted(classes):
         ts = classes[c]
         ip = float(np.percentile(np.concatenate([index_ms[t] for t in ts]), 95))
         fp = float(np.percentile(np.concatenate([flat_ms[t] for t in ts]), 95))
-        rows.append({"sizes": [2 ** c, 2 ** (c + 1) - 1], "tenants": len(ts),
+        rows.append({"class": c, "sizes": [2 ** c, 2 ** (c + 1) - 1], "tenants": len(ts),
                      "index_p95_ms": ip, "flat_p95_ms": fp,
                      "index_meets": bool(np.all(index_ok[ts])),
                      "index_wins": bool(ip < fp and np.all(index_ok[ts]))})
-    size = None
+    size: int | None = None
     for row in reversed(rows):
         if not row["index_wins"]:
             break
-        size = row["sizes"][0]
+        size = 2 ** int(row["class"])
     return {"size": size, "classes": rows,
             "rule": "smallest size class (powers of two) from which every larger class has the "
                     "per-tenant index's p95 below flat's and its tenants' bounds meeting the "

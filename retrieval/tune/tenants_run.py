@@ -86,6 +86,8 @@ class Study:
         self.truth_s = time.perf_counter() - t0
         self.flat = self._flat()
         self.n_built = 0
+        #: how the last shared layout filtered: engine | postfilter
+        self.shared_filter = ""
 
     def _bound(self, per_query: np.ndarray) -> float:
         return lower_bound(per_query, self.k, self.spec.tune.confidence, self.spec.seed)
@@ -115,8 +117,9 @@ class Study:
                configs: list[SearchConfig]) -> list[Measured]:
         index = self._new(checked, build, "shared")
         try:
-            engine = isinstance(index, SupportsFilter)
-            if engine:
+            engine = (self.cfg.shared_filter == "engine"
+                      and isinstance(index, SupportsFilter))
+            if engine and isinstance(index, SupportsFilter):
                 index.attach_attributes(Attributes.from_columns({"tenant": self.ten.base}))
             info = index.build(self.ds.base)
             strategy = "engine" if engine else "postfilter"
@@ -132,6 +135,7 @@ class Study:
                     raise_ef_for(index, depth)  # an HNSW list below the depth cannot fill it
                 out.append(self._time(lambda t, q: call(q, filters[t]).ids[0]))
                 self._step(f"{checked.backend} shared {cfg.given}")
+            self.shared_filter = strategy
             return [Measured(m.rows, m.ms, info.memory_bytes) for m in out]
         finally:
             index.close()
@@ -232,7 +236,8 @@ def run_entry(study: Study, checked: CheckedEntry, label: str) -> tuple[list[dic
         configs = checked.configs(build)
         if "shared" in layouts:
             for cfg, m in zip(configs, study.shared(checked, build, configs), strict=True):
-                points.append(study.point("shared", label, bd, cfg, m))
+                points.append({**study.point("shared", label, bd, cfg, m),
+                               "filter": study.shared_filter})
         if "per_tenant" in layouts or "flat_index" in layouts:
             per, nbytes = study.per_tenant(checked, build, configs)
             for cfg, m in zip(configs, per, strict=True):

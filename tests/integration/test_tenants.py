@@ -94,6 +94,7 @@ def test_hnswlib_layouts_match_brute_force(tmp_path: Path) -> None:
                              "search": {"ef_search": [10, 40]}},
                   {"count": 40, "sizes": {"zipf": 1.1}, "min_queries": 3})
     assert s["workload"] == "tenants"
+    assert next(p for p in s["layouts"] if p["layout"] == "shared")["filter"] == "engine"
     assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
     for p in s["layouts"]:
         for key in ("tenant_recall_p5", "tenants_meeting", "p95_ms", "bytes_per_vector"):
@@ -116,7 +117,7 @@ def test_label_files_with_string_labels(tmp_path: Path) -> None:
 
 def test_qdrant_edge_layouts_match_brute_force(tmp_path: Path) -> None:
     pytest.importorskip("qdrant_edge", reason="qdrant-edge is not installed")
-    s, run = _run(tmp_path, {"backend": "qdrant", "build": {"m": 8, "ef_construct": 40},
+    _, run = _run(tmp_path, {"backend": "qdrant", "build": {"m": 8, "ef_construct": 40},
                              "search": {"hnsw_ef": [10, 40]}},
                   {"count": 12, "sizes": {"zipf": 1.1}, "min_queries": 3})
     assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
@@ -125,8 +126,24 @@ def test_qdrant_edge_layouts_match_brute_force(tmp_path: Path) -> None:
 @pytest.mark.pgvector
 @pytest.mark.usefixtures("pg_url")
 def test_pgvector_layouts_match_brute_force(tmp_path: Path) -> None:
-    s, run = _run(tmp_path, {"backend": "pgvector",
+    _, run = _run(tmp_path, {"backend": "pgvector",
                              "build": {"m": 8, "ef_construction": 40},
                              "search": {"ef_search": 40, "iterative_scan": "relaxed_order"}},
                   {"count": 6, "sizes": {"zipf": 1.1}, "min_queries": 3})
     assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
+
+
+def test_answer_on_a_case_one_layout_must_win(tmp_path: Path) -> None:
+    """Post-filtering a shared graph only k deep (overfetch 1) over 40 tenants loses nearly
+    every neighbour of a small tenant; one index per tenant at a wide ef finds them: the
+    per-tenant layout must be the answer."""
+    s, run = _run(tmp_path, {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 64},
+                             "search": {"ef_search": 64}},
+                  {"count": 40, "sizes": {"zipf": 1.1}, "min_queries": 3, "overfetch": 1,
+                   "shared_filter": "postfilter", "layouts": ["shared", "per_tenant"]})
+    by = {p["layout"]: p for p in s["layouts"]}
+    assert by["shared"]["filter"] == "postfilter"
+    assert not by["shared"]["meets"] and by["per_tenant"]["meets"]
+    assert s["answer"]["by_p95"]["layout"] == "per_tenant"
+    assert s["answer"]["by_bytes"]["layout"] == "per_tenant"
+    assert _check_against_brute_force(run) == {"shared", "per_tenant"}
