@@ -46,6 +46,7 @@ JUDGE_RULE = (
 class ZipfSizes(Params):
     """Tenant sizes ~ rank^-zipf (1.1: a few large tenants, a long tail of small ones)."""
 
+    #: the Zipf exponent s: tenant of rank r holds ~ r^-s of the rows
     zipf: float = Field(gt=0.0, le=10.0)
 
 

@@ -28,7 +28,7 @@ def test_zipf_sizes_sum_to_n_and_fall_with_rank() -> None:
     assert int(sizes.sum()) == 10_000 and sizes.min() >= 1
     assert np.all(np.diff(sizes) <= 0)
     assert sizes[0] / sizes[9] == pytest.approx(10 ** 1.1, rel=0.05)
-    with pytest.raises(ConfigError, match="tenants.count"):
+    with pytest.raises(ConfigError, match=r"tenants\.count"):
         tn.zipf_sizes(10, 11, 1.1)
 
 
@@ -63,7 +63,7 @@ def test_label_files_checked(tmp_path: Path) -> None:
                   "query_labels": str(tmp_path / "q.npy")}).tenants
     with pytest.raises(DataError, match="one label per row"):
         tn.from_files(4, 2, spec, "<memory>")
-    with pytest.raises(DataError, match="tenants.query_labels.*'3'"):
+    with pytest.raises(DataError, match=r"tenants\.query_labels.*'3'"):
         tn.from_files(3, 2, spec, "<memory>")
     np.save(tmp_path / "q.npy", np.array([2, 1]))
     ten = tn.from_files(3, 2, spec, "<memory>")
