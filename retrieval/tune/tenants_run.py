@@ -3,7 +3,8 @@
 For each index entry and build config of the spec, on the same data and tenants
 (:mod:`retrieval.tune.tenants`):
 
-- ``shared``: one index over every row with the tenant as an integer attribute ``tenant``; each
+- ``shared``: one index over every row with the tenant as a label attribute ``tenant`` (marked
+  as the tenant: Qdrant's keyword index ``is_tenant``); each
   query searched with its tenant's filter: the backend's own filtered search where it has one
   (:class:`~retrieval.indexes.base.SupportsFilter`: pgvector's WHERE with the spec's
   ``iterative_scan`` / ``max_scan_tuples``, Qdrant's payload index, ...), else an unfiltered
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import VectorDataset
-from retrieval.filtering.attrs import Attributes
+from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.exact import prepared, subset_knn
 from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
@@ -120,14 +121,17 @@ class Study:
             engine = (self.cfg.shared_filter == "engine"
                       and isinstance(index, SupportsFilter))
             if engine and isinstance(index, SupportsFilter):
-                index.attach_attributes(Attributes.from_columns({"tenant": self.ten.base}))
+                names = np.asarray(self.ten.names, dtype=str)[self.ten.base]
+                column = LabelColumn.from_rows(names.tolist())
+                index.attach_attributes(Attributes(self.ds.n_base, {}, {"tenant": column},
+                                                   tenant="tenant"))
             info = index.build(self.ds.base)
             strategy = "engine" if engine else "postfilter"
             depth = postfilter_depth(self.k, self.cfg.overfetch, self.ds.n_base)
             call = strategy_call(index, strategy, self.k, overfetch=self.cfg.overfetch,
                                  n=self.ds.n_base)
-            filters = [RowFilter(Where(attr="tenant", eq=t), self.ten.base == t)
-                       for t in range(self.ten.count)]
+            filters = [RowFilter(Where(attr="tenant", eq=name), self.ten.base == t)
+                       for t, name in enumerate(self.ten.names)]
             out = []
             for cfg in configs:
                 apply_search(index, cfg)
