@@ -119,3 +119,37 @@ def test_answer_is_the_cheapest_layout_that_meets() -> None:
     assert ans["by_p95"]["layout"] == "per_tenant"  # 0.4 ms < 0.6 ms; shared never meets
     assert ans["by_bytes"]["layout"] == "flat_index"
     assert answer([p for p in chosen if not p["meets"]]) == {"by_p95": None, "by_bytes": None}
+
+
+def _spec_file(tmp_path: Path, tenants: dict[str, Any], target: bool = True) -> str:
+    import yaml
+
+    data: dict[str, Any] = {"name": "t", "dataset": {"kind": "synthetic", "n": 300, "dim": 8,
+                                                     "n_queries": 20},
+                            "indexes": [ENTRY], "tenants": tenants}
+    if target:
+        data["target_recall"] = 0.9
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("verb, tenants, target, message", [
+    ("sweep", {"labels": "base.npy", "query_labels": "q.npy"}, True,
+     "field 'tenants.labels': '"),
+    ("sweep", {"count": 5}, False, "target_recall' must be a recall target"),
+    ("sweep", {"count": 301}, True, "field 'tenants.count' must be <= the number of base"),
+    ("eval", {"count": 5}, True, "field 'tenants': a tenants study"),
+])
+def test_cli_bad_tenants_input_is_one_line_exit_2(tmp_path: Path, verb: str,
+                                                  tenants: dict[str, Any], target: bool,
+                                                  message: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from retrieval.cli import main
+
+    np.save(tmp_path / "base.npy", np.zeros(299, dtype=np.int64))  # one short
+    np.save(tmp_path / "q.npy", np.zeros(20, dtype=np.int64))
+    code = main([verb, _spec_file(tmp_path, tenants, target), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err, err
