@@ -74,7 +74,8 @@ def report(engine: str, s: dict[str, Any], elapsed: float) -> None:
         print(f"{p['layout']:<11} {knob:<28} {p['tenant_recall_p5']:>6.3f} "
               f"{p['tenant_recall_worst1pct']:>7.3f} {p['tenants_meeting']:>7.3f} "
               f"{p['p95_ms']:>8.3f} {p['p99_ms']:>8.3f} "
-              f"{(p['bytes_per_vector'] or float('nan')):>9.1f} {str(p.get('crossover', '-')):>9}")
+              f"{(p['bytes_per_vector'] or float('nan')):>9.1f} "
+              f"{'-' if p.get('crossover') is None else p['crossover']:>9}")
     cross = (s.get("crossover") or {}).get("size")
     print(f"flat/index crossover (tenant rows): {cross if cross is not None else 'none'}")
     for by, a in s["answer"].items():
