@@ -6,6 +6,7 @@ from typing import Any
 
 from retrieval.cli._common import fmt, print_table
 from retrieval.cli.printers import prints
+from retrieval.errors import ConfigError
 from retrieval.runs import WORKLOAD_TENANTS
 
 
@@ -35,3 +36,10 @@ def print_tenants(s: dict[str, Any], run_dir: str, as_json: bool = False) -> Non
     print(f"tenants with < {t['min_queries']} queries are judged pooled per size class "
           f"(powers of two); per-query ids: ids.parquet (layout, tenant, query, ids)")
     print(f"run: {run_dir}")
+
+
+@prints("pareto", WORKLOAD_TENANTS)
+def refuse_front(s: dict[str, Any], run: str, as_json: bool = False) -> None:
+    """One recall/latency front would mix layouts judged per tenant: refused."""
+    raise ConfigError(f"{run}: a tenants study judges each layout per tenant (no single "
+                      f"recall front); see its layouts and answer, or rwb report {run}")

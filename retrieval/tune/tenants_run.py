@@ -130,14 +130,23 @@ class Study:
             depth = postfilter_depth(self.k, self.cfg.overfetch, self.ds.n_base)
             call = strategy_call(index, strategy, self.k, overfetch=self.cfg.overfetch,
                                  n=self.ds.n_base)
-            filters = [RowFilter(Where(attr="tenant", eq=name), self.ten.base == t)
-                       for t, name in enumerate(self.ten.names)]
+            current: dict[int, RowFilter] = {}
+
+            def tenant_filter(t: int) -> RowFilter:
+                """The filter of tenant ``t``, made when its queries start (one mask of n_base
+                bools at a time, not one per tenant)."""
+                if t not in current:
+                    current.clear()
+                    current[t] = RowFilter(Where(attr="tenant", eq=self.ten.names[t]),
+                                           self.ten.base == t)
+                return current[t]
+
             out = []
             for cfg in configs:
                 apply_search(index, cfg)
                 if not engine:
                     raise_ef_for(index, depth)  # an HNSW list below the depth cannot fill it
-                out.append(self._time(lambda t, q: call(q, filters[t]).ids[0]))
+                out.append(self._time(lambda t, q: call(q, tenant_filter(t)).ids[0]))
                 self._step(f"{checked.backend} shared {cfg.given}")
             self.shared_filter = strategy
             return [Measured(m.rows, m.ms, info.memory_bytes) for m in out]

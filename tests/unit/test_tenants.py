@@ -153,3 +153,17 @@ def test_cli_bad_tenants_input_is_one_line_exit_2(tmp_path: Path, verb: str,
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_pareto_refuses_a_tenants_run(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from retrieval.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"kind": "sweep", "workload": "tenants",
+                                                  "layouts": []}))
+    assert main(["pareto", str(run)]) == 2
+    assert "judges each layout per tenant" in capsys.readouterr().err
