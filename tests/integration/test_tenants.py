@@ -147,3 +147,20 @@ def test_answer_on_a_case_one_layout_must_win(tmp_path: Path) -> None:
     assert s["answer"]["by_p95"]["layout"] == "per_tenant"
     assert s["answer"]["by_bytes"]["layout"] == "per_tenant"
     assert _check_against_brute_force(run) == {"shared", "per_tenant"}
+
+
+def test_faiss_hnsw_layouts_match_brute_force(tmp_path: Path) -> None:
+    _, run = _run(tmp_path, {"backend": "faiss-hnsw", "build": {"M": 8, "ef_construction": 40},
+                             "search": {"ef_search": 20}},
+                  {"count": 15, "sizes": {"zipf": 1.1}, "min_queries": 3})
+    assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
+
+
+@pytest.mark.redis
+def test_redis_layouts_match_brute_force(tmp_path: Path, redis_url: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    _, run = _run(tmp_path, {"backend": "redis", "build": {"M": 8, "EF_CONSTRUCTION": 32},
+                             "search": {"EF_RUNTIME": 20}},
+                  {"count": 6, "sizes": {"zipf": 1.1}, "min_queries": 3})
+    assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
