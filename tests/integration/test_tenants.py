@@ -164,3 +164,11 @@ def test_redis_layouts_match_brute_force(tmp_path: Path, redis_url: str,
                              "search": {"EF_RUNTIME": 20}},
                   {"count": 6, "sizes": {"zipf": 1.1}, "min_queries": 3})
     assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
+
+
+@pytest.mark.milvus
+def test_milvus_layouts_match_brute_force(tmp_path: Path) -> None:
+    _, run = _run(tmp_path, {"backend": "milvus", "build": {"index_type": "HNSW"},
+                             "search": {"ef": 20}},
+                  {"count": 4, "sizes": {"zipf": 1.1}, "min_queries": 3})
+    assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
