@@ -23,11 +23,14 @@ def print_tenants(s: dict[str, Any], run_dir: str, as_json: bool = False) -> Non
           f"{s['target_recall']} for {t['meeting']:.0%} of tenants")
     rows = [(p["layout"], p["label"], ",".join(f"{a}={fmt(v)}" for a, v in p["search"].items())
              or "-", _num(p.get("tenant_recall_p5")), _num(p.get("tenant_recall_worst1pct")),
-             _num(p.get("tenants_meeting")), "yes" if p.get("meets") else "no",
+             _num(p.get("tenants_meeting")),
+             _num((p.get("heldout") or {}).get("tenants_meeting")),
+             "yes" if p.get("meets") else "no",
              _num(p.get("p95_ms")), _num(p.get("bytes_per_vector"), 1),
              "-" if p.get("crossover") is None else str(p["crossover"]))
             for p in s["layouts"]]
-    print_table(rows, ["layout", "index", "knob", "P5 recall", "worst 1%", "meeting", "meets",
+    print_table(rows, ["layout", "index", "knob", "P5 recall", "worst 1%", "meeting",
+                       "held-out meeting", "meets",
                        "p95 ms", "bytes/vec", "crossover"])
     for by, a in (s.get("answer") or {}).items():
         print(f"cheapest {by.removeprefix('by_')}: " + ("none meets the target" if not a else

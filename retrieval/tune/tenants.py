@@ -36,10 +36,12 @@ LAYOUTS = ("shared", "per_tenant", "flat_index")
 Layout = Literal["shared", "per_tenant", "flat_index"]
 
 JUDGE_RULE = (
-    "a tenant with >= min_queries queries is judged by the lower confidence bound of its own "
-    "queries' recall; tenants with fewer are pooled per size class (powers of two) and each "
-    "judged by its class's pooled bound; tenants without queries are not judged; recall of a "
-    "query is hits / min(k, tenant size)"
+    "a tenant with >= min_queries tuning queries is judged by the lower confidence bound of its "
+    "own tuning queries' recall; tenants with fewer are pooled per size class (powers of two) "
+    "and each judged by its class's pooled bound; tenants without queries are not judged; the "
+    "held-out queries (tune.heldout_fraction of each tenant's) are judged the same way after the "
+    "knob is chosen; tenant recall (mean, P5, worst 1%) is over all of a tenant's queries; "
+    "recall of a query is hits / min(k, tenant size)"
 )
 
 
@@ -235,29 +237,47 @@ class Judged:
 
 
 def judge(per_query: np.ndarray, ten: Tenancy, min_queries: int,
-          bound: Callable[[np.ndarray], float]) -> Judged:
-    """Each tenant's mean recall and the lower bound it is judged by (module doc's rule);
+          bound: Callable[[np.ndarray], float], use: np.ndarray | None = None) -> Judged:
+    """Each tenant's mean recall (over all its queries) and the lower bound it is judged by
+    (module doc's rule) over its queries where ``use`` (bool over queries; None: all);
     ``bound(per_query_recalls) -> lower bound``."""
     sizes = ten.sizes()
     qrows = ten.query_rows()
+    judged_rows = qrows if use is None else [q[use[q]] for q in qrows]
     mean = np.full(ten.count, np.nan)
     lower = np.full(ten.count, np.nan)
     pooled = np.zeros(ten.count, dtype=bool)
     small: dict[int, list[int]] = {}
-    for t, qr in enumerate(qrows):
+    for t, qr in enumerate(judged_rows):
+        if qrows[t].size:
+            mean[t] = float(per_query[qrows[t]].mean())
         if not qr.size:
             continue
-        mean[t] = float(per_query[qr].mean())
         if qr.size >= min_queries:
             lower[t] = bound(per_query[qr])
         else:
             small.setdefault(size_class(int(sizes[t])), []).append(t)
     for members in small.values():
-        lb = bound(np.concatenate([per_query[qrows[t]] for t in members]))
+        lb = bound(np.concatenate([per_query[judged_rows[t]] for t in members]))
         lower[members] = lb
         pooled[members] = True
     return Judged(mean, lower, pooled)
 
+
+def tenant_split(ten: Tenancy, fraction: float, seed: int) -> np.ndarray:
+    """Held-out queries (bool over queries), split within each tenant: ``round(m * fraction)``
+    of a tenant's m queries (at least one when m >= 2 and the fraction is > 0; never all, so
+    every tenant with queries keeps one to be judged on), seeded."""
+    held = np.zeros(ten.queries.shape[0], dtype=bool)
+    if fraction <= 0:
+        return held
+    rng = np.random.default_rng(seed)
+    for qr in ten.query_rows():
+        m = int(qr.size)
+        n = min(m - 1, max(1, round(m * fraction))) if m >= 2 else 0
+        if n > 0:
+            held[rng.permutation(qr)[:n]] = True
+    return held
 
 
 def crossover(sizes: np.ndarray, index_ms: Sequence[np.ndarray], flat_ms: Sequence[np.ndarray],

@@ -86,6 +86,8 @@ class Study:
         self.truth = tn.tenant_truth(ds.base, ds.queries, ds.metric, self.ten, self.k)
         self.truth_s = time.perf_counter() - t0
         self.flat = self._flat()
+        #: held-out queries (bool over queries): split within each tenant
+        self.held = tn.tenant_split(self.ten, spec.tune.heldout_fraction, spec.seed)
         self.n_built = 0
         #: how the last shared layout filtered: engine | postfilter
         self.shared_filter = ""
@@ -218,7 +220,14 @@ class Study:
     def point(self, layout: str, label: str, build: dict[str, Any], cfg: SearchConfig,
               m: Measured) -> dict[str, Any]:
         per_query = tn.tenant_recall(m.rows, self.truth, self.k)
-        judged = tn.judge(per_query, self.ten, self.cfg.min_queries, self._bound)
+        judged = tn.judge(per_query, self.ten, self.cfg.min_queries, self._bound, ~self.held)
+        heldout = None
+        if self.held.any():
+            h = tn.judge(per_query, self.ten, self.cfg.min_queries, self._bound, self.held)
+            hs = h.stats(self.target)
+            heldout = {"tenants_judged": hs["tenants_judged"],
+                       "tenants_meeting": hs["tenants_meeting"],
+                       "queries": int(self.held.sum())}
         lat = latency_summary(m.ms)
         leaks = int(sum(np.isin(m.rows[q][m.rows[q] >= 0], self.rows[t], invert=True).sum()
                         for t, q in enumerate(self.qrows) if q.size))
@@ -230,7 +239,7 @@ class Study:
             "meets": bool(meeting is not None and meeting >= self.cfg.meeting - 1e-12),
             "p50_ms": lat["p50_ms"], "p95_ms": lat["p95_ms"], "p99_ms": lat["p99_ms"],
             "bytes_per_vector": None if m.index_bytes is None else m.index_bytes / self.ds.n_base,
-            "foreign_ids": leaks,
+            "foreign_ids": leaks, "heldout": heldout,
             "_judged": judged, "_measured": m,
         }
 
@@ -366,11 +375,13 @@ def _write_tables(run: RunDir, study: Study, points: list[dict[str, Any]],
     names = study.ten.names
     for p in points:
         rows = p["_measured"].rows
-        for t, q in enumerate(study.qrows):
-            if q.size:
-                ids.add({"layout": p["layout"], "tenant": names[t], "label": p["label"],
-                         "backend": p["backend"], "build": p["build"], "search": p["search"]},
-                        q, rows[q], "all")
+        for t, qrows in enumerate(study.qrows):
+            for query_set, q in (("tune", qrows[~study.held[qrows]]),
+                                 ("heldout", qrows[study.held[qrows]])):
+                if q.size:
+                    ids.add({"layout": p["layout"], "tenant": names[t], "label": p["label"],
+                             "backend": p["backend"], "build": p["build"],
+                             "search": p["search"]}, q, rows[q], query_set)
     ids.write(run)
     # the tenant of every base row (the dataset's row order), to recompute recall outside rwb
     np.save(run.file(LABELS_FILE), np.asarray(names, dtype=str)[study.ten.base])

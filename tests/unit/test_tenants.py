@@ -167,3 +167,16 @@ def test_pareto_refuses_a_tenants_run(tmp_path: Path,
                                                   "layouts": []}))
     assert main(["pareto", str(run)]) == 2
     assert "judges each layout per tenant" in capsys.readouterr().err
+
+
+def test_heldout_split_is_within_each_tenant() -> None:
+    ten = tn.Tenancy(np.repeat([0, 1, 2], [5, 5, 5]), np.repeat([0, 1, 2], [1, 2, 7]),
+                     ("a", "b", "c"), "test")
+    held = tn.tenant_split(ten, 0.5, seed=3)
+    per = [int(held[q].sum()) for q in ten.query_rows()]
+    assert per == [0, 1, 4]  # one query stays tuning; round(7 * 0.5) = 4 held out
+    assert not tn.tenant_split(ten, 0.0, seed=3).any()
+    per_query = np.where(held, 0.0, 1.0)
+    judged = tn.judge(per_query, ten, 1, lambda x: float(x.mean()), use=~held)
+    assert judged.lower.tolist() == [1.0, 1.0, 1.0]  # tuning queries only
+    assert judged.mean[2] == pytest.approx(3 / 7)  # recall over all of the tenant's queries
