@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError
 from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.exact import prepared, subset_knn
 from retrieval.filtering.rows import RowFilter
@@ -91,6 +92,9 @@ class Study:
         self.n_built = 0
         #: how the last shared layout filtered: engine | postfilter
         self.shared_filter = ""
+        #: tenants the last per_tenant layout searched exactly: <= k rows (small), or whose
+        #: index the backend refused for their size (refused)
+        self.exact_tenants = {"small": 0, "refused": 0}
 
     def _bound(self, per_query: np.ndarray) -> float:
         return lower_bound(per_query, self.k, self.spec.tune.confidence, self.spec.seed)
@@ -166,16 +170,20 @@ class Study:
         ms_out = [np.zeros(nq) for _ in configs]
         nbytes = self.sizes * self.ds.dim * 4
         raw = self.ds.queries
+        self.exact_tenants = {"small": 0, "refused": 0}
         for t, rows in enumerate(self.rows):
             qrows = self.qrows[t]
             if rows.size <= k:  # an index of <= k rows returns them all: searched exactly
-                for c in range(len(configs)):
-                    rows_out[c][qrows] = self.flat.rows[qrows]
-                    ms_out[c][qrows] = self.flat.ms[qrows]
+                self._exact(t, rows_out, ms_out, "small")
                 continue
             index = self._new(checked, build, f"t{t}")
             try:
-                mem = index.build(self.ds.base[rows]).memory_bytes
+                try:
+                    mem = index.build(self.ds.base[rows]).memory_bytes
+                except ConfigError as exc:  # params that do not fit the tenant (nlist > rows)
+                    log.info("tenant %s: %s; searched exactly", self.ten.names[t], exc)
+                    self._exact(t, rows_out, ms_out, "refused")
+                    continue
                 nbytes[t] = -1 if mem is None else mem
                 for c, cfg in enumerate(configs):
                     if not qrows.size:
@@ -195,6 +203,14 @@ class Study:
                 self._step(f"{checked.backend} per_tenant: tenant {t + 1} of {self.ten.count}")
         total = None if (nbytes < 0).any() else int(nbytes.sum())
         return [Measured(r, m, total) for r, m in zip(rows_out, ms_out, strict=True)], nbytes
+
+    def _exact(self, t: int, rows_out: list[np.ndarray], ms_out: list[np.ndarray],
+               why: str) -> None:
+        """Tenant ``t`` searched exactly in every config (the flat measurements)."""
+        q = self.qrows[t]
+        for r, m in zip(rows_out, ms_out, strict=True):
+            r[q], m[q] = self.flat.rows[q], self.flat.ms[q]
+        self.exact_tenants[why] += 1
 
     def _time(self, call: Callable[[int, np.ndarray], np.ndarray]) -> Measured:
         """Every query through ``call(tenant, query (1, dim))``, each timed alone (ms)."""
@@ -271,7 +287,8 @@ def run_entry(study: Study, checked: CheckedEntry, label: str) -> tuple[list[dic
         if "per_tenant" in layouts or "flat_index" in layouts:
             per, nbytes = study.per_tenant(checked, build, configs)
             for cfg, m in zip(configs, per, strict=True):
-                p = study.point("per_tenant", label, bd, cfg, m)
+                p = {**study.point("per_tenant", label, bd, cfg, m),
+                     "exact_tenants": dict(study.exact_tenants)}
                 if "per_tenant" in layouts:
                     points.append(p)
                 if "flat_index" not in layouts:

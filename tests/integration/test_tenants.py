@@ -172,3 +172,15 @@ def test_milvus_layouts_match_brute_force(tmp_path: Path) -> None:
                              "search": {"ef": 20}},
                   {"count": 4, "sizes": {"zipf": 1.1}, "min_queries": 3})
     assert _check_against_brute_force(run) == {"shared", "per_tenant", "flat_index"}
+
+
+def test_a_tenant_too_small_for_its_index_is_searched_exactly(tmp_path: Path) -> None:
+    """IVF with more lists than a tenant has rows cannot be built for it: that tenant is
+    searched exactly (counted), the others get their index."""
+    s, run = _run(tmp_path, {"backend": "faiss-ivf", "build": {"nlist": 64},
+                             "search": {"nprobe": 64}},
+                  {"count": 15, "sizes": {"zipf": 1.1}, "min_queries": 3,
+                   "layouts": ["per_tenant"]})
+    exact = s["layouts"][0]["exact_tenants"]
+    assert exact["refused"] > 0 and exact["refused"] + exact["small"] < 15
+    assert _check_against_brute_force(run) == {"per_tenant"}
