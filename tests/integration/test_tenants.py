@@ -100,6 +100,13 @@ def test_hnswlib_layouts_match_brute_force(tmp_path: Path) -> None:
         for key in ("tenant_recall_p5", "tenants_meeting", "p95_ms", "bytes_per_vector"):
             assert p[key] is not None
     assert "size" in s["crossover"]
+    # the report draws the per-tenant recall distribution and the layouts' tables
+    from retrieval.cli import main
+
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r_tenants.png").is_file()
+    html = (tmp_path / "r.html").read_text()
+    assert "Tenant layouts" in html and "Flat / index crossover" in html
 
 
 def test_label_files_with_string_labels(tmp_path: Path) -> None:
