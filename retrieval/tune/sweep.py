@@ -193,10 +193,10 @@ def run_sweep(
         raise ConfigError("--ray-address applies to --executor ray only")
     check_executor(executor, spec, in_memory=dataset is not None)
     cluster = Cluster(executor, ray_address)
-    if spec.scale is not None:  # a scale study: nested samples, one build at the full N
-        return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
         return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
+    if spec.scale is not None:  # a scale study: nested samples, one build at the full N
+        return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
         if strategy != "target":
             raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket "
@@ -237,6 +237,11 @@ def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
     if spec.target_recall is None:
         raise param_error("target_recall", "a recall target in (0, 1] for a spec with "
                           "'tenants'", None, where=spec.source)
+    for field, value in (("filters", spec.filters), ("scale", spec.scale)):
+        if value is not None:
+            raise ConfigError(f"{spec.source}: field 'tenants': a tenants study filters by "
+                              f"tenant itself and runs at the full N; drop '{field}' (or "
+                              f"'tenants')")
     if storage is not None or study is not None:
         raise ConfigError(f"{spec.source}: a spec with 'tenants' is studied without an Optuna "
                           f"study (not resumable): drop --storage / --study")

@@ -124,9 +124,13 @@ def test_answer_is_the_cheapest_layout_that_meets() -> None:
 def _spec_file(tmp_path: Path, tenants: dict[str, Any], target: bool = True) -> str:
     import yaml
 
+    tenants = dict(tenants)
+    scale = tenants.pop("_scale", False)
     data: dict[str, Any] = {"name": "t", "dataset": {"kind": "synthetic", "n": 300, "dim": 8,
                                                      "n_queries": 20},
                             "indexes": [ENTRY], "tenants": tenants}
+    if scale:
+        data["scale"] = {"fractions": [0.25, 0.5]}
     if target:
         data["target_recall"] = 0.9
     path = tmp_path / "spec.yaml"
@@ -140,6 +144,7 @@ def _spec_file(tmp_path: Path, tenants: dict[str, Any], target: bool = True) -> 
     ("sweep", {"count": 5}, False, "target_recall' must be a recall target"),
     ("sweep", {"count": 301}, True, "field 'tenants.count' must be <= the number of base"),
     ("eval", {"count": 5}, True, "field 'tenants': a tenants study"),
+    ("sweep", {"count": 5, "_scale": True}, True, "drop 'scale' (or 'tenants')"),
 ])
 def test_cli_bad_tenants_input_is_one_line_exit_2(tmp_path: Path, verb: str,
                                                   tenants: dict[str, Any], target: bool,
