@@ -94,14 +94,18 @@ class ParetoFront:
 
 def pareto_front(run: PathLike) -> ParetoFront:
     """The stored front of a sweep, or one computed from the rows of an eval run (``rwb
-    pareto RUN``). A filtered-search run is refused (one trade-off per selectivity bucket)."""
-    from retrieval.runs import WORKLOAD_FILTERED, RunDir, workload_kind
+    pareto RUN``). A filtered-search run is refused (one trade-off per selectivity bucket), so
+    is a tenants study (layouts judged per tenant)."""
+    from retrieval.runs import WORKLOAD_FILTERED, WORKLOAD_TENANTS, RunDir, workload_kind
     from retrieval.tune.pareto import pareto
 
     summary = RunDir.open(str(run)).read_json("summary.json")
     if workload_kind(summary) == WORKLOAD_FILTERED:
         raise ConfigError(f"{run}: a filtered-search run has one trade-off per selectivity "
                           f"bucket; see its rows, operating_points, or rwb report {run}")
+    if workload_kind(summary) == WORKLOAD_TENANTS:
+        raise ConfigError(f"{run}: a tenants study judges each layout per tenant (no single "
+                          f"recall front); see its layouts and answer, or rwb report {run}")
     points = (list(summary["pareto"]) if "pareto" in summary
               else pareto(summary.get("rows") or []))
     return ParetoFront(str(run), str(summary.get("run_id", run)), summary.get("k"),

@@ -10,7 +10,8 @@ runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 ``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``. Pipeline
 profiles (``retrieval.profile(...).summary``): ``profile_stages`` (stacked per-stage P50 / P95 /
 P99 bars, ``summary["stages"]``), ``profile_waterfall`` (``summary["remedies"]``). Churn runs
-(``retrieval.bench_churn(...).to_dict()``): ``churn_recall``.
+(``retrieval.bench_churn(...).to_dict()``): ``churn_recall``. Tenants studies (a spec with
+``tenants:``; the summary and the run's tenants.parquet): ``tenant_recall``.
 """
 
 from retrieval.reporting.ann import (
@@ -32,6 +33,7 @@ from retrieval.reporting.rag import (
     fanout_speedups,
     rerank_depth_curve,
 )
+from retrieval.reporting.tenants import recall_distribution as tenant_recall
 
 __all__ = [
     "build_costs",
@@ -50,4 +52,5 @@ __all__ = [
     "recall_vs_qps",
     "recall_vs_selectivity",
     "rerank_depth_curve",
+    "tenant_recall",
 ]

@@ -216,9 +216,11 @@ def sweep(
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
                               target_recall=target_recall, n_trials=n_trials, threads=threads,
                               build_threads=build_threads)
-    if trace and checked.scale is not None:
+    studied = ("scale" if checked.scale is not None else
+               "tenants" if checked.tenants is not None else None)
+    if trace and studied is not None:
         raise ConfigError(f"{checked.source}: --trace applies to sweeps with an Optuna study "
-                          f"(one span per trial); a spec with 'scale' has none")
+                          f"(one span per trial); a spec with '{studied}' has none")
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
                        progress=progress, force=force, executor=executor,
                        ray_address=ray_address)

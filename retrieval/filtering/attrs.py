@@ -71,11 +71,14 @@ class LabelColumn:
 
 @dataclass(frozen=True, eq=False)
 class Attributes:
-    """Attributes of ``n`` vectors: ``ints`` name -> int64 (n,); ``labels`` name -> LabelColumn."""
+    """Attributes of ``n`` vectors: ``ints`` name -> int64 (n,); ``labels`` name -> LabelColumn.
+    ``tenant``: the label attribute naming each vector's tenant, when one does (an engine that
+    indexes tenants apart marks it so: Qdrant's ``is_tenant`` keyword index)."""
 
     n: int
     ints: dict[str, np.ndarray] = field(default_factory=dict)
     labels: dict[str, LabelColumn] = field(default_factory=dict)
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         both = set(self.ints) & set(self.labels)
@@ -138,7 +141,7 @@ class Attributes:
         """The attributes of ``rows`` (in that order)."""
         rows = np.asarray(rows, dtype=np.int64)
         return Attributes(int(rows.shape[0]), {k: v[rows] for k, v in self.ints.items()},
-                          {k: v.take(rows) for k, v in self.labels.items()})
+                          {k: v.take(rows) for k, v in self.labels.items()}, self.tenant)
 
     @cached_property
     def fingerprint(self) -> str:

@@ -237,7 +237,8 @@ def check_executor(executor: str, spec: SweepSpec, in_memory: bool) -> None:
                           f"task per build config); strategy 'optuna' proposes builds as it "
                           f"goes: run plain workers on one --storage instead "
                           f"(docs/distributed.md)")
-    for field, value in (("filters", spec.filters), ("scale", spec.scale)):
+    for field, value in (("filters", spec.filters), ("scale", spec.scale),
+                         ("tenants", spec.tenants)):
         if value is not None:
             raise ConfigError(f"{spec.source}: --executor ray does not run a spec with "
                               f"'{field}' yet; drop --executor ray (or run plain workers)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import VectorDataset, footprint
+from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator, Measurement
 from retrieval.indexes.entry import SearchConfig
 from retrieval.indexes.knobs import knob_columns
@@ -142,6 +143,10 @@ def run_eval(
 ) -> EvalResult:
     """Evaluate every build x search config of ``spec``; write and return the run directory.
     A non-empty ``out`` is refused unless ``force``; manifest.json records the run's status."""
+    if spec.tenants is not None:
+        raise ConfigError(f"{spec.source}: field 'tenants': a tenants study compares layouts "
+                          f"per tenant and runs under rwb sweep (with target_recall); "
+                          f"rwb eval measures one shared index: drop 'tenants' for it")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)

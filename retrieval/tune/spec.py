@@ -23,6 +23,7 @@ from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
+from retrieval.tune.tenants import TenantsSpec
 
 
 class SpecModel(BaseModel):
@@ -90,6 +91,8 @@ class SweepSpec(SpecModel):
     filters: FilterSpec | None = None
     #: a scale study (retrieval.tune.scale): tune on nested samples, predict the knob at full N
     scale: ScaleSpec | None = None
+    #: a tenants study (retrieval.tune.tenants): layouts compared per tenant
+    tenants: TenantsSpec | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -99,7 +102,7 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale"):
+        for key in ("filters", "scale", "tenants"):
             if out.get(key, 0) is None:
                 out.pop(key)
         return out

@@ -194,6 +194,8 @@ def run_sweep(
         raise ConfigError("--ray-address applies to --executor ray only")
     check_executor(executor, spec, in_memory=dataset is not None)
     cluster = Cluster(executor, ray_address)
+    if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
+        return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
@@ -226,6 +228,29 @@ def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
         ds = dataset or load_vectors(spec)
         summary = run_scale_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
     return SweepResult(run, summary, len(summary["builds"]), int(summary["evaluations"]))
+
+
+def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
+                   study: str | None, dataset: VectorDataset | None, progress: Progress | None,
+                   force: bool, started: float) -> SweepResult:
+    from retrieval.tune.tenants_run import run_tenants_study
+
+    if spec.target_recall is None:
+        raise param_error("target_recall", "a recall target in (0, 1] for a spec with "
+                          "'tenants'", None, where=spec.source)
+    for field, value in (("filters", spec.filters), ("scale", spec.scale)):
+        if value is not None:
+            raise ConfigError(f"{spec.source}: field 'tenants': a tenants study filters by "
+                              f"tenant itself and runs at the full N; drop '{field}' (or "
+                              f"'tenants')")
+    if storage is not None or study is not None:
+        raise ConfigError(f"{spec.source}: a spec with 'tenants' is studied without an Optuna "
+                          f"study (not resumable): drop --storage / --study")
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        ds = dataset or load_vectors(spec)
+        summary = run_tenants_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
+    return SweepResult(run, summary, len(summary["layouts"]), int(summary["evaluations"]))
 
 
 def _sweep_into(

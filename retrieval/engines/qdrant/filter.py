@@ -38,15 +38,18 @@ def field_name(attr: str) -> str:
 
 
 def create_payload_indexes(shard: Any, attrs: Attributes) -> None:
-    """An integer (lookup + range) or keyword payload index per attribute, on ``shard``."""
+    """An integer (lookup + range) or keyword payload index per attribute, on ``shard``; the
+    tenant attribute's keyword index is marked ``is_tenant`` (Qdrant stores each tenant's points
+    together)."""
     import qdrant_edge as q
 
     for name in attrs.ints:
         shard.update(q.UpdateOperation.create_field_index(
             field_name(name), q.IntegerIndexParams(lookup=True, range=True)))
     for name in attrs.labels:
-        shard.update(q.UpdateOperation.create_field_index(field_name(name),
-                                                          q.KeywordIndexParams()))
+        params = (q.KeywordIndexParams(is_tenant=True) if name == attrs.tenant
+                  else q.KeywordIndexParams())
+        shard.update(q.UpdateOperation.create_field_index(field_name(name), params))
 
 
 def payloads(attrs: Attributes, start: int, stop: int) -> list[dict[str, Any]]:
