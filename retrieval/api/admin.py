@@ -100,12 +100,14 @@ def pareto_front(run: PathLike) -> ParetoFront:
     from retrieval.tune.pareto import pareto
 
     summary = RunDir.open(str(run)).read_json("summary.json")
-    if workload_kind(summary) == WORKLOAD_FILTERED:
-        raise ConfigError(f"{run}: a filtered-search run has one trade-off per selectivity "
-                          f"bucket; see its rows, operating_points, or rwb report {run}")
-    if workload_kind(summary) == WORKLOAD_TENANTS:
-        raise ConfigError(f"{run}: a tenants study judges each layout per tenant (no single "
-                          f"recall front); see its layouts and answer, or rwb report {run}")
+    why_not = {  # the workload shapes that have no single recall front, and where to look
+        WORKLOAD_FILTERED: "a filtered-search run has one trade-off per selectivity bucket; "
+                           "see its rows, operating_points",
+        WORKLOAD_TENANTS: "a tenants study judges each layout per tenant (no single recall "
+                          "front); see its layouts and answer",
+    }.get(workload_kind(summary))
+    if why_not is not None:
+        raise ConfigError(f"{run}: {why_not}, or rwb report {run}")
     points = (list(summary["pareto"]) if "pareto" in summary
               else pareto(summary.get("rows") or []))
     return ParetoFront(str(run), str(summary.get("run_id", run)), summary.get("k"),
