@@ -24,6 +24,7 @@ from retrieval.reporting.ann import (
 from retrieval.reporting.churn import recall_over_steps as churn_recall
 from retrieval.reporting.filtered import p95_vs_selectivity, recall_vs_selectivity
 from retrieval.reporting.knob import recall_vs_knob
+from retrieval.reporting.live import recall_by_knob as live_recall
 from retrieval.reporting.points import config_label
 from retrieval.reporting.profile import stages_figure as profile_stages
 from retrieval.reporting.profile import waterfall_figure as profile_waterfall
@@ -42,6 +43,7 @@ __all__ = [
     "config_label",
     "embed_batch_sweep",
     "fanout_speedups",
+    "live_recall",
     "p95_vs_selectivity",
     "param_surface",
     "per_query_recall",
