@@ -58,7 +58,8 @@ def test_rwb_services_start_redis_answers_then_stops(tmp_path: Path, capsys) -> 
 
 @pytest.mark.redis
 @pytest.mark.skipif(not rs.binaries_available(), reason="redis binaries not installed")
-def test_the_api_starts_what_the_module_entry_point_stops(tmp_path: Path, capsys) -> None:
+def test_the_api_starts_what_the_module_entry_point_stops(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("RWB_PG_URL", raising=False)  # only the server started here
     d = tmp_path / "r"
     info = service_start("redis", d)
     try:
