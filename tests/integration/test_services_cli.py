@@ -113,6 +113,31 @@ def test_rwb_services_start_pgvector_answers_then_stops(tmp_path: Path, capsys) 
     assert pg_server.main(["status", "--dir", str(d)]) == 1
 
 
+@pytest.mark.milvus
+def test_rwb_services_start_milvus_answers_then_stops(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("milvus_lite")
+    from pymilvus import MilvusClient
+
+    d = tmp_path / "milvus"
+    assert main(["services", "start", "milvus", "--dir", str(d)]) == 0
+    line = _line(capsys)
+    env, uri = line.split("=", 1)
+    assert env == "RWB_MILVUS_URI" and uri.startswith("http://127.0.0.1:")
+    pid = json.loads((d / "milvus.json").read_text())["pid"]
+    try:
+        client = MilvusClient(uri=uri, timeout=10)
+        try:
+            assert client.list_collections() == []  # a real server answered
+        finally:
+            client.close()
+        assert subprocess.run([sys.executable, "-m", "retrieval.services.milvus_server",
+                               "status", "--dir", str(d)], capture_output=True, text=True,
+                              check=False).stdout.strip() == line
+    finally:
+        assert main(["services", "stop", "milvus", "--dir", str(d)]) == 0
+    assert _line(capsys) == "stopped" and not pid_alive(pid, name="milvus_lite")
+
+
 def test_an_unknown_service_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["services", "start", "qdrant", "--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
