@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
              "killed rwb runs left there",
         description=(
             "'rwb services start NAME --dir DIR' starts an engine's local server on loopback "
-            "(redis, pgvector, milvus) and prints ENV=URL; 'stop' and 'status' find it through DIR. "
+            "(redis, pgvector, milvus) and prints ENV=URL; 'stop' and 'status' find it through "
+            "DIR. "
             "rwb marks every PostgreSQL table and Redis index (vector index or semantic cache) "
             "it creates, and drops them when its run ends. A run that was killed leaves them: "
             "'rwb services cleanup' lists rwb-marked objects on the PostgreSQL at $RWB_PG_URL "
