@@ -21,9 +21,10 @@ def apply_overrides(spec: Any, *, source: str | None = None, **options: Any) -> 
     ``max_queries``, ``sample_queries``. Cache: ``max_false_hit``, ``confidence``, ``bound``.
     Fan-out bench: ``backend``, ``server``, ``servers``, ``queries``, ``rounds``. Load bench:
     ``p99_ms``, ``target_recall``, ``duration`` (s), ``client``. Churn bench:
-    ``target_recall``, ``queries``.
+    ``target_recall``, ``queries``. Embed bench config: any of its fields.
     ``source`` names the spec in messages (default: the spec's own ``source``, else
     ``<memory>``)."""
+    from retrieval.bench.embed.spec import EmbedBenchConfig
     from retrieval.bench.fanout.spec import FanoutSpec
     from retrieval.bench.load.spec import LoadSpec
     from retrieval.cache.spec import CacheTuneSpec
@@ -34,7 +35,7 @@ def apply_overrides(spec: Any, *, source: str | None = None, **options: Any) -> 
 
     rules: dict[type, Any] = {SweepSpec: _index, StudySpec: _study, RerankSweepSpec: _rerank,
                               CacheTuneSpec: _cache, FanoutSpec: _fanout, LoadSpec: _load,
-                              ChurnSpec: _churn}
+                              ChurnSpec: _churn, EmbedBenchConfig: _embed}
     for model, rule in rules.items():
         if isinstance(spec, model):
             where = source or str(getattr(spec, "source", "<memory>"))
@@ -146,6 +147,17 @@ def _churn(spec: Any, where: str, *, target_recall: float | None = None,
 
     return with_overrides(spec, target_recall=target_recall, queries=queries,
                           check=validate_churn_spec)
+
+
+def _embed(spec: Any, where: str, **fields: Any) -> Any:
+    from retrieval.bench.embed.spec import EmbedBenchConfig
+    from retrieval.specfile import load_model
+
+    given = {k: v for k, v in fields.items() if v is not None}
+    if not given:
+        return spec
+    return load_model({**spec.model_dump(exclude_unset=True), **given}, EmbedBenchConfig,
+                      source=where, what="an embed bench config")
 
 
 __all__ = ["apply_overrides"]

@@ -313,22 +313,27 @@ def bench_embed(config: Any = None, *, out: PathLike | None = None,
     """``rwb bench embed``: embedding throughput one text per call vs batches. ``config`` is a
     YAML path, a mapping, an ``EmbedBenchConfig`` or None (defaults); ``overrides`` are its
     fields (``collection=``, ``sample=``, ``batch_sizes=``, ...)."""
+    from retrieval.api.overrides import apply_overrides
     from retrieval.bench.embed.run import run_embed_bench, write_embed_run
     from retrieval.bench.embed.spec import EmbedBenchConfig, load_embed_config
     from retrieval.bench.summary import EmbedBenchSummary
     from retrieval.runs import check_out_dir
     from retrieval.specfile import load_model
 
+    given = any(v is not None for v in overrides.values())
     if config is None or isinstance(config, str | Path):
-        cfg = load_embed_config(config, **overrides)
+        cfg = load_embed_config(config)
+        where = "bench embed" if config is None else (
+            str(config) + (" (with command-line overrides)" if given else ""))
     elif isinstance(config, EmbedBenchConfig | Mapping):
         data = config.model_dump() if isinstance(config, EmbedBenchConfig) else dict(config)
-        cfg = load_model({**data, **{k: v for k, v in overrides.items() if v is not None}},
-                         EmbedBenchConfig, source="<embed bench config>",
+        cfg = load_model(data, EmbedBenchConfig, source="<embed bench config>",
                          what="an embed bench config")
+        where = "<embed bench config>"
     else:
         raise ConfigError(f"embed bench config: expected a YAML path, a mapping or an "
                           f"EmbedBenchConfig; received {type(config).__name__}")
+    cfg = apply_overrides(cfg, source=where, **overrides)
     check_out_dir(out, force=force)  # before minutes of measuring
     result = run_embed_bench(cfg, progress=progress)
     run = write_embed_run(result, out, force=force)

@@ -1,7 +1,7 @@
 """``rwb services``: the servers rwb runs against.
 
 - ``rwb services start NAME --dir DIR [--port P]`` starts an engine's local server (``redis``:
-  Redis 8 with search, ``pgvector``: PostgreSQL + pgvector, both from PyPI wheels) and prints
+  Redis 8 with search, ``pgvector``: PostgreSQL + pgvector, ``milvus``: Milvus Lite) and prints
   ``ENV=URL``, as ``python -m retrieval.services.<x>_server start`` does; ``stop`` and
   ``status`` find it again through ``DIR``.
 - ``rwb services cleanup`` lists, and with ``--yes`` removes, what killed rwb runs left on the
@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
              "killed rwb runs left there",
         description=(
             "'rwb services start NAME --dir DIR' starts an engine's local server on loopback "
-            "(redis, pgvector) and prints ENV=URL; 'stop' and 'status' find it through DIR. "
+            "(redis, pgvector, milvus) and prints ENV=URL; 'stop' and 'status' find it through "
+            "DIR. "
             "rwb marks every PostgreSQL table and Redis index (vector index or semantic cache) "
             "it creates, and drops them when its run ends. A run that was killed leaves them: "
             "'rwb services cleanup' lists rwb-marked objects on the PostgreSQL at $RWB_PG_URL "
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          ("status", "print ENV=URL of the server recorded in --dir (exit 1 "
                                     "when none runs)")):
         a = verbs.add_parser(action, help=text)
-        a.add_argument("name", metavar="NAME", help="the engine (redis, pgvector)")
+        a.add_argument("name", metavar="NAME", help="the engine (redis, pgvector, milvus)")
         a.add_argument("--dir", required=True, help="folder for the server's data, pid, log "
                        "and state files")
         if action == "start":

@@ -92,7 +92,9 @@ def log_tail(path: Path, lines: int = 3) -> str:
 
 def clear_stale_pidfile(pidfile: Path, *, name: str | None = None) -> bool:
     """Remove ``pidfile`` when the pid on its first line no longer runs (a server that was
-    killed left it; a live one's is never touched). True when it was removed."""
+    killed left it; a live one's is never touched). True when it was removed. Not for a server
+    that judges its own lock file (PostgreSQL's ``postmaster.pid`` also guards its shared
+    memory)."""
     try:
         pid = int(pidfile.read_text().split()[0])
     except FileNotFoundError:
@@ -132,9 +134,10 @@ class ServerProcess:
     def shutdown(self, timeout_s: float) -> None:
         """The server's own clean stop (may leave it running: :meth:`stop` escalates)."""
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """:meth:`shutdown`, then SIGTERM / SIGKILL of our own pid if it lingers; forget it."""
-        if self.is_alive():
+    def stop(self, timeout_s: float = 5.0, *, clean: bool = True) -> None:
+        """:meth:`shutdown` (unless ``clean`` is False), then SIGTERM / SIGKILL of our own pid
+        if it lingers; forget it."""
+        if clean and self.is_alive():
             self.shutdown(timeout_s)
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None and self.is_alive():

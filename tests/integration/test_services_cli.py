@@ -58,7 +58,8 @@ def test_rwb_services_start_redis_answers_then_stops(tmp_path: Path, capsys) -> 
 
 @pytest.mark.redis
 @pytest.mark.skipif(not rs.binaries_available(), reason="redis binaries not installed")
-def test_the_api_starts_what_the_module_entry_point_stops(tmp_path: Path, capsys) -> None:
+def test_the_api_starts_what_the_module_entry_point_stops(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("RWB_PG_URL", raising=False)  # only the server started here
     d = tmp_path / "r"
     info = service_start("redis", d)
     try:
@@ -110,6 +111,31 @@ def test_rwb_services_start_pgvector_answers_then_stops(tmp_path: Path, capsys) 
         assert main(["services", "stop", "pgvector", "--dir", str(d)]) == 0
     assert _line(capsys) == "stopped"
     assert pg_server.main(["status", "--dir", str(d)]) == 1
+
+
+@pytest.mark.milvus
+def test_rwb_services_start_milvus_answers_then_stops(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("milvus_lite")
+    from pymilvus import MilvusClient
+
+    d = tmp_path / "milvus"
+    assert main(["services", "start", "milvus", "--dir", str(d)]) == 0
+    line = _line(capsys)
+    env, uri = line.split("=", 1)
+    assert env == "RWB_MILVUS_URI" and uri.startswith("http://127.0.0.1:")
+    pid = json.loads((d / "milvus.json").read_text())["pid"]
+    try:
+        client = MilvusClient(uri=uri, timeout=10)
+        try:
+            assert client.list_collections() == []  # a real server answered
+        finally:
+            client.close()
+        assert subprocess.run([sys.executable, "-m", "retrieval.services.milvus_server",
+                               "status", "--dir", str(d)], capture_output=True, text=True,
+                              check=False).stdout.strip() == line
+    finally:
+        assert main(["services", "stop", "milvus", "--dir", str(d)]) == 0
+    assert _line(capsys) == "stopped" and not pid_alive(pid, name="milvus_lite")
 
 
 def test_an_unknown_service_is_one_line(tmp_path: Path, capsys) -> None:

@@ -85,8 +85,9 @@ def test_cleanup_without_a_server_names_the_engines_variables(monkeypatch) -> No
 
 
 def test_engines_declare_their_services_and_leftovers() -> None:
-    assert set(services()) == {"pgvector", "redis"} == set(api.service_names())
-    assert {s.module for s in services().values()} == {"pg_server", "redis_server"}
+    assert set(services()) == {"milvus", "pgvector", "redis"} == set(api.service_names())
+    assert {s.module for s in services().values()} == {"milvus_server", "pg_server",
+                                                       "redis_server"}
     assert {h.label for h in leftover_hooks().values()} == {"PostgreSQL", "Redis"}
     with_cases = {n for n, d in all_engines().items() if d.conformance}
     assert {"faiss", "hnswlib", "lancedb"} <= with_cases

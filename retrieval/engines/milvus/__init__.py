@@ -5,7 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrieval.engines.milvus import export, index, live  # noqa: F401  (registers the backend)
-from retrieval.engines.milvus.server import milvus_lite_server
+from retrieval.engines.milvus.server import SERVICE, milvus_lite_server
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 
@@ -26,6 +26,7 @@ ENGINE = register_engine(EngineDescriptor(
     filter_form="search(..., filter='<boolean expression on scalar fields>')",
     server="retrieval.engines.milvus.server",
     local_server=milvus_lite_server,
+    service=SERVICE,
     takes_auto=True,
     attach=live.attach,
     summary="Milvus Lite embedded, or a Milvus server by URI",

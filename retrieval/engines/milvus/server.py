@@ -8,6 +8,10 @@ closes the database and releases its lock; SIGKILL only if it does not stop in t
 The in-process alternative (what ``MilvusClient("x.db")`` does) runs the same gRPC server in
 threads of the calling process; a separate process takes its search compute off the client's
 GIL. The fan-out benchmark compares the two.
+
+``start_milvus`` / ``stop_milvus`` (and ``rwb services start milvus --dir DIR``, ``python -m
+retrieval.services.milvus_server start --dir DIR``) run the same server detached, found again
+through ``DIR/milvus.json``; it prints ``RWB_MILVUS_URI=http://127.0.0.1:P``.
 """
 
 from __future__ import annotations
@@ -21,10 +25,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from retrieval.engines.milvus.common import URI_ENV
 from retrieval.errors import BackendError, param_error
+from retrieval.indexes.servers import (
+    HOST,
+    LocalService,
+    ServerProcess,
+    running,
+    service_main,
+    start_local,
+    stop_local,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,4 +173,100 @@ def milvus_lite_server(
             log_path.unlink()
 
 
-__all__ = ["free_port", "milvus_lite_server"]
+STATE_FILE = "milvus.json"
+
+
+@dataclass(frozen=True)
+class MilvusLiteServer(ServerProcess):
+    """A Milvus Lite server process started by :func:`start_milvus` (detached: it outlives the
+    command that started it), data in ``dir/data``, output in ``dir/milvus.log``."""
+
+    STATE_FILE: ClassVar[str] = STATE_FILE
+    PROCESS_NAME: ClassVar[str | None] = "milvus_lite"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def logfile(self) -> Path:
+        return self.dir / "milvus.log"
+
+    def shutdown(self, timeout_s: float) -> None:
+        """SIGINT: Milvus Lite closes its database and releases its lock."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGINT)
+
+
+def _launch_detached(dir: Path, port: int, timeout_s: float) -> MilvusLiteServer:
+    data = dir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data),
+           "--host", HOST, "--port", str(port)]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    with (dir / "milvus.log").open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    return MilvusLiteServer(port=port, dir=dir, pid=proc.pid)
+
+
+def _ready_detached(srv: MilvusLiteServer, timeout_s: float) -> dict[str, object]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not srv.is_alive():
+            raise BackendError(f"milvus-lite server at {srv.url} exited during start-up; last "
+                               f"output: {_tail(srv.logfile) or '(none)'}")
+        if _port_open(srv.host, srv.port) and _answers(srv.url, timeout_s=2.0):
+            return {}
+        time.sleep(0.1)
+    raise BackendError(f"milvus-lite server at {srv.url} did not answer within {timeout_s:g} s; "
+                       f"last output: {_tail(srv.logfile) or '(none)'}")
+
+
+def _probe(srv: MilvusLiteServer, timeout_s: float) -> None:
+    if not _answers(srv.url, timeout_s=timeout_s):
+        raise BackendError(f"milvus-lite server at {srv.url} does not answer")
+
+
+def start_milvus(dir: Path | str | None = None, port: int | None = None, *,
+                 timeout_s: float = 60.0) -> MilvusLiteServer:
+    """Start (or reuse, if ``dir`` already holds a live one) a detached Milvus Lite server on
+    loopback, its data in ``dir/data``; ``port=None`` picks a free one; ``timeout_s`` in
+    seconds. For one run, :func:`milvus_lite_server` (a context manager) is the lighter way."""
+    try:
+        import milvus_lite  # noqa: F401
+    except ImportError:
+        raise BackendError("no Milvus Lite: install the 'milvus' extra "
+                           "(pip install 'retrieval-workbench[milvus]')") from None
+    return start_local(MilvusLiteServer, dir, port, timeout_s=timeout_s, prefix="rwb-milvus-",
+                       launch=_launch_detached, ready=_ready_detached, probe=_probe)
+
+
+def stop_milvus(dir: Path | str, *, timeout_s: float = 10.0) -> bool:
+    """Stop the server recorded in ``dir``; False if none was running."""
+    return stop_local(MilvusLiteServer, dir, timeout_s=timeout_s)
+
+
+def running_milvus(dir: Path | str) -> MilvusLiteServer | None:
+    """The server recorded in ``dir`` if it is alive and answering, else None."""
+    return running(MilvusLiteServer, dir, _probe, 5.0)
+
+
+SERVICE = LocalService(
+    module="milvus_server", env=URI_ENV, start=start_milvus, stop=lambda dir: stop_milvus(dir),
+    running=running_milvus, timeout_s=60.0,
+    description="Start/stop a loopback Milvus Lite server (milvus-lite's gRPC server).",
+    dir_help="folder for the database, log and state files")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``start``/``stop``/``status`` for scripts (this entry point prints)."""
+    return service_main(argv, SERVICE)
+
+
+__all__ = ["SERVICE", "MilvusLiteServer", "free_port", "main", "milvus_lite_server",
+           "running_milvus", "start_milvus", "stop_milvus"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

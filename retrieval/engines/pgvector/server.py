@@ -34,7 +34,6 @@ from retrieval.indexes.servers import (
     HOST,
     LocalService,
     ServerProcess,
-    clear_stale_pidfile,
     free_port,
     log_tail,
     pid_alive,
@@ -123,7 +122,7 @@ class PgServer(ServerProcess):
         checkpoint; the next start recovers). Used by fault tests."""
         if self.is_alive():
             self._pg_ctl("immediate", 10.0)
-        self.stop(timeout_s=5.0)
+        self.stop(timeout_s=10.0, clean=False)
 
     def _pg_ctl(self, mode: str, timeout_s: float) -> None:
         _wheel()
@@ -193,7 +192,8 @@ def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
 
     data = dir / "data"
     wsrv = _init_data(data)
-    clear_stale_pidfile(data / "postmaster.pid", name="postgres")  # left by a killed server
+    # postmaster.pid of a killed server is PostgreSQL's own to judge (it also checks that no
+    # process of the old server still holds its shared memory): never removed here
     logfile = dir / "postgres.log"
     if not logfile.exists():
         logfile.touch()
