@@ -23,6 +23,7 @@ from retrieval.params import Params, RunName
 from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
+from retrieval.tune.topology import TopologySpec
 
 
 class SpecModel(BaseModel):
@@ -90,6 +91,10 @@ class SweepSpec(SpecModel):
     filters: FilterSpec | None = None
     #: a scale study (retrieval.tune.scale): tune on nested samples, predict the knob at full N
     scale: ScaleSpec | None = None
+    #: a topology study (retrieval.tune.topology): the same data as N segments, top-k merged
+    topology: TopologySpec | None = None
+    #: a cold run (retrieval.tune.cold): index file pages dropped before the first queries
+    cold: bool = False
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -99,9 +104,11 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale"):
+        for key in ("filters", "scale", "topology"):
             if out.get(key, 0) is None:
                 out.pop(key)
+        if out.get("cold") is False:
+            out.pop("cold")
         return out
 
 
