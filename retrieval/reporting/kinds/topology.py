@@ -40,7 +40,9 @@ def recall_vs_segments(summary: Mapping[str, Any]) -> Figure:
             ax_r.plot(s, [r["recall_lower"] for r in ok], color=color, ls="--", lw=1)
             ax_r.plot(s, [r["recall_p5"] for r in ok], color=color, ls=":", lw=1)
             ax_k.plot(s, [r["knob"] for r in ok], marker=marker, color=color, label=name)
-            ax_k.plot(s, [r.get("rule_knob") for r in ok], color=color, ls="--", lw=1)
+            ruled = [(r["segments"], r["rule_knob"]) for r in ok if r.get("rule_knob") is not None]
+            if ruled:
+                ax_k.plot(*zip(*ruled, strict=True), color=color, ls="--", lw=1)
     for ax in (ax_r, ax_k):
         ax.set_xscale("log", base=2)
     draw_target(ax_r, summary.get("target_recall"), "target (recall lower bound)")
