@@ -99,3 +99,19 @@ def test_cold_refuses_a_backend_without_files():
             "indexes": [{"backend": "hnswlib", "build": {"M": 8}, "search": {"ef_search": 10}}]},
             source="cold.yaml"))
     assert "indexes[0].backend" in str(e.value) and "hnswlib" in str(e.value)
+
+
+def test_cli_prints_the_cold_table_and_report_draws_the_curve(tmp_path, capsys):
+    from retrieval.cli import main
+
+    path = tmp_path / "cold.yaml"
+    path.write_text("name: cold\ndataset: synthetic-small\nk: 10\ntarget_recall: 0.8\n"
+                    "warmup: 0\ncold: true\nindex_build: {cache: false}\nindexes:\n"
+                    "  - backend: faiss-ivf\n    build: {nlist: 16}\n    search: {nprobe: 1}\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "run"), "--json"]) == 0
+    import json
+
+    s = json.loads(capsys.readouterr().out)
+    assert {"cold_p99_ms", "warm_p99_ms", "queries_to_warm"} <= set(s["cold"][0])
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "report_cold.png").is_file()

@@ -133,3 +133,19 @@ def test_segment_rule_and_warning():
     assert fit_segment_rule(1000, [1, 4], [None, None]) is None
     assert compare_segments([1, 4], 4, "x") is None
     assert "has 7 segments" in (compare_segments([1, 4], 7, "x") or "")
+
+
+def test_cli_prints_the_topology_table_and_report_draws_it(tmp_path, capsys):
+    from retrieval.cli import main
+
+    path = tmp_path / "topo.yaml"
+    path.write_text("name: topo\ndataset: synthetic-small\nk: 10\ntarget_recall: 0.9\n"
+                    "warmup: 0\nindex_build: {cache: false}\nindexes:\n"
+                    "  - backend: faiss-hnsw\n    build: {M: 8, ef_construction: 40}\n"
+                    "topology: {segments: [1, 4]}\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "topology study" in out and "merge Δrecall" in out
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "report_topology.png").is_file()
+    assert "Recall vs segment count" in (tmp_path / "run" / "report.html").read_text()
