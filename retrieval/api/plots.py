@@ -10,7 +10,9 @@ runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 ``filters:``; their summaries): ``recall_vs_selectivity``, ``p95_vs_selectivity``. Pipeline
 profiles (``retrieval.profile(...).summary``): ``profile_stages`` (stacked per-stage P50 / P95 /
 P99 bars, ``summary["stages"]``), ``profile_waterfall`` (``summary["remedies"]``). Churn runs
-(``retrieval.bench_churn(...).to_dict()``): ``churn_recall``.
+(``retrieval.bench_churn(...).to_dict()``): ``churn_recall``. Topology studies and cold runs (a
+spec with ``topology:`` / ``cold: true``; their summaries): ``recall_vs_segments``,
+``cold_curve``.
 """
 
 from retrieval.reporting.ann import (
@@ -32,11 +34,13 @@ from retrieval.reporting.rag import (
     fanout_speedups,
     rerank_depth_curve,
 )
+from retrieval.reporting.topology import cold_curve, recall_vs_segments
 
 __all__ = [
     "build_costs",
     "cache_curve",
     "churn_recall",
+    "cold_curve",
     "config_label",
     "embed_batch_sweep",
     "fanout_speedups",
@@ -48,6 +52,7 @@ __all__ = [
     "recall_vs_knob",
     "recall_vs_latency",
     "recall_vs_qps",
+    "recall_vs_segments",
     "recall_vs_selectivity",
     "rerank_depth_curve",
 ]
