@@ -1,16 +1,14 @@
 """Cold caches: cold vs warm p99 and queries-to-warm for file-backed indexes (issue 31).
 
 Data: clustered Gaussian vectors N x 96 (default 1,000,000; ``--n`` to shrink), 1,000 queries,
-l2. Indexes: Faiss IVF-Flat and Faiss HNSW served from their files (``IO_FLAG_MMAP``), LanceDB
-IVF_PQ (when the extra 'lancedb' is installed): ``rwb sweep`` with ``cold: true`` and a target
+l2. Indexes: Faiss IVF-Flat and Faiss HNSW served from their files (``IO_FLAG_MMAP``), Qdrant's
+engine with on-disk vectors and HNSW (extra 'qdrant'), LanceDB IVF_PQ (extra 'lancedb'): ``rwb sweep`` with ``cold: true`` and a target
 recall@10 of 0.9 (so the RAM budgets 25 / 50 / 100% are measured too). The page drop is
 posix_fadvise(DONTNEED) on the index files (the output names the method).
 
 Printed, never asserted: per index the knob, cold p99 (first 32 queries after the drop), warm
 p99, the ratio, queries to warm (1.2x of warm p99 over a window of 32), and per budget the cold
 and warm p99; with the CPU model and the load average (the machine should be otherwise idle).
-
-Not measured: Qdrant on-disk vectors / HNSW (not wired into cold runs yet).
 
 Usage: python benchmarks/cold.py [--n 1000000] [--queries 1000]
 """
@@ -53,6 +51,9 @@ def entries(n: int) -> list[dict[str, Any]]:
         {"backend": "faiss-hnsw", "build": {"M": 16, "ef_construction": 100},
          "search": {"ef_search": 10}},
     ]
+    if importlib.util.find_spec("qdrant_edge") is not None:
+        out.append({"backend": "qdrant", "build": {"m": 16, "ef_construct": 100, "on_disk": True},
+                    "search": {"hnsw_ef": 10}})
     if importlib.util.find_spec("lancedb") is not None:
         out.append({"backend": "lancedb-ivfpq",
                     "build": {"num_partitions": max(2, min(256, n // 256)),

@@ -69,7 +69,10 @@ BUDGET_METHOD = ("fadvise-window: before each window of queries the pages of eac
 
 @runtime_checkable
 class SupportsColdOpen(Protocol):
-    """A backend whose saved index can serve from its files (so their pages can be dropped)."""
+    """A backend whose built index can be saved and opened again serving from its files (so
+    their pages can be dropped)."""
+
+    def save_cold(self, folder: Path) -> None: ...
 
     def open_cold(self, folder: Path, n: int) -> list[Path]: ...
 
@@ -192,7 +195,7 @@ def check_cold_spec(spec: SweepSpec) -> None:
         if not issubclass(get_backend(e.backend), SupportsColdOpen):
             raise ConfigError(f"{spec.source}: field 'indexes[{i}].backend': a spec with "
                               f"'cold: true' needs a backend that serves from its files "
-                              f"(faiss-hnsw, faiss-ivf, lancedb-*); received {e.backend}")
+                              f"(faiss-hnsw, faiss-ivf, lancedb-*, qdrant); received {e.backend}")
     if spec.filters is not None or spec.scale is not None:
         raise ConfigError(f"{spec.source}: a spec with 'cold: true' cannot have 'filters' or "
                           f"'scale' (one workload dimension at a time)")
@@ -271,7 +274,8 @@ class ColdRun:
                 configs = self.knob_configs(i, label, idx, bp)
                 snap = self.work / f"{label}-{b}"
                 snap.mkdir(parents=True, exist_ok=False)
-                idx.save_snapshot(snap)  # type: ignore[attr-defined]  # SupportsColdOpen ones
+                assert isinstance(idx, SupportsColdOpen)
+                idx.save_cold(snap)
             finally:
                 idx.close()
             for search in configs:

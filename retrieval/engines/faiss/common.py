@@ -171,6 +171,10 @@ class MappedOpen:
 
     _mmap: bool = False
 
+    def save_cold(self, folder: Path) -> None:
+        """Write the built index into ``folder`` (its snapshot)."""
+        self.save_snapshot(folder)  # type: ignore[attr-defined]  # SnapshotIndex's
+
     def open_cold(self, folder: Path, n: int) -> list[Path]:
         """Become the index saved in ``folder`` (``n`` vectors), served from its file through
         mmap; returns the files it serves from."""

@@ -410,6 +410,10 @@ class LanceIndex(SnapshotIndex):
                 "source": "LanceDB index files of the table (_indices, read into its index "
                           "cache by queries); disk: data + index files"}
 
+    def save_cold(self, folder: Path) -> None:
+        """Copy the table into ``folder`` (its snapshot)."""
+        self.save_snapshot(folder)
+
     def open_cold(self, folder: Path, n: int) -> list[Path]:
         """Become the index saved in ``folder`` (a fresh copy in a folder of rwb's, opened by a
         fresh connection: nothing in LanceDB's in-process caches yet); returns the copy's files
