@@ -3,8 +3,9 @@
 Data: clustered Gaussian vectors N x 96 (default 1,000,000; ``--n`` to shrink), 1,000 queries,
 l2. Indexes: Faiss IVF-Flat and Faiss HNSW served from their files (``IO_FLAG_MMAP``), Qdrant's
 engine with on-disk vectors and HNSW (extra 'qdrant'), LanceDB IVF_PQ (extra 'lancedb'):
-``rwb sweep`` with ``cold: true`` and a target recall@10 of 0.9 (so the RAM budgets 25 / 50 / 100% are measured too). The page drop is
-posix_fadvise(DONTNEED) on the index files (the output names the method).
+``rwb sweep`` with ``cold: true`` and a target recall@10 of 0.9 (so the RAM budgets 25 / 50 /
+100% are measured too). The page drop is posix_fadvise(DONTNEED) on the index files (the output
+names the method).
 
 Printed, never asserted: per index the knob, cold p99 (first 32 queries after the drop), warm
 p99, the ratio, queries to warm (1.2x of warm p99 over a window of 32), and per budget the cold
