@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import VectorDataset
-from retrieval.errors import ConfigError
+from retrieval.errors import BackendError, ConfigError
 from retrieval.groundtruth.exact import ground_truth
 from retrieval.indexes.registry import create_index
 from retrieval.phases import report
@@ -127,7 +127,19 @@ class TopologyStudy:
     def measure(self, backend: str, bp: Any, label: str, build: dict[str, Any], knob: str,
                 fixed: dict[str, Any], segments: int, low: int, high: int) -> dict[str, Any]:
         conf, seed = self.spec.tune.confidence, self.spec.seed
-        seg = self.segmented(backend, bp, segments)
+        row: dict[str, Any] = {
+            "label": label, "backend": backend, "build": build, "segments": segments,
+            "segment_size": self.ds.n_base // segments, "knob_name": knob, "knob": None,
+            "range": [low, high], "evaluations": 0, "build_s": None, "tuning_recall": None,
+            "recall": None, "recall_p5": None, "recall_lower": None,
+            "p50_ms": None, "p95_ms": None, "p99_ms": None,
+        }
+        try:
+            seg = self.segmented(backend, bp, segments)
+        except (ConfigError, BackendError) as exc:  # e.g. nlist > a segment's vectors
+            row["message"] = f"{label} at {segments} segments: not built ({exc})"
+            log.warning("%s", row["message"])
+            return row
         try:
             probes: dict[int, tuple[float, float]] = {}
 
@@ -142,14 +154,7 @@ class TopologyStudy:
                 return probes[v][1] >= self.target - EPS
 
             found = tgt.solve(low, high, meets)
-            row: dict[str, Any] = {
-                "label": label, "backend": backend, "build": build, "segments": segments,
-                "segment_size": self.ds.n_base // segments, "knob_name": knob,
-                "knob": found.value, "range": [low, high], "evaluations": found.evaluations,
-                "build_s": seg.build_s, "tuning_recall": None, "recall": None,
-                "recall_p5": None, "recall_lower": None,
-                "p50_ms": None, "p95_ms": None, "p99_ms": None,
-            }
+            row.update(knob=found.value, evaluations=found.evaluations, build_s=seg.build_s)
             if found.value is None:
                 row["message"] = (f"{label} at {segments} segments: the top of the {knob} range "
                                   f"({high}) misses recall@{self.k} {self.target:g}")

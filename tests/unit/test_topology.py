@@ -149,3 +149,16 @@ def test_cli_prints_the_topology_table_and_report_draws_it(tmp_path, capsys):
     assert main(["report", str(tmp_path / "run")]) == 0
     assert (tmp_path / "run" / "report_topology.png").is_file()
     assert "Recall vs segment count" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_topology_whose_segments_cannot_be_built_is_said_and_the_others_run(tmp_path):
+    s = parse_spec({
+        "name": "topo-ivf", "dataset": "synthetic-small", "k": K, "target_recall": 0.9,
+        "warmup": 0, "index_build": {"threads": 1, "cache": False},
+        "indexes": [{"backend": "faiss-ivf", "build": {"nlist": 64}, "search": {"nprobe": 1}}],
+        "topology": {"segments": [1, 64], "maintain": False},
+    }, source="topo.yaml")
+    rows = run_sweep(s, tmp_path / "run", dataset=blobs(2000, 60)).summary["topology"]
+    one, many = rows
+    assert one["knob"] is not None and "message" not in one
+    assert many["knob"] is None and "nlist" in many["message"] and "64 segments" in many["message"]
