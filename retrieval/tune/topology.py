@@ -16,6 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,12 +88,17 @@ def merge_topk(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int
 
 class SegmentedIndex:
     """N independent indexes of one backend over a split of the base, searched with the same
-    search params each, their top-k merged. ``factory()`` makes one unbuilt index."""
+    search params each, their top-k merged. ``factory()`` makes one unbuilt index; ``workers``
+    > 1 searches the segments in parallel threads (the libraries release the GIL), 1 one after
+    another."""
 
-    def __init__(self, factory: Callable[[], VectorIndex], rows: Sequence[np.ndarray]) -> None:
+    def __init__(self, factory: Callable[[], VectorIndex], rows: Sequence[np.ndarray],
+                 workers: int = 1) -> None:
         self.rows = [np.asarray(r, dtype=np.int64) for r in rows]
         self.parts = [factory() for _ in self.rows]
         self.build_s = 0.0
+        self._pool = (ThreadPoolExecutor(workers, thread_name_prefix="rwb-segment")
+                      if workers > 1 and len(self.parts) > 1 else None)
 
     @property
     def segments(self) -> int:
@@ -112,19 +118,26 @@ class SegmentedIndex:
 
     def search_segments(self, queries: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each segment's own top-``min(k, its size)``, ids mapped to base positions."""
-        out = []
-        for idx, rows in zip(self.parts, self.rows, strict=True):
-            res = idx.search(queries, min(k, rows.size))
+
+        def one(j: int) -> tuple[np.ndarray, np.ndarray]:
+            rows = self.rows[j]
+            res = self.parts[j].search(queries, min(k, rows.size))
             local = np.asarray(res.ids, dtype=np.int64)
             glob = np.where(local >= 0, rows[np.clip(local, 0, rows.size - 1)], -1)
-            out.append((glob, np.asarray(res.distances)))
-        return out
+            return glob, np.asarray(res.distances)
+
+        if self._pool is not None:
+            return list(self._pool.map(one, range(len(self.parts))))
+        return [one(j) for j in range(len(self.parts))]
 
     def search(self, queries: np.ndarray, k: int) -> SearchResult:
         ids, dist = merge_topk(self.search_segments(queries, k), k)
         return SearchResult(ids, dist)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         for idx in self.parts:
             idx.close()
 

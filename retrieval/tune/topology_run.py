@@ -97,10 +97,11 @@ class TopologyStudy:
 
     def segmented(self, backend: str, build: Any, segments: int) -> SegmentedIndex:
         ds, spec = self.ds, self.spec
+        per_segment = 1 if segments > 1 else spec.threads  # threads go to the segments
         seg = SegmentedIndex(
             lambda: create_index(backend, ds.dim, ds.metric, build, seed=spec.seed,
-                                 threads=spec.threads),
-            split_rows(ds.n_base, segments, spec.seed))
+                                 threads=per_segment),
+            split_rows(ds.n_base, segments, spec.seed), workers=spec.threads)
         seg.build(ds.base)
         return seg
 

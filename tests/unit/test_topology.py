@@ -162,3 +162,17 @@ def test_a_topology_whose_segments_cannot_be_built_is_said_and_the_others_run(tm
     one, many = rows
     assert one["knob"] is not None and "message" not in one
     assert many["knob"] is None and "nlist" in many["message"] and "64 segments" in many["message"]
+
+
+def test_parallel_segment_search_merges_the_same_top_k():
+    ds = blobs(1500, 40)
+    rows = split_rows(ds.n_base, 6, seed=0)
+    got = []
+    for workers in (1, 2):
+        seg = SegmentedIndex(lambda: create_index("faiss-hnsw", ds.dim, "l2", {"M": 8},
+                                                  seed=0, threads=1), rows, workers=workers)
+        seg.build(ds.base)
+        seg.set_search_params(ef_search=16)
+        got.append(seg.search(ds.queries, K).ids)
+        seg.close()
+    assert np.array_equal(got[0], got[1])
