@@ -68,7 +68,7 @@ def test_a_cold_file_backed_index_is_slower_first_than_warm(tmp_path):
     assert cold.max() > np.median(warm), (cold, np.median(warm))
 
 
-def spec(**extra):
+def cold_spec(**extra):
     return parse_spec({
         "name": "cold", "dataset": "synthetic-small", "k": 10, "warmup": 0,
         "index_build": {"threads": 1, "cache": False}, "cold": True,
@@ -81,7 +81,7 @@ def test_cold_run_summary_keys(tmp_path):
     ds = VectorDataset.from_arrays(rng.normal(size=(2000, 16)).astype(np.float32),
                                    rng.normal(size=(80, 16)).astype(np.float32), "l2",
                                    name="cold-gauss")
-    s = run_sweep(spec(target_recall=0.8), tmp_path / "run", dataset=ds).summary
+    s = run_sweep(cold_spec(target_recall=0.8), tmp_path / "run", dataset=ds).summary
     assert s["workload"] == "cold"
     (row,) = s["cold"]
     for key in ("cold_p99_ms", "warm_p99_ms", "queries_to_warm", "drop_method"):

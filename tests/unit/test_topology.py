@@ -89,7 +89,7 @@ def test_segmented_hnswlib_recall_equals_a_numpy_merge_of_its_segment_results(se
     assert 0.3 < rwb_recall.mean() < 0.999  # an approximate index, not a brute force
 
 
-def spec(**topology):
+def topology_spec(**topology):
     return parse_spec({
         "name": "topo", "dataset": "synthetic-small", "k": K, "target_recall": 0.95,
         "warmup": 0, "index_build": {"threads": 1, "cache": False},
@@ -100,7 +100,7 @@ def spec(**topology):
 
 
 def test_topology_study_summary_has_the_interface_keys(tmp_path):
-    res = run_sweep(spec(segments=[1, 4, 16], collection_segments=8), tmp_path / "run",
+    res = run_sweep(topology_spec(segments=[1, 4, 16], collection_segments=8), tmp_path / "run",
                     dataset=blobs(2000, 100))
     s = res.summary
     assert s["workload"] == "topology"
@@ -119,10 +119,10 @@ def test_topology_study_summary_has_the_interface_keys(tmp_path):
 
 def test_topology_spec_refuses_bad_counts_in_one_line():
     with pytest.raises(ConfigError) as e:
-        spec(segments=[0, 4])
+        topology_spec(segments=[0, 4])
     assert "topology.segments" in str(e.value) and "received 0" in str(e.value)
     with pytest.raises(ConfigError):
-        spec(segments=[4], shards=2)
+        topology_spec(segments=[4], shards=2)
 
 
 def test_segment_rule_and_warning():
