@@ -168,9 +168,10 @@ def sweep(
     checked = apply_overrides(_index_spec(spec, dataset), strategy=strategy,
                               target_recall=target_recall, n_trials=n_trials, threads=threads,
                               build_threads=build_threads)
-    if trace and checked.scale is not None:
+    if trace and (checked.scale is not None or checked.topology is not None or checked.cold):
         raise ConfigError(f"{checked.source}: --trace applies to sweeps with an Optuna study "
-                          f"(one span per trial); a spec with 'scale' has none")
+                          f"(one span per trial); a spec with 'scale', 'topology' or 'cold' "
+                          f"has none")
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
                        progress=progress, force=force, executor=executor,
                        ray_address=ray_address)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import VectorDataset, footprint
+from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator, Measurement
 from retrieval.indexes.entry import SearchConfig
 from retrieval.indexes.knobs import knob_columns
@@ -142,6 +143,10 @@ def run_eval(
 ) -> EvalResult:
     """Evaluate every build x search config of ``spec``; write and return the run directory.
     A non-empty ``out`` is refused unless ``force``; manifest.json records the run's status."""
+    if spec.topology is not None or spec.cold:  # measured by their own studies
+        what = "topology" if spec.topology is not None else "cold: true"
+        raise ConfigError(f"{spec.source}: a spec with '{what}' is measured by rwb sweep (a "
+                          f"target search per topology / cold run), not rwb eval")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)

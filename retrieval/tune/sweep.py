@@ -194,6 +194,9 @@ def run_sweep(
     check_executor(executor, spec, in_memory=dataset is not None)
     cluster = Cluster(executor, ray_address)
     if spec.topology is not None or spec.cold:  # topology / cold workloads (issue 31)
+        if executor != "local":
+            raise ConfigError(f"{spec.source}: a spec with 'topology' or 'cold: true' runs in "
+                              f"this process (--executor local); received {executor}")
         return _study_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)

@@ -176,3 +176,14 @@ def test_parallel_segment_search_merges_the_same_top_k():
         got.append(seg.search(ds.queries, K).ids)
         seg.close()
     assert np.array_equal(got[0], got[1])
+
+
+def test_eval_and_ray_refuse_a_topology_spec_in_one_line(tmp_path):
+    from retrieval.tune.runner import run_eval
+
+    with pytest.raises(ConfigError) as e:
+        run_eval(topology_spec(segments=[1, 4]), tmp_path / "eval")
+    assert "measured by rwb sweep" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        run_sweep(topology_spec(segments=[1, 4]), tmp_path / "ray", executor="ray")
+    assert "--executor local" in str(e.value)
