@@ -50,23 +50,35 @@ def recall_vs_segments(summary: Mapping[str, Any]) -> Figure:
 
 
 def cold_curve(summary: Mapping[str, Any]) -> Figure:
-    """p99 (ms) per index: cold (first window after the drop), warm, and per RAM budget."""
-    fig, (ax,) = new_figure(1, width=6.4, height=4.6)
+    """Left: the rolling p99 (ms, windows of 32 queries) from the page drop on, per index, with
+    its warm p99 (dotted) and the queries until warm (vertical); right: the first window's p99
+    (cold) and the warm p99 per RAM budget."""
+    fig, (ax, ax_b) = new_figure(2, width=6.4, height=4.6)
     rows = summary.get("cold") or []
-    names = [f"{r['label']} {r.get('search')}" for r in rows]
+    names = [f"{r['label']} {params_text(r.get('search') or {})}" for r in rows]
     colors = Colors(names)
     for name, r in zip(names, rows, strict=True):
-        pts = [(b["budget"], b["cold_p99_ms"]) for b in r.get("budgets") or []]
         color = colors.color(name)
-        ax.plot([0], [r["cold_p99_ms"]], marker="o", color=color, ls="", label=f"{name} cold")
+        curve = r.get("p99_curve") or []
+        if curve:
+            ax.plot(*zip(*curve, strict=True), color=color, label=name)
         ax.axhline(r["warm_p99_ms"], color=color, ls=":", lw=1)
+        if r.get("queries_to_warm") is not None:
+            ax.axvline(r["queries_to_warm"], color=color, ls="--", lw=0.8)
+        pts = [(b["budget"], b["cold_p99_ms"], b["warm_p99_ms"]) for b in r.get("budgets") or []]
         if pts:
-            ax.plot(*zip(*pts, strict=True), marker=colors.marker(name), color=color)
-    ax.set_yscale("log")
-    finish(ax, title="cold-to-warm p99", xlabel="RAM budget (share of index bytes; 0: cold)",
-           ylabel="p99 ms (first window)", legend_loc="below")
-    note(fig, "dotted: warm p99; circles: p99 of the first window after the page drop; line: "
-              "the same per RAM budget")
+            x, cold, warm = zip(*pts, strict=True)
+            ax_b.plot(x, cold, marker=colors.marker(name), color=color, label=f"{name} cold")
+            ax_b.plot(x, warm, marker=colors.marker(name), color=color, ls=":", mfc="white")
+    for a in (ax, ax_b):
+        a.set_yscale("log")
+    finish(ax, title="cold-to-warm p99", xlabel="queries searched since the page drop",
+           ylabel="rolling p99 ms (32 queries)", legend_loc="below")
+    finish(ax_b, title="p99 per RAM budget", xlabel="RAM budget (share of the index bytes)",
+           ylabel="p99 ms", legend_loc="below")
+    note(fig, "left: dotted, the warm p99; dashed, queries to warm (p99 within 1.2x of warm). "
+              "right: solid, the first window after the drop; dotted, warm (fadvise-window "
+              "approximation of a RAM budget)")
     return fig
 
 

@@ -12,7 +12,9 @@ Definitions (latencies in ms, single-query):
 - ``warm_p99_ms``: p99 of the last pass (the pages resident by then);
 - ``queries_to_warm``: the number of queries searched before the first window of
   ``COLD_WINDOW`` consecutive queries whose p99 is within ``WARM_FACTOR`` (1.2x) of
-  ``warm_p99_ms`` (0: warm from the first query; None: never within the run).
+  ``warm_p99_ms`` (0: warm from the first query; None: never within the run);
+- ``p99_curve``: that rolling p99 over the whole run (cold pass, then the warm passes), as
+  ``[queries searched before the window, p99 ms]`` pairs (at most 200).
 
 RAM budgets (25 / 50 / 100% of the index files' bytes): cgroup v2 ``memory.max`` is used nowhere
 here (not available on every machine, and it would limit the whole process); the approximation
@@ -58,6 +60,7 @@ COLD_WINDOW = 32
 WARM_FACTOR = 1.2
 WARM_PASSES = 2
 BUDGETS = (0.25, 0.5, 1.0)
+CURVE_POINTS = 200
 DEFINITIONS = (f"cold_p99_ms: p99 of the first {COLD_WINDOW} queries after the drop; "
                f"warm_p99_ms: p99 of the last of {WARM_PASSES} further passes; queries_to_warm: "
                f"queries searched before the first window of {COLD_WINDOW} consecutive queries "
@@ -156,12 +159,22 @@ def queries_to_warm(lat_ms: np.ndarray, warm_p99: float, window: int = COLD_WIND
     return None
 
 
+def p99_curve(lat_ms: np.ndarray, window: int = COLD_WINDOW, points: int = CURVE_POINTS
+              ) -> list[list[float]]:
+    """The rolling p99 (ms) over ``window`` consecutive queries, as ``[queries searched
+    before the window, p99]`` pairs (at most ``points`` windows, evenly spaced)."""
+    starts = range(0, max(lat_ms.size - window + 1, 0))
+    step = max(1, len(starts) // points)
+    return [[int(i), float(np.percentile(lat_ms[i:i + window], 99))] for i in starts[::step]]
+
+
 def cold_profile(cold: np.ndarray, warm: np.ndarray, window: int = COLD_WINDOW) -> dict[str, Any]:
     """``cold_p99_ms``, ``warm_p99_ms``, ``queries_to_warm`` of a cold pass followed by warm
     passes (``cold``: every query after the drop, in order; ``warm``: the last pass)."""
     warm_p99 = float(np.percentile(warm, 99))
     seq = np.concatenate([cold, warm])
     return {
+        "p99_curve": p99_curve(seq, window),
         "cold_p99_ms": float(np.percentile(cold[:window], 99)),
         "warm_p99_ms": warm_p99,
         "queries_to_warm": queries_to_warm(seq, warm_p99, window),

@@ -29,6 +29,8 @@ def test_queries_to_warm_is_the_start_of_the_first_warm_window():
     prof = cold_profile(np.array([9.0, 8, 1, 1]), np.array([1.0, 1, 1, 1]), window=2)
     assert prof["cold_p99_ms"] == pytest.approx(np.percentile([9.0, 8.0], 99))
     assert prof["warm_p99_ms"] == 1.0 and prof["queries_to_warm"] == 2
+    assert prof["p99_curve"][0] == [0, pytest.approx(np.percentile([9.0, 8.0], 99))]
+    assert [i for i, _ in prof["p99_curve"]] == list(range(7))  # 8 queries, windows of 2
 
 
 def test_a_cold_file_backed_index_is_slower_first_than_warm(tmp_path):
