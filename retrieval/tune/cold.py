@@ -30,6 +30,7 @@ import ctypes.util
 import logging
 import mmap
 import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -274,6 +275,24 @@ class ColdRun:
         finally:
             idx.close()
 
+    def measure_config(self, label: str, backend: str, build: dict[str, Any], bp: Any,
+                       snap: Path, search: dict[str, Any]) -> dict[str, Any]:
+        """One search config: cold and warm, then (with a target) per RAM budget."""
+        row: dict[str, Any] = {"label": label, "backend": backend, "build": build,
+                               "search": search}
+        row.update(self.measure(backend, bp, snap, search, None))
+        if self.spec.target_recall is not None:
+            row["budgets"] = [
+                {"budget": f, "budget_bytes": int(f * row["index_file_bytes"]),
+                 **{key: m[key] for key in ("cold_p99_ms", "warm_p99_ms", "queries_to_warm",
+                                            "recall_lower")}}
+                for f in BUDGETS for m in [self.measure(backend, bp, snap, search, f)]]
+        if self.progress:
+            self.progress(self.evaluations, 0, f"{label} {search}: cold p99 "
+                                               f"{row['cold_p99_ms']:.2f} ms, warm p99 "
+                                               f"{row['warm_p99_ms']:.2f} ms")
+        return row
+
     def run_entry(self, i: int, label: str) -> list[dict[str, Any]]:
         checked = checked_entries(self.spec)[i]
         ds, spec = self.ds, self.spec
@@ -291,22 +310,12 @@ class ColdRun:
                 idx.save_cold(snap)
             finally:
                 idx.close()
-            for search in configs:
-                row: dict[str, Any] = {"label": label, "backend": checked.backend,
-                                       "build": build, "search": search}
-                row.update(self.measure(checked.backend, bp, snap, search, None))
-                if spec.target_recall is not None:
-                    row["budgets"] = [
-                        {"budget": f, "budget_bytes": int(f * row["index_file_bytes"]),
-                         **{key: m[key] for key in ("cold_p99_ms", "warm_p99_ms",
-                                                    "queries_to_warm", "recall_lower")}}
-                        for f in BUDGETS
-                        for m in [self.measure(checked.backend, bp, snap, search, f)]]
-                rows.append(row)
-                if self.progress:
-                    self.progress(len(rows), 0, f"{label} {search}: cold p99 "
-                                                f"{row['cold_p99_ms']:.2f} ms, warm p99 "
-                                                f"{row['warm_p99_ms']:.2f} ms")
+            try:
+                for search in configs:
+                    rows.append(self.measure_config(label, checked.backend, build, bp, snap,
+                                                    search))
+            finally:
+                shutil.rmtree(snap, ignore_errors=True)  # rwb's own copy, never kept
         return rows
 
 
@@ -321,9 +330,12 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
     cr = ColdRun(spec, ds, run.path / "cold-index", progress)
     labels = entry_labels(spec)
     rows: list[dict[str, Any]] = []
-    for i, label in enumerate(labels):
-        report("cold run", i, len(labels), label)
-        rows.extend(cr.run_entry(i, label))
+    try:
+        for i, label in enumerate(labels):
+            report("cold run", i, len(labels), label)
+            rows.extend(cr.run_entry(i, label))
+    finally:
+        shutil.rmtree(cr.work, ignore_errors=True)  # the saved indexes: rwb's, in its run
     report("cold run", len(labels), len(labels), "done")
     run.record_threads(spec.threads)
     summary = {

@@ -117,3 +117,14 @@ def test_cli_prints_the_cold_table_and_report_draws_the_curve(tmp_path, capsys):
     assert {"cold_p99_ms", "warm_p99_ms", "queries_to_warm"} <= set(s["cold"][0])
     assert main(["report", str(tmp_path / "run")]) == 0
     assert (tmp_path / "run" / "report_cold.png").is_file()
+
+
+def test_cold_run_keeps_no_index_copy_in_the_run(tmp_path):
+    rng = np.random.default_rng(2)
+    ds = VectorDataset.from_arrays(rng.normal(size=(800, 8)).astype(np.float32),
+                                   rng.normal(size=(40, 8)).astype(np.float32), "l2",
+                                   name="cold-small")
+    res = run_sweep(cold_spec(), tmp_path / "run", dataset=ds)
+    assert not (res.run.path / "cold-index").exists()
+    assert "budgets" not in res.summary["cold"][0]  # no target: no budgets, the grid's config
+    assert res.summary["cold"][0]["search"] == {"nprobe": 2}
