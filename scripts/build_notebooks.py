@@ -285,6 +285,32 @@ frun = retrieval.evaluate(FSPEC, out=WORK / "filtered", force=True).to_dict()
 display(retrieval.plots.recall_vs_selectivity(frun))
 display(retrieval.plots.p95_vs_selectivity(frun))
 print("cliffs:", frun["cliff_by_strategy"])"""),
+    new_markdown_cell("""\
+## Segments and cold caches
+
+Production collections are searched as many segments whose top-k are merged, and their first
+queries after a restart read the index from disk. `topology: {segments: [...]}` builds the same
+data as N segments and finds the cheapest knob per topology (with a per-segment rule and the
+recall change of a force-merge); `cold: true` drops the index files' pages before the run and
+measures the cold p99, the warm p99 and the queries until warm (docs/topology.md)."""),
+    new_code_cell("""\
+TSPEC = {
+    "name": "nb02-topology", "k": 10, "target_recall": TARGET, "warmup": 0,
+    "dataset": {"kind": "synthetic", "n": 4000, "dim": 32, "n_queries": 100, "seed": 1},
+    "indexes": [{"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40}}],
+    "topology": {"segments": [1, 4, 16]},
+}
+trun = retrieval.sweep(TSPEC, out=WORK / "topology", force=True).to_dict()
+display(retrieval.plots.recall_vs_segments(trun))
+CSPEC = {
+    "name": "nb02-cold", "k": 10, "target_recall": 0.9, "warmup": 0, "cold": True,
+    "dataset": {"kind": "synthetic", "n": 4000, "dim": 32, "n_queries": 100, "seed": 1},
+    "indexes": [{"backend": "faiss-ivf", "build": {"nlist": 32}, "search": {"nprobe": 1}}],
+}
+crun = retrieval.sweep(CSPEC, out=WORK / "cold", force=True).to_dict()
+display(retrieval.plots.cold_curve(crun))
+display(pd.DataFrame(crun["cold"])[["label", "search", "cold_p99_ms", "warm_p99_ms",
+                                    "queries_to_warm", "drop_method"]])"""),
 ]
 
 NB03 = [

@@ -11,7 +11,9 @@ runs (their summaries, ``run.to_dict()``): ``embed_batch_sweep``,
 profiles (``retrieval.profile(...).summary``): ``profile_stages`` (stacked per-stage P50 / P95 /
 P99 bars, ``summary["stages"]``), ``profile_waterfall`` (``summary["remedies"]``). Churn runs
 (``retrieval.bench_churn(...).to_dict()``): ``churn_recall``. Tenants studies (a spec with
-``tenants:``; the summary and the run's tenants.parquet): ``tenant_recall``.
+``tenants:``; the summary and the run's tenants.parquet): ``tenant_recall``. Topology studies and
+cold runs (a spec with ``topology:`` / ``cold: true``; their summaries): ``recall_vs_segments``,
+``cold_curve``.
 """
 
 from retrieval.reporting.ann import (
@@ -35,11 +37,13 @@ from retrieval.reporting.rag import (
     rerank_depth_curve,
 )
 from retrieval.reporting.tenants import recall_distribution as tenant_recall
+from retrieval.reporting.topology import cold_curve, recall_vs_segments
 
 __all__ = [
     "build_costs",
     "cache_curve",
     "churn_recall",
+    "cold_curve",
     "config_label",
     "embed_batch_sweep",
     "fanout_speedups",
@@ -52,6 +56,7 @@ __all__ = [
     "recall_vs_knob",
     "recall_vs_latency",
     "recall_vs_qps",
+    "recall_vs_segments",
     "recall_vs_selectivity",
     "rerank_depth_curve",
     "tenant_recall",

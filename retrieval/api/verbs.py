@@ -217,7 +217,9 @@ def sweep(
                               target_recall=target_recall, n_trials=n_trials, threads=threads,
                               build_threads=build_threads)
     studied = ("scale" if checked.scale is not None else
-               "tenants" if checked.tenants is not None else None)
+               "tenants" if checked.tenants is not None else
+               "topology" if checked.topology is not None else
+               "cold" if checked.cold else None)
     if trace and studied is not None:
         raise ConfigError(f"{checked.source}: --trace applies to sweeps with an Optuna study "
                           f"(one span per trial); a spec with '{studied}' has none")

@@ -147,6 +147,10 @@ def run_eval(
         raise ConfigError(f"{spec.source}: field 'tenants': a tenants study compares layouts "
                           f"per tenant and runs under rwb sweep (with target_recall); "
                           f"rwb eval measures one shared index: drop 'tenants' for it")
+    if spec.topology is not None or spec.cold:  # measured by their own studies
+        what = "topology" if spec.topology is not None else "cold: true"
+        raise ConfigError(f"{spec.source}: a spec with '{what}' is measured by rwb sweep (a "
+                          f"target search per topology / cold run), not rwb eval")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)

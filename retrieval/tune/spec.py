@@ -24,6 +24,7 @@ from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
 from retrieval.tune.tenants import TenantsSpec
+from retrieval.tune.topology import TopologySpec
 
 
 class SpecModel(BaseModel):
@@ -93,6 +94,10 @@ class SweepSpec(SpecModel):
     scale: ScaleSpec | None = None
     #: a tenants study (retrieval.tune.tenants): layouts compared per tenant
     tenants: TenantsSpec | None = None
+    #: a topology study (retrieval.tune.topology): the same data as N segments, top-k merged
+    topology: TopologySpec | None = None
+    #: a cold run (retrieval.tune.cold): index file pages dropped before the first queries
+    cold: bool = False
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -102,9 +107,11 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants"):
+        for key in ("filters", "scale", "tenants", "topology"):
             if out.get(key, 0) is None:
                 out.pop(key)
+        if out.get("cold") is False:
+            out.pop("cold")
         return out
 
 

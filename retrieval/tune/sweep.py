@@ -196,6 +196,11 @@ def run_sweep(
     cluster = Cluster(executor, ray_address)
     if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
         return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
+    if spec.topology is not None or spec.cold:  # topology / cold workloads (issue 31)
+        if executor != "local":
+            raise ConfigError(f"{spec.source}: a spec with 'topology' or 'cold: true' runs in "
+                              f"this process (--executor local); received {executor}")
+        return _study_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
     if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
@@ -238,7 +243,8 @@ def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
     if spec.target_recall is None:
         raise param_error("target_recall", "a recall target in (0, 1] for a spec with "
                           "'tenants'", None, where=spec.source)
-    for field, value in (("filters", spec.filters), ("scale", spec.scale)):
+    for field, value in (("filters", spec.filters), ("scale", spec.scale),
+                         ("topology", spec.topology), ("cold", spec.cold or None)):
         if value is not None:
             raise ConfigError(f"{spec.source}: field 'tenants': a tenants study filters by "
                               f"tenant itself and runs at the full N; drop '{field}' (or "
@@ -251,6 +257,30 @@ def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
         ds = dataset or load_vectors(spec)
         summary = run_tenants_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
     return SweepResult(run, summary, len(summary["layouts"]), int(summary["evaluations"]))
+
+
+def _study_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
+                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
+                 force: bool, started: float) -> SweepResult:
+    """A topology study (``topology:``) or a cold run (``cold: true``): no Optuna study."""
+    from retrieval.tune.cold import check_cold_spec, run_cold
+    from retrieval.tune.topology_run import check_topology_spec, run_topology_study
+
+    what = "topology" if spec.topology is not None else "cold"
+    if spec.topology is not None and spec.cold:
+        raise ConfigError(f"{spec.source}: a spec has 'topology' or 'cold: true', not both")
+    (check_topology_spec if what == "topology" else check_cold_spec)(spec)
+    if storage is not None or study is not None:
+        raise ConfigError(f"{spec.source}: a spec with '{what}' is studied without an Optuna "
+                          f"study (not resumable): drop --storage / --study")
+    run = RunDir.create(out, spec.name, force=force)
+    with run.recording():
+        ds = dataset or load_vectors(spec)
+        ref = recorded_ref(spec, dataset)
+        runner = run_topology_study if what == "topology" else run_cold
+        summary = runner(spec, run, ds, ref, progress, started)
+    n = len(summary.get(what) or [])
+    return SweepResult(run, summary, n, int(summary.get("evaluations") or 0))
 
 
 def _sweep_into(

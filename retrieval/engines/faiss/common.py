@@ -125,10 +125,14 @@ def write_index(index: Any, folder: Path) -> list[str]:
     return [INDEX_FILE]
 
 
-def read_index(folder: Path, n: int, dim: int, metric: Metric, where: str) -> Any:
+def read_index(folder: Path, n: int, dim: int, metric: Metric, where: str, *,
+               mmap: bool = False) -> Any:
     """``faiss.read_index`` of :func:`write_index`'s file, checked: ``n`` vectors of ``dim``
-    and the metric's Faiss metric type (DataError otherwise)."""
-    index = faiss_module().read_index(str(folder / INDEX_FILE))
+    and the metric's Faiss metric type (DataError otherwise). ``mmap``: served from the file
+    through the page cache (``IO_FLAG_MMAP``) instead of read into memory."""
+    faiss = faiss_module()
+    flags = faiss.IO_FLAG_MMAP if mmap else 0
+    index = faiss.read_index(str(folder / INDEX_FILE), flags)
     if int(index.ntotal) != n or int(index.d) != dim or int(index.metric_type) != faiss_metric(
         metric
     ):
@@ -159,3 +163,24 @@ def thread_settings(spec_threads: int | None) -> dict[str, Any]:
     if "faiss" not in sys.modules:
         return {}
     return {"faiss_omp_max_threads": int(sys.modules["faiss"].omp_get_max_threads())}
+
+
+class MappedOpen:
+    """``open_cold`` of the Faiss backends (:class:`retrieval.tune.cold.SupportsColdOpen`): the
+    snapshot read with ``IO_FLAG_MMAP``, so searches page the file in from disk."""
+
+    _mmap: bool = False
+
+    def save_cold(self, folder: Path) -> None:
+        """Write the built index into ``folder`` (its snapshot)."""
+        self.save_snapshot(folder)  # type: ignore[attr-defined]  # SnapshotIndex's
+
+    def open_cold(self, folder: Path, n: int) -> list[Path]:
+        """Become the index saved in ``folder`` (``n`` vectors), served from its file through
+        mmap; returns the files it serves from."""
+        self._mmap = True
+        try:
+            self.load_snapshot(folder, n)  # type: ignore[attr-defined]  # SnapshotIndex's
+        finally:
+            self._mmap = False
+        return [folder / INDEX_FILE]

@@ -29,7 +29,7 @@ from retrieval.params import Params
 
 
 @register
-class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
+class FaissHnswIndex(fc.MappedOpen, InProcessFilter, SnapshotIndex, HnswChecks):
     reads_chunks = True  # a mapped base is fed through base_chunks
     name = "faiss-hnsw"
     bench_defaults = ({"M": 16, "ef_construction": 200}, {"ef_search": 64})
@@ -107,7 +107,8 @@ class FaissHnswIndex(InProcessFilter, SnapshotIndex, HnswChecks):
         return fc.write_index(self._index, folder)
 
     def _load_files(self, folder: Path, n: int) -> None:
-        self._index = fc.read_index(folder, n, self.dim, self.metric, self._where())
+        self._index = fc.read_index(folder, n, self.dim, self.metric, self._where(),
+                                   mmap=self._mmap)
 
     def _search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         sp = self.search_params

@@ -126,7 +126,7 @@ def _build_where(name: str) -> str:
 
 
 @register
-class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
+class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
     reads_chunks = True  # a mapped base is fed through base_chunks
     name = "faiss-ivf"
     bench_defaults = ({"nlist": 128}, {"nprobe": 16})
@@ -301,7 +301,8 @@ class FaissIvfIndex(SnapshotSlotWrites, InProcessFilter, SnapshotIndex):
 
     def _load_files(self, folder: Path, n: int) -> None:
         faiss = fc.faiss_module()
-        index = fc.read_index(folder, n, self.dim, self.metric, self._where())
+        index = fc.read_index(folder, n, self.dim, self.metric, self._where(),
+                                   mmap=self._mmap)
         self._index = index
         self._ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
 

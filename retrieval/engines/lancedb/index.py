@@ -39,6 +39,7 @@ after. No snapshot after writes (the build cache holds built indexes only).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -408,6 +409,24 @@ class LanceIndex(SnapshotIndex):
         return {"resident_bytes": index, "disk_bytes": index + data, "data_bytes": data,
                 "source": "LanceDB index files of the table (_indices, read into its index "
                           "cache by queries); disk: data + index files"}
+
+    def save_cold(self, folder: Path) -> None:
+        """Copy the table into ``folder`` (its snapshot)."""
+        self.save_snapshot(folder)
+
+    def open_cold(self, folder: Path, n: int) -> list[Path]:
+        """Become the index saved in ``folder`` (a fresh copy in a folder of rwb's, opened by a
+        fresh connection: nothing in LanceDB's in-process caches yet); returns the copy's files
+        (flushed to disk, so their pages can be dropped)."""
+        self.load_snapshot(folder, n)
+        files = sorted(f for f in self._table_dir().rglob("*") if f.is_file())
+        for f in files:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return files
 
     def _release(self) -> None:
         self._table = self._db = None

@@ -46,6 +46,7 @@ with attributes attached (filtered search) takes no writes (inserts would carry 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -456,6 +457,42 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
             "indexed_vectors_before": int(before.indexed_vectors_count),
             "indexed_vectors": int(after.indexed_vectors_count),
             "points": int(after.points_count)}
+
+    # --- cold runs (retrieval.tune.cold.SupportsColdOpen) ------------------------------------
+    def save_cold(self, folder: Path) -> None:
+        """Flush the shard and copy its folder into ``folder``."""
+        if self._shard is None or self._dir is None:
+            raise ConfigError(f"{self._where()}: save_cold() called before build()")
+        self._shard.flush()
+        shutil.copytree(self._dir / "shard", folder / "shard")
+
+    def open_cold(self, folder: Path, n: int) -> list[Path]:
+        """Become the shard saved in ``folder`` (``n`` points): a fresh copy in a folder of
+        rwb's, loaded by ``EdgeShard.load`` (with ``on_disk`` its vectors and graph are served
+        from the files); returns the copy's files, flushed to disk."""
+        import qdrant_edge as q
+
+        self._check_open()
+        if self._built:
+            self._release()
+            self._built = False
+        base = self.workdir or Path(tempfile.mkdtemp(prefix="rwb-qdrant-"))
+        base.mkdir(parents=True, exist_ok=True)
+        self._dir = Path(tempfile.mkdtemp(prefix="shard-", dir=base))
+        self._owned = self.workdir is None
+        shutil.copytree(folder / "shard", self._dir / "shard")
+        files = sorted(f for f in (self._dir / "shard").rglob("*") if f.is_file())
+        for f in files:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._shard = q.EdgeShard.load(str(self._dir / "shard"))
+        self._ids, self._n, self._built = None, int(n), True
+        self._checked_k = self._trusted_k = -1
+        self._apply_search_params()
+        return files
 
     def _remove_dir(self) -> None:
         if self._dir is not None:

@@ -1,0 +1,358 @@
+"""``cold: true``: first queries after the index files' pages were dropped (issue 31, item 3).
+
+An index that serves from its files (Faiss read with ``IO_FLAG_MMAP``, LanceDB's table folder:
+a backend with :class:`SupportsColdOpen`) is built once, saved, and opened afresh for each
+search config; its files' pages are then dropped from the page cache (:func:`drop_pages`: the
+method used is named in the output) and the queries are searched one at a time, in the dataset's
+order, then again ``WARM_PASSES`` times.
+
+Definitions (latencies in ms, single-query):
+
+- ``cold_p99_ms``: p99 of the first ``COLD_WINDOW`` (32) queries after the drop;
+- ``warm_p99_ms``: p99 of the last pass (the pages resident by then);
+- ``queries_to_warm``: the number of queries searched before the first window of
+  ``COLD_WINDOW`` consecutive queries whose p99 is within ``WARM_FACTOR`` (1.2x) of
+  ``warm_p99_ms`` (0: warm from the first query; None: never within the run);
+- ``p99_curve``: that rolling p99 over the whole run (cold pass, then the warm passes), as
+  ``[queries searched before the window, p99 ms]`` pairs (at most 200).
+
+RAM budgets (25 / 50 / 100% of the index files' bytes): cgroup v2 ``memory.max`` is used nowhere
+here (not available on every machine, and it would limit the whole process); the approximation
+used and named in the output is ``fadvise-window``: before every window of queries, the pages of
+each file beyond the budget's share of its bytes are dropped again, so at most that share (plus
+what one window touches) stays cached.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import mmap
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from retrieval.data import VectorDataset
+from retrieval.errors import ConfigError, NotReachable
+from retrieval.groundtruth.exact import ground_truth
+from retrieval.indexes.registry import create_index, get_backend
+from retrieval.phases import report
+from retrieval.runs import WORKLOAD_COLD, RunDir
+from retrieval.stats.metrics import recall_by_id
+from retrieval.tune import target as tgt
+from retrieval.tune.decide import lower_bound
+from retrieval.tune.measure import EPS
+from retrieval.tune.runner import dataset_info
+from retrieval.tune.spec import SweepSpec, checked_entries, resolved
+from retrieval.tune.summary import SweepSummary
+from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int, str], None]
+
+COLD_WINDOW = 32
+WARM_FACTOR = 1.2
+WARM_PASSES = 2
+BUDGETS = (0.25, 0.5, 1.0)
+CURVE_POINTS = 200
+DEFINITIONS = (f"cold_p99_ms: p99 of the first {COLD_WINDOW} queries after the drop; "
+               f"warm_p99_ms: p99 of the last of {WARM_PASSES} further passes; queries_to_warm: "
+               f"queries searched before the first window of {COLD_WINDOW} consecutive queries "
+               f"whose p99 is within {WARM_FACTOR}x of warm_p99_ms")
+BUDGET_METHOD = ("fadvise-window: before each window of queries the pages of each index file "
+                 "beyond the budget's share of its bytes are dropped again "
+                 "(posix_fadvise DONTNEED); no cgroup memory.max")
+
+
+@runtime_checkable
+class SupportsColdOpen(Protocol):
+    """A backend whose built index can be saved and opened again serving from its files (so
+    their pages can be dropped)."""
+
+    def save_cold(self, folder: Path) -> None: ...
+
+    def open_cold(self, folder: Path, n: int) -> list[Path]: ...
+
+
+# --- the page cache --------------------------------------------------------------------------
+def _flush(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def drop_pages(files: Sequence[Path], *, keep_fraction: float = 0.0) -> str:
+    """Drop the page-cache pages of ``files`` (beyond ``keep_fraction`` of each file's bytes);
+    returns the method used. NotReachable when no method works here."""
+    if hasattr(os, "posix_fadvise"):
+        for f in files:
+            _flush(f)
+            size = f.stat().st_size
+            start = int(size * keep_fraction) // mmap.PAGESIZE * mmap.PAGESIZE
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, start, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        return "posix_fadvise(POSIX_FADV_DONTNEED)"
+    drop = Path("/proc/sys/vm/drop_caches")
+    if keep_fraction == 0.0 and os.access(drop, os.W_OK):
+        os.sync()
+        drop.write_text("1\n")
+        return "/proc/sys/vm/drop_caches"
+    raise NotReachable("cold run: page-cache pages cannot be dropped here (no posix_fadvise, "
+                       "/proc/sys/vm/drop_caches not writable): not measurable here")
+
+
+def resident_fraction(files: Sequence[Path]) -> float | None:
+    """The share of the files' pages in the page cache (``mincore`` on a fresh read-only
+    mapping), None where it cannot be read."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    libc = ctypes.CDLL(name, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    total = resident = 0
+    for f in files:
+        size = f.stat().st_size
+        if size == 0:
+            continue
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = (ctypes.c_ubyte * pages)()
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr is None or addr == ctypes.c_void_p(-1).value:
+                return None
+            try:
+                if libc.mincore(addr, size, vec) != 0:
+                    return None
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+        total += pages
+        resident += int(np.count_nonzero(np.frombuffer(bytes(vec), dtype=np.uint8) & 1))
+    return resident / total if total else None
+
+
+# --- the latency profile ---------------------------------------------------------------------
+def queries_to_warm(lat_ms: np.ndarray, warm_p99: float, window: int = COLD_WINDOW,
+                    factor: float = WARM_FACTOR) -> int | None:
+    """Queries searched before the first window of ``window`` consecutive queries whose p99 is
+    within ``factor`` x ``warm_p99`` (None: no such window)."""
+    for i in range(0, max(lat_ms.size - window + 1, 0)):
+        if float(np.percentile(lat_ms[i:i + window], 99)) <= factor * warm_p99:
+            return i
+    return None
+
+
+def p99_curve(lat_ms: np.ndarray, window: int = COLD_WINDOW, points: int = CURVE_POINTS
+              ) -> list[list[float]]:
+    """The rolling p99 (ms) over ``window`` consecutive queries, as ``[queries searched
+    before the window, p99]`` pairs (at most ``points`` windows, evenly spaced)."""
+    starts = range(0, max(lat_ms.size - window + 1, 0))
+    step = max(1, len(starts) // points)
+    return [[int(i), float(np.percentile(lat_ms[i:i + window], 99))] for i in starts[::step]]
+
+
+def cold_profile(cold: np.ndarray, warm: np.ndarray, window: int = COLD_WINDOW) -> dict[str, Any]:
+    """``cold_p99_ms``, ``warm_p99_ms``, ``queries_to_warm`` of a cold pass followed by warm
+    passes (``cold``: every query after the drop, in order; ``warm``: the last pass)."""
+    warm_p99 = float(np.percentile(warm, 99))
+    seq = np.concatenate([cold, warm])
+    return {
+        "p99_curve": p99_curve(seq, window),
+        "cold_p99_ms": float(np.percentile(cold[:window], 99)),
+        "warm_p99_ms": warm_p99,
+        "queries_to_warm": queries_to_warm(seq, warm_p99, window),
+        "first_query_ms": float(cold[0]),
+        "cold_max_first_ms": float(cold[: min(8, cold.size)].max()),
+        "warm_p50_ms": float(np.percentile(warm, 50)),
+        "window": window,
+    }
+
+
+def timed_pass(index: Any, queries: np.ndarray, k: int,
+               before: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Single-query latencies (ms) and ids of one pass; ``before(j)`` runs untimed first."""
+    lat = np.empty(len(queries), dtype=np.float64)
+    ids = np.full((len(queries), k), -1, dtype=np.int64)
+    for j, q in enumerate(queries):
+        if before is not None:
+            before(j)
+        x = np.ascontiguousarray(q[None, :])
+        t0 = time.perf_counter_ns()
+        res = index.search(x, k)
+        lat[j] = (time.perf_counter_ns() - t0) / 1e6
+        got = np.asarray(res.ids[0], dtype=np.int64)
+        ids[j, : got.size] = got
+    return lat, ids
+
+
+# --- the run ---------------------------------------------------------------------------------
+def check_cold_spec(spec: SweepSpec) -> None:
+    for i, e in enumerate(spec.indexes):
+        if not issubclass(get_backend(e.backend), SupportsColdOpen):
+            raise ConfigError(f"{spec.source}: field 'indexes[{i}].backend': a spec with "
+                              f"'cold: true' needs a backend that serves from its files "
+                              f"(faiss-hnsw, faiss-ivf, lancedb-*, qdrant); received {e.backend}")
+    if spec.filters is not None or spec.scale is not None:
+        raise ConfigError(f"{spec.source}: a spec with 'cold: true' cannot have 'filters' or "
+                          f"'scale' (one workload dimension at a time)")
+
+
+class ColdRun:
+    def __init__(self, spec: SweepSpec, ds: VectorDataset, work: Path,
+                 progress: Progress | None) -> None:
+        self.spec, self.ds, self.work, self.progress = spec, ds, work, progress
+        self.gt = ground_truth(ds, spec.k).ids[:, : spec.k]
+        self.queries = np.ascontiguousarray(ds.queries)
+        self.evaluations = 0
+
+    def knob_configs(self, i: int, label: str, built: Any, bp: Any) -> list[dict[str, Any]]:
+        """With a target: the cheapest knob (warm, lower bound over all queries) with the
+        entry's other search params; else every search config of the entry."""
+        checked = checked_entries(self.spec)[i]
+        spec = self.spec
+        knob = monotone_knob(checked.cls, bp, spec.k, spec.tune, label)
+        if spec.target_recall is None or knob is None:
+            return [dict(s) for s in checked.search_grid]
+        fixed = target_fixed_grid(spec, i, knob)[0]
+        low, high = knob_bounds(checked.cls, knob, bp, spec.k, spec.tune)
+        target = float(spec.target_recall)
+
+        def meets(v: int) -> bool:
+            built.set_search_params(**{**fixed, knob: v})
+            res = built.search(self.queries, spec.k)
+            pq = recall_by_id(res.ids, self.gt, spec.k)
+            self.evaluations += 1
+            return lower_bound(pq, spec.k, spec.tune.confidence, spec.seed) >= target - EPS
+
+        found = tgt.solve(low, high, meets)
+        return [{**fixed, knob: found.value if found.value is not None else high}]
+
+    def measure(self, backend: str, bp: Any, snap: Path, search: dict[str, Any],
+                budget: float | None) -> dict[str, Any]:
+        ds, spec = self.ds, self.spec
+        idx = create_index(backend, ds.dim, ds.metric, bp, seed=spec.seed, threads=spec.threads)
+        try:
+            assert isinstance(idx, SupportsColdOpen)
+            files = idx.open_cold(snap, ds.n_base)
+            idx.set_search_params(**search)
+            method = drop_pages(files)
+            resident = resident_fraction(files)
+            before = None
+            if budget is not None and budget < 1.0:
+                def before(j: int) -> None:
+                    if j % COLD_WINDOW == 0:
+                        drop_pages(files, keep_fraction=budget)
+            cold, _ = timed_pass(idx, self.queries, spec.k, before)
+            warm = ids = None
+            for _ in range(WARM_PASSES):
+                warm, ids = timed_pass(idx, self.queries, spec.k, before)
+            assert warm is not None and ids is not None
+            pq = recall_by_id(ids, self.gt, spec.k)
+            return {**cold_profile(cold, warm), "drop_method": method,
+                    "resident_after_drop": resident,
+                    "index_file_bytes": int(sum(f.stat().st_size for f in files)),
+                    "recall": float(pq.mean()),
+                    "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence, spec.seed),
+                    "p95_ms": float(np.percentile(warm, 95))}
+        finally:
+            idx.close()
+
+    def measure_config(self, label: str, backend: str, build: dict[str, Any], bp: Any,
+                       snap: Path, search: dict[str, Any]) -> dict[str, Any]:
+        """One search config: cold and warm, then (with a target) per RAM budget."""
+        row: dict[str, Any] = {"label": label, "backend": backend, "build": build,
+                               "search": search}
+        row.update(self.measure(backend, bp, snap, search, None))
+        if self.spec.target_recall is not None:
+            row["budgets"] = [
+                {"budget": f, "budget_bytes": int(f * row["index_file_bytes"]),
+                 **{key: m[key] for key in ("cold_p99_ms", "warm_p99_ms", "queries_to_warm",
+                                            "recall_lower")}}
+                for f in BUDGETS for m in [self.measure(backend, bp, snap, search, f)]]
+        if self.progress:
+            self.progress(self.evaluations, 0, f"{label} {search}: cold p99 "
+                                               f"{row['cold_p99_ms']:.2f} ms, warm p99 "
+                                               f"{row['warm_p99_ms']:.2f} ms")
+        return row
+
+    def run_entry(self, i: int, label: str) -> list[dict[str, Any]]:
+        checked = checked_entries(self.spec)[i]
+        ds, spec = self.ds, self.spec
+        rows = []
+        for b, build in enumerate(checked.build_grid):
+            bp = checked.build(build)
+            idx = create_index(checked.backend, ds.dim, ds.metric, bp, seed=spec.seed,
+                               threads=spec.threads)
+            try:
+                idx.build(ds.base)
+                configs = self.knob_configs(i, label, idx, bp)
+                snap = self.work / f"{label}-{b}"
+                snap.mkdir(parents=True, exist_ok=False)
+                assert isinstance(idx, SupportsColdOpen)
+                idx.save_cold(snap)
+            finally:
+                idx.close()
+            try:
+                for search in configs:
+                    rows.append(self.measure_config(label, checked.backend, build, bp, snap,
+                                                    search))
+            finally:
+                shutil.rmtree(snap, ignore_errors=True)  # rwb's own copy, never kept
+        return rows
+
+
+def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
+             progress: Progress | None, started: float) -> dict[str, Any]:
+    """Run the cold measurement into ``run``; its summary (``workload: cold``, a ``cold`` list
+    with ``cold_p99_ms``, ``warm_p99_ms``, ``queries_to_warm`` per index and search config)."""
+    check_cold_spec(spec)
+    run.write_yaml("spec.yaml", resolved(spec))
+    run.write_manifest(kind=SweepSummary.KIND, seeds={"index": spec.seed},
+                       dataset={**dataset_info(ds), "ref": ref}, spec_source=spec.source)
+    cr = ColdRun(spec, ds, run.path / "cold-index", progress)
+    labels = entry_labels(spec)
+    rows: list[dict[str, Any]] = []
+    try:
+        for i, label in enumerate(labels):
+            report("cold run", i, len(labels), label)
+            rows.extend(cr.run_entry(i, label))
+    finally:
+        shutil.rmtree(cr.work, ignore_errors=True)  # the saved indexes: rwb's, in its run
+    report("cold run", len(labels), len(labels), "done")
+    run.record_threads(spec.threads)
+    summary = {
+        "kind": SweepSummary.KIND, "workload": WORKLOAD_COLD, "run_id": run.run_id,
+        "name": spec.name, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
+        "metric": ds.metric, "k": spec.k, "target_recall": spec.target_recall,
+        "strategy": "target" if spec.target_recall is not None else "grid",
+        "latency_unit": "ms", "evaluations": cr.evaluations + len(rows),
+        "backends": {}, "builds": [], "rows": [], "pareto": [],
+        "cold": rows,
+        "cold_info": {"definitions": DEFINITIONS, "budget_method": BUDGET_METHOD,
+                      "budgets": list(BUDGETS), "wall_s": time.perf_counter() - started},
+    }
+    typed = SweepSummary.model_validate(summary)
+    run.write_summary(typed)
+    return typed.to_json_dict()
+
+
+__all__ = ["BUDGETS", "COLD_WINDOW", "WARM_FACTOR", "SupportsColdOpen", "check_cold_spec",
+           "cold_profile", "drop_pages", "queries_to_warm", "resident_fraction", "run_cold"]
