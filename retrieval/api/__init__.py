@@ -18,6 +18,7 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
+    FusionRun,
     IndexRun,
     ProfileRunResult,
     Report,
@@ -38,6 +39,7 @@ from retrieval.api.verbs import (
     report,
     sweep,
     tune_cache,
+    tune_fusion,
     tune_rerank,
     verify,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "CacheRun",
     "EvalRun",
     "ExportedConfig",
+    "FusionRun",
     "IndexRun",
     "ProfileRun",
     "ProfileRunResult",
@@ -67,6 +70,7 @@ __all__ = [
     "report",
     "sweep",
     "tune_cache",
+    "tune_fusion",
     "tune_rerank",
     "verify",
 ]

@@ -29,6 +29,7 @@ from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadB
 from retrieval.cache.run import CacheTuneSummary
 from retrieval.churn.summary import ChurnBenchSummary
 from retrieval.errors import DataError
+from retrieval.fusion_tune.summary import FusionTuneSummary
 from retrieval.params import format_validation_error
 from retrieval.profiling.summary import ProfileSummary
 from retrieval.rerank.run import RerankSweepSummary
@@ -43,12 +44,13 @@ KINDS: tuple[RunKind, ...] = tuple(RunKind)
 SUMMARY_MODELS: dict[RunKind, type[RunSummary]] = {
     m.KIND: m for m in (EvalSummary, SweepSummary, EmbedBenchSummary, FanoutBenchSummary,
                         RerankSweepSummary, CacheTuneSummary, StudySummary, LoadBenchSummary,
-                        ChurnBenchSummary, ProfileSummary)
+                        ChurnBenchSummary, ProfileSummary, FusionTuneSummary)
 }
 #: summary keys that identify a kind when neither file names it
 _SIGNATURES: tuple[tuple[RunKind, tuple[str, ...]], ...] = (
     (RunKind.RAG_STUDY, ("pareto_set", "objectives")),
     (RunKind.RERANK_SWEEP, ("chosen_depth", "curve")),
+    (RunKind.FUSION_TUNE, ("candidates", "baselines", "chosen")),
     (RunKind.CACHE_TUNE, ("threshold", "curve", "max_false_hit")),
     (RunKind.BENCH_EMBED, ("best_setting", "max_abs_diff")),
     (RunKind.BENCH_FANOUT, ("modes", "speedup")),

@@ -21,6 +21,7 @@ class RunKind(StrEnum):
     BENCH_CHURN = "bench-churn"  # rwb bench churn
     RERANK_SWEEP = "rerank-sweep"  # rwb tune rerank
     CACHE_TUNE = "cache-tune"  # rwb tune cache
+    FUSION_TUNE = "fusion-tune"  # rwb tune fusion
     RAG_STUDY = "rag-study"  # rwb sweep sweeps/rag-end-to-end.yaml
     PROFILE = "profile"  # rwb profile
 
