@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,16 @@ import numpy as np
 
 from retrieval.data import TextCollection
 from retrieval.embed import get_embedder
-from retrieval.fusion_tune.fuse import LegTable, grid, leg_table
-from retrieval.fusion_tune.judge import Judgement, Split, candidate_point, judge
+from retrieval.errors import DataError
+from retrieval.fusion_tune.fuse import Candidate, LegTable, fuse, grid, leg_table, top_k
+from retrieval.fusion_tune.judge import (
+    Judgement,
+    Split,
+    candidate_point,
+    judge,
+    ranx_per_query,
+    scored_run,
+)
 from retrieval.fusion_tune.spec import FusionTuneSpec
 from retrieval.fusion_tune.summary import FusionTuneSummary
 from retrieval.rerank.dataset import dataset_record, load_dataset, relevance_note
@@ -91,7 +99,7 @@ def _data(spec: FusionTuneSpec) -> _Data:
     return _Data(coll, qids, list(coll.corpus), dev, test)
 
 
-def _legs(spec: FusionTuneSpec, d: _Data) -> _Legs:
+def _legs(spec: FusionTuneSpec, d: _Data, *, timed: bool = True) -> _Legs:
     corpus = [d.coll.corpus[i] for i in d.corpus_ids]
     qtexts = [d.coll.queries[q] for q in d.qids]
     embedder = get_embedder(spec.embedder.model)
@@ -104,12 +112,15 @@ def _legs(spec: FusionTuneSpec, d: _Data) -> _Legs:
         dense.build(corpus)
         k = spec.fetch_k
         cands = {"dense": dense.search(qtexts, k), "bm25": bm25.search(qtexts, k)}
+        ms: dict[str, np.ndarray] = {}
         pos = {q: i for i, q in enumerate(d.qids)}
-        n = min(spec.latency.sample_queries, len(d.test))
+        n = 0 if not timed else min(spec.latency.sample_queries, len(d.test))
         pick = np.sort(np.random.default_rng(spec.seed + 7).choice(len(d.test), n,
                                                                    replace=False))
         sample = [qtexts[pos[d.test[int(i)]]] for i in pick]
-        ms = {"dense": dense.time_queries(sample, k)[1], "bm25": bm25.time_queries(sample, k)[1]}
+        if sample:
+            ms = {"dense": dense.time_queries(sample, k)[1],
+                  "bm25": bm25.time_queries(sample, k)[1]}
     finally:
         dense.close()
     table = leg_table({leg: (c.doc_idx, c.scores) for leg, c in cands.items()})
@@ -213,4 +224,25 @@ def _write(rd: RunDir, spec: FusionTuneSpec, spec_source: str, d: _Data, legs: _
     rd.write_summary(summary)
 
 
-__all__ = ["FusionRunResult", "run_fusion_tune"]
+def remeasure(spec_doc: Mapping[str, Any], cand: Candidate, *, fingerprint: str | None,
+              where: str) -> tuple[float, int]:
+    """(test-split metric of ``cand``, test queries): both legs rebuilt from the recorded spec,
+    the test split fused and evaluated as :func:`run_fusion_tune` wrote its run (``run_depth``
+    docs, scores as written). DataError when the collection's fingerprint changed."""
+    from retrieval.fusion_tune.spec import parse_fusion_spec
+
+    spec = parse_fusion_spec(dict(spec_doc), source=f"{where} (source.spec)")
+    d = _data(spec)
+    if fingerprint and fingerprint != d.coll.fingerprint:
+        raise DataError(f"{where}: dataset changed: fingerprint {fingerprint} recorded, "
+                        f"{d.coll.fingerprint} now ({d.coll.name})")
+    legs = _legs(spec, d, timed=False)
+    pos = {q: i for i, q in enumerate(d.qids)}
+    rows = np.array([pos[q] for q in d.test], dtype=np.int64)
+    docs, vals = top_k(legs.table, fuse(legs.table, cand), spec.run_depth)
+    run = scored_run(docs[rows], vals[rows], d.test, d.corpus_ids)
+    pq = ranx_per_query(relevant_qrels(d.coll.qrels, d.test), run, spec.metric)
+    return float(np.mean(list(pq.values()))), len(pq)
+
+
+__all__ = ["FusionRunResult", "remeasure", "run_fusion_tune"]
