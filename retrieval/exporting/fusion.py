@@ -10,16 +10,23 @@
   - **milvus**: ``hybrid_search`` with one ``AnnSearchRequest`` per leg (``limit`` = the leg's
     depth) and ``ranker`` ``{strategy: rrf, params: {k}}`` (``pymilvus.RRFRanker(k)``);
   - **qdrant**: ``prefetch`` (one per leg, ``limit`` = depth) and ``query``
-    ``{fusion: rrf, k, weights}`` (``qdrant_edge.Fusion.Rrf(k, weights)``) or
-    ``{fusion: dbsf}`` (``Fusion.Dbsf()``);
-  - **lancedb**: a hybrid query with ``reranker`` ``{class: RRFReranker, params: {K}}``.
+    ``{fusion: rrf, k}`` (``qdrant_edge.Fusion.Rrf(k)``; Qdrant ranks from 0, so its ``k`` is
+    rwb's ``k + 1``) or ``{fusion: dbsf}`` (``Fusion.Dbsf()``);
+  - **lancedb**: a hybrid query with ``reranker`` ``{class: RRFReranker, params: {K}}``
+    (``1 / (K + rank)``, rank from 1, as rwb).
 
   An engine runs only what it can express exactly: Milvus ``RRFRanker`` and LanceDB
-  ``RRFReranker`` have no per-leg weights, and no engine's weighted ranker normalises as rwb's
-  convex candidates do (Milvus ``WeightedRanker`` uses arctan, LanceDB its own inversion), so
-  the export takes the best candidate *on the dev split* among those the engine expresses
-  exactly (RRF(60, equal weights) is always one); Qdrant expresses weighted RRF and DBSF with
-  equal weights;
+  ``RRFReranker`` have no per-leg weights; Qdrant's weighted RRF divides the rank by the weight
+  (``1 / (k + rank / w)``) where rwb multiplies the contribution (``w / (k + rank)``); no
+  engine's weighted ranker normalises as rwb's convex candidates do (Milvus ``WeightedRanker``
+  uses arctan, LanceDB its own inversion). So the export takes the run's chosen fusion when the
+  engine expresses it, else the best candidate *on the dev split* among those it does
+  (RRF(60, equal weights) always is one): equal-weight RRF everywhere, and on Qdrant DBSF with
+  equal weights too;
+- the sparse leg: a sparse vector field holding BM25 weights (``bm25`` / ``bm25_sparse``): each
+  document's vector is bm25s' per-term BM25 weight (idf, k1, b: the run's ``legs.bm25``
+  convention), the query's vector the count of each query token, so the inner product is the
+  BM25 score rwb ranks by;
 - ``evidence``: the run's chosen fusion, its test nDCG@10 and p-value vs RRF(60), the
   baselines, leg latency (p95 ms), the collection's fingerprint, the split, versions;
 - ``source.spec``: the tuning spec (what verify rebuilds the legs from).
@@ -81,9 +88,8 @@ def candidate_of(point: FusionPoint) -> Candidate:
 def expressible(engine: str, c: Candidate) -> bool:
     """Whether ``engine``'s own hybrid search computes exactly this fusion's order."""
     equal = len(set(c.weights)) == 1 and c.weights[0] > 0
-    if engine == "qdrant":
-        return (c.method == "rrf" and all(w > 0 for w in c.weights)) or (
-            c.method == "convex" and c.normalisation == "dbsf" and equal)
+    if engine == "qdrant" and c.method == "convex":
+        return c.normalisation == "dbsf" and equal
     return c.method == "rrf" and equal
 
 
@@ -103,18 +109,18 @@ def pick(summary: FusionTuneSummary, engine: str) -> tuple[FusionPoint, bool]:
 def hybrid_form(engine: str, c: Candidate, dense_metric: str) -> dict[str, Any]:
     """The engine's own hybrid-search arguments for ``c`` (plain data)."""
     depth = dict(zip(c.legs, c.depths))
-    weights = dict(zip(c.legs, c.weights))
     if engine == "milvus":
         return {"call": "MilvusClient.hybrid_search(collection, reqs, ranker, limit)",
                 "reqs": [{"anns_field": "dense", "limit": depth["dense"],
                           "param": {"metric_type": dense_metric.upper()}},
                          {"anns_field": "bm25_sparse", "limit": depth["bm25"],
-                          "param": {"metric_type": "BM25"}}],
+                          "param": {"metric_type": "IP"}}],
                 "ranker": {"strategy": "rrf", "params": {"k": c.rrf_k}},
                 "limit": 10}
     if engine == "qdrant":
         query: dict[str, Any] = (
-            {"fusion": "rrf", "k": c.rrf_k, "weights": [weights["dense"], weights["bm25"]]}
+            {"fusion": "rrf", "k": int(c.rrf_k or 0) + 1,
+             "note": "Qdrant ranks from 0: its k is rwb's k + 1"}
             if c.method == "rrf" else {"fusion": "dbsf"})
         return {"call": "query_points(prefetch=[...], query=fusion, limit)",
                 "prefetch": [{"using": "dense", "limit": depth["dense"]},
