@@ -305,6 +305,12 @@ def rag_figures(run: Run) -> Figures:
                  "Quality from one scoring pass at the largest depth; latency from actual calls. "
                  "Shaded: 95% bootstrap interval of each split's mean over its queries (a few "
                  "dozen queries leave a wide one).")]
+    if run.kind == RunKind.FUSION_TUNE:
+        from retrieval.reporting.fusion import dev_vs_test
+
+        return [("fusion_candidates", "Fusion candidates", dev_vs_test(s),
+                 "Chosen on the dev split, judged on the test split with a paired "
+                 "randomisation test; dashed: the baselines' test values.")]
     if run.kind == RunKind.CACHE_TUNE:
         return [("cache_curve", "Semantic-cache hit / false-hit curve", rag.cache_curve(s),
                  "Chosen threshold: largest whose upper bound on the tuning false-hit rate "
@@ -449,6 +455,11 @@ def rag_tables(run: Run) -> list[tuple[str, Table]]:
         rows = [[m, *[v.get(c) for c in cols]] for m, v in modes.items()]
         return [("Modes", Table(["mode", *cols], rows, caption="latency per query (ms)")),
                 ("Summary", scalar_table({k: v for k, v in s.items() if k != "modes"}))]
+    if run.kind == RunKind.FUSION_TUNE:
+        from retrieval.reporting.fusion import fusion_tables
+
+        return [*fusion_tables(s), ("Summary", scalar_table(
+            {k: v for k, v in s.items() if k not in ("candidates", "baselines", "chosen")}))]
     if run.kind == RunKind.RERANK_SWEEP:
         r = _typed(run, RerankSweepSummary)
         metric = r.selection_metric or "ndcg@10"
