@@ -172,18 +172,25 @@ def engines() -> tuple[str, ...]:
     return tuple(dict.fromkeys(engine for e in ordered for engine in e.engines))
 
 
+def _default() -> Exporter:
+    """The default exporter: the one of index sweeps (ANN) when registered, whatever order the
+    modules were imported in; else the first one that is not dedicated."""
+    shared = [e for e in exporters() if not e.dedicated]
+    return next((e for e in shared if e.kind == RunKind.SWEEP), shared[0])
+
+
 def exporter_for(run: RunDir, kind: str, engine: str) -> Exporter:
     """The exporter of (``kind``, ``engine``); else the error that explains the miss."""
     _discover()
     found = _BY_KEY.get((kind, engine))
     if found is not None:
         return found
+    default = _default()
     for e in exporters():
-        if e.dedicated and kind == e.kind:
-            raise e.wrong_engine(run, engine)
+        if (e.dedicated or e is not default) and kind == e.kind:
+            raise e.wrong_engine(run, engine)  # a kind with engines of its own (fusion: ...)
         if e.dedicated and engine in e.engines:
             raise e.wrong_kind(run, kind, engine)
-    default = next(e for e in exporters() if not e.dedicated)
     raise default.wrong_kind(run, kind, engine)
 
 

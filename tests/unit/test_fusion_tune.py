@@ -182,3 +182,18 @@ def test_cli_registers_tune_fusion() -> None:
 
     args = build_parser().parse_args(["tune", "fusion", "s.yaml", "--out", "d", "--json"])
     assert args.func.__module__ == "retrieval.cli.tune_fusion" and args.json
+
+
+def test_export_picks_what_each_engine_runs_exactly() -> None:
+    from retrieval.exporting.fusion import expressible, hybrid_form
+
+    weighted = Candidate("rrf", (0.7, 0.3), (10, 50), rrf_k=20)
+    equal = Candidate("rrf", (0.5, 0.5), (10, 50), rrf_k=20)
+    dbsf = Candidate("convex", (0.5, 0.5), (20, 20), normalisation="dbsf")
+    assert [expressible(e, weighted) for e in ("milvus", "qdrant", "lancedb")] == [False] * 3
+    assert [expressible(e, equal) for e in ("milvus", "qdrant", "lancedb")] == [True] * 3
+    assert expressible("qdrant", dbsf) and not expressible("milvus", dbsf)
+    assert hybrid_form("qdrant", equal, "cosine")["query"]["k"] == 21  # Qdrant ranks from 0
+    assert hybrid_form("milvus", equal, "cosine")["ranker"] == {"strategy": "rrf",
+                                                                "params": {"k": 20}}
+    assert hybrid_form("lancedb", equal, "cosine")["reranker"]["params"] == {"K": 20}
