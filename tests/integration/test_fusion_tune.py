@@ -270,3 +270,15 @@ def test_verify_holds(tuned: dict[str, Any], tmp_path: Path) -> None:
     _export(tuned, "qdrant", tmp_path)
     out = _cli("verify", str(tmp_path / "qdrant.yaml"))
     assert "HOLDS" in out
+
+
+def test_verify_fails_when_the_recorded_figure_is_off(tuned: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    doc = _export(tuned, "milvus", tmp_path)
+    doc["fusion"]["test"] += 0.05  # beyond the 0.005 tolerance
+    path = tmp_path / "tampered.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["verify", str(path)]) != 0
+    assert "FAILS" in buf.getvalue()
