@@ -54,12 +54,17 @@ def _distinct(v: list[Any], what: str) -> list[Any]:
 class FusionGrid(Params):
     """The candidates tried on the dev split (every combination)."""
 
+    #: rrf (``w / (k + rank)``) and/or convex (``w * normalised score``)
     methods: list[Method] = Field(default_factory=lambda: list(_METHODS), min_length=1)
+    #: of the convex candidates: min-max, z-score, dbsf (Qdrant's distribution-based)
     normalisations: list[Normalisation] = Field(
         default_factory=lambda: list(_NORMALISATIONS), min_length=1)
+    #: the dense leg's share w in [0, 1] (BM25: 1 - w; convex: alpha = w)
     weights: list[float] = Field(
         default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], min_length=1)
+    #: RRF's rank offset k (rank from 1)
     rrf_k: list[int] = Field(default_factory=lambda: [10, 20, 40, 60, 100], min_length=1)
+    #: candidates taken from each leg, each leg's depth tuned separately (>= 10)
     depths: list[int] = Field(default_factory=lambda: [10, 20, 50, 100], min_length=1)
 
     @field_validator("methods", "normalisations")
@@ -99,17 +104,20 @@ class FusionTuneSpec(Params):
     """One fusion experiment on one collection (``dataset``: see
     :mod:`retrieval.rerank.dataset`)."""
 
-    name: RunName = "fusion"
+    name: RunName = "fusion"  # the run directory runs/<name>-<time>
+    #: scifact, cranfield, a text manifest name, or beir:FOLDER (qrels needed)
     dataset: str = Field(min_length=1)
-    split: str = Field("test", min_length=1)
+    split: str = Field("test", min_length=1)  # the qrels split read (scifact: test or train)
     max_queries: int | None = Field(None, ge=4, description="seeded subset, for quick runs")
-    seed: int = 0
+    seed: int = 0  # seeds the dev / test split, the latency sample and the test
+    #: share of the judged queries in the dev split (the rest is the test split)
     tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
-    embedder: EmbedderSpec = EmbedderSpec()
-    dense: DenseSpec = DenseSpec()
+    embedder: EmbedderSpec = EmbedderSpec()  # the dense leg's model
+    dense: DenseSpec = DenseSpec()  # the dense leg's index (any backend)
+    #: the BM25 leg; default bm25s lucene (k1 1.2, b 0.75), the pinned tokenisation
     bm25: BM25Params = BM25Params(implementation="bm25s", method="lucene", k1=1.2, b=0.75)
-    metric: Literal["ndcg@10"] = "ndcg@10"
-    fusion: FusionGrid = FusionGrid()
+    metric: Literal["ndcg@10"] = "ndcg@10"  # chosen on dev, judged on test
+    fusion: FusionGrid = FusionGrid()  # the candidates tried (every combination)
     alpha: float = Field(0.05, gt=0.0, lt=1.0, description="significance level (two-sided)")
     resamples: int = Field(10_000, ge=100, le=1_000_000,
                            description="sign flips of the paired randomisation test")
