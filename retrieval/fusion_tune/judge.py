@@ -141,7 +141,7 @@ def judge(table: LegTable, s: Split, cands: list[Candidate], *, metric: str = "n
     scores: list[dict[str, float]] = []
     for i, c in enumerate(cands):
         scores.append(_means(table, c, s, metric))
-        if progress is not None and (i % 25 == 0 or i == len(cands) - 1):
+        if progress is not None:
             progress(i + 1, len(cands), "fusion candidates")
     best = max(range(len(cands)), key=lambda i: (scores[i]["dev"], -i))
     legs = table.legs
