@@ -12,11 +12,11 @@ The Python API (the command line's verbs, typed results with ``to_frame()``)::
     retrieval.plots.recall_vs_latency(tuned.points(), k=10, target=0.95)
 
 Specs: a YAML path, a mapping, or a typed spec object (``SweepSpec``, ``RerankSweepSpec``,
-``CacheTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``, ``ProfileSpec``: the
-pydantic models the YAML is validated into). Verbs: ``evaluate``, ``sweep``, ``tune_rerank``,
-``tune_cache``, ``bench_churn``, ``bench_embed``, ``bench_fanout``, ``bench_load``,
-``profile``, ``export``, ``verify``, ``report``, ``open_run`` (:mod:`retrieval.api.verbs`,
-:mod:`retrieval.api.profiler`).
+``CacheTuneSpec``, ``FusionTuneSpec``, ``StudySpec``, ``FanoutSpec``, ``EmbedBenchConfig``,
+``ProfileSpec``: the pydantic models the YAML is validated into). Verbs: ``evaluate``, ``sweep``,
+``tune_rerank``, ``tune_cache``, ``tune_fusion``, ``bench_churn``, ``bench_embed``,
+``bench_fanout``, ``bench_load``, ``profile``, ``export``, ``verify``, ``report``, ``open_run``
+(:mod:`retrieval.api.verbs`, :mod:`retrieval.api.profiler`).
 Everything is imported on first use, so ``import retrieval`` loads no numpy, pandas or faiss.
 """
 
@@ -28,10 +28,11 @@ from typing import Any
 from retrieval._version import __version__ as __version__
 
 _VERBS = ("bench_churn", "bench_embed", "bench_fanout", "bench_load", "evaluate", "export",
-          "open_run", "profile", "report", "sweep", "tune_cache", "tune_rerank", "verify", "watch")
-_RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "IndexRun", "ProfileRun",
-            "ProfileRunResult", "RerankRun", "Report", "RunResult", "StudyRun", "SweepRun",
-            "Verification", "WatchRun")
+          "open_run", "profile", "report", "sweep", "tune_cache", "tune_fusion", "tune_rerank",
+          "verify", "watch")
+_RESULTS = ("BenchRun", "CacheRun", "EvalRun", "ExportedConfig", "FusionRun", "IndexRun",
+            "ProfileRun", "ProfileRunResult", "RerankRun", "Report", "RunResult", "StudyRun",
+            "SweepRun", "Verification", "WatchRun")
 #: public name -> module that defines it (imported on first access). No submodule of this
 #: package shares a verb's name (the evaluation loop is :mod:`retrieval.evaluation`, the
 #: exporters :mod:`retrieval.exporting`, the plots :mod:`retrieval.reporting`, the pipeline
@@ -46,6 +47,7 @@ _LAZY: dict[str, str] = {
     "RerankSweepSpec": "retrieval.rerank.spec",
     "RerankerSpec": "retrieval.rerank.spec",
     "CacheTuneSpec": "retrieval.cache.spec",
+    "FusionTuneSpec": "retrieval.fusion_tune.spec",
     "StudySpec": "retrieval.study.spec",
     "FanoutSpec": "retrieval.bench.fanout.spec",
     "EmbedBenchConfig": "retrieval.bench.embed.spec",

@@ -7,6 +7,7 @@ from retrieval.api.results import BenchRun as BenchRun
 from retrieval.api.results import CacheRun as CacheRun
 from retrieval.api.results import EvalRun as EvalRun
 from retrieval.api.results import ExportedConfig as ExportedConfig
+from retrieval.api.results import FusionRun as FusionRun
 from retrieval.api.results import IndexRun as IndexRun
 from retrieval.api.results import ProfileRunResult as ProfileRunResult
 from retrieval.api.results import Report as Report
@@ -25,6 +26,7 @@ from retrieval.api.verbs import open_run as open_run
 from retrieval.api.verbs import report as report
 from retrieval.api.verbs import sweep as sweep
 from retrieval.api.verbs import tune_cache as tune_cache
+from retrieval.api.verbs import tune_fusion as tune_fusion
 from retrieval.api.verbs import tune_rerank as tune_rerank
 from retrieval.api.verbs import verify as verify
 from retrieval.api.watching import WatchRun as WatchRun
@@ -36,6 +38,7 @@ from retrieval.data import VectorDataset as VectorDataset
 from retrieval.errors import ConfigError as ConfigError
 from retrieval.errors import DataError as DataError
 from retrieval.errors import RwbError as RwbError
+from retrieval.fusion_tune.spec import FusionTuneSpec as FusionTuneSpec
 from retrieval.profiling.spec import ProfileSpec as ProfileSpec
 from retrieval.rerank.spec import RerankerSpec as RerankerSpec
 from retrieval.rerank.spec import RerankSweepSpec as RerankSweepSpec

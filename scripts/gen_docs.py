@@ -37,6 +37,9 @@ SPECS: dict[str, tuple[str, str, str]] = {
                "`rwb bench fanout`: parallel retrieval over several collections with fusion."),
     "rerank": ("rerank-spec", "retrieval.rerank.spec:RerankSweepSpec",
                "`rwb tune rerank`: rerank depth and the BM25 fallback router."),
+    "fusion": ("fusion-spec", "retrieval.fusion_tune.spec:FusionTuneSpec",
+               "`rwb tune fusion`: hybrid fusion (dense + BM25) tuned on a dev split, judged "
+               "on the test split with a paired significance test."),
     "cache": ("cache-spec", "retrieval.cache.spec:CacheTuneSpec",
               "`rwb tune cache`: semantic-cache thresholds on a real Redis."),
     "rag-study": ("rag-study-spec", "retrieval.study.spec:StudySpec",

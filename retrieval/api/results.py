@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from retrieval.bench.summary import EmbedBenchSummary, FanoutBenchSummary, LoadBenchSummary
     from retrieval.cache.summary import CacheTuneSummary
     from retrieval.churn.summary import ChurnBenchSummary
+    from retrieval.fusion_tune.summary import FusionTuneSummary
     from retrieval.live.summary import LiveSweepSummary
     from retrieval.profiling.summary import ProfileSummary
     from retrieval.reporting.load import Run
@@ -186,6 +187,17 @@ class StudyRun(RunResult):
 
 
 @dataclass(frozen=True)
+class FusionRun(RunResult):
+    """``rwb tune fusion``: ``to_frame()`` has one row per fusion candidate (dev / test)."""
+
+    summary: FusionTuneSummary
+    TABLE: ClassVar[str | None] = "candidates.parquet"
+
+    def _rows(self) -> Sequence[Mapping[str, Any]]:
+        return self.to_dict().get("candidates") or []
+
+
+@dataclass(frozen=True)
 class RerankRun(RunResult):
     summary: RerankSweepSummary
 
@@ -310,6 +322,7 @@ __all__ = [
     "CacheRun",
     "EvalRun",
     "ExportedConfig",
+    "FusionRun",
     "IndexRun",
     "Report",
     "RerankRun",

@@ -19,6 +19,7 @@ from retrieval.api.results import (
     CacheRun,
     EvalRun,
     ExportedConfig,
+    FusionRun,
     LiveSweepRun,
     Report,
     RerankRun,
@@ -282,6 +283,32 @@ def tune_rerank(
     return RerankRun(result.run_dir.path, RerankSweepSummary.model_validate(result.summary))
 
 
+def tune_fusion(
+    spec: Any,
+    *,
+    out: PathLike | None = None,
+    max_queries: int | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> FusionRun:
+    """``rwb tune fusion``: dense + BM25 fusion (RRF k / weights, convex alpha with min-max,
+    z-score or DBSF normalisation, each leg's depth) tuned on a dev split and judged on the test
+    split with a paired randomisation test against RRF(60) and the best single leg
+    (:mod:`retrieval.fusion_tune`)."""
+    from retrieval.fusion_tune.run import run_fusion_tune
+    from retrieval.fusion_tune.spec import FusionTuneSpec, load_fusion_spec, parse_fusion_spec
+    from retrieval.fusion_tune.summary import FusionTuneSummary
+
+    s = _spec(spec, FusionTuneSpec, parse_fusion_spec, load_fusion_spec, "fusion spec")
+    source = str(spec) if isinstance(spec, str | Path) else "<memory>"
+    if max_queries is not None:
+        data = s.model_dump(mode="json", exclude_unset=True)
+        data["max_queries"] = max_queries
+        s = parse_fusion_spec(data, source=f"{source} (command-line override)")
+    result = run_fusion_tune(s, out, spec_source=source, progress=progress, force=force)
+    return FusionRun(result.run_dir.path, FusionTuneSummary.model_validate(result.summary))
+
+
 def tune_cache(
     spec: Any,
     *,
@@ -525,6 +552,7 @@ __all__ = [
     "report",
     "sweep",
     "tune_cache",
+    "tune_fusion",
     "tune_rerank",
     "verify",
 ]

@@ -18,14 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Write the cheapest config meeting the target of a sweep run in an engine's own "
             "parameter names (milvus, faiss, hnswlib, qdrant, pgvector, redis, weaviate; "
-            "redisvl for semantic-cache threshold runs; rerank for rwb tune rerank depth runs), "
+            "redisvl for semantic-cache threshold runs; rerank for rwb tune rerank depth runs; "
+            "milvus, qdrant or lancedb hybrid search for rwb tune fusion runs), "
             "with the evidence: target, recall and its lower "
             "bound, held-out recall, latency, dataset fingerprint, CPU, versions, run id. "
             "Exit 1 when the run has no config meeting the target for that engine."
         ),
     )
     p.add_argument("run", help="run directory of rwb sweep (rwb tune cache for redisvl, "
-                   "rwb tune rerank for rerank)")
+                   "rwb tune rerank for rerank, rwb tune fusion for a hybrid fusion)")
     p.add_argument("--engine", required=True,
                    help="milvus | faiss | hnswlib | qdrant | pgvector | redis | weaviate | "
                    "redisvl | rerank")

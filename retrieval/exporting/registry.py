@@ -182,6 +182,15 @@ def run_shape(run: RunDir) -> str:
     return workload_kind(summary if isinstance(summary, Mapping) else {})
 
 
+def _default() -> Exporter:
+    """The default exporter: the one of index sweeps (ANN) when registered, whatever order the
+    modules were imported in; else the first one that is not dedicated."""
+    from retrieval.tune.summary import SweepSummary
+
+    shared = [e for e in exporters() if not e.dedicated]
+    return next((e for e in shared if e.kind == SweepSummary.KIND), shared[0])
+
+
 def exporter_for(run: RunDir, kind: str, engine: str) -> Exporter:
     """The exporter of (``kind``, the run's workload shape, ``engine``); else the error that
     explains the miss."""
@@ -189,12 +198,12 @@ def exporter_for(run: RunDir, kind: str, engine: str) -> Exporter:
     found = _BY_KEY.get((kind, run_shape(run), engine)) or _BY_KEY.get((kind, None, engine))
     if found is not None:
         return found
+    default = _default()
     for e in exporters():
-        if e.dedicated and kind == e.kind:
-            raise e.wrong_engine(run, engine)
+        if (e.dedicated or e is not default) and kind == e.kind:
+            raise e.wrong_engine(run, engine)  # a kind with engines of its own (fusion: ...)
         if e.dedicated and engine in e.engines:
             raise e.wrong_kind(run, kind, engine)
-    default = next(e for e in exporters() if not e.dedicated)
     raise default.wrong_kind(run, kind, engine)
 
 
