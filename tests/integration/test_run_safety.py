@@ -360,12 +360,38 @@ def test_an_interrupted_run_is_marked_failed(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "r", "interrupted")
     with pytest.raises(KeyboardInterrupt), run.recording():
         run.write_manifest(kind="eval")
-        run.work_dir().mkdir()
         (run.work_dir() / "milvus-0").write_text("index")
         raise KeyboardInterrupt
     manifest = json.loads(run.file("manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["error"] == "interrupted"
     assert not run.file("work").exists()
+
+
+def test_force_keeps_a_work_folder_the_user_had(tmp_path: Path, capsys) -> None:
+    """Issue 34 HIGH 1: ``--force`` into a folder holding the user's ``work/``: the run's
+    scratch goes elsewhere (rwb's marker inside) and the user's folder is kept, byte for byte."""
+    out = tmp_path / "r"
+    (out / "work").mkdir(parents=True)
+    (out / "work" / "t.txt").write_text("thesis")
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--force", "--json"]) == 0
+    capsys.readouterr()
+    assert (out / "work" / "t.txt").read_text() == "thesis"
+    assert sorted(p.name for p in (out / "work").iterdir()) == ["t.txt"]
+    assert not list(out.glob(".rwb-work-*"))  # rwb's own scratch removed at the end
+
+
+def test_a_failed_run_keeps_a_work_folder_the_user_had(tmp_path: Path) -> None:
+    from retrieval.runs import RunDir
+
+    run = RunDir.create(tmp_path / "r", "failing")
+    (run.file("work")).mkdir()
+    (run.file("work") / "t.txt").write_text("thesis")
+    with pytest.raises(RuntimeError), run.recording():
+        run.write_manifest(kind="eval")
+        scratch = run.work_dir()
+        assert scratch != run.file("work") and (scratch / ".rwb-scratch").is_file()
+        raise RuntimeError("boom")
+    assert (run.file("work") / "t.txt").read_text() == "thesis" and not scratch.exists()
 
 
 def test_export_does_not_replace_a_run_directory_record(tmp_path: Path, capsys) -> None:
