@@ -406,15 +406,18 @@ def footprint(ds: VectorDataset) -> dict[str, object]:
 
 
 def file_key(*paths: str | Path, extra: object = None) -> str:
-    """A content key (see :attr:`VectorDataset.content_key`) from files' resolved path, size
-    and modification time (ns), and ``extra`` (e.g. the metric); "" when a file is missing."""
+    """A content key (see :attr:`VectorDataset.content_key`) from files' resolved path, size,
+    modification time (ns), and what a user cannot set: device, inode and status-change time
+    (ctime, ns; a file replaced with the same size and mtime by ``cp -p`` or ``touch -r`` gets a
+    new ctime), and ``extra`` (e.g. the metric); "" when a file is missing."""
     parts: list[object] = [extra]
     for p in paths:
         try:
             st = Path(p).stat()
         except OSError:
             return ""
-        parts.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+        parts.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_dev,
+                      st.st_ino, st.st_ctime_ns])
     return json.dumps(parts, default=str)
 
 
@@ -428,7 +431,8 @@ def cached_fingerprint(key: str, compute: object) -> str:
     """The fingerprint stored under ``key`` (a content key), else ``compute()`` stored there.
 
     The file is ``<cache>/fingerprints/<sha256(key)[:24]>.json`` holding the key and the value;
-    a changed file (size or mtime) makes a new key, so the full hash runs again."""
+    a changed file (size, mtime, inode or ctime: see :func:`file_key`) makes a new key, so the
+    full hash runs again."""
     assert callable(compute)
     path = _fingerprint_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     try:
