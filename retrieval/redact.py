@@ -91,9 +91,37 @@ def is_secret_env(name: str, value: str) -> bool:
     return not (os.path.isabs(value) and os.path.exists(value))
 
 
+#: secrets rwb itself sends (an API key read from a variable of any name), masked everywhere
+_IN_USE: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` wherever it appears from now on, whatever the name of the variable it
+    came from (e.g. the HTTP reranker's key read from ``key_env: COHERE_KEY``)."""
+    if value and len(value) >= _MIN_SECRET:
+        _IN_USE.add(value)
+
+
+class SecretFilter:
+    """A :mod:`logging` filter masking secrets (:func:`redact_text`) in every record's message;
+    the CLI installs it on its log handlers."""
+
+    def filter(self, record: Any) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record: leave it to logging
+            return True
+        clean = redact_text(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
 def _secret_values() -> list[str]:
-    """Values of environment variables that hold secrets (:func:`is_secret_env`)."""
-    return [v for k, v in os.environ.items() if is_secret_env(k, v)]
+    """Values of environment variables that hold secrets (:func:`is_secret_env`) and the
+    secrets rwb sends (:func:`register_secret`)."""
+    found = [v for k, v in os.environ.items() if is_secret_env(k, v)]
+    return [*found, *(v for v in _IN_USE if v not in found)]
 
 
 # --------------------------------------------------------------------------- URIs

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import BackendError, ConfigError
-from retrieval.redact import redact_error, redact_uri
+from retrieval.redact import redact_error, redact_uri, register_secret
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class HttpReranker:
             self.key = env.get(key_env)
             if not self.key:
                 raise ConfigError(f"reranker.key_env: environment variable {key_env} is not set")
+            register_secret(self.key)  # masked in every output, whatever the variable's name
         self.url, self.shape, self.model = url, shape, model
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.concurrency, self.max_documents = max(1, concurrency), max(1, max_documents)
@@ -163,10 +164,11 @@ class HttpReranker:
             wait = self.backoff_s * (2 ** attempt)
             with self._count_lock:
                 self.requests += 1
+            started = time.monotonic()
             try:
                 req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
                 with self._slots, urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read().decode() or "null")
+                    return json.loads(self._read_by_deadline(resp, started).decode() or "null")
             except urllib.error.HTTPError as exc:
                 last = f"HTTP {exc.code}"
                 if exc.code not in _RETRY_STATUS:
@@ -188,6 +190,22 @@ class HttpReranker:
                 time.sleep(wait)
         raise BackendError(f"reranker {self.name}: {last} after {self.retries + 1} attempts "
                            f"(timeout {self.timeout_s} s each)")
+
+    def _read_by_deadline(self, resp: Any, started: float) -> bytes:
+        """The response body, read in pieces: ``timeout_s`` is a deadline for the whole request
+        (``started``: time.monotonic() before it was sent), so an endpoint trickling a byte at a
+        time is timed out too (TimeoutError, retried like any timeout)."""
+        parts: list[bytes] = []
+        while True:
+            left = self.timeout_s - (time.monotonic() - started)
+            if left <= 0:
+                raise TimeoutError(f"no complete answer within {self.timeout_s} s")
+            with contextlib.suppress(AttributeError, OSError):
+                resp.fp.raw._sock.settimeout(left)  # the socket read waits no longer
+            piece = resp.read1(65536)
+            if not piece:
+                return b"".join(parts)
+            parts.append(piece)
 
     def _parse(self, out: Any, n: int) -> np.ndarray:
         rows = out.get("results", out.get("data")) if isinstance(out, dict) else out

@@ -104,6 +104,17 @@ def test_http_reranker_errors_are_one_line_without_the_key(monkeypatch: pytest.M
         HttpReranker("http://user:***@127.0.0.1:9/rerank")
 
 
+def test_http_reranker_timeout_is_a_deadline_per_request() -> None:
+    """Issue 34 MEDIUM 6: an endpoint trickling one byte every 0.2 s never stalls a socket read
+    for ``timeout_s``; the request is still timed out at ``timeout_s`` (a deadline)."""
+    with RerankServer(trickle_s=0.2) as srv:
+        rr = HttpReranker(srv.url, retries=0, timeout_s=1.0)
+        with pytest.raises(BackendError, match=r"timed out|within 1.0 s"):
+            rr.score("granite", ["granite stone", "violin"])
+        # the answer is ~90 bytes (~18 s at this pace): given up before its end
+        assert srv.completed == 0 and len(srv.requests) == 1
+
+
 def test_callable_path_names_importable_functions_only() -> None:
     assert callable_path(overlap_scores) == "retrieval.testing.rerank_server:overlap_scores"
     assert callable_path(lambda q, p: [0.0] * len(p)) is None
@@ -137,6 +148,32 @@ def test_callable_reranker_tunes_exports_and_verifies(beir: Path, tmp_path: Path
 
 @pytest.mark.model
 @pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
+def test_the_key_rwb_sends_is_masked_whatever_its_variable(
+        beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 HIGH 4: ``key_env: COHERE_KEY`` (no secret word in the name) and an endpoint
+    whose 401 body echoes the header: the key is in no output (stderr, run files)."""
+    from retrieval.cli import main
+
+    monkeypatch.setenv("COHERE_KEY", "plain-cohere-value-31337")
+    with RerankServer(token="another-one", echo_auth=True) as srv:
+        rr = HttpReranker(srv.url, key_env="COHERE_KEY", retries=0)
+        with pytest.raises(BackendError) as err:
+            rr.score("q", ["p"])
+        assert "HTTP 401" in str(err.value) and "invalid api token" in str(err.value)
+        assert "plain-cohere-value-31337" not in str(err.value)
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump(_spec(beir, kind="http", url=srv.url, shape="cohere",
+                                             key_env="COHERE_KEY", retries=0)))
+        code = main(["-v", "tune", "rerank", str(spec), "--out", str(tmp_path / "run")])
+    out = capsys.readouterr()
+    assert code != 0 and "HTTP 401" in out.err
+    assert "plain-cohere-value-31337" not in out.out + out.err
+    for f in (tmp_path / "run").rglob("*") if (tmp_path / "run").exists() else []:
+        if f.is_file():
+            assert b"plain-cohere-value-31337" not in f.read_bytes(), f
+
+
 def test_http_reranker_through_the_cli(beir: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from retrieval.cli import main
