@@ -13,6 +13,11 @@ whose run has no connection left was left by a run that was killed: :func:`lefto
 them and :func:`remove_leftover` drops them (``rwb services cleanup``). Names never contain
 ``{``, so no cache prefix covers a marker. The vector indexes of backend ``redis`` carry the
 same marker (:mod:`retrieval.engines.redis.owned`), so they are listed and removed alike.
+
+A semantic cache's run also records every key it writes in the set ``{rwb}written:<name>``
+(:func:`written_key`, in the same pipeline as the write), so :func:`remove_leftover` deletes
+only those keys (the index is dropped without its documents): a key an application wrote under
+a killed run's leftover name survives ``rwb services cleanup --yes``.
 """
 
 from __future__ import annotations
@@ -58,6 +63,15 @@ def _marker(client: Any, name: str) -> dict[str, Any] | None:
     except ValueError:
         return {"run": "?"}
     return rec if isinstance(rec, dict) else {"run": "?"}
+
+
+#: the set of the keys a semantic cache's run wrote (see the module doc)
+WRITTEN_PREFIX = "{rwb}written:"
+
+
+def written_key(name: str) -> str:
+    """The Redis set recording the keys the run that owns ``name`` wrote."""
+    return f"{WRITTEN_PREFIX}{name}"
 
 
 def _glob_escape(text: str) -> str:
@@ -154,7 +168,31 @@ def _drop_everything(client: Any, name: str) -> None:
     batch = list(client.scan_iter(match=key_pattern(name), count=1000))
     for i in range(0, len(batch), 1000):
         client.delete(*batch[i: i + 1000])
-    client.delete(marker_key(name))
+    client.delete(written_key(name), marker_key(name))
+
+
+def _drop_recorded(client: Any, name: str) -> int:
+    """Drop the index ``name`` without its documents, then only the keys its run recorded
+    writing (:func:`written_key`), the record and the marker; the number of keys deleted."""
+    import redis
+
+    from retrieval.cache.redis import index_missing
+
+    try:
+        client.execute_command("FT.DROPINDEX", name)  # no DD: documents are deleted by name
+    except redis.ResponseError as exc:
+        if not index_missing(exc):
+            raise
+    deleted, batch = 0, []
+    for key in client.sscan_iter(written_key(name), count=1000):
+        batch.append(key)
+        if len(batch) == 1000:
+            deleted += int(client.delete(*batch))
+            batch = []
+    if batch:
+        deleted += int(client.delete(*batch))
+    client.delete(written_key(name), marker_key(name))
+    return deleted
 
 
 @dataclass(frozen=True)
@@ -199,13 +237,22 @@ def leftovers(client: Any) -> list[Leftover]:
 
 
 def remove_leftover(client: Any, item: Leftover) -> None:
-    """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
+    """Drop a leftover when its marker is unchanged: a semantic cache's index and only the keys
+    its run recorded writing (keys an application wrote under the name survive, and are said
+    in the log); a vector index of backend ``redis``: the index and the keys under its prefix."""
     if _marker(client, item.name) != item.record:
         raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
                           f"not removed")
-    _drop_everything(client, item.name)
+    if item.record.get("what") != "semantic cache":
+        _drop_everything(client, item.name)
+        return
+    deleted = _drop_recorded(client, item.name)
+    if deleted != item.keys:
+        log.warning("semantic cache '%s': %d keys under '%s:' when listed, %d recorded by the "
+                    "killed run and deleted; the others were not written by it and are kept",
+                    item.name, item.keys, item.name, deleted)
 
 
 __all__ = ["Leftover", "check_free", "claim", "client_name", "drop_owned", "key_pattern",
            "leftovers",
-           "marker_key", "new_run_id", "owns", "release", "remove_leftover"]
+           "marker_key", "new_run_id", "owns", "release", "remove_leftover", "written_key"]
