@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from retrieval.churn.logic import AdviceInput, advise
 from retrieval.churn.run import run_churn
@@ -209,6 +210,56 @@ def test_killed_run_resumes_from_the_last_finished_step(tmp_path: Path) -> None:
     other = _spec([HNSW], probe_maintain=False, k=5)
     with pytest.raises(ConfigError, match="another spec"):
         run_churn(other, out=out, resume=True)
+
+
+def _killed_run(out: Path, spec: Any) -> None:
+    run_churn(spec, out=out)
+    lines = (out / "steps.jsonl").read_text().splitlines()
+    (out / "steps.jsonl").write_text("\n".join(lines[:3]) + "\n")
+    (out / "summary.json").unlink()
+
+
+def test_resume_refuses_a_changed_runbook_file_or_base_file(tmp_path: Path) -> None:
+    """Issue 34 HIGH 2: the spec text is the same, the runbook file or the base file changed:
+    the resume is refused in one line naming the fingerprint, nothing mixed."""
+    ds = resolve_dataset(DATA)
+    np.save(tmp_path / "b.npy", np.asarray(ds.base[:1500]))
+    np.save(tmp_path / "q.npy", np.asarray(ds.queries))
+    book = tmp_path / "book.yaml"
+    book.write_text(yaml.safe_dump({"steps": STEPS[:5]}))
+    data = {"kind": "npy", "base": str(tmp_path / "b.npy"), "queries": str(tmp_path / "q.npy"),
+            "metric": "l2"}
+    spec = parse_churn_spec({"name": "t", "dataset": data, "k": K, "queries": 40, "warmup": 0,
+                             "write_batch": 64, "confidence": {"method": "binomial"},
+                             "configs": [HNSW], "probe_maintain": False,
+                             "runbook": str(book)}, source="<test>")
+    out = tmp_path / "killed"
+    _killed_run(out, spec)
+    prints = json.loads((out / "fingerprints.json").read_text())
+    assert set(prints) == {"data_fingerprint", "runbook_fingerprint"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["data_fingerprint"] == prints["data_fingerprint"] == ds_fp(tmp_path)
+    changed = [dict(s) for s in STEPS[:5]]
+    changed[3] = {"delete": {"start": 150, "end": 350}}
+    book.write_text(yaml.safe_dump({"steps": changed}))
+    with pytest.raises(ConfigError, match=r"other runbook .*runbook_fingerprint"):
+        run_churn(spec, out=out, resume=True)
+    book.write_text(yaml.safe_dump({"steps": STEPS[:5]}))
+    moved = np.asarray(ds.base[:1500]).copy()
+    moved[5] += 1.0
+    np.save(tmp_path / "b.npy", moved)
+    with pytest.raises(ConfigError, match=r"other data .*data_fingerprint"):
+        run_churn(spec, out=out, resume=True)
+    np.save(tmp_path / "b.npy", np.asarray(ds.base[:1500]))
+    res = run_churn(spec, out=out, resume=True)  # the same data and runbook: resumed
+    assert res.summary["data_fingerprint"] == prints["data_fingerprint"]
+    assert res.summary["runbook_fingerprint"] == prints["runbook_fingerprint"]
+
+
+def ds_fp(folder: Path) -> str:
+    from retrieval.loaders.vectors import load_npy
+
+    return load_npy(folder / "b.npy", folder / "q.npy", "l2").fingerprint
 
 
 def test_runbook_resolution_ids_replace_and_seeded_fraction() -> None:
