@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.errors import ConfigError
 
@@ -179,3 +179,8 @@ def check_run_name(value: Any) -> str:
 
 #: the type of every spec field that names a run (sweep/eval, cache, rerank, study, bench)
 RunName = Annotated[str, AfterValidator(check_run_name)]
+
+#: the largest seed every seeded library takes (numpy's legacy seeding, Optuna: 0 .. 2**32 - 1)
+SEED_MAX = 2**32 - 1
+#: a spec's ``seed``: an integer in [0, 2**32 - 1], refused in one line otherwise
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]

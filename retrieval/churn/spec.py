@@ -13,7 +13,7 @@ from pydantic import Field
 
 from retrieval.errors import param_error
 from retrieval.indexes.entry import IndexEntry, check_entry
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.workload.runbook import RunbookSpec, load_runbook
@@ -43,7 +43,7 @@ class ChurnSpec(Params):
     name: RunName = "churn"
     dataset: str | dict[str, Any]
     k: int = Field(10, ge=1, le=1000)
-    seed: int = 0
+    seed: Seed = 0
     threads: int = Field(1, ge=1, le=512, description="threads inside each index")
     queries: int | None = Field(200, ge=1, description="the first N queries (None: all)")
     warmup: int = Field(16, ge=0, description="untimed queries before each search step")

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from retrieval.bench.fanout.spec import FanoutCollection, FanoutQueries
 from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 
 #: the pipeline's stages, in request order (names of the stage spans and of the JSON ``stages``)
@@ -126,7 +126,7 @@ class ProfileSpec(Params):
 
     name: RunName = "pipeline"
     k: int = Field(10, ge=1, le=1000)
-    seed: int = 0
+    seed: Seed = 0
     threads: int = Field(1, ge=1, le=512, description="threads inside each index")
     warmup: int = Field(5, ge=0, description="untimed requests before each measured pass")
     queries: FanoutQueries = Field(default_factory=FanoutQueries)

@@ -178,3 +178,21 @@ def test_pydantic_field_paths_use_the_index_form():
     with pytest.raises(ConfigError, match=r"indexes\[0\]\.dup"):
         parse_spec({"dataset": "synthetic-small", "indexes": [{"backend": "faiss-flat",
                                                                 "dup": 1}]}, source="s.yaml")
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64])
+def test_a_seed_outside_0_to_2_32_is_refused_by_rwb_sweep_in_one_line(tmp_path, capsys, seed):
+    """Issue 34 MEDIUM 7: ``rwb sweep`` refused it only in a numpy traceback after the build."""
+    import yaml
+
+    from retrieval.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "s", "seed": seed, "k": 10,
+        "dataset": {"kind": "synthetic", "n": 300, "dim": 8, "n_queries": 20, "metric": "l2"},
+        "indexes": [{"backend": "faiss-flat"}]}))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "field 'seed'" in err and str(seed) in err, err
+    assert not (tmp_path / "r").exists()
