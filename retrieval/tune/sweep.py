@@ -181,7 +181,7 @@ def run_sweep(
     ``force``; manifest.json records the run's status. ``executor`` ``"ray"`` runs each unit
     as a Ray task on the cluster at ``ray_address`` (:mod:`retrieval.tune.cluster`; default: a
     local Ray); ``"local"`` (the default) measures in this process."""
-    from retrieval.tune.cluster import check_executor
+    from retrieval.tune.cluster import check_executor, check_ray_address
 
     started = time.perf_counter()
     check_tunable(spec)
@@ -190,6 +190,8 @@ def run_sweep(
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address applies to --executor ray only")
     check_executor(executor, spec, in_memory=dataset is not None)
+    if executor == "ray":
+        check_ray_address(ray_address)  # before the run folder: nothing left "running"
     cluster = Cluster(executor, ray_address)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
