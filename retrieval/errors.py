@@ -2,7 +2,8 @@
 
 Every message names where the problem is (file and/or field), what is allowed and what was
 received, in the scikit-learn style. The CLI turns any :class:`RwbError` into a one-line message
-and exit code 2; library callers can catch them by type.
+and exit code 2 (3 for :class:`NotReachable`: an engine, a server or the data not reachable from
+here); library callers can catch them by type.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ class NotReachable(BackendError):
     """An engine, a server or the data is not reachable from here (connection refused, no URL,
     credentials refused, a file gone). The CLI exits 3 ("not measurable here",
     docs/exit-codes.md); nothing was judged or changed."""
+
+
+class DataNotFound(DataError, NotReachable):
+    """A data file or folder the input names is not there (not found from here): a
+    :class:`DataError` for callers, and :class:`NotReachable` for the CLI (exit 3, "not
+    measurable here", docs/exit-codes.md), so a CI job without its data is told apart from an
+    invalid file."""
 
 
 def _short(value: Any, limit: int = 80) -> str:

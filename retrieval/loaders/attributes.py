@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.errors import DataError, param_error
+from retrieval.errors import DataError, DataNotFound, param_error
 from retrieval.filtering.attrs import Attributes
 
 REUTERS_FIELDS: tuple[str, ...] = ("topics", "places")
@@ -30,7 +30,7 @@ _D = re.compile(r"<D>(.*?)</D>", re.S)
 def read_attribute_file(path: Path, n: int) -> Attributes:
     """Attributes of ``n`` base vectors from a ``.parquet`` or structured ``.npy`` file."""
     if not path.is_file():
-        raise DataError(f"attributes file not found: {path}")
+        raise DataNotFound(f"attributes file not found: {path}")
     if path.suffix == ".parquet":
         import pandas as pd
 

@@ -24,7 +24,7 @@ from retrieval.data import (
     release_pages,
     row_chunks,
 )
-from retrieval.errors import DataError
+from retrieval.errors import DataError, DataNotFound
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ def _existing_file(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         where = p.resolve()
-        kind = "is a folder, not a file" if p.is_dir() else "not found"
-        raise DataError(f"{what}: file {kind}: {path} (looked in {where})")
+        if p.is_dir():
+            raise DataError(f"{what}: file is a folder, not a file: {path} (looked in {where})")
+        raise DataNotFound(f"{what}: file not found: {path} (looked in {where})")
     return p
 
 

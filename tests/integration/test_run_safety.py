@@ -292,9 +292,9 @@ def test_a_run_failing_before_its_manifest_leaves_nothing(tmp_path: Path, capsys
     spec = spec_file(tmp_path, dataset={"kind": "npy", "metric": "l2",
                                         "base": str(tmp_path / "none.npy"),
                                         "queries": str(tmp_path / "none.npy")})
-    assert main(["eval", str(spec), "--out", str(out)]) == 2
+    assert main(["eval", str(spec), "--out", str(out)]) == 3  # the data is not here (exit 3)
     err = capsys.readouterr().err
-    assert err.startswith("rwb: error:") and "none.npy" in err, err
+    assert err.startswith("rwb: not measurable here:") and "none.npy" in err, err
     assert not out.exists()
 
 

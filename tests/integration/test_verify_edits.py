@@ -307,3 +307,24 @@ def test_export_over_an_earlier_export_says_it_replaced_it(
     capsys.readouterr()
     assert main([*args[:-1], str(mine), "--force"]) == 0
     assert "(replaced the file that was there: --force)" in capsys.readouterr().out
+
+
+def test_verify_when_the_recorded_data_file_is_gone_exits_3(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 MEDIUM 8: the export's data file moved away: not measurable here (exit 3, as
+    docs/exit-codes.md says), one line naming the file; not "your input is wrong" (2)."""
+    data = make_synthetic(600, 8, 20, seed=3)
+    np.save(tmp_path / "b.npy", data.base)
+    np.save(tmp_path / "q.npy", data.queries)
+    spec = {"name": "gone", "k": 10, "warmup": 0, "batch_repeats": 1, "target_recall": 0.9,
+            "dataset": {"kind": "npy", "base": str(tmp_path / "b.npy"),
+                        "queries": str(tmp_path / "q.npy"), "metric": "l2"},
+            "indexes": [{"backend": "faiss-flat"}]}
+    run_sweep(parse_spec(spec, source="gone.yaml"), tmp_path / "run")
+    out, _ = _export(tmp_path / "run", tmp_path, engine="faiss")
+    (tmp_path / "b.npy").rename(tmp_path / "elsewhere.npy")
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rwb: not measurable here:") and "\n" not in err, err
+    assert "b.npy" in err and "file not found" in err
