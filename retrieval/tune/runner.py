@@ -140,6 +140,9 @@ def run_eval(
 ) -> EvalResult:
     """Evaluate every build x search config of ``spec``; write and return the run directory.
     A non-empty ``out`` is refused unless ``force``; manifest.json records the run's status."""
+    from retrieval.tune.preflight import check_services
+
+    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)

@@ -182,6 +182,7 @@ def run_sweep(
     as a Ray task on the cluster at ``ray_address`` (:mod:`retrieval.tune.cluster`; default: a
     local Ray); ``"local"`` (the default) measures in this process."""
     from retrieval.tune.cluster import check_executor, check_ray_address
+    from retrieval.tune.preflight import check_services
 
     started = time.perf_counter()
     check_tunable(spec)
@@ -192,6 +193,7 @@ def run_sweep(
     check_executor(executor, spec, in_memory=dataset is not None)
     if executor == "ray":
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
+    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     cluster = Cluster(executor, ray_address)
     if spec.scale is not None:  # a scale study: nested samples, one build at the full N
         return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
