@@ -42,9 +42,20 @@ class DataNotFound(DataError, NotReachable):
     invalid file."""
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, built without ever making the whole text (a
+    YAML alias bomb expands to hundreds of MB): nested containers are shown a few items deep."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring, r.maxother, r.maxlong = limit, limit, limit
+    text = r.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    return short_repr(value, limit)
 
 
 def param_error(

@@ -196,3 +196,18 @@ def test_a_seed_outside_0_to_2_32_is_refused_by_rwb_sweep_in_one_line(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "field 'seed'" in err and str(seed) in err, err
     assert not (tmp_path / "r").exists()
+
+
+def test_an_alias_bomb_value_is_cut_in_the_error_line(tmp_path, capsys):
+    """Issue 34 MEDIUM 7: the error repeated the expanded value (522 MB on one line)."""
+    from retrieval.cli import main
+
+    lines = ['_a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefg", "bcdefgh"):
+        lines.append(f"_{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    lines += ["name: bomb", "dataset: *h", "k: 10", "indexes: [{backend: faiss-flat}]"]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["eval", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "field 'dataset" in err and len(err) < 1000, err[:300]
