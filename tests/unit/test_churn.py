@@ -262,6 +262,23 @@ def ds_fp(folder: Path) -> str:
     return load_npy(folder / "b.npy", folder / "q.npy", "l2").fingerprint
 
 
+def test_fewer_live_vectors_than_k_use_the_fewer_than_k_rule(tmp_path: Path) -> None:
+    """Issue 34 MEDIUM 8: 5 live vectors and k=10: the exact answer holds 5 ids; a perfect
+    answer is recall 1.0 (it was 0.5, and the advice said re-tune)."""
+    steps = [{"insert": {"start": 0, "end": 5}}, {"search": {}},
+             {"insert": {"start": 5, "end": 300}}, {"search": {}}]
+    res = run_churn(_spec([HNSW], steps=steps, probe_maintain=False, target_recall=0.9,
+                          retune=False), out=tmp_path / "few")
+    rows = [r for r in res.summary["configs"][0]["steps"] if r["op"] == "search"]
+    assert rows[0]["live"] == 5 and rows[0]["recall"] == 1.0
+    assert rows[0]["short_queries"] == 0.0  # 5 of min(k, live) = 5 returned
+    from retrieval.churn.logic import live_recall
+
+    exact = np.array([[3, 1, -1, -1], [0, 2, 4, -1]])
+    found = np.array([[1, 3, -1, -1], [0, 9, 4, -1]])
+    assert live_recall(found, exact, 4).tolist() == [1.0, 2 / 3]
+
+
 def test_runbook_resolution_ids_replace_and_seeded_fraction() -> None:
     base = np.random.default_rng(0).standard_normal((300, 4)).astype(np.float32)
     spec = RunbookSpec.model_validate({"steps": [
