@@ -8,6 +8,7 @@ rwb would compute, whatever convention the file used.
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 from typing import Any
@@ -386,6 +387,12 @@ def load_texmex(
 # --------------------------------------------------------------------------- NumPy
 
 
+def _too_big(p: Path, what: str) -> str:
+    size = p.stat().st_size
+    return (f"{what} {p}: {size:,} bytes do not fit this process's memory or address space "
+            f"(ulimit -v / a container limit); raise the limit or use a smaller file")
+
+
 def _read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
     p = _existing_file(path, what)
     try:
@@ -400,9 +407,14 @@ def _read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
         if mmap:
             try:
                 return np.load(p, allow_pickle=False, mmap_mode="r")
-            except (ValueError, OSError):  # e.g. an empty array cannot be mapped: read it
+            except OSError as exc:
+                if exc.errno == errno.ENOMEM:  # never a silent full read instead
+                    raise DataError(_too_big(p, what)) from None
+            except ValueError:  # e.g. an empty array cannot be mapped: read it
                 pass
         return np.load(p, allow_pickle=False)
+    except MemoryError:
+        raise DataError(_too_big(p, what)) from None
     except (ValueError, OSError, EOFError) as exc:
         if "pickle" in str(exc):  # an object array: never unpickled (it could run code)
             raise DataError(f"{what} {p}: the .npy file holds Python objects (pickled); rwb "
