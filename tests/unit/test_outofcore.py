@@ -169,6 +169,33 @@ def test_a_file_replaced_with_the_same_size_and_mtime_gets_a_new_fingerprint(
     assert again == VectorDataset("x", changed, queries, "l2").fingerprint
 
 
+def test_a_synthetic_base_checks_free_disk_and_leaves_no_tmp_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 MEDIUM 7: free space is checked before the base is written (a disk filling
+    ended in SIGBUS), and a write that fails leaves no ``*.tmp.npy`` in the cache."""
+    from collections import namedtuple
+
+    import retrieval.loaders.synthetic as syn
+    from retrieval.errors import DataError
+    from retrieval.loaders.synthetic import make_synthetic
+
+    monkeypatch.setenv("RWB_CACHE_DIR", str(tmp_path))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(syn.shutil, "disk_usage", lambda _p: usage(10**6, 10**6 - 1000, 1000))
+    with pytest.raises(DataError, match=r"needs 324,096 bytes .* only 1,000 are free"):
+        make_synthetic(5000, 16, 10, chunk_rows=2048)
+    monkeypatch.undo()
+    monkeypatch.setenv("RWB_CACHE_DIR", str(tmp_path))
+
+    def full(_x: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(syn, "release_pages", full)
+    with pytest.raises(OSError, match="No space left"):
+        make_synthetic(5000, 16, 10, chunk_rows=2048, seed=5)
+    assert list(tmp_path.rglob("*.tmp.npy")) == []
+
+
 def test_fvecs_base_is_mapped_and_builds_in_chunks(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     base, queries = _data("float", n=5000)
