@@ -133,6 +133,10 @@ def run_verify(args: argparse.Namespace) -> int:
     cmp = ">=" if report.bound_holds else "<"
     print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
           f"{m.recall_lb:.4f} {cmp} target {report.target}")
+    if report.within_tolerance is not None:
+        print(f"  judged within the rebuild tolerance {report.within_tolerance:g} (an unseeded "
+              f"or multi-threaded build; the recorded bound met the target): expect flakes, "
+              f"re-tune with a margin")
     if report.heldout is not None:
         print(f"  held-out recall {report.heldout.recall:.4f} (recorded "
               f"{_f(rec.get('heldout_recall'))})")
