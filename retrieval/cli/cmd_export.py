@@ -52,10 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "whether the false-hit cap holds there")
     v.add_argument("--engine", help="measure the file's settings on this engine instead "
                    "(does the target transfer?); exit 3: an engine rwb cannot run")
-    v.add_argument("--dataset", metavar="NAME|FILE",
-                   help="ANN exports: the data to re-measure on when the recorded one is not "
-                        "reachable (a dataset name, manifest .yaml or .hdf5 path); its "
-                        "fingerprint must be the recorded one")
+    v.add_argument("--dataset", metavar="NAME|FILE|FOLDER",
+                   help="the data to re-measure on when the recorded one is not reachable: "
+                        "ANN exports a dataset name, manifest .yaml or .hdf5 path; rerank "
+                        "exports a BEIR folder; its fingerprint must be the recorded one")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 

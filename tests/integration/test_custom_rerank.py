@@ -148,6 +148,41 @@ def test_callable_reranker_tunes_exports_and_verifies(beir: Path, tmp_path: Path
 
 @pytest.mark.model
 @pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
+def test_a_rerank_export_verifies_on_a_moved_beir_folder(
+        beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 new user 2: own-data exports are portable: the recorded BEIR folder gone (a CI
+    runner), ``rwb verify FILE --dataset FOLDER`` or ``$RWB_DATA_DIR`` holding a folder of that
+    name; the fingerprint decides it is the same collection."""
+    import shutil
+
+    from retrieval.cli import main
+
+    mine = tmp_path / "here" / "tiny"
+    shutil.copytree(beir, mine)
+    run = retrieval.tune_rerank(_spec(mine), reranker=overlap_scores, out=tmp_path / "run")
+    exported = retrieval.export(run, "rerank", tmp_path / "rerank.yaml")
+    moved = tmp_path / "runner" / "tiny"
+    moved.parent.mkdir()
+    mine.rename(moved)
+    monkeypatch.delenv("RWB_DATA_DIR", raising=False)
+    assert main(["verify", str(exported.path)]) == 3  # the data is not here
+    assert "not measurable here" in capsys.readouterr().err
+    assert main(["verify", str(exported.path), "--dataset", str(moved)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("RWB_DATA_DIR", str(moved.parent))
+    assert main(["verify", str(exported.path)]) == 0
+    capsys.readouterr()
+    other = tmp_path / "other" / "tiny"
+    shutil.copytree(moved, other)
+    (other / "queries.jsonl").write_text((other / "queries.jsonl").read_text()
+                                         .replace("about", "on"))
+    assert main(["verify", str(exported.path), "--dataset", str(other)]) == 2
+    assert "fingerprint" in capsys.readouterr().err
+
+
+@pytest.mark.model
+@pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
 def test_the_key_rwb_sends_is_masked_whatever_its_variable(
         beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,6 +209,8 @@ def test_the_key_rwb_sends_is_masked_whatever_its_variable(
             assert b"plain-cohere-value-31337" not in f.read_bytes(), f
 
 
+@pytest.mark.model
+@pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
 def test_http_reranker_through_the_cli(beir: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from retrieval.cli import main
