@@ -156,10 +156,14 @@ def _mask_query(rest: str) -> str:
         return rest
     head, query = rest[: q + 1], rest[q + 1:]
     parts = query.split("&")
-    out = []
+    out: list[str] = []
+    masking = False
     for part in parts:
         key, eq, _value = part.partition("=")
-        out.append(f"{key}={REDACTED}" if eq and is_sensitive(unquote(key)) else part)
+        if masking and not eq:  # '&' inside the value (password=Pl4nt&edS3c): still the value
+            continue
+        masking = bool(eq) and is_sensitive(unquote(key))
+        out.append(f"{key}={REDACTED}" if masking else part)
     return head + "&".join(out)
 
 
@@ -186,6 +190,10 @@ _QUOTED_KEY = re.compile(
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
 )
 _UNQUOTED_REST = re.compile(r"(?:[^\s\\]|\\.)*")
+#: free text ``password: X`` (a YAML-like line, a log message): the value up to white space
+_COLON_KEY = re.compile(
+    r"(?<![\w.\-'\"])(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>:[ \t]+)(?P<value>[^\s'\"]+)"
+)
 
 
 def _sensitive_values(text: str) -> list[tuple[int, int]]:
@@ -193,7 +201,7 @@ def _sensitive_values(text: str) -> list[tuple[int, int]]:
     ``text``; an unquoted sensitive value runs to the next white space (a libpq password may
     hold ``&``)."""
     spans = []
-    for pattern in (_KEY_VALUE, _QUOTED_KEY):
+    for pattern in (_KEY_VALUE, _QUOTED_KEY, _COLON_KEY):
         for m in pattern.finditer(text):
             if not is_sensitive(m.group("key")):
                 continue

@@ -92,7 +92,10 @@ def test_recall_per_step_equals_numpy_brute_force_over_the_live_set(tmp_path: Pa
             d = ((q[:, None, :] - x[None, :, :]) ** 2).sum(-1)
             exact = ids[np.argsort(d, axis=1, kind="stable")[:, :K]]
             mine = got[(got["backend"] == c["label"]) & (got["step"] == rec["step"])]
-            found = np.vstack(mine.sort_values("query")["ids"].to_list())
+            # joined on the query key (numbered from 0 like the queries), not on sort order
+            by_query = dict(zip(mine["query"].tolist(), mine["ids"].to_list(), strict=True))
+            assert sorted(by_query) == list(range(q.shape[0]))
+            found = np.vstack([by_query[i] for i in range(q.shape[0])])
             recall = np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact,
                                                                        strict=True)])
             assert rec["recall"] == pytest.approx(recall, abs=1e-12)

@@ -63,7 +63,7 @@ def test_export_carries_churn_evidence_and_verify_shows_it(
     assert uc["last_search_step"]["recall"] == pytest.approx(steps[-1]["recall"], rel=1e-5)
     for key in ("control_recall", "damage"):
         assert key in uc["last_search_step"]
-    assert main(["verify", str(out)]) in (0, 1)  # re-measures the config; churn as recorded
+    assert main(["verify", str(out)]) == 0  # a seeded one-thread build: it holds
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if "under churn" in ln)
     assert "'t (inline)' (recorded, not re-run)" in line and "last step 4: recall" in line
