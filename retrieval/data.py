@@ -213,6 +213,8 @@ def as_matrix(x: object, name: str, *, dim: int | None = None,
         raise DataError(f"{name}: dimension must be {dim}; received {arr.shape[1]}")
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(f"{name}: expected numeric vectors; received dtype {arr.dtype}")
+    if arr.dtype.kind == "c":  # never silently dropped to its real part
+        raise DataError(f"{name}: expected real vectors; received complex dtype {arr.dtype}")
     if is_out_of_core(arr) and (arr.dtype == np.float32 or (mapped and arr.dtype.kind in "fiu")):
         if arr.dtype.kind == "f":
             _check_chunks(arr, name)

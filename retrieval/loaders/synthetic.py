@@ -42,6 +42,10 @@ CHUNKED_ABOVE = 2_000_000
 DEFAULT_CHUNK_ROWS = 1 << 20
 
 
+#: bounds of a synthetic dataset: vectors, dimension, and the base's bytes (float32)
+MAX_N, MAX_DIM, MAX_BASE_BYTES = 2_000_000_000, 65_536, 10**12
+
+
 def make_synthetic(
     n: int = 20_000,
     dim: int = 96,
@@ -65,14 +69,18 @@ def make_synthetic(
     then memory-mapped): N up to 10M and more without holding the base in memory. The chunked
     data differ from the one-draw data of the same seed (the streams differ); for one
     ``chunk_rows`` they are the same on every run and machine."""
-    for field, value, low in (
-        ("n", n, 1),
-        ("dim", dim, 2),
-        ("n_queries", n_queries, 1),
-        ("n_clusters", n_clusters, 1),
+    for field, value, low, high in (
+        ("n", n, 1, MAX_N),
+        ("dim", dim, 2, MAX_DIM),
+        ("n_queries", n_queries, 1, MAX_N),
+        ("n_clusters", n_clusters, 1, MAX_N),
     ):
-        if int(value) < low:
-            raise param_error(field, f"an integer >= {low}", value, where="synthetic dataset")
+        if not low <= int(value) <= high:
+            raise param_error(field, f"an integer in [{low}, {high:,}]", value,
+                              where="synthetic dataset")
+    if int(n) * int(dim) * 4 > MAX_BASE_BYTES:
+        raise param_error("n", f"n x dim x 4 bytes <= {MAX_BASE_BYTES:,} (1 TB; dim {dim})", n,
+                          where="synthetic dataset")
     if not 0.0 <= decay <= 3.0:
         raise param_error("decay", "in [0, 3]", decay, where="synthetic dataset")
     if not 0.0 <= correlation <= 1.0:

@@ -215,12 +215,22 @@ class HttpReranker:
         scores = np.full(n, np.nan, dtype=np.float64)
         for row in rows:
             try:
-                i = int(row["index"])
+                raw = row["index"]
                 s = row["relevance_score"] if "relevance_score" in row else row["score"]
-                scores[i] = float(s)
+                if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < n:
+                    raise IndexError(raw)
+                value = float(s)
             except (KeyError, TypeError, ValueError, IndexError):
-                raise BackendError(f"reranker {self.name}: a result row lacks index and "
-                                   f"relevance_score/score in range: {str(row)[:120]}") from None
+                raise BackendError(f"reranker {self.name}: a result row lacks an index in "
+                                   f"[0, {n}) and a relevance_score/score: "
+                                   f"{str(row)[:120]}") from None
+            if not np.isfinite(value):
+                raise BackendError(f"reranker {self.name}: passage {raw} got the score "
+                                   f"{value!r}; expected a finite number")
+            if not np.isnan(scores[raw]):
+                raise BackendError(f"reranker {self.name}: passage {raw} is scored twice in "
+                                   f"one answer")
+            scores[raw] = value
         if np.isnan(scores).any():
             raise BackendError(f"reranker {self.name}: {int(np.isnan(scores).sum())} of {n} "
                                f"passages got no score (top_n too small?)")

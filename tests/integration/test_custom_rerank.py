@@ -115,6 +115,22 @@ def test_http_reranker_timeout_is_a_deadline_per_request() -> None:
         assert srv.completed == 0 and len(srv.requests) == 1
 
 
+@pytest.mark.parametrize(("answer", "words"), [
+    ({"results": [{"index": 0, "relevance_score": float("nan")},
+                  {"index": 1, "relevance_score": 0.5}]}, "expected a finite number"),
+    ({"results": [{"index": 0, "relevance_score": 0.1},
+                  {"index": 0, "relevance_score": 0.5}]}, "scored twice"),
+    ({"results": [{"index": -1, "relevance_score": 0.1},
+                  {"index": 1, "relevance_score": 0.5}]}, "an index in [0, 2)"),
+])
+def test_http_reranker_answers_are_read_strictly(answer: dict[str, Any], words: str) -> None:
+    """Issue 34 LOW: NaN scores, duplicate and negative indices were accepted."""
+    rr = HttpReranker("http://127.0.0.1:9/rerank", retries=0)
+    with pytest.raises(BackendError) as err:
+        rr._parse(answer, 2)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
 def test_callable_path_names_importable_functions_only() -> None:
     assert callable_path(overlap_scores) == "retrieval.testing.rerank_server:overlap_scores"
     assert callable_path(lambda q, p: [0.0] * len(p)) is None

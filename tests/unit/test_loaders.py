@@ -462,3 +462,20 @@ def test_an_npy_larger_than_the_address_space_limit_is_one_line(tmp_path):
     out = proc.stdout.strip()
     assert proc.returncode == 0 and out.startswith("DataError:"), proc.stderr[-1500:]
     assert "big.npy" in out and "ulimit -v" in out and "\n" not in out
+
+
+def test_complex_vectors_and_unbounded_synthetic_sizes_are_one_line(tmp_path):
+    """Issue 34 LOW: a complex64 .npy was accepted with its imaginary part dropped; synthetic
+    sizes were unbounded (n: 10**12, dim: 10**7)."""
+    from retrieval.errors import ConfigError
+    from retrieval.loaders.synthetic import make_synthetic
+
+    np.save(tmp_path / "b.npy", (np.ones((20, 4)) + 1j).astype(np.complex64))
+    np.save(tmp_path / "q.npy", np.ones((2, 4), dtype=np.float32))
+    with pytest.raises(DataError, match="expected real vectors; received complex dtype"):
+        load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "l2")
+    for kw, field in (({"n": 10**12}, "'n'"), ({"dim": 10**7}, "'dim'"),
+                      ({"n": 10**9, "dim": 4096}, "'n'")):
+        with pytest.raises(ConfigError) as err:
+            make_synthetic(**kw)
+        assert field in str(err.value) and "\n" not in str(err.value), str(err.value)
