@@ -211,3 +211,17 @@ def test_an_alias_bomb_value_is_cut_in_the_error_line(tmp_path, capsys):
     assert main(["eval", str(path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "field 'dataset" in err and len(err) < 1000, err[:300]
+
+
+@pytest.mark.parametrize("nest", [("[", "]", ""), ("{a: ", "}", "1")])
+def test_a_spec_thousands_of_levels_deep_is_one_line(tmp_path, capsys, nest):
+    """Issue 34 LOW: 5,000 nested levels were a RecursionError traceback."""
+    from retrieval.cli import main
+
+    open_, close, leaf = nest
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: deep\nk: 10\nindexes: [{backend: faiss-flat}]\ndataset: "
+                    + open_ * 5000 + leaf + close * 5000 + "\n")
+    assert main(["eval", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nested too deeply" in err and "deep.yaml" in err
