@@ -257,6 +257,12 @@ def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasure
     if measured_on is not None and measured_on != backend:
         out.append({"check": "evidence.measured_on", "passed": False, "measured": backend,
                     "expected": measured_on, "fields": ["evidence.measured_on"]})
+    recorded_n = ev.get("tuning_queries")
+    if recorded_n is not None and recorded_n != res.n_queries:
+        out.append({"check": "evidence.tuning_queries", "passed": False,
+                    "measured": res.n_queries,
+                    "expected": f"{recorded_n} (the queries of the recorded tuning split)",
+                    "fields": ["evidence.tuning_queries"]})
     pairs = [("evidence.recall", ev.get("recall"), res.recall, res.n_queries),
              ("evidence.recall_lower_bound", ev.get("recall_lower_bound"), res.recall_lb,
               res.n_queries)]

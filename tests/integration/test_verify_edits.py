@@ -139,6 +139,15 @@ def test_evidence_k_other_than_the_measured_k_fails(ann_run: Path, tmp_path: Pat
     assert _failed_ann(rep) == {"evidence.k"}
 
 
+def test_an_edited_tuning_queries_fails(ann_run: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 LOW: verify HELD with an edited ``evidence.tuning_queries``."""
+    path, doc = _export(ann_run, tmp_path)
+    doc["evidence"]["tuning_queries"] = doc["evidence"]["tuning_queries"] * 10
+    rep = _fails(_write(path, doc), capsys)
+    assert _failed_ann(rep) == {"evidence.tuning_queries"}
+
+
 def test_heldout_meets_target_false_fails(ann_run: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     path, doc = _export(ann_run, tmp_path)
