@@ -186,8 +186,9 @@ class RunDir:
     def work_dir(self) -> Path:
         """The run's scratch folder for index files (removed at the end): ``<run>/work``,
         created by this call with rwb's marker file inside (:data:`SCRATCH_MARK`). A ``work``
-        folder rwb did not make (no marker: the user's) is never used nor removed: the scratch
-        is then a fresh ``<run>/.rwb-work-<hex>``. A symbolic link is refused."""
+        folder rwb did not make (no marker: the user's), or a file of that name, is never used
+        nor removed: the scratch is then a fresh ``<run>/.rwb-work-<hex>``. A symbolic link is
+        refused."""
         held = self._scratch.get("path")
         if held is not None:
             return held
@@ -196,12 +197,7 @@ class RunDir:
             raise ConfigError(
                 f"'{work}' is a symbolic link; rwb never writes through links (remove it)"
             )
-        if work.exists() and not (work / SCRATCH_MARK).is_file():
-            if not work.is_dir():
-                raise ConfigError(
-                    f"'{work}' exists and is not a folder; rwb keeps its index files in "
-                    f"'<out>/work': move it, or choose another --out"
-                )
+        if work.exists() and not (work.is_dir() and (work / SCRATCH_MARK).is_file()):
             log.info("%s is not rwb's (no %s inside): kept; index files go to a folder of "
                      "rwb's own", work, SCRATCH_MARK)
             work = Path(tempfile.mkdtemp(dir=self.path, prefix=".rwb-work-"))

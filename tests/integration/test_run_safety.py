@@ -380,6 +380,16 @@ def test_force_keeps_a_work_folder_the_user_had(tmp_path: Path, capsys) -> None:
     assert not list(out.glob(".rwb-work-*"))  # rwb's own scratch removed at the end
 
 
+def test_force_keeps_a_file_named_work(tmp_path: Path, capsys) -> None:
+    """Issue 34 LOW: ``--out DIR --force`` where ``DIR/work`` is a file: kept, the run works."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "work").write_text("notes")
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--force", "--json"]) == 0
+    capsys.readouterr()
+    assert (out / "work").read_text() == "notes" and not list(out.glob(".rwb-work-*"))
+
+
 def test_a_failed_run_keeps_a_work_folder_the_user_had(tmp_path: Path) -> None:
     from retrieval.runs import RunDir
 
