@@ -133,6 +133,25 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
         )
 
 
+def _record_load(manifest: dict[str, Any], path: Path) -> None:
+    """Add the machine's load at the end to ``manifest['machine_load']`` with ``busy`` (the
+    1-minute load average at or above the CPUs at the start or the end of the timed work), and
+    say so in the log (INFO: a test suite on a small machine is always busy)."""
+    from retrieval.runs.provenance import busy, machine_load
+
+    record = manifest.get("machine_load")
+    record = dict(record) if isinstance(record, dict) else {}
+    record["end"] = machine_load()
+    record["busy"] = any(busy(v) for v in record.values() if isinstance(v, dict))
+    manifest["machine_load"] = record
+    if record["busy"]:
+        worst = max(float((v.get("load_average") or [0])[0]) for v in record.values()
+                    if isinstance(v, dict))
+        log.info("run %s: the machine was busy while it was timed (load average %s on %s "
+                    "CPUs): its latencies may be inflated; re-run on a quiet machine to "
+                    "compare them", path, worst, record["end"].get("cpus"))
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory ``runs/<id>/`` (created on demand, checked writable). Every file is
@@ -272,6 +291,7 @@ class RunDir:
             manifest["error"] = error
         if status != RUNNING:
             manifest["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+            _record_load(manifest, self.path)
             # time per phase (fingerprint, ground truth, builds, searches) and resident peak
             manifest["resources"] = phases.snapshot()
         self.write_json("manifest.json", manifest)

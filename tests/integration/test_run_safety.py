@@ -420,3 +420,18 @@ def test_export_does_not_replace_a_run_directory_record(tmp_path: Path, capsys) 
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not written by rwb" in err
     assert target.read_text() == before
+
+
+def test_every_manifest_records_the_machine_load(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 34 new user 7: the load average (and CPU steal where readable) beside latencies,
+    at the start and the end of the run, and whether the machine was busy."""
+    import os as _os
+
+    monkeypatch.setattr(_os, "getloadavg", lambda: (64.0, 32.0, 16.0))
+    out = tmp_path / "r"
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    load = json.loads((out / "manifest.json").read_text())["machine_load"]
+    assert load["start"]["load_average"] == [64.0, 32.0, 16.0]
+    assert load["end"]["cpus"] == _os.cpu_count() and "steal_fraction" in load["end"]
+    assert load["busy"] is True
