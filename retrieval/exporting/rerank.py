@@ -76,6 +76,10 @@ def recommendation(depth: int, router: Mapping[str, Any] | None) -> str:
     """Which of the export's two recommendations to deploy, in one sentence."""
     if router is None:
         return f"rerank: re-score every query's first-stage top {depth} (rerank.depth)"
+    verdict = router.get("heldout_verdict") or {}
+    if verdict.get("loses"):
+        return (f"rerank: re-score every query's first-stage top {depth} (rerank.depth); not "
+                f"the router: {verdict.get('line')}")
     return (f"router: send a query to BM25 without rerank when {router['rule']} (threshold "
             f"{router['threshold']}), rerank the others at depth "
             f"{router['primary_rerank_depth']}; it was chosen within router.tolerance of "
@@ -123,6 +127,7 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
             "dense": summary.dense,
             "tolerance": router.tolerance,
             "heldout": router.heldout.get("chosen"),
+            **({"heldout_verdict": router.heldout_verdict} if router.heldout_verdict else {}),
         }
     lat = ((summary.chosen.latency if summary.chosen else None)
            or (chosen_row.latency if chosen_row else None) or {})
