@@ -342,3 +342,16 @@ def test_engines_with_a_working_folder_run_the_runbook(tmp_path: Path,
     assert all(0.0 < r["recall"] <= 1.0 for r in searches)
     assert searches[-1]["live"] == 800 - 250 + 350  # replace keeps ids; delete; insert
     assert any(r.get("maintain_action") for r in c["steps"] if r["op"] == "maintain")
+
+
+def test_a_churn_spec_says_indexes_like_every_spec_and_still_reads_configs() -> None:
+    """Issue 34 new user 9: one vocabulary across specs (``indexes``), the former name kept."""
+    new = parse_churn_spec({"name": "t", "dataset": DATA, "indexes": [HNSW],
+                            "runbook": {"steps": STEPS}}, source="<test>")
+    old = parse_churn_spec({"name": "t", "dataset": DATA, "configs": [HNSW],
+                            "runbook": {"steps": STEPS}}, source="<test>")
+    assert [c.model_dump() for c in new.configs] == [c.model_dump() for c in old.configs]
+    assert new.configs[0].backend == "hnswlib"
+    with pytest.raises(ConfigError, match="not both"):
+        parse_churn_spec({"name": "t", "dataset": DATA, "indexes": [HNSW], "configs": [HNSW],
+                          "runbook": {"steps": STEPS}}, source="<test>")
