@@ -147,6 +147,9 @@ def run_eval(
         raise ConfigError(f"{spec.source}: field 'tenants': a tenants study compares layouts "
                           f"per tenant and runs under rwb sweep (with target_recall); "
                           f"rwb eval measures one shared index: drop 'tenants' for it")
+    from retrieval.tune.preflight import check_services
+
+    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)
