@@ -22,7 +22,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
-from retrieval.runs import RunDir, declares_kind
+from retrieval.runs import WORKLOAD_SCALE, RunDir, declares_kind, workload_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
@@ -234,7 +234,7 @@ def _unfinished_scale_study(spec: SweepSpec) -> Callable[[Path], bool]:
             return False
         if not isinstance(manifest, dict) or not declares_kind(manifest, SweepSummary.KIND):
             return False
-        if "scale" not in manifest or manifest.get("status") == "complete":
+        if workload_kind(manifest) != WORKLOAD_SCALE or manifest.get("status") == "complete":
             return False
         same = yaml.safe_load(yaml.safe_dump(mask(resolved(spec)), sort_keys=False))
         if recorded != same:
