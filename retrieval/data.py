@@ -214,6 +214,8 @@ def as_matrix(x: object, name: str, *, dim: int | None = None,
         raise DataError(f"{name}: dimension must be {dim}; received {arr.shape[1]}")
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(f"{name}: expected numeric vectors; received dtype {arr.dtype}")
+    if arr.dtype.kind == "c":  # never silently dropped to its real part
+        raise DataError(f"{name}: expected real vectors; received complex dtype {arr.dtype}")
     if is_out_of_core(arr) and (arr.dtype == np.float32 or (mapped and arr.dtype.kind in "fiu")):
         if arr.dtype.kind == "f":
             _check_chunks(arr, name)
@@ -429,15 +431,18 @@ def footprint(ds: VectorDataset) -> dict[str, object]:
 
 
 def file_key(*paths: str | Path, extra: object = None) -> str:
-    """A content key (see :attr:`VectorDataset.content_key`) from files' resolved path, size
-    and modification time (ns), and ``extra`` (e.g. the metric); "" when a file is missing."""
+    """A content key (see :attr:`VectorDataset.content_key`) from files' resolved path, size,
+    modification time (ns), and what a user cannot set: device, inode and status-change time
+    (ctime, ns; a file replaced with the same size and mtime by ``cp -p`` or ``touch -r`` gets a
+    new ctime), and ``extra`` (e.g. the metric); "" when a file is missing."""
     parts: list[object] = [extra]
     for p in paths:
         try:
             st = Path(p).stat()
         except OSError:
             return ""
-        parts.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+        parts.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_dev,
+                      st.st_ino, st.st_ctime_ns])
     return json.dumps(parts, default=str)
 
 
@@ -451,7 +456,8 @@ def cached_fingerprint(key: str, compute: object) -> str:
     """The fingerprint stored under ``key`` (a content key), else ``compute()`` stored there.
 
     The file is ``<cache>/fingerprints/<sha256(key)[:24]>.json`` holding the key and the value;
-    a changed file (size or mtime) makes a new key, so the full hash runs again."""
+    a changed file (size, mtime, inode or ctime: see :func:`file_key`) makes a new key, so the
+    full hash runs again."""
     assert callable(compute)
     path = _fingerprint_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
     try:

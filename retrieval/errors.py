@@ -2,7 +2,8 @@
 
 Every message names where the problem is (file and/or field), what is allowed and what was
 received, in the scikit-learn style. The CLI turns any :class:`RwbError` into a one-line message
-and exit code 2; library callers can catch them by type.
+and exit code 2 (3 for :class:`NotReachable`: an engine, a server or the data not reachable from
+here); library callers can catch them by type.
 """
 
 from __future__ import annotations
@@ -34,9 +35,27 @@ class NotReachable(BackendError):
     docs/exit-codes.md); nothing was judged or changed."""
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+class DataNotFound(DataError, NotReachable):
+    """A data file or folder the input names is not there (not found from here): a
+    :class:`DataError` for callers, and :class:`NotReachable` for the CLI (exit 3, "not
+    measurable here", docs/exit-codes.md), so a CI job without its data is told apart from an
+    invalid file."""
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, built without ever making the whole text (a
+    YAML alias bomb expands to hundreds of MB): nested containers are shown a few items deep."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring, r.maxother, r.maxlong = limit, limit, limit
+    text = r.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    return short_repr(value, limit)
 
 
 def param_error(

@@ -127,13 +127,37 @@ def start_tracing(otlp_dir: Path | None, *, service: str, run_name: str, scope: 
     return cls(provider, provider.get_tracer(scope), files, use_endpoint, offset)
 
 
+def check_otlp_dir(otlp_dir: str | Path | None) -> None:
+    """Before any work: ConfigError (one line) when ``--otlp-dir`` cannot take traces.jsonl: a
+    file, a folder under a file or a missing drive, a folder (or its nearest existing parent)
+    that is not writable, or a traces.jsonl already there."""
+    if otlp_dir is None:
+        return
+    path = Path(otlp_dir)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--otlp-dir '{path}' exists and is not a folder; name a folder")
+    if (path / "traces.jsonl").exists():
+        raise ConfigError(f"--otlp-dir '{path}': traces.jsonl exists; rwb never overwrites "
+                          f"it: pick an empty folder")
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"--otlp-dir '{path}': '{probe}' is not a folder; name a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--otlp-dir '{path}': '{probe}' is not writable; name a folder "
+                          f"you can write")
+
+
 def check_trace_args(trace: bool, otlp_dir: str | Path | None) -> None:
     """``--trace`` needs somewhere to send spans: ``--otlp-dir`` or the OTLP endpoint
-    variable."""
+    variable; ``--otlp-dir`` must be usable (:func:`check_otlp_dir`), checked before the work."""
     if trace and otlp_dir is None and not endpoint_configured():
         raise ConfigError("--trace needs --otlp-dir DIR (OTLP JSON files) or "
                           "OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP) set")
+    check_otlp_dir(otlp_dir)
 
 
-__all__ = ["ENDPOINT_VARS", "INSTALL", "OP", "Tracing", "check_trace_args", "clean_attrs",
+__all__ = ["ENDPOINT_VARS", "INSTALL", "OP", "Tracing", "check_otlp_dir", "check_trace_args",
+           "clean_attrs",
            "endpoint_configured", "start_tracing"]

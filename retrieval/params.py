@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, short_repr
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -110,6 +110,10 @@ def _strip_internal(value: Any, model: type[BaseModel] | None) -> Any:
     return {k: v for k, v in value.items() if k not in hidden}
 
 
+#: the longest "received" value an error line shows (characters)
+RECEIVED_MAX = 200
+
+
 def format_validation_error(
     exc: ValidationError, model: type[BaseModel], *, where: str | None, prefix: str = ""
 ) -> ConfigError:
@@ -140,11 +144,15 @@ def format_validation_error(
     if err.get("type") == "missing":
         text = f"field '{field}' must be {_describe_expected(err)}"
         return ConfigError(f"{where}: {text}" if where else text)
-    text = f"field '{field}' must be {_describe_expected(err)}; received {received!r}"
+    shown = short_repr(received, RECEIVED_MAX)  # cut, as a YAML alias bomb can be huge
+    text = f"field '{field}' must be {_describe_expected(err)}; received {shown}"
     if err.get("type") == "value_error":
-        text = f"field '{field}': {str(err.get('msg', '')).removeprefix('Value error, ')}"
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        if len(msg) > 2 * RECEIVED_MAX:
+            msg = msg[: 2 * RECEIVED_MAX - 3] + "..."
+        text = f"field '{field}': {msg}"
         if received is not None and not isinstance(received, dict) and "received" not in text:
-            text += f"; received {received!r}"  # unless the validator said it already
+            text += f"; received {shown}"  # unless the validator said it already
     return ConfigError(f"{where}: {text}" if where else text)
 
 
@@ -179,3 +187,8 @@ def check_run_name(value: Any) -> str:
 
 #: the type of every spec field that names a run (sweep/eval, cache, rerank, study, bench)
 RunName = Annotated[str, AfterValidator(check_run_name)]
+
+#: the largest seed every seeded library takes (numpy's legacy seeding, Optuna: 0 .. 2**32 - 1)
+SEED_MAX = 2**32 - 1
+#: a spec's ``seed``: an integer in [0, 2**32 - 1], refused in one line otherwise
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]

@@ -91,9 +91,37 @@ def is_secret_env(name: str, value: str) -> bool:
     return not (os.path.isabs(value) and os.path.exists(value))
 
 
+#: secrets rwb itself sends (an API key read from a variable of any name), masked everywhere
+_IN_USE: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` wherever it appears from now on, whatever the name of the variable it
+    came from (e.g. the HTTP reranker's key read from ``key_env: COHERE_KEY``)."""
+    if value and len(value) >= _MIN_SECRET:
+        _IN_USE.add(value)
+
+
+class SecretFilter:
+    """A :mod:`logging` filter masking secrets (:func:`redact_text`) in every record's message;
+    the CLI installs it on its log handlers."""
+
+    def filter(self, record: Any) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record: leave it to logging
+            return True
+        clean = redact_text(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
 def _secret_values() -> list[str]:
-    """Values of environment variables that hold secrets (:func:`is_secret_env`)."""
-    return [v for k, v in os.environ.items() if is_secret_env(k, v)]
+    """Values of environment variables that hold secrets (:func:`is_secret_env`) and the
+    secrets rwb sends (:func:`register_secret`)."""
+    found = [v for k, v in os.environ.items() if is_secret_env(k, v)]
+    return [*found, *(v for v in _IN_USE if v not in found)]
 
 
 # --------------------------------------------------------------------------- URIs
@@ -128,10 +156,14 @@ def _mask_query(rest: str) -> str:
         return rest
     head, query = rest[: q + 1], rest[q + 1:]
     parts = query.split("&")
-    out = []
+    out: list[str] = []
+    masking = False
     for part in parts:
         key, eq, _value = part.partition("=")
-        out.append(f"{key}={REDACTED}" if eq and is_sensitive(unquote(key)) else part)
+        if masking and not eq:  # '&' inside the value (password=Pl4nt&edS3c): still the value
+            continue
+        masking = bool(eq) and is_sensitive(unquote(key))
+        out.append(f"{key}={REDACTED}" if masking else part)
     return head + "&".join(out)
 
 
@@ -158,6 +190,10 @@ _QUOTED_KEY = re.compile(
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
 )
 _UNQUOTED_REST = re.compile(r"(?:[^\s\\]|\\.)*")
+#: free text ``password: X`` (a YAML-like line, a log message): the value up to white space
+_COLON_KEY = re.compile(
+    r"(?<![\w.\-'\"])(?P<key>[A-Za-z_][\w.\-]*)(?P<sep>:[ \t]+)(?P<value>[^\s'\"]+)"
+)
 
 
 def _sensitive_values(text: str) -> list[tuple[int, int]]:
@@ -165,7 +201,7 @@ def _sensitive_values(text: str) -> list[tuple[int, int]]:
     ``text``; an unquoted sensitive value runs to the next white space (a libpq password may
     hold ``&``)."""
     spans = []
-    for pattern in (_KEY_VALUE, _QUOTED_KEY):
+    for pattern in (_KEY_VALUE, _QUOTED_KEY, _COLON_KEY):
         for m in pattern.finditer(text):
             if not is_sensitive(m.group("key")):
                 continue

@@ -11,6 +11,7 @@ spec model it validates goes through here.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +50,10 @@ def parse_yaml(text: str, source: str, *, invalid: str = "malformed YAML") -> An
     introduced by ``invalid``)."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except RecursionError:  # thousands of nested levels: the parser's stack runs out
+        raise ConfigError(f"{source}: {invalid}: nested too deeply (more than Python's "
+                          f"recursion limit of {sys.getrecursionlimit()} levels); a spec "
+                          f"needs a few") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -42,6 +42,9 @@ def profile(spec: Any, *, out: str | Path | None = None, queries: str | Path | N
 
     s = _spec(spec, ProfileSpec, parse_profile_spec, load_profile_spec, "pipeline spec")
     prod = read_otlp_spans(compare) if compare is not None else None  # bad input: before work
+    from retrieval.otel import check_otlp_dir
+
+    check_otlp_dir(otlp_dir)  # a file, a missing parent, read-only: refused before the work
     result = run_profile(s, queries_file=queries, remedies=remedies, progress=progress,
                          otlp_dir=Path(otlp_dir) if otlp_dir is not None else None)
     cmp = None

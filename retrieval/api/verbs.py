@@ -473,9 +473,9 @@ def export(run: PathLike | RunResult, engine: str, out: PathLike, *,
 
     check_out_file(out, force=force, ours=is_rwb_export)
     if churn is not None:  # refused before anything is written when it is not a churn run
-        from retrieval.exporting.churn import _read_churn
+        from retrieval.exporting.churn import check_churn_data
 
-        _read_churn(Path(_run_path(churn)))
+        check_churn_data(Path(_run_path(churn)), _run_path(run))
     result = export_run(_run_path(run), engine, Path(out), backend=backend)
     info = result.to_dict()
     path = Path(info.get("path") or out)

@@ -42,7 +42,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from retrieval.cache.owned import claim, client_name, drop_owned, new_run_id, release
+from retrieval.cache.owned import (
+    claim,
+    client_name,
+    drop_owned,
+    new_run_id,
+    release,
+    written_key,
+)
 from retrieval.cache.redis import (
     VECTOR_FIELD,
     IndexParams,
@@ -160,6 +167,8 @@ class SemanticCache:
             raise param_error("overwrite", "False when exclusive (rwb never drops an index it "
                               "did not create)", overwrite, where="semantic cache")
         self._run_id = new_run_id() if exclusive else None
+        #: the set recording the keys this run writes (an rwb-owned cache only)
+        self._record = written_key(name) if exclusive else None
         self._client = connect_redis(redis_url, connect_timeout_s=connect_timeout_s,
                                      socket_timeout_s=socket_timeout_s,
                                      client_name=client_name(self._run_id)
@@ -380,6 +389,9 @@ class SemanticCache:
         )
         if key is None:
             return False
+        if self._record:  # an rwb-owned cache records what it wrote (services cleanup)
+            with contextlib.suppress(Exception):
+                self._client.sadd(self._record, str(key))
         self._counts["stores"] += 1
         return True
 
@@ -416,7 +428,7 @@ class SemanticCache:
 
             def write(start: int = start, stop: int = stop) -> int:
                 return write_entries(self._client, self._index, prompts, responses, vecs, ids,
-                                     start, stop, ttl=ttl, now=now)
+                                     start, stop, ttl=ttl, now=now, record=self._record)
 
             try:
                 done = self._retrying("store_many batch", stop - start, write)

@@ -13,6 +13,11 @@ whose run has no connection left was left by a run that was killed: :func:`lefto
 them and :func:`remove_leftover` drops them (``rwb services cleanup``). Names never contain
 ``{``, so no cache prefix covers a marker. The vector indexes of backend ``redis`` carry the
 same marker (:mod:`retrieval.engines.redis.owned`), so they are listed and removed alike.
+
+A semantic cache's run also records every key it writes in the set ``{rwb}written:<name>``
+(:func:`written_key`, in the same pipeline as the write), so :func:`remove_leftover` deletes
+only those keys (the index is dropped without its documents): a key an application wrote under
+a killed run's leftover name survives ``rwb services cleanup --yes``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from retrieval.engines.redis.owned import (
     marker_record,
     new_run_id,
     remove_leftover,
+    written_key,
 )
 from retrieval.engines.redis.owned import drop_everything as _drop_everything
 from retrieval.engines.redis.owned import index_exists as _index_exists
@@ -120,4 +126,4 @@ def drop_owned(client: Any, name: str, run_id: str, *, recreated: bool = False) 
 
 __all__ = ["Leftover", "check_free", "claim", "client_name", "drop_owned", "key_pattern",
            "leftovers",
-           "marker_key", "new_run_id", "owns", "release", "remove_leftover"]
+           "marker_key", "new_run_id", "owns", "release", "remove_leftover", "written_key"]

@@ -347,10 +347,12 @@ def _same_vector_field(live: dict[str, Any], wanted: dict[str, Any]) -> bool:
 def write_entries(
     client: Any, index: Any, prompts: Sequence[str], responses: Sequence[str],
     vecs: np.ndarray, ids: Sequence[str] | None, start: int, stop: int, *,
-    ttl: int | None, now: float,
+    ttl: int | None, now: float, record: str | None = None,
 ) -> int:
     """Rows ``start:stop`` as redisvl cache entries in one pipeline; returns the rows written.
-    ``ids`` become the entry ids (keys ``<name>:<id>``); default: redisvl's hash of the prompt."""
+    ``ids`` become the entry ids (keys ``<name>:<id>``); default: redisvl's hash of the prompt.
+    ``record``: a Redis set the keys written are added to in the same pipeline (an rwb-owned
+    cache's record, :func:`retrieval.cache.owned.written_key`)."""
     from redisvl.redis.utils import hashify
 
     pipe = client.pipeline(transaction=False)
@@ -363,6 +365,8 @@ def write_entries(
         })
         if ttl:
             pipe.expire(key, ttl)
+        if record:
+            pipe.sadd(record, key)
     pipe.execute()
     return stop - start
 

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from retrieval.cache.redis import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 
 
@@ -42,7 +42,7 @@ class PairsSpec(Params):
     text_b: str = Field("b", min_length=1)
     label: str = Field("duplicate", min_length=1)
     limit: int | None = Field(None, ge=10)
-    seed: int = 0
+    seed: Seed = 0
 
     def source(self) -> PairsSource | None:
         if self.path is None:
@@ -65,7 +65,7 @@ class SplitSpec(Params):
     is on both sides)."""
 
     heldout_fraction: float = Field(0.5, gt=0.0, lt=1.0)
-    seed: int = 0
+    seed: Seed = 0
 
 
 class EmbedderSpec(Params):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.churn.logic import percentiles_ms, recall_stats, short_of_k, split
+from retrieval.churn.logic import live_recall, percentiles_ms, recall_stats, short_of_k, split
 from retrieval.churn.spec import ChurnConfig, ChurnSpec
 from retrieval.data import VectorDataset
 from retrieval.groundtruth.exact import GroundTruth
@@ -36,7 +36,6 @@ from retrieval.indexes.base import (
 from retrieval.indexes.engine import local_server_of
 from retrieval.indexes.entry import CheckedEntry, apply_search, check_entry
 from retrieval.indexes.writes import require_writes
-from retrieval.stats.metrics import recall_by_id
 from retrieval.timing import clock_ns, time_each, warm_up
 from retrieval.tune.target import solve
 from retrieval.workload.core import Step
@@ -198,7 +197,7 @@ class ConfigRun:
         def meets(v: int) -> bool:
             self._use(index, v)
             found = index.search(self.queries, self.spec.k).ids
-            per = recall_by_id(found, exact, self.spec.k)
+            per = live_recall(found, exact, self.spec.k)
             return recall_stats(per, self.spec.k, self.spec.confidence,
                                 self.spec.seed)["recall_lower"] >= target
 
@@ -221,7 +220,7 @@ class ConfigRun:
             info = ctl.build(np.asarray(self.ds.base[rows], dtype=np.float32), ids)
             self._use(ctl, self.value)
             found = ctl.search(self.queries, self.spec.k).ids
-            st = recall_stats(recall_by_id(found, exact, self.spec.k), self.spec.k,
+            st = recall_stats(live_recall(found, exact, self.spec.k), self.spec.k,
                               self.spec.confidence, self.spec.seed)
             return {"control_recall": st["recall"], "control_lower": st["recall_lower"],
                     "control_build_s": info.build_s,
@@ -241,7 +240,7 @@ class ConfigRun:
         found = np.vstack([r.ids[:, :k] if r.ids.shape[1] >= k else
                            np.pad(r.ids, ((0, 0), (0, k - r.ids.shape[1])),
                                   constant_values=-1) for r in res]).astype(np.int64)
-        per = recall_by_id(found, exact, k)
+        per = live_recall(found, exact, k)
         row: dict[str, Any] = {
             "live": len(self.live),
             **recall_stats(per, k, self.spec.confidence, self.spec.seed),
@@ -268,7 +267,7 @@ class ConfigRun:
         info = self.index.maintain()
         self._use(self.index, self.value)
         found = self.index.search(self.queries, self.spec.k).ids
-        per = recall_by_id(found, self.truth[last.index].ids, self.spec.k)
+        per = live_recall(found, self.truth[last.index].ids, self.spec.k)
         return info.action, info.seconds, float(per.mean())
 
 

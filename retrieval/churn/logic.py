@@ -32,6 +32,18 @@ def recall_stats(per_query: np.ndarray, k: int, conf: ConfidenceSpec, seed: int
             "recall_lower": float(lower_bound(x, k, conf, seed))}
 
 
+def live_recall(found: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
+    """Per-query recall@k by id against the live set's exact top-k under the filtered sweep's
+    fewer-than-k rule: with ``m < k`` live vectors the exact answer has ``m`` ids (-1 past
+    them) and recall is hits / ``m`` (a perfect answer is 1.0, not m / k). float64 (nq,)."""
+    f, e = np.asarray(found)[:, :k], np.asarray(exact)[:, :k]
+    hits = np.zeros(f.shape[0], dtype=np.float64)
+    for j in range(f.shape[1]):
+        col = f[:, j:j + 1]
+        hits += ((col == e) & (col >= 0)).any(axis=1)
+    return hits / np.maximum((e >= 0).sum(axis=1), 1)
+
+
 def short_of_k(ids: np.ndarray, k: int, live: int) -> dict[str, float]:
     """Results returned short of k (pgvector #244's symptom): the share of queries with fewer
     than ``min(k, live)`` ids, and the mean number missing per query."""

@@ -21,6 +21,7 @@ steps are kept as recorded. A spec that differs from the recorded one is refused
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -61,7 +62,23 @@ def _spec_text(spec: ChurnSpec) -> str:
     return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
 
 
-def _resumable(spec: ChurnSpec) -> Callable[[Path], bool]:
+#: the fingerprints of what a churn run measured (data and resolved runbook), beside spec.json
+FINGERPRINTS_FILE = "fingerprints.json"
+
+
+def runbook_fingerprint(book: ResolvedRunbook) -> str:
+    """sha256 (hex, 16 chars) of a resolved runbook: every step's op, label and ids, the
+    insertion order and the caller ids (a changed runbook file changes it)."""
+    h = hashlib.sha256()
+    for st in book.steps:
+        h.update(f"{st.index}|{st.op}|{st.label}|".encode())
+        h.update(np.ascontiguousarray(st.ids, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(book.order, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(book.ids, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _resumable(spec: ChurnSpec, prints: dict[str, str]) -> Callable[[Path], bool]:
     def ok(path: Path) -> bool:
         mark = path / "spec.json"
         if not (path / PROGRESS_FILE).is_file() or not mark.is_file():
@@ -69,6 +86,16 @@ def _resumable(spec: ChurnSpec) -> Callable[[Path], bool]:
         if mark.read_text(encoding="utf-8") != _spec_text(spec):
             raise ConfigError(f"--resume: '{path}' holds a churn run of another spec (spec.json "
                               f"differs); resume with the same spec, or choose a new --out")
+        try:
+            had = json.loads((path / FINGERPRINTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            had = {}
+        for what, key in (("data", "data_fingerprint"), ("runbook", "runbook_fingerprint")):
+            if not isinstance(had, dict) or had.get(key) != prints[key]:
+                raise ConfigError(
+                    f"--resume: '{path}' holds a churn run on other {what} ({key} "
+                    f"{had.get(key) if isinstance(had, dict) else None}; now {prints[key]}): "
+                    f"its steps cannot be mixed with these; choose a new --out")
         return True
 
     return ok
@@ -188,8 +215,10 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
     queries = np.ascontiguousarray(ds.queries[: spec.queries or ds.n_queries])
     controls = control_steps(book, spec.control)
     labels = [c.label or c.backend for c in spec.configs]
+    prints = {"data_fingerprint": ds.fingerprint,
+              "runbook_fingerprint": runbook_fingerprint(book)}
     run = RunDir.create(out, f"{ChurnBenchSummary.KIND}-{spec.name}", force=force,
-                        resumable=_resumable(spec) if resume else None)
+                        resumable=_resumable(spec, prints) if resume else None)
     done = read_progress(run.path) if resume else {}
     if resume and not done:
         log.info("%s: nothing recorded yet, the run starts from the first step", run.path)
@@ -208,7 +237,8 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
             cr.check()
         run.write_yaml("spec.yaml", spec.model_dump(mode="json"))
         (run.path / "spec.json").write_text(_spec_text(spec), encoding="utf-8")
-        run.write_manifest(kind=ChurnBenchSummary.KIND, spec_source=spec.source,
+        run.write_json(FINGERPRINTS_FILE, prints)
+        run.write_manifest(kind=ChurnBenchSummary.KIND, spec_source=spec.source, **prints,
                            seeds={"index": spec.seed, "runbook_ids": runbook_of(spec).ids.seed},
                            index_threads=spec.threads, resumed=bool(done))
         import pandas as pd
@@ -228,7 +258,8 @@ def run_churn(spec: ChurnSpec, *, out: str | Path | None = None, force: bool = F
             with cr:
                 finals.append(_one_config(cr, book, done.get(cr.label, []), log_, controls,
                                           tick))
-        result = _write_results(run, spec, ds, queries.shape[0], book, runs, finals, done)
+        result = _write_results(run, spec, ds, queries.shape[0], book, runs, finals, done,
+                                prints)
         run.record_threads(spec.threads)
         run.remove_work()
     return result
@@ -245,7 +276,8 @@ def _caller_of(ds: VectorDataset, book: ResolvedRunbook) -> Callable[[list[int]]
 
 def _write_results(run: RunDir, spec: ChurnSpec, ds: VectorDataset, nq: int,
                    book: ResolvedRunbook, runs: list[ConfigRun], finals: list[dict[str, Any]],
-                   done: dict[str, list[dict[str, Any]]]) -> ChurnResult:
+                   done: dict[str, list[dict[str, Any]]],
+                   prints: dict[str, str]) -> ChurnResult:
     import pandas as pd
 
     from retrieval.ids import query_keys
@@ -277,7 +309,8 @@ def _write_results(run: RunDir, spec: ChurnSpec, ds: VectorDataset, nq: int,
                                                                    "ids"]))
     summary = {
         "kind": ChurnBenchSummary.KIND, "run_id": run.run_id, "name": spec.name,
-        "dataset": dataset, "k": spec.k, "n_queries": nq, "target_recall": spec.target_recall,
+        "dataset": dataset, **prints, "k": spec.k, "n_queries": nq,
+        "target_recall": spec.target_recall,
         "confidence": spec.confidence.model_dump(mode="json"), "control": spec.control,
         "runbook": {"name": runbook_name(spec), **_runbook_facts(book)},
         "recall": "recall@k by id against the exact top-k of the live set at the step",
@@ -292,4 +325,5 @@ def _write_results(run: RunDir, spec: ChurnSpec, ds: VectorDataset, nq: int,
     return ChurnResult(model.to_json_dict(), steps, run)
 
 
-__all__ = ["ChurnResult", "read_progress", "run_churn"]
+__all__ = ["FINGERPRINTS_FILE", "ChurnResult", "read_progress", "run_churn",
+           "runbook_fingerprint"]

@@ -6,17 +6,20 @@ a mapping (``{steps: [...]}``) or a YAML file holding one (:mod:`retrieval.workl
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from retrieval.errors import param_error
 from retrieval.indexes.entry import IndexEntry, check_entry
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.workload.runbook import RunbookSpec, load_runbook
+
+log = logging.getLogger(__name__)
 
 #: which search steps get a control (a fresh build on the live set) when the step does not say:
 #: ``marked`` only the steps marked ``control: true`` (and the last search step), ``every``,
@@ -43,7 +46,7 @@ class ChurnSpec(Params):
     name: RunName = "churn"
     dataset: str | dict[str, Any]
     k: int = Field(10, ge=1, le=1000)
-    seed: int = 0
+    seed: Seed = 0
     threads: int = Field(1, ge=1, le=512, description="threads inside each index")
     queries: int | None = Field(200, ge=1, description="the first N queries (None: all)")
     warmup: int = Field(16, ge=0, description="untimed queries before each search step")
@@ -61,6 +64,23 @@ class ChurnSpec(Params):
     runbook: str | dict[str, Any] = Field(description="a runbook mapping ({steps: [...]}) or "
                                           "a YAML file holding one")
     source: str = Field("<memory>", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _indexes(cls, data: Any) -> Any:
+        """``indexes:`` (the name every other spec uses) is the churn spec's list of configs;
+        the former ``configs:`` is still accepted, with a note in the log."""
+        if not isinstance(data, dict):
+            return data
+        if "indexes" in data and "configs" in data:
+            raise ValueError("give 'indexes' (or the former name 'configs'), not both")
+        if "indexes" in data:
+            data = {**data}
+            data["configs"] = data.pop("indexes")
+        elif "configs" in data:
+            log.info("churn spec: 'configs' is the former name of 'indexes' (the name every "
+                     "spec uses); it is still read")
+        return data
 
 
 def validate_churn_spec(spec: ChurnSpec) -> ChurnSpec:

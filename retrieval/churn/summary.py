@@ -23,6 +23,9 @@ class ChurnBenchSummary(RunSummary):
 
     name: str | None = None
     dataset: str | None = None
+    #: sha256 (16 hex) of the data (base + queries) and of the resolved runbook measured
+    data_fingerprint: str | None = None
+    runbook_fingerprint: str | None = None
     k: int | None = None
     n_queries: int | None = None
     target_recall: float | None = None

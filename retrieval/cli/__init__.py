@@ -52,6 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _common.QUIET = quiet or bool(getattr(args, "quiet", False))
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from retrieval.redact import SecretFilter, redact_text
+
+    for handler in logging.getLogger().handlers:  # no secret in a log line (issue 34)
+        if not any(isinstance(f, SecretFilter) for f in handler.filters):
+            handler.addFilter(SecretFilter())
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -61,10 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with progress_to(_common.phase_progress()):
             return int(args.func(args) or 0)
     except NotReachable as exc:  # not measurable here (docs/exit-codes.md)
-        print(f"rwb: not measurable here: {exc}", file=sys.stderr)
+        print(f"rwb: not measurable here: {redact_text(str(exc))}", file=sys.stderr)
         return 3
     except RwbError as exc:
-        print(f"rwb: error: {exc}", file=sys.stderr)
+        print(f"rwb: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rwb: interrupted", file=sys.stderr)

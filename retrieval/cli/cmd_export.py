@@ -53,10 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "whether the false-hit cap holds there")
     v.add_argument("--engine", help="measure the file's settings on this engine instead "
                    "(does the target transfer?); exit 3: an engine rwb cannot run")
-    v.add_argument("--dataset", metavar="NAME|FILE",
-                   help="ANN exports: the data to re-measure on when the recorded one is not "
-                        "reachable (a dataset name, manifest .yaml or .hdf5 path); its "
-                        "fingerprint must be the recorded one")
+    v.add_argument("--dataset", metavar="NAME|FILE|FOLDER",
+                   help="the data to re-measure on when the recorded one is not reachable: "
+                        "ANN exports a dataset name, manifest .yaml or .hdf5 path; rerank "
+                        "exports a BEIR folder; its fingerprint must be the recorded one")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -134,6 +134,10 @@ def run_verify(args: argparse.Namespace) -> int:
     cmp = ">=" if report.bound_holds else "<"
     print(f"  recall {m.recall:.4f} (recorded {_f(rec.get('recall'))}), lower bound "
           f"{m.recall_lb:.4f} {cmp} target {report.target}")
+    if report.within_tolerance is not None:
+        print(f"  judged within the rebuild tolerance {report.within_tolerance:g} (an unseeded "
+              f"or multi-threaded build; the recorded bound met the target): expect flakes, "
+              f"re-tune with a margin")
     if report.heldout is not None:
         print(f"  held-out recall {report.heldout.recall:.4f} (recorded "
               f"{_f(rec.get('heldout_recall'))})")

@@ -75,12 +75,19 @@ def export_run(
     return exporter_for(run, run_kind(run), engine).export(run, engine, out, backend)
 
 
+def _rerank_kind() -> str:
+    from retrieval.exporting.rerank import KIND
+
+    return KIND
+
+
 def verify_file(path: Path | str, *, engine: str | None = None,
                 dataset: Any = None, reranker: Any = None) -> VerifyResult:
     """Rebuild and re-measure an exported config; returns a report with ``holds``.
     ``engine``: measure an ANN export's settings on that engine instead (does the target
     transfer?). ``dataset``: an ANN export's data when its recorded reference is not reachable
-    (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match)."""
+    (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match), or a
+    rerank export's BEIR folder."""
     doc = read_config(path)
     if reranker is not None:  # a rerank export's callable, given by the Python API
         from retrieval.exporting.rerank import KIND as RERANK_KIND
@@ -90,6 +97,10 @@ def verify_file(path: Path | str, *, engine: str | None = None,
             raise ConfigError(f"{path}: reranker= applies to rerank exports (kind "
                               f"'{RERANK_KIND}'); received kind {doc.get('kind')!r}")
         return verify_rerank(path, reranker=reranker)
+    if dataset is not None and doc.get("kind") == _rerank_kind():
+        from retrieval.exporting.rerank import verify_rerank
+
+        return verify_rerank(path, dataset=dataset)  # a BEIR folder moved or on a CI runner
     if dataset is not None:
         from retrieval.exporting.verify import FILE_KIND, verify_ann
 

@@ -14,6 +14,7 @@ hnswlib), else among every backend whose config the engine can express.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ EVIDENCE_FIELDS = (
     "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
     "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
     "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule", "under_churn",
-    "bytes_per_vector", "memory",
+    "bytes_per_vector", "memory", "at_the_bound",
 )
 
 
@@ -95,6 +96,32 @@ def _chosen(summary: SweepSummary, label: str) -> tuple[BackendChoice, ChosenPoi
     if b.chosen is None:  # pragma: no cover - callers pass labels with a choice
         raise NothingToExport(f"{label}: no config meets the target")
     return b, b.chosen
+
+
+def at_the_bound(backend: str, recall: float | None, lower: float | None,
+                 target: float | None, n: int | None,
+                 build_threads: int) -> dict[str, Any] | None:
+    """The flag an export carries when its config sits at the bound on a build that cannot be
+    rebuilt exactly (an unseeded engine, or several build threads): its lower bound exceeds the
+    target by less than one standard error of the mean recall over the tuning queries, so a
+    fresh build misses the target about half the time. None otherwise."""
+    from retrieval.indexes.registry import get_backend
+
+    if None in (recall, lower, target) or not n:
+        return None
+    try:
+        exact = bool(getattr(get_backend(backend), "deterministic", False)) and build_threads == 1
+    except Exception:  # an engine not installed here: judged as unseeded
+        exact = False
+    r = float(recall)  # type: ignore[arg-type]
+    se = math.sqrt(max(r * (1 - r), 1e-4) / n)
+    margin = float(lower) - float(target)  # type: ignore[arg-type]
+    if exact or margin >= se:
+        return None
+    return {"margin": round(margin, 6), "standard_error": round(se, 6),
+            "message": "expect flakes: re-tune with a margin (the lower bound exceeds the "
+                       "target by less than one standard error, on a build that is not "
+                       "reproducible; rwb verify judges it within the rebuild tolerance)"}
 
 
 def evidence(
@@ -146,6 +173,11 @@ def evidence(
         "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "exported_by": f"rwb {__version__}",
     }
+    flag = at_the_bound(str(b.backend), c.recall, c.recall_lb, summary.target_recall,
+                        c.n_queries,
+                        int((manifest.get("builds") or {}).get("build_threads") or 1))
+    if flag is not None:
+        out["at_the_bound"] = flag
     if b.backend not in own_backends(engine):
         out["note"] = (
             f"measured with rwb backend '{b.backend}', not with {engine} itself: the "

@@ -38,6 +38,27 @@ def _read_churn(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return manifest, summary
 
 
+def check_churn_data(churn_run: Path | str, tuned_run: Path | str) -> None:
+    """ConfigError (one line) when the churn run measured other data than the tuned run (their
+    data fingerprints differ, or the churn run recorded none): checked before an export is
+    written."""
+    path = Path(churn_run).resolve()
+    _, summary = _read_churn(path)
+    try:
+        tuned = json.loads((Path(tuned_run) / "summary.json").read_text(encoding="utf-8"))
+        ds = tuned.get("dataset")
+        fp = tuned.get("dataset_fingerprint") or (ds.get("fingerprint")
+                                                  if isinstance(ds, dict) else None)
+    except (OSError, ValueError, AttributeError):
+        return  # the export itself says what is wrong with the run
+    measured = summary.get("data_fingerprint")
+    if isinstance(fp, str) and measured != fp:
+        raise ConfigError(
+            f"--churn '{path}': the churn run measured other data (data_fingerprint "
+            f"{measured or 'not recorded'}; the tuned run's dataset fingerprint {fp}); run rwb "
+            f"bench churn on the data the config was tuned on")
+
+
 def _scalar(v: Any) -> Any:
     return v[0] if isinstance(v, list) and len(v) == 1 else v
 
@@ -51,12 +72,20 @@ def _same_config(c: Mapping[str, Any], backend: str, build: Mapping[str, Any],
 
 
 def churn_evidence(churn_run: Path | str, backend: str, build: Mapping[str, Any],
-                   search: Mapping[str, Any], target: float) -> dict[str, Any]:
+                   search: Mapping[str, Any], target: float,
+                   data_fingerprint: str | None = None) -> dict[str, Any]:
     """``evidence.under_churn`` for the config (``backend``, full ``build`` params, full
     ``search`` params) from the churn run ``churn_run``; ConfigError naming the run's configs
-    when none is this config."""
+    when none is this config, or when the churn run measured other data than
+    ``data_fingerprint`` (the export's ``evidence.dataset.fingerprint``) or recorded none."""
     path = Path(churn_run).resolve()
     manifest, summary = _read_churn(path)
+    measured = summary.get("data_fingerprint")
+    if data_fingerprint is not None and measured != data_fingerprint:
+        raise ConfigError(
+            f"--churn '{path}': the churn run measured other data (data_fingerprint "
+            f"{measured or 'not recorded'}; the export's evidence.dataset.fingerprint "
+            f"{data_fingerprint}); run rwb bench churn on the data the config was tuned on")
     configs = summary.get("configs") or []
     match = next((c for c in configs if _same_config(c, backend, build, search)), None)
     if match is None:
@@ -86,6 +115,8 @@ def churn_evidence(churn_run: Path | str, backend: str, build: Mapping[str, Any]
         "config_label": match.get("label"),
         "churn_run": str(path),
         "churn_run_id": summary.get("run_id"),
+        "data_fingerprint": measured,
+        "runbook_fingerprint": summary.get("runbook_fingerprint"),
         "measured_at": manifest.get("created"),
         "note": "recorded by rwb bench churn; rwb verify shows it and does not re-run it",
     })
@@ -105,11 +136,15 @@ def add_churn_evidence(export_file: Path | str, churn_run: Path | str) -> dict[s
     target = ev.get("target_recall")
     if not isinstance(target, int | float):
         raise ConfigError(f"{export_file}: field 'evidence.target_recall' is missing")
+    recorded = (ev.get("dataset") or {}).get("fingerprint")
+    if not isinstance(recorded, str):
+        raise ConfigError(f"{export_file}: field 'evidence.dataset.fingerprint' is missing; "
+                          f"churn evidence is attached only to data it was measured on")
     got = churn_evidence(churn_run, str(src.get("backend")), src.get("build_params") or {},
-                         src.get("search") or {}, float(target))
+                         src.get("search") or {}, float(target), recorded)
     doc["evidence"] = {**ev, FIELD: got}
     write_config(export_file, doc)
     return got
 
 
-__all__ = ["FIELD", "add_churn_evidence", "churn_evidence"]
+__all__ = ["FIELD", "add_churn_evidence", "check_churn_data", "churn_evidence"]

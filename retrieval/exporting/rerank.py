@@ -76,6 +76,10 @@ def recommendation(depth: int, router: Mapping[str, Any] | None) -> str:
     """Which of the export's two recommendations to deploy, in one sentence."""
     if router is None:
         return f"rerank: re-score every query's first-stage top {depth} (rerank.depth)"
+    verdict = router.get("heldout_verdict") or {}
+    if verdict.get("loses"):
+        return (f"rerank: re-score every query's first-stage top {depth} (rerank.depth); not "
+                f"the router: {verdict.get('line')}")
     return (f"router: send a query to BM25 without rerank when {router['rule']} (threshold "
             f"{router['threshold']}), rerank the others at depth "
             f"{router['primary_rerank_depth']}; it was chosen within router.tolerance of "
@@ -123,6 +127,7 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
             "dense": summary.dense,
             "tolerance": router.tolerance,
             "heldout": router.heldout.get("chosen"),
+            **({"heldout_verdict": router.heldout_verdict} if router.heldout_verdict else {}),
         }
     lat = ((summary.chosen.latency if summary.chosen else None)
            or (chosen_row.latency if chosen_row else None) or {})
@@ -245,10 +250,40 @@ def _verify(doc: Mapping[str, Any], path: Path | str) -> RerankVerifyReport:
     return verify_rerank(path)
 
 
-def verify_rerank(path: Path | str, *, reranker: Any = None) -> RerankVerifyReport:
+def _relocated(dataset: str, given: Any, where: str) -> str:
+    """The collection to verify on: ``given`` (``--dataset``: a BEIR folder) when set; else the
+    recorded one, and a recorded ``beir:`` folder that is not there is looked for by its name
+    under ``$RWB_DATA_DIR`` (what docs/ci.md has a CI job set). Its fingerprint is checked by
+    the caller."""
+    from retrieval.paths import _env_data_dir as data_dir_env
+
+    if given is not None:
+        folder = Path(str(given)).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(f"{where}: --dataset '{given}': a rerank export is verified on a "
+                              f"BEIR folder (corpus.jsonl, queries.jsonl, qrels/); received "
+                              f"{'a file' if folder.exists() else 'a path that is not there'}")
+        return f"beir:{folder.resolve()}"
+    if not dataset.startswith("beir:"):
+        return dataset
+    recorded = Path(dataset[5:])
+    if recorded.is_dir():
+        return dataset
+    env = data_dir_env()
+    if env is not None and (env / recorded.name).is_dir():
+        log.info("%s: BEIR folder %s not here; using %s ($RWB_DATA_DIR)", where, recorded,
+                 env / recorded.name)
+        return f"beir:{(env / recorded.name).resolve()}"
+    return dataset
+
+
+def verify_rerank(path: Path | str, *, reranker: Any = None,
+                  dataset: Any = None) -> RerankVerifyReport:
     """Re-score the held-out queries at the exported depth; see the module doc. ``reranker``:
     the callable of a ``callable`` export that has no import path (a lambda, a local
-    function); otherwise the export's own ``reranker.callable`` / ``url`` is used."""
+    function); otherwise the export's own ``reranker.callable`` / ``url`` is used.
+    ``dataset``: a BEIR folder holding the recorded collection (moved, or on another machine);
+    a recorded folder that is gone is also looked for under ``$RWB_DATA_DIR``."""
     from retrieval.embed import get_embedder
     from retrieval.rerank.firststage import BM25Stage, DenseStage
     from retrieval.rerank.run import (
@@ -275,6 +310,9 @@ def verify_rerank(path: Path | str, *, reranker: Any = None) -> RerankVerifyRepo
     recorded = _need(_need(_need(ev, "ndcg@10", where), "chosen", where), "heldout", where)
     spec = parse_rerank_spec(_need(_need(doc, "source", where), "spec", where),
                              source=f"{where} (source.spec)")
+    moved = _relocated(spec.dataset, dataset, where)
+    if moved != spec.dataset:
+        spec = spec.model_copy(update={"dataset": moved})
     coll = load_collection(spec)
     recorded_fp = (ev.get("dataset") or {}).get("fingerprint")
     if recorded_fp != coll.fingerprint:

@@ -201,15 +201,31 @@ def _builtin_names() -> list[str]:
 
 
 def _load_entry_points() -> None:
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    """Register the ``rwb.engines`` plugins; a broken one (it fails or exits at import, its
+    entry point is malformed, it takes a built-in engine's name) is one warning, never fatal
+    for the other commands."""
+    try:
+        eps = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception as exc:  # a malformed distribution's metadata
+        log.warning("rwb.engines entry points could not be read: %s: %s",
+                    type(exc).__name__, str(exc)[:200])
+        return
+    for ep in eps:
         try:
             obj = ep.load()
-        except Exception as exc:  # a broken plugin is named, never fatal for the others
+        except (Exception, SystemExit) as exc:  # named, never fatal for the others
             log.warning("rwb.engines entry point '%s' (%s) failed to load: %s: %s",
-                        ep.name, ep.value, type(exc).__name__, exc)
+                        ep.name, ep.value, type(exc).__name__, str(exc)[:200])
             continue
-        if isinstance(obj, EngineDescriptor):
-            register_engine(obj)
+        if not isinstance(obj, EngineDescriptor):  # a module that registered at import
+            continue
+        old = _ENGINES.get(obj.name)
+        if old is not None and old != obj:
+            log.warning("rwb.engines entry point '%s' (%s) names engine '%s', which is "
+                        "already registered (built in or by another plugin); ignored",
+                        ep.name, ep.value, obj.name)
+            continue
+        register_engine(obj)
 
 
 def discover() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.errors import DataError, param_error
+from retrieval.errors import DataError, DataNotFound, param_error
 from retrieval.filtering.attrs import Attributes
 from retrieval.ids import CallerIds, as_ids
 
@@ -38,7 +38,7 @@ def read_attribute_file(path: Path, n: int, *, ids: CallerIds | None = None,
     keyed by the column ``id_column`` (joined on the ids, in any order; the id column stays
     an attribute, so a filter can name the caller's ids)."""
     if not path.is_file():
-        raise DataError(f"attributes file not found: {path}")
+        raise DataNotFound(f"attributes file not found: {path}")
     if path.suffix == ".parquet":
         import pandas as pd
 

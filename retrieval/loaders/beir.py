@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import TextCollection
-from retrieval.errors import DataError
+from retrieval.errors import DataError, DataNotFound
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _need(folder: Path, rel: str) -> Path:
     p = folder / rel
     if not p.is_file():
-        raise DataError(f"BEIR collection: file not found: {rel} (looked in {p.resolve()})")
+        raise DataNotFound(f"BEIR collection: file not found: {rel} (looked in {p.resolve()})")
     return p
 
 
@@ -58,7 +58,7 @@ def load_beir(path: str | Path, split: str = "test", *, name: str | None = None)
     relevant in the datasets that have it)."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise DataError(
+        raise DataNotFound(
             f"BEIR collection: folder not found: {path} (looked in {folder.resolve()})"
         )
     corpus_path = _need(folder, "corpus.jsonl")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from retrieval.errors import ConfigError, DataError
+from retrieval.errors import ConfigError, DataError, DataNotFound
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def infer_format(path: str | Path, fmt: str | None, *, field: str = "format") ->
 
 def _text(path: Path) -> str:
     if not path.is_file():
-        raise DataError(f"pairs file not found: {path} (looked in {path.resolve()})")
+        raise DataNotFound(f"pairs file not found: {path} (looked in {path.resolve()})")
     raw = path.read_bytes()
     if not raw.strip():
         raise DataError(f"{path}: the file is empty")

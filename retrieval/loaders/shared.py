@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.data import TextCollection
-from retrieval.errors import DataError, param_error
+from retrieval.errors import DataError, DataNotFound, param_error
 from retrieval.paths import data_dir_candidates
 
 QQPWhich = Literal["full", "positive", "mock"]
@@ -49,7 +49,7 @@ def shared_file(sub: str, name: str) -> Path:
     folder = shared_folder(sub)
     p = folder / name
     if not p.is_file():
-        raise DataError(f"shared dataset '{sub}': file not found: {name} (looked in {p})")
+        raise DataNotFound(f"shared dataset '{sub}': file not found: {name} (looked in {p})")
     return p
 
 
@@ -247,7 +247,7 @@ def _reuters(folder: Path, min_chars: int, include_titles: bool) -> TextCollecti
     files = [folder / f"reut2-{i:03d}.sgm" for i in range(22)]
     for path in files:
         if not path.is_file():
-            raise DataError(f"Reuters-21578: file not found: {path.name} (looked in {path})")
+            raise DataNotFound(f"Reuters-21578: file not found: {path.name} (looked in {path})")
         raw = path.read_text(encoding="latin-1")
         for attrs, rec in _REC.findall(raw):
             n_records += 1

@@ -18,10 +18,12 @@ vectors are the same as without):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import Metric, VectorDataset, check_metric, release_pages, row_chunks
-from retrieval.errors import param_error
+from retrieval.errors import DataError, param_error
 from retrieval.filtering.attrs import Attributes, LabelColumn
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 CHUNKED_ABOVE = 2_000_000
 #: default rows per generated chunk (the chunking is part of the data's definition)
 DEFAULT_CHUNK_ROWS = 1 << 20
+
+
+#: bounds of a synthetic dataset: vectors, dimension, and the base's bytes (float32)
+MAX_N, MAX_DIM, MAX_BASE_BYTES = 2_000_000_000, 65_536, 10**12
 
 
 def make_synthetic(
@@ -63,14 +69,18 @@ def make_synthetic(
     then memory-mapped): N up to 10M and more without holding the base in memory. The chunked
     data differ from the one-draw data of the same seed (the streams differ); for one
     ``chunk_rows`` they are the same on every run and machine."""
-    for field, value, low in (
-        ("n", n, 1),
-        ("dim", dim, 2),
-        ("n_queries", n_queries, 1),
-        ("n_clusters", n_clusters, 1),
+    for field, value, low, high in (
+        ("n", n, 1, MAX_N),
+        ("dim", dim, 2, MAX_DIM),
+        ("n_queries", n_queries, 1, MAX_N),
+        ("n_clusters", n_clusters, 1, MAX_N),
     ):
-        if int(value) < low:
-            raise param_error(field, f"an integer >= {low}", value, where="synthetic dataset")
+        if not low <= int(value) <= high:
+            raise param_error(field, f"an integer in [{low}, {high:,}]", value,
+                              where="synthetic dataset")
+    if int(n) * int(dim) * 4 > MAX_BASE_BYTES:
+        raise param_error("n", f"n x dim x 4 bytes <= {MAX_BASE_BYTES:,} (1 TB; dim {dim})", n,
+                          where="synthetic dataset")
     if not 0.0 <= decay <= 3.0:
         raise param_error("decay", "in [0, 3]", decay, where="synthetic dataset")
     if not 0.0 <= correlation <= 1.0:
@@ -125,6 +135,19 @@ def make_synthetic(
     )
 
 
+def _check_free_disk(folder: Path, need: int, n: int, dim: int) -> None:
+    """DataError (one line) when ``folder``'s file system has fewer than ``need`` bytes free:
+    a disk filling while the base is written would end in SIGBUS."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < need:
+        raise DataError(f"synthetic {n:,}x{dim}: the base needs {need:,} bytes in '{folder}' "
+                        f"(the rwb cache; RWB_CACHE_DIR moves it) and only {free:,} are free; "
+                        f"free space or choose a smaller n / dim")
+
+
 def _chunked_base(
     args: Mapping[str, object], rows: int, centers: np.ndarray, weights: np.ndarray,
     scales: np.ndarray, rot: np.ndarray, spread: float, *, need_labels: bool,
@@ -147,18 +170,24 @@ def _chunked_base(
 
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
+        _check_free_disk(path.parent, n * dim * 4 + 4096, n, dim)
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
-        for c, (lo, hi) in enumerate(row_chunks(n, rows)):
-            out[lo:hi], lab = chunk(c, lo, hi)
-            release_pages(out[lo:hi])  # written pages go to the page cache, not kept resident
-            if need_labels:
-                labels_all[lo:hi] = lab
-            if c % 8 == 7:
-                log.info("synthetic %dx%d: %d of %d rows generated", n, dim, hi, n)
-        out.flush()
-        del out
-        os.replace(tmp, path)
+        try:
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
+            for c, (lo, hi) in enumerate(row_chunks(n, rows)):
+                out[lo:hi], lab = chunk(c, lo, hi)
+                release_pages(out[lo:hi])  # written pages go to the page cache, not resident
+                if need_labels:
+                    labels_all[lo:hi] = lab
+                if c % 8 == 7:
+                    log.info("synthetic %dx%d: %d of %d rows generated", n, dim, hi, n)
+            out.flush()
+            del out
+            os.replace(tmp, path)
+        except BaseException:  # a full disk, Ctrl-C: no half-written file left in the cache
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
     elif need_labels:  # labels are cheap to redraw (no vectors kept)
         for c, (lo, hi) in enumerate(row_chunks(n, rows)):
             r = np.random.default_rng([seed, 2, c])

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from retrieval.errors import DataError
+from retrieval.errors import DataError, DataNotFound
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ COLUMNS = "qid Q0 docid rank score tag"
 
 def _lines(path: Path) -> list[tuple[int, str]]:
     if not path.is_file():
-        raise DataError(f"TREC run file not found: {path} (looked in {path.resolve()})")
+        raise DataNotFound(f"TREC run file not found: {path} (looked in {path.resolve()})")
     out = []
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):

@@ -8,6 +8,7 @@ rwb would compute, whatever convention the file used.
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from retrieval.data import (
     release_pages,
     row_chunks,
 )
-from retrieval.errors import DataError
+from retrieval.errors import DataError, DataNotFound
 from retrieval.ids import CallerIds, as_ids
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,9 @@ def _existing_file(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
         where = p.resolve()
-        kind = "is a folder, not a file" if p.is_dir() else "not found"
-        raise DataError(f"{what}: file {kind}: {path} (looked in {where})")
+        if p.is_dir():
+            raise DataError(f"{what}: file is a folder, not a file: {path} (looked in {where})")
+        raise DataNotFound(f"{what}: file not found: {path} (looked in {where})")
     return p
 
 
@@ -411,6 +413,12 @@ def load_texmex(
 # --------------------------------------------------------------------------- NumPy
 
 
+def _too_big(p: Path, what: str) -> str:
+    size = p.stat().st_size
+    return (f"{what} {p}: {size:,} bytes do not fit this process's memory or address space "
+            f"(ulimit -v / a container limit); raise the limit or use a smaller file")
+
+
 def read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
     p = _existing_file(path, what)
     try:
@@ -425,9 +433,14 @@ def read_npy(path: str | Path, what: str, *, mmap: bool = False) -> np.ndarray:
         if mmap:
             try:
                 return np.load(p, allow_pickle=False, mmap_mode="r")
-            except (ValueError, OSError):  # e.g. an empty array cannot be mapped: read it
+            except OSError as exc:
+                if exc.errno == errno.ENOMEM:  # never a silent full read instead
+                    raise DataError(_too_big(p, what)) from None
+            except ValueError:  # e.g. an empty array cannot be mapped: read it
                 pass
         return np.load(p, allow_pickle=False)
+    except MemoryError:
+        raise DataError(_too_big(p, what)) from None
     except (ValueError, OSError, EOFError) as exc:
         if "pickle" in str(exc):  # an object array: never unpickled (it could run code)
             raise DataError(f"{what} {p}: the .npy file holds Python objects (pickled); rwb "

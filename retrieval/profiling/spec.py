@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from retrieval.bench.fanout.spec import FanoutCollection, FanoutQueries
 from retrieval.fusion import DEFAULT_RRF_K
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 
 #: the pipeline's stages, in request order (names of the stage spans and of the JSON ``stages``)
@@ -94,6 +94,22 @@ class LoadSpec(Params):
     workers: int = Field(4, ge=1, le=64)
     arrival: Literal["fixed", "poisson"] = "poisson"
 
+    @model_validator(mode="after")
+    def _bounded(self) -> LoadSpec:
+        """Finite, bounded duration and rates (the load bench's limits): ``rates: [1e12]``
+        would schedule terabytes of arrivals; NaN / inf / 0 / negative mean nothing."""
+        from retrieval.bench.load.spec import MAX_DURATION_S, MAX_QPS, MAX_SCHEDULED
+
+        if not 0 < self.duration_s <= MAX_DURATION_S:  # nan and inf fail too
+            raise ValueError(f"load.duration_s must be a number of seconds > 0 and <= "
+                             f"{MAX_DURATION_S:g}; received {self.duration_s!r}")
+        most = min(MAX_QPS, MAX_SCHEDULED / self.duration_s)
+        for i, r in enumerate(self.rates):
+            if not 0 < r <= most:
+                raise ValueError(f"load.rates[{i}] must be a rate in queries/s > 0 and <= "
+                                 f"{most:,.0f}; received {r!r}")
+        return self
+
 
 class KnobRemedy(Params):
     """The tuned search knobs of one collection: ``search`` params, or the search part of an
@@ -126,7 +142,7 @@ class ProfileSpec(Params):
 
     name: RunName = "pipeline"
     k: int = Field(10, ge=1, le=1000)
-    seed: int = 0
+    seed: Seed = 0
     threads: int = Field(1, ge=1, le=512, description="threads inside each index")
     warmup: int = Field(5, ge=0, description="untimed requests before each measured pass")
     queries: FanoutQueries = Field(default_factory=FanoutQueries)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.errors import BackendError, ConfigError
-from retrieval.redact import redact_error, redact_uri
+from retrieval.redact import redact_error, redact_uri, register_secret
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class HttpReranker:
             self.key = env.get(key_env)
             if not self.key:
                 raise ConfigError(f"reranker.key_env: environment variable {key_env} is not set")
+            register_secret(self.key)  # masked in every output, whatever the variable's name
         self.url, self.shape, self.model = url, shape, model
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.concurrency, self.max_documents = max(1, concurrency), max(1, max_documents)
@@ -163,10 +164,11 @@ class HttpReranker:
             wait = self.backoff_s * (2 ** attempt)
             with self._count_lock:
                 self.requests += 1
+            started = time.monotonic()
             try:
                 req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
                 with self._slots, urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read().decode() or "null")
+                    return json.loads(self._read_by_deadline(resp, started).decode() or "null")
             except urllib.error.HTTPError as exc:
                 last = f"HTTP {exc.code}"
                 if exc.code not in _RETRY_STATUS:
@@ -189,6 +191,22 @@ class HttpReranker:
         raise BackendError(f"reranker {self.name}: {last} after {self.retries + 1} attempts "
                            f"(timeout {self.timeout_s} s each)")
 
+    def _read_by_deadline(self, resp: Any, started: float) -> bytes:
+        """The response body, read in pieces: ``timeout_s`` is a deadline for the whole request
+        (``started``: time.monotonic() before it was sent), so an endpoint trickling a byte at a
+        time is timed out too (TimeoutError, retried like any timeout)."""
+        parts: list[bytes] = []
+        while True:
+            left = self.timeout_s - (time.monotonic() - started)
+            if left <= 0:
+                raise TimeoutError(f"no complete answer within {self.timeout_s} s")
+            with contextlib.suppress(AttributeError, OSError):
+                resp.fp.raw._sock.settimeout(left)  # the socket read waits no longer
+            piece = resp.read1(65536)
+            if not piece:
+                return b"".join(parts)
+            parts.append(piece)
+
     def _parse(self, out: Any, n: int) -> np.ndarray:
         rows = out.get("results", out.get("data")) if isinstance(out, dict) else out
         if not isinstance(rows, list):
@@ -197,12 +215,22 @@ class HttpReranker:
         scores = np.full(n, np.nan, dtype=np.float64)
         for row in rows:
             try:
-                i = int(row["index"])
+                raw = row["index"]
                 s = row["relevance_score"] if "relevance_score" in row else row["score"]
-                scores[i] = float(s)
+                if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < n:
+                    raise IndexError(raw)
+                value = float(s)
             except (KeyError, TypeError, ValueError, IndexError):
-                raise BackendError(f"reranker {self.name}: a result row lacks index and "
-                                   f"relevance_score/score in range: {str(row)[:120]}") from None
+                raise BackendError(f"reranker {self.name}: a result row lacks an index in "
+                                   f"[0, {n}) and a relevance_score/score: "
+                                   f"{str(row)[:120]}") from None
+            if not np.isfinite(value):
+                raise BackendError(f"reranker {self.name}: passage {raw} got the score "
+                                   f"{value!r}; expected a finite number")
+            if not np.isnan(scores[raw]):
+                raise BackendError(f"reranker {self.name}: passage {raw} is scored twice in "
+                                   f"one answer")
+            scores[raw] = value
         if np.isnan(scores).any():
             raise BackendError(f"reranker {self.name}: {int(np.isnan(scores).sum())} of {n} "
                                f"passages got no score (top_n too small?)")

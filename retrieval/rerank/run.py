@@ -537,8 +537,30 @@ def _tune_router(
         "tuning": chosen.as_row(),
         "heldout": {name: p.as_row() for name, p in held.items()},
         "heldout_metrics": _metrics_row(held_all.means),
+        "heldout_verdict": router_verdict(held["chosen"].quality, held["never"].quality,
+                                          spec.router.tolerance, len(q.splits["heldout"])),
     }
     return summary, rows
+
+
+#: fewer held-out queries than this: the router's held-out comparison is flagged as small
+ROUTER_SMALL_SAMPLE = 50
+
+
+def router_verdict(chosen: float, never: float, tolerance: float, n: int) -> dict[str, Any]:
+    """Whether the chosen router holds on the held-out queries against never routing (quality
+    means 0..1): ``loses`` when it is below never routing by more than ``tolerance`` (then it
+    is not recommended), and ``small_sample`` under :data:`ROUTER_SMALL_SAMPLE` queries."""
+    loses = chosen < never - tolerance
+    small = n < ROUTER_SMALL_SAMPLE
+    line = (f"the router LOSES on the held-out queries ({chosen:.3f} vs {never:.3f} never "
+            f"routing): not recommended" if loses else
+            f"the router holds on the held-out queries ({chosen:.3f} vs {never:.3f} never "
+            f"routing, tolerance {tolerance:g})")
+    if small:
+        line += f"; only {n} held-out queries: a small sample"
+    return {"loses": loses, "recommended": not loses, "small_sample": small, "queries": n,
+            "line": line}
 
 
 def _sim_unit(metric: str) -> str:
@@ -550,11 +572,13 @@ def _sim_unit(metric: str) -> str:
 
 
 __all__ = [
+    "ROUTER_SMALL_SAMPLE",
     "DepthPoint",
     "RerankRunResult",
     "RerankSweepSummary",
     "RouterSummary",
     "load_collection",
+    "router_verdict",
     "run_file_candidates",
     "run_rerank_sweep",
 ]

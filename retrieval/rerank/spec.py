@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from retrieval.errors import param_error
 from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.paths import resolve_spec_path as resolve_path
 from retrieval.rerank.bm25 import BM25Params
 from retrieval.rerank.dataset import check_dataset
@@ -122,7 +122,7 @@ class RerankSweepSpec(Params):
     dataset: str = Field(min_length=1)
     split: str = Field("test", min_length=1)
     max_queries: int | None = Field(None, ge=2, description="seeded subset, for quick runs")
-    seed: int = 0
+    seed: Seed = 0
     tuning_fraction: float = Field(0.5, gt=0.0, lt=1.0)
     embedder: EmbedderSpec = EmbedderSpec()
     dense: DenseSpec = DenseSpec()

@@ -33,6 +33,9 @@ class RouterSummary(SummaryPart):
     tuning: dict[str, Any] = Field(default_factory=dict)
     heldout: dict[str, dict[str, Any]] = Field(default_factory=dict)  # chosen / never / always
     heldout_metrics: dict[str, float] = Field(default_factory=dict)
+    #: chosen vs never routing on the held-out queries
+    #: (:func:`retrieval.rerank.run.router_verdict`)
+    heldout_verdict: dict[str, Any] = Field(default_factory=dict)
 
 
 class RerankerInfo(SummaryPart):

@@ -188,6 +188,37 @@ def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
     return out
 
 
+def _steal_fraction() -> float | None:
+    """The share of CPU time stolen by the hypervisor since boot (``/proc/stat``; None where
+    it is not readable)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    total = sum(fields[:8])
+    return round(fields[7] / total, 4) if len(fields) >= 8 and total else None
+
+
+def machine_load() -> dict[str, Any]:
+    """The machine's load now: 1/5/15-minute load averages, logical CPUs, CPU steal since boot
+    (a fraction; None where not readable). Recorded beside latencies in every manifest."""
+    try:
+        avg: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        avg = None
+    return {"load_average": avg, "cpus": os.cpu_count(), "steal_fraction": _steal_fraction()}
+
+
+def busy(load: dict[str, Any]) -> bool:
+    """Whether ``load`` (:func:`machine_load`) says the machine was busy: the 1-minute load
+    average at or above its number of CPUs."""
+    avg = load.get("load_average")
+    if not isinstance(avg, list) or not avg:
+        return False
+    return float(avg[0]) >= float(load.get("cpus") or 1)
+
+
 def build_manifest(**extra: Any) -> dict[str, Any]:
     """Everything needed to reproduce a run (extra keys: seeds, dataset, spec hash, ...). The
     command line and every recorded value pass through :func:`retrieval.redact.mask`
@@ -202,5 +233,6 @@ def build_manifest(**extra: Any) -> dict[str, Any]:
         "cpu": cpu_info(),
         "threads": thread_info(),
         "packages": package_versions(),
+        "machine_load": {"start": machine_load()},
         **extra,
     }

@@ -66,6 +66,9 @@ def write_atomic(target: Path, data: str | bytes) -> Path:
     return target
 
 
+#: the marker file inside a scratch folder rwb made (only such a folder is ever removed)
+SCRATCH_MARK = ".rwb-scratch"
+
 #: run status in manifest.json: written "running" at the start, "complete" / "failed" at the end
 RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 
@@ -130,6 +133,25 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
         )
 
 
+def _record_load(manifest: dict[str, Any], path: Path) -> None:
+    """Add the machine's load at the end to ``manifest['machine_load']`` with ``busy`` (the
+    1-minute load average at or above the CPUs at the start or the end of the timed work), and
+    say so in the log (INFO: a test suite on a small machine is always busy)."""
+    from retrieval.runs.provenance import busy, machine_load
+
+    record = manifest.get("machine_load")
+    record = dict(record) if isinstance(record, dict) else {}
+    record["end"] = machine_load()
+    record["busy"] = any(busy(v) for v in record.values() if isinstance(v, dict))
+    manifest["machine_load"] = record
+    if record["busy"]:
+        worst = max(float((v.get("load_average") or [0])[0]) for v in record.values()
+                    if isinstance(v, dict))
+        log.info("run %s: the machine was busy while it was timed (load average %s on %s "
+                    "CPUs): its latencies may be inflated; re-run on a quiet machine to "
+                    "compare them", path, worst, record["end"].get("cpus"))
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory ``runs/<id>/`` (created on demand, checked writable). Every file is
@@ -141,6 +163,8 @@ class RunDir:
     created: bool = field(default=False, compare=False)  # this process made the folder
     #: what this process wrote (``manifest``: its manifest.json; a failure marks only that one)
     _wrote: set[str] = field(default_factory=set, compare=False, repr=False)
+    #: ``path``: the scratch folder :meth:`work_dir` chose (and marked) for this run
+    _scratch: dict[str, Path] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def create(
@@ -179,21 +203,41 @@ class RunDir:
         return self.path / name
 
     def work_dir(self) -> Path:
-        """``<run>/work``: scratch files of the indexes (removed at the end); refused when it
-        is a symbolic link."""
+        """The run's scratch folder for index files (removed at the end): ``<run>/work``,
+        created by this call with rwb's marker file inside (:data:`SCRATCH_MARK`). A ``work``
+        folder rwb did not make (no marker: the user's), or a file of that name, is never used
+        nor removed: the scratch is then a fresh ``<run>/.rwb-work-<hex>``. A symbolic link is
+        refused."""
+        held = self._scratch.get("path")
+        if held is not None:
+            return held
         work = self.file("work")
         if work.is_symlink():
             raise ConfigError(
                 f"'{work}' is a symbolic link; rwb never writes through links (remove it)"
             )
+        if work.exists() and not (work.is_dir() and (work / SCRATCH_MARK).is_file()):
+            log.info("%s is not rwb's (no %s inside): kept; index files go to a folder of "
+                     "rwb's own", work, SCRATCH_MARK)
+            work = Path(tempfile.mkdtemp(dir=self.path, prefix=".rwb-work-"))
+        try:
+            work.mkdir(exist_ok=True)
+            (work / SCRATCH_MARK).write_text(f"rwb scratch of run {self.run_id}\n",
+                                            encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"scratch folder '{work}' is not writable ({exc.strerror or exc})"
+            ) from None
+        self._scratch["path"] = work
         return work
 
     def remove_work(self) -> None:
-        """Remove ``<run>/work`` (index files, e.g. a Milvus Lite db); a link is only unlinked."""
-        work = self.file("work")
-        if work.is_symlink():
-            work.unlink()
-        else:
+        """Remove the scratch folder (index files, e.g. a Milvus Lite db) only when it carries
+        rwb's marker (:meth:`work_dir`); a folder the user had is left as it was."""
+        work = self._scratch.get("path", self.file("work"))
+        if work.is_symlink() or not work.is_dir():
+            return
+        if (work / SCRATCH_MARK).is_file():
             shutil.rmtree(work, ignore_errors=True)
 
     def write_json(self, name: str, obj: Any) -> Path:
@@ -247,6 +291,7 @@ class RunDir:
             manifest["error"] = error
         if status != RUNNING:
             manifest["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+            _record_load(manifest, self.path)
             # time per phase (fingerprint, ground truth, builds, searches) and resident peak
             manifest["resources"] = phases.snapshot()
         self.write_json("manifest.json", manifest)

@@ -3,8 +3,10 @@ thread) speaking the Cohere / Jina request shape (``POST {query, documents, top_
 ``{"results": [{"index", "relevance_score"}]}``) and TEI's (``POST {query, texts}`` ->
 ``[{"index", "score"}]``), scored by :func:`overlap_scores` (word overlap; meaningless beyond
 tests). ``fail_first`` answers the first N requests with HTTP 503 (retries are exercised);
-``token`` requires ``Authorization: Bearer <token>``. ``max_in_flight`` records the most
-requests served at once (concurrency is bounded by the client)."""
+``token`` requires ``Authorization: Bearer <token>`` (``echo_auth``: the 401 body echoes the
+header received, as some endpoints do). ``trickle_s`` sends the answer one byte every
+``trickle_s`` seconds (a slow endpoint that never stalls a socket read). ``max_in_flight``
+records the most requests served at once (concurrency is bounded by the client)."""
 
 from __future__ import annotations
 
@@ -34,11 +36,15 @@ class RerankServer:
     """``with RerankServer() as srv: srv.url``; see the module doc."""
 
     def __init__(self, *, fail_first: int = 0, token: str | None = None,
-                 delay_s: float = 0.0) -> None:
+                 delay_s: float = 0.0, echo_auth: bool = False,
+                 trickle_s: float = 0.0) -> None:
         self.fail_first = fail_first
+        self.echo_auth = echo_auth
+        self.trickle_s = trickle_s
         self.token = token
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.completed = 0  # trickled answers sent to the end
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -72,7 +78,18 @@ class RerankServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not srv.trickle_s:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(srv.trickle_s)
+                except OSError:  # the client gave up (its deadline)
+                    return
+                with srv._lock:
+                    srv.completed += 1
 
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
@@ -86,7 +103,9 @@ class RerankServer:
                     if srv.delay_s:
                         time.sleep(srv.delay_s)
                     if srv.token and self.headers.get("Authorization") != f"Bearer {srv.token}":
-                        self._send(401, {"message": "invalid api token"})
+                        said = self.headers.get("Authorization") if srv.echo_auth else None
+                        self._send(401, {"message": "invalid api token"
+                                         + (f": {said}" if said else "")})
                     elif fail:
                         self._send(503, {"message": "warming up"})
                     elif "texts" in body:  # TEI

@@ -249,6 +249,38 @@ def check_executor(executor: str, spec: SweepSpec, in_memory: bool) -> None:
     require_ray()
 
 
+#: how long rwb waits for a Ray head to accept a connection before saying it is not reachable
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str | None, *, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Check ``--ray-address`` before any work: ``None`` / ``auto`` / ``local`` pass (Ray finds
+    or starts a cluster); ``[ray://]HOST:PORT`` must be well formed (ConfigError, exit 2) and
+    accept a TCP connection within ``timeout_s`` seconds (NotReachable, exit 3), where Ray
+    itself would retry for minutes."""
+    import socket
+
+    from retrieval.errors import NotReachable
+
+    if address is None or address in ("auto", "local"):
+        return
+    body = address.removeprefix("ray://")
+    host, sep, port_text = body.rpartition(":")
+    host = host.strip("[]")
+    allowed = "'auto', 'local', HOST:PORT or ray://HOST:PORT"
+    if (not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536
+            or any(c.isspace() or c in "/@?#" for c in host)):
+        raise ConfigError(f"--ray-address: expected {allowed}; received {address!r}")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise NotReachable(f"--ray-address {address}: no Ray cluster answers there within "
+                           f"{timeout_s:g} s ({why}); start one (ray start --head) or fix the "
+                           f"address") from None
+
+
 def run_on_ray(
     spec: SweepSpec,
     plan: Sequence[Unit],

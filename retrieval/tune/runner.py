@@ -151,6 +151,9 @@ def run_eval(
         what = "topology" if spec.topology is not None else "cold: true"
         raise ConfigError(f"{spec.source}: a spec with '{what}' is measured by rwb sweep (a "
                           f"target search per topology / cold run), not rwb eval")
+    from retrieval.tune.preflight import check_services
+
+    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     run = RunDir.create(out, spec.name, force=force)
     with run.recording():
         return _eval_into(run, spec, progress, dataset)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from retrieval.errors import ConfigError
 from retrieval.stats.sampling import seeded_partition
 from retrieval.tune import target as tgt
 
@@ -43,6 +44,12 @@ _RULE = re.compile(
 )
 
 
+#: bounds of a build rule ``c * N**p`` and of its value (a build param is a 32-bit integer)
+RULE_MAX_FACTOR, RULE_MAX_POWER, RULE_MAX_VALUE = 1e9, 2.0, 2**31 - 1
+#: the largest multiple of the full N a prediction is asked at
+PREDICT_MAX = 1e6
+
+
 def parse_rule(text: str) -> tuple[float, float]:
     """``(c, p)`` of a rule ``c * N**p`` written as ``4*sqrt(N)``, ``N^0.5``, ``0.01*N``;
     ValueError (naming what is allowed) otherwise."""
@@ -52,18 +59,30 @@ def parse_rule(text: str) -> tuple[float, float]:
                          f"received {text!r}")
     c = float(m["c"]) if m["c"] else 1.0
     p = 0.5 if m["sqrt"] else float(m["p"]) if m["p"] else 1.0
-    if c <= 0:
-        raise ValueError(f"a rule with a positive factor; received {text!r}")
+    if not 0 < c <= RULE_MAX_FACTOR:  # nan and inf fail too
+        raise ValueError(f"a rule with a factor > 0 and <= {RULE_MAX_FACTOR:g}; received "
+                         f"{text!r}")
+    if not 0 <= p <= RULE_MAX_POWER:
+        raise ValueError(f"a rule with a power of N in [0, {RULE_MAX_POWER:g}]; received "
+                         f"{text!r}")
     return c, p
 
 
 def rule_value(text: str, n: int) -> int:
-    """The integer value of a rule at ``n`` base vectors (rounded, at least 1)."""
+    """The integer value of a rule at ``n`` base vectors (rounded, at least 1); ConfigError
+    (one line) when it does not fit a build param (above 2**31 - 1)."""
     c, p = parse_rule(text)
-    return max(1, round(c * float(n) ** p))
+    value = c * float(n) ** p
+    if not value <= RULE_MAX_VALUE:
+        raise ConfigError(f"scale.build_rules: {text!r} at N={n:,} gives {value:.3g}, above "
+                          f"{RULE_MAX_VALUE:,} (the largest build param); use a smaller rule")
+    return max(1, round(value))
 
 
 def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"each fraction must be a number such as 0.25 or a text such as 1/64; "
+                         f"received {value!r}"[:200])
     if isinstance(value, str):
         try:
             return float(Fraction(value.replace(" ", "")))
@@ -125,8 +144,9 @@ class ScaleSpec(BaseModel):
     @field_validator("predict_at")
     @classmethod
     def _multiples(cls, v: list[float]) -> list[float]:
-        if any(x <= 0 for x in v):
-            raise ValueError(f"each multiple of N must be > 0; received {v}")
+        if any(not 0 < x <= PREDICT_MAX for x in v):  # nan and inf fail too
+            raise ValueError(f"each multiple of N must be > 0 and <= {PREDICT_MAX:g}; received "
+                             f"{v}"[:200])
         return v
 
     @field_validator("build_rules")

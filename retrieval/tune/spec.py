@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
-from retrieval.params import Params, RunName
+from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
@@ -67,7 +67,7 @@ class SweepSpec(SpecModel):
     #: results per query; recall is recall@k
     k: int = Field(10, ge=1, le=1000)
     #: seeds the query split, sampling and seeded builds
-    seed: int = 0
+    seed: Seed = 0
     #: search threads (``threads`` of each library; batch mode uses them)
     threads: int = Field(1, ge=1, le=512)
     #: build threads and the build cache (``threads`` above is for searches)

@@ -146,6 +146,35 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
 
 
+def _check_journal_file(path: Path, display: str) -> None:
+    """ConfigError (one line) when ``path`` exists and is not an Optuna journal (its first line
+    a JSON record with ``op_code``): rwb never appends to a file it did not create. An empty
+    file is taken (nothing in it is lost)."""
+    if path.is_symlink():
+        raise ConfigError(f"--storage '{display}': '{path}' is a symbolic link; rwb never "
+                          f"writes through links")
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise ConfigError(f"--storage '{display}': '{path}' exists and is not a file")
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(65536)
+    except OSError as exc:
+        raise ConfigError(f"--storage '{display}': '{path}' cannot be read "
+                          f"({exc.strerror or exc})") from None
+    if not first.strip():
+        return
+    try:
+        record = json.loads(first)
+    except ValueError:
+        record = None
+    if not (isinstance(record, dict) and "op_code" in record):
+        raise ConfigError(
+            f"--storage '{display}': '{path}' exists and is not an Optuna journal (rwb did not "
+            f"create it); rwb never appends to it: name a new .log file")
+
+
 def open_storage(url: str) -> OpenedStorage:
     """Open ``url`` (see module doc); a ConfigError names the redacted URL when it cannot be
     opened. Nothing is created in the storage here except its empty schema."""
@@ -158,6 +187,7 @@ def open_storage(url: str) -> OpenedStorage:
             path = Path(url.removeprefix("journal:")).expanduser()
             if not path.parent.is_dir():
                 raise FileNotFoundError(f"folder '{path.parent}' does not exist")
+            _check_journal_file(path, display)
             from optuna.storages.journal import JournalFileBackend
 
             backend = JournalFileBackend(str(path))

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
-from retrieval.runs import RunDir, declares_kind
+from retrieval.runs import WORKLOAD_SCALE, RunDir, declares_kind, workload_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
@@ -184,7 +186,8 @@ def run_sweep(
     ``force``; manifest.json records the run's status. ``executor`` ``"ray"`` runs each unit
     as a Ray task on the cluster at ``ray_address`` (:mod:`retrieval.tune.cluster`; default: a
     local Ray); ``"local"`` (the default) measures in this process."""
-    from retrieval.tune.cluster import check_executor
+    from retrieval.tune.cluster import check_executor, check_ray_address
+    from retrieval.tune.preflight import check_services
 
     started = time.perf_counter()
     check_tunable(spec)
@@ -193,6 +196,9 @@ def run_sweep(
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address applies to --executor ray only")
     check_executor(executor, spec, in_memory=dataset is not None)
+    if executor == "ray":
+        check_ray_address(ray_address)  # before the run folder: nothing left "running"
+    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     cluster = Cluster(executor, ray_address)
     if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
         return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
@@ -219,6 +225,32 @@ def run_sweep(
                            cluster)
 
 
+def _unfinished_scale_study(spec: SweepSpec) -> Callable[[Path], bool]:
+    """Whether a non-empty ``--out`` holds a killed or failed scale study of this very spec (its
+    manifest says kind sweep with ``scale``, not complete; its spec.yaml is this spec): the same
+    command then runs the study again there (its seeded samples give the same sizes; nothing of
+    the killed run is mixed in, every file is rewritten)."""
+
+    def check(path: Path) -> bool:
+        try:
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+            recorded = yaml.safe_load((path / "spec.yaml").read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            return False
+        if not isinstance(manifest, dict) or not declares_kind(manifest, SweepSummary.KIND):
+            return False
+        if workload_kind(manifest) != WORKLOAD_SCALE or manifest.get("status") == "complete":
+            return False
+        same = yaml.safe_load(yaml.safe_dump(mask(resolved(spec)), sort_keys=False))
+        if recorded != same:
+            return False
+        log.info("%s: a %s scale study of this spec; running it again there", path,
+                 "killed" if manifest.get("status") == "running" else "failed")
+        return True
+
+    return check
+
+
 def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
                  study: str | None, dataset: VectorDataset | None, progress: Progress | None,
                  force: bool, started: float) -> SweepResult:
@@ -228,7 +260,7 @@ def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
     if storage is not None or study is not None:
         raise ConfigError(f"{spec.source}: a spec with 'scale' is studied without an Optuna "
                           f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force)
+    run = RunDir.create(out, spec.name, force=force, resumable=_unfinished_scale_study(spec))
     with run.recording():
         ds = dataset or load_vectors(spec)
         summary = run_scale_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)

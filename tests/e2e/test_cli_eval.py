@@ -116,7 +116,10 @@ def test_cli_missing_dataset_files_and_corrupt_hdf5(tmp_path):
     spec = write(tmp_path, "dataset: {kind: hdf5, path: nothere.hdf5}\n"
                            "indexes:\n  - backend: faiss-flat\n")
     proc = run_cli("eval", str(spec), "--out", str(tmp_path / "o"))
-    assert_one_line_error(proc, "nothere.hdf5")
+    # data that is not here: exit 3, one line (issue 34; docs/exit-codes.md)
+    assert proc.returncode == 3, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rwb: not measurable here:")]
+    assert len(lines) == 1 and "nothere.hdf5" in lines[0] and "Traceback" not in proc.stderr
     bad = tmp_path / "corrupt.hdf5"
     bad.write_bytes(b"this is not an HDF5 file" * 10)
     spec = write(tmp_path, f"dataset: {{kind: hdf5, path: {bad}}}\n"

@@ -104,6 +104,33 @@ def test_http_reranker_errors_are_one_line_without_the_key(monkeypatch: pytest.M
         HttpReranker("http://user:***@127.0.0.1:9/rerank")
 
 
+def test_http_reranker_timeout_is_a_deadline_per_request() -> None:
+    """Issue 34 MEDIUM 6: an endpoint trickling one byte every 0.2 s never stalls a socket read
+    for ``timeout_s``; the request is still timed out at ``timeout_s`` (a deadline)."""
+    with RerankServer(trickle_s=0.2) as srv:
+        rr = HttpReranker(srv.url, retries=0, timeout_s=1.0)
+        with pytest.raises(BackendError, match=r"timed out|within 1.0 s"):
+            rr.score("granite", ["granite stone", "violin"])
+        # the answer is ~90 bytes (~18 s at this pace): given up before its end
+        assert srv.completed == 0 and len(srv.requests) == 1
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    ({"results": [{"index": 0, "relevance_score": float("nan")},
+                  {"index": 1, "relevance_score": 0.5}]}, "expected a finite number"),
+    ({"results": [{"index": 0, "relevance_score": 0.1},
+                  {"index": 0, "relevance_score": 0.5}]}, "scored twice"),
+    ({"results": [{"index": -1, "relevance_score": 0.1},
+                  {"index": 1, "relevance_score": 0.5}]}, "an index in [0, 2)"),
+])
+def test_http_reranker_answers_are_read_strictly(answer: dict[str, Any], words: str) -> None:
+    """Issue 34 LOW: NaN scores, duplicate and negative indices were accepted."""
+    rr = HttpReranker("http://127.0.0.1:9/rerank", retries=0)
+    with pytest.raises(BackendError) as err:
+        rr._parse(answer, 2)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
 def test_callable_path_names_importable_functions_only() -> None:
     assert callable_path(overlap_scores) == "retrieval.testing.rerank_server:overlap_scores"
     assert callable_path(lambda q, p: [0.0] * len(p)) is None
@@ -133,6 +160,69 @@ def test_callable_reranker_tunes_exports_and_verifies(beir: Path, tmp_path: Path
     with pytest.raises(ConfigError, match="reranker=fn"):
             retrieval.verify(exp2)
     assert retrieval.verify(exp2, reranker=local).holds
+
+
+@pytest.mark.model
+@pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
+def test_a_rerank_export_verifies_on_a_moved_beir_folder(
+        beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 new user 2: own-data exports are portable: the recorded BEIR folder gone (a CI
+    runner), ``rwb verify FILE --dataset FOLDER`` or ``$RWB_DATA_DIR`` holding a folder of that
+    name; the fingerprint decides it is the same collection."""
+    import shutil
+
+    from retrieval.cli import main
+
+    mine = tmp_path / "here" / "tiny"
+    shutil.copytree(beir, mine)
+    run = retrieval.tune_rerank(_spec(mine), reranker=overlap_scores, out=tmp_path / "run")
+    exported = retrieval.export(run, "rerank", tmp_path / "rerank.yaml")
+    moved = tmp_path / "runner" / "tiny"
+    moved.parent.mkdir()
+    mine.rename(moved)
+    monkeypatch.delenv("RWB_DATA_DIR", raising=False)
+    assert main(["verify", str(exported.path)]) == 3  # the data is not here
+    assert "not measurable here" in capsys.readouterr().err
+    assert main(["verify", str(exported.path), "--dataset", str(moved)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("RWB_DATA_DIR", str(moved.parent))
+    assert main(["verify", str(exported.path)]) == 0
+    capsys.readouterr()
+    other = tmp_path / "other" / "tiny"
+    shutil.copytree(moved, other)
+    (other / "queries.jsonl").write_text((other / "queries.jsonl").read_text()
+                                         .replace("about", "on"))
+    assert main(["verify", str(exported.path), "--dataset", str(other)]) == 2
+    assert "fingerprint" in capsys.readouterr().err
+
+
+@pytest.mark.model
+@pytest.mark.slow  # loads the packaged MiniLM for the dense first stage
+def test_the_key_rwb_sends_is_masked_whatever_its_variable(
+        beir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 HIGH 4: ``key_env: COHERE_KEY`` (no secret word in the name) and an endpoint
+    whose 401 body echoes the header: the key is in no output (stderr, run files)."""
+    from retrieval.cli import main
+
+    monkeypatch.setenv("COHERE_KEY", "plain-cohere-value-31337")
+    with RerankServer(token="another-one", echo_auth=True) as srv:
+        rr = HttpReranker(srv.url, key_env="COHERE_KEY", retries=0)
+        with pytest.raises(BackendError) as err:
+            rr.score("q", ["p"])
+        assert "HTTP 401" in str(err.value) and "invalid api token" in str(err.value)
+        assert "plain-cohere-value-31337" not in str(err.value)
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump(_spec(beir, kind="http", url=srv.url, shape="cohere",
+                                             key_env="COHERE_KEY", retries=0)))
+        code = main(["-v", "tune", "rerank", str(spec), "--out", str(tmp_path / "run")])
+    out = capsys.readouterr()
+    assert code != 0 and "HTTP 401" in out.err
+    assert "plain-cohere-value-31337" not in out.out + out.err
+    for f in (tmp_path / "run").rglob("*") if (tmp_path / "run").exists() else []:
+        if f.is_file():
+            assert b"plain-cohere-value-31337" not in f.read_bytes(), f
 
 
 @pytest.mark.model

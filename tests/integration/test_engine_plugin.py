@@ -190,3 +190,26 @@ def test_rwb_sweep_tunes_the_plugin(site, tmp_path):
     assert 1 < chosen["search"]["nprobe"] <= 16  # tuned, not the most accurate by default
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest  # a real run directory
+
+
+def test_broken_plugins_are_one_warning_each_never_fatal(tmp_path):
+    """Issue 34 MEDIUM 7: a plugin raising SystemExit at import, a malformed entry point and a
+    descriptor named like a built-in engine each broke every command."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "rwb-exits", "rwb_exits", "raise SystemExit(3)\n", "exits = rwb_exits")
+    _install(site, "rwb-malformed", "rwb_malformed", "X = 1\n", "malformed = rwb_malformed:")
+    _install(site, "rwb-takes-faiss", "rwb_takes_faiss",
+             "from retrieval.indexes.engine import EngineDescriptor\n"
+             "ENGINE = EngineDescriptor(name='faiss', backends=('mine',))\n",
+             "takes = rwb_takes_faiss:ENGINE")
+    res = _run(site, "-m", "retrieval", "backends", "--json")
+    assert res.returncode == 0, res.stderr
+    status = {b["name"]: b for b in json.loads(res.stdout)}
+    assert "faiss-hnsw" in status and "mine" not in status
+    warnings = [ln for ln in res.stderr.splitlines() if "rwb.engines" in ln]
+    assert len(warnings) == 3, res.stderr
+    assert any("'exits'" in w and "SystemExit" in w for w in warnings), warnings
+    assert any("'malformed'" in w for w in warnings), warnings
+    assert any("'takes'" in w and "'faiss'" in w for w in warnings), warnings
+    assert "Traceback" not in res.stderr

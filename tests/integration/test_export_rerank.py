@@ -13,7 +13,7 @@ import yaml
 from retrieval.cli import main
 from retrieval.errors import DataError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.model]  # the dense first stage embeds
 
 SPEC = {
     "dataset": "cranfield",
@@ -52,7 +52,15 @@ def test_export_fields(exported, run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert doc["kind"] == "rerank-depth" and doc["engine"] == "rerank"
     assert doc["rwb_export"] == 1 and "format" not in doc  # one header for every export
-    assert doc["use"].startswith("router: ") and "rerank.depth" in doc["use"]
+    verdict = doc["router"]["heldout_verdict"]
+    held = summary["router"]["heldout"]
+    # issue 34: the router is recommended only when it does not lose on the held-out queries
+    assert verdict["loses"] == (held["chosen"]["quality"] < held["never"]["quality"]
+                                - summary["router"]["tolerance"])
+    if verdict["loses"]:
+        assert doc["use"].startswith("rerank: ") and "not the router" in doc["use"]
+    else:
+        assert doc["use"].startswith("router: ") and "rerank.depth" in doc["use"]
     assert doc["rerank"]["depth"] == summary["chosen_depth"] in (5, 10)
     assert doc["first_stage"]["kind"] == "bm25"
     assert doc["first_stage"]["bm25"]["implementation"] == "rank-bm25"

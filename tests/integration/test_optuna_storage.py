@@ -99,6 +99,26 @@ def test_grid_strategy_objective_is_p95_in_ms_in_a_journal_file(tmp_path):
     assert threads["spec_threads"] == 1 and threads["faiss_omp_max_threads"] >= 1
 
 
+def test_a_journal_file_rwb_did_not_create_is_refused(tmp_path, capsys):
+    """Issue 34 MEDIUM 7: ``--storage notes.log`` never appends Optuna's journal to the user's
+    file; a journal rwb wrote earlier is reopened (a resume)."""
+    notes = tmp_path / "notes.log"
+    notes.write_text("my notes\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "r1"), "--storage",
+                 str(notes)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not an Optuna journal" in err, err
+    assert notes.read_text() == "my notes\n"
+    journal = tmp_path / "study.log"
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "r2"), "--strategy", "grid",
+                 "--storage", str(journal), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "r3"), "--strategy", "grid",
+                 "--storage", str(journal), "--json"]) == 0  # rwb's journal: taken
+
+
 def test_qps_objective_is_maximised_qps(tmp_path):
     spec = SPEC.replace("tune: {", "tune: {objective: qps, ")
     (tmp_path / "spec.yaml").write_text(spec)

@@ -196,6 +196,28 @@ def test_cleanup_lists_and_removes_only_redis_leftovers(private_redis, capsys, m
     assert _cleanup("--redis-url", url, capsys=capsys)["objects"] == []
 
 
+def test_cleanup_keeps_keys_an_application_wrote_under_a_killed_runs_name(
+        private_redis, capsys, monkeypatch):
+    """Issue 34 HIGH 5: a killed ``tune cache`` run's name, then an application writes under
+    it: ``cleanup --yes`` deletes the two entries the run recorded, never the application's."""
+    url = private_redis.url
+    monkeypatch.delenv("RWB_PG_URL", raising=False)
+    client = redis.Redis.from_url(url)
+    _killed(KILLED_REDIS, url, "dead-run")
+    client.hset("dead-run:app-1", mapping={"prompt": "the application's own entry"})
+    client.set("dead-run:app-2", "kept")
+    listed = _cleanup("--redis-url", url, capsys=capsys)
+    assert [(o["name"], o["keys"]) for o in listed["objects"]] == [("dead-run", 4)]
+    removed = _cleanup("--redis-url", url, "--yes", capsys=capsys)
+    assert removed["removed"] == 1
+    left = sorted(k.decode() for k in client.scan_iter(match="dead-run:*"))
+    assert left == ["dead-run:app-1", "dead-run:app-2"]
+    assert client.get("dead-run:app-2") == b"kept"
+    assert client.get(marker_key("dead-run")) is None
+    assert b"dead-run" not in client.execute_command("FT._LIST")
+    assert not [k for k in client.scan_iter(match="{rwb}*")]  # the record went too
+
+
 KILLED_REDIS_INDEX = textwrap.dedent("""
     import sys, time
     import numpy as np

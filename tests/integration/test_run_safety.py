@@ -292,9 +292,9 @@ def test_a_run_failing_before_its_manifest_leaves_nothing(tmp_path: Path, capsys
     spec = spec_file(tmp_path, dataset={"kind": "npy", "metric": "l2",
                                         "base": str(tmp_path / "none.npy"),
                                         "queries": str(tmp_path / "none.npy")})
-    assert main(["eval", str(spec), "--out", str(out)]) == 2
+    assert main(["eval", str(spec), "--out", str(out)]) == 3  # the data is not here (exit 3)
     err = capsys.readouterr().err
-    assert err.startswith("rwb: error:") and "none.npy" in err, err
+    assert err.startswith("rwb: not measurable here:") and "none.npy" in err, err
     assert not out.exists()
 
 
@@ -360,12 +360,48 @@ def test_an_interrupted_run_is_marked_failed(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "r", "interrupted")
     with pytest.raises(KeyboardInterrupt), run.recording():
         run.write_manifest(kind="eval")
-        run.work_dir().mkdir()
         (run.work_dir() / "milvus-0").write_text("index")
         raise KeyboardInterrupt
     manifest = json.loads(run.file("manifest.json").read_text())
     assert manifest["status"] == "failed" and manifest["error"] == "interrupted"
     assert not run.file("work").exists()
+
+
+def test_force_keeps_a_work_folder_the_user_had(tmp_path: Path, capsys) -> None:
+    """Issue 34 HIGH 1: ``--force`` into a folder holding the user's ``work/``: the run's
+    scratch goes elsewhere (rwb's marker inside) and the user's folder is kept, byte for byte."""
+    out = tmp_path / "r"
+    (out / "work").mkdir(parents=True)
+    (out / "work" / "t.txt").write_text("thesis")
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--force", "--json"]) == 0
+    capsys.readouterr()
+    assert (out / "work" / "t.txt").read_text() == "thesis"
+    assert sorted(p.name for p in (out / "work").iterdir()) == ["t.txt"]
+    assert not list(out.glob(".rwb-work-*"))  # rwb's own scratch removed at the end
+
+
+def test_force_keeps_a_file_named_work(tmp_path: Path, capsys) -> None:
+    """Issue 34 LOW: ``--out DIR --force`` where ``DIR/work`` is a file: kept, the run works."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "work").write_text("notes")
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--force", "--json"]) == 0
+    capsys.readouterr()
+    assert (out / "work").read_text() == "notes" and not list(out.glob(".rwb-work-*"))
+
+
+def test_a_failed_run_keeps_a_work_folder_the_user_had(tmp_path: Path) -> None:
+    from retrieval.runs import RunDir
+
+    run = RunDir.create(tmp_path / "r", "failing")
+    (run.file("work")).mkdir()
+    (run.file("work") / "t.txt").write_text("thesis")
+    with pytest.raises(RuntimeError), run.recording():
+        run.write_manifest(kind="eval")
+        scratch = run.work_dir()
+        assert scratch != run.file("work") and (scratch / ".rwb-scratch").is_file()
+        raise RuntimeError("boom")
+    assert (run.file("work") / "t.txt").read_text() == "thesis" and not scratch.exists()
 
 
 def test_export_does_not_replace_a_run_directory_record(tmp_path: Path, capsys) -> None:
@@ -384,3 +420,18 @@ def test_export_does_not_replace_a_run_directory_record(tmp_path: Path, capsys) 
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not written by rwb" in err
     assert target.read_text() == before
+
+
+def test_every_manifest_records_the_machine_load(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Issue 34 new user 7: the load average (and CPU steal where readable) beside latencies,
+    at the start and the end of the run, and whether the machine was busy."""
+    import os as _os
+
+    monkeypatch.setattr(_os, "getloadavg", lambda: (64.0, 32.0, 16.0))
+    out = tmp_path / "r"
+    assert main(["eval", str(spec_file(tmp_path)), "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    load = json.loads((out / "manifest.json").read_text())["machine_load"]
+    assert load["start"]["load_average"] == [64.0, 32.0, 16.0]
+    assert load["end"]["cpus"] == _os.cpu_count() and "steal_fraction" in load["end"]
+    assert load["busy"] is True

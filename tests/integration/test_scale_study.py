@@ -180,3 +180,29 @@ def test_check_answer_builds_only_the_answer_at_full_n(tmp_path):
             assert b["exact"] is None and not b["ceiling_measured"]
             assert b["full_build_s"] is None and b["predicted"] is not None
     assert [lb for lb, v in s["backends"].items() if v["chosen"] is not None] == [ans["label"]]
+
+
+def test_a_killed_scale_study_runs_again_with_the_same_command(tmp_path):
+    """Issue 34 MEDIUM 8: a scale study killed mid-way was refused as a non-empty folder; the
+    same command now runs it again there (another spec is still refused)."""
+    import json
+
+    from retrieval.errors import ConfigError
+
+    entries = [{"backend": "hnswlib", "label": "a", "build": {"M": 8, "ef_construction": 40},
+                "search": {"ef_search": 10}}]
+    data = clustered(2000, nq=100)
+    out = tmp_path / "run"
+    first = run_sweep(scale_spec(entries), out, dataset=data).summary
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["status"] = "running"  # what kill -9 leaves
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "summary.json").unlink()
+    with pytest.raises(ConfigError, match="non-empty folder"):
+        run_sweep(scale_spec(entries, bootstrap=60), out, dataset=data)  # another spec
+    again = run_sweep(scale_spec(entries), out, dataset=data).summary
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete"
+    assert again["scale"]["sizes"] == first["scale"]["sizes"]
+    assert [b["label"] for b in again["builds"]] == [b["label"] for b in first["builds"]]
+    with pytest.raises(ConfigError, match="non-empty folder"):  # a complete one is kept
+        run_sweep(scale_spec(entries), out, dataset=data)

@@ -67,7 +67,7 @@ def test_a_libpq_dsn_with_a_password_shows_none(tmp_path: Path) -> None:
            "sslpassword=Pl4ntedSsl dbname=x")
     proc = rwb(tmp_path, "eval", name, "--out", "run",
                env={"RWB_PG_URL": dsn, "PGPASSWORD": "Pl4ntedEnv"})
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # not reachable: exit 3
     assert "cannot connect to PostgreSQL at host=127.0.0.1" in proc.stderr, proc.stderr
     assert leaks(tmp_path, proc) == []
 

@@ -43,6 +43,14 @@ def _pg_or_skip(path: Path, port: int | None = None) -> PgServer:
         pytest.skip(f"no local PostgreSQL could start: {exc}")
 
 
+def _restart(path: Path, port: int) -> PgServer:
+    """The same server started again after the kill: it did start once in this test, so a
+    failure to restart is the test's failure, never a skip (issue 34, tests that pin 7)."""
+    from retrieval.engines.pgvector import server as pg_server
+
+    return pg_server.start_pg(path, port)
+
+
 def _wait_gone(pid: int, folder: Path) -> None:
     """Wait until the killed postmaster and its backends are gone. A container whose pid 1 does
     not reap orphans leaves the postmaster a zombie, which PostgreSQL's lock-file check takes
@@ -127,7 +135,7 @@ def test_storage_killed_mid_sweep_is_one_line_and_resumes(tmp_path: Path, pg_dir
 
         # the same server back (same data, same port): the finished trials are all there
         _wait_gone(srv.pid, pg_dir)
-        srv = _pg_or_skip(pg_dir, srv.port)
+        srv = _restart(pg_dir, srv.port)  # started once here: a failed restart is a failure
         kept = _complete(url)
         assert finished.items() <= kept.items()
         # the printed command (credentials put back where *** stands) finishes the sweep

@@ -173,7 +173,8 @@ def test_rerank_missing_beir_file_and_unknown_queries_are_one_line(tmp_path, cap
     (folder / "queries.jsonl").unlink()
     spec = tmp_path / "r.yaml"
     spec.write_text(f"dataset: beir:{folder}\n")
-    assert main(["tune", "rerank", str(spec), "--out", str(tmp_path / "run")]) == 2
+    # the data is not here: exit 3
+    assert main(["tune", "rerank", str(spec), "--out", str(tmp_path / "run")]) == 3
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "file not found: queries.jsonl" in err and str(folder) in err
     (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "a"}))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from retrieval.churn.logic import AdviceInput, advise
 from retrieval.churn.run import run_churn
@@ -91,7 +92,10 @@ def test_recall_per_step_equals_numpy_brute_force_over_the_live_set(tmp_path: Pa
             d = ((q[:, None, :] - x[None, :, :]) ** 2).sum(-1)
             exact = ids[np.argsort(d, axis=1, kind="stable")[:, :K]]
             mine = got[(got["backend"] == c["label"]) & (got["step"] == rec["step"])]
-            found = np.vstack(mine.sort_values("query")["ids"].to_list())
+            # joined on the query key (numbered from 0 like the queries), not on sort order
+            by_query = dict(zip(mine["query"].tolist(), mine["ids"].to_list(), strict=True))
+            assert sorted(by_query) == list(range(q.shape[0]))
+            found = np.vstack([by_query[i] for i in range(q.shape[0])])
             recall = np.mean([len(set(f) & set(e)) / K for f, e in zip(found, exact,
                                                                        strict=True)])
             assert rec["recall"] == pytest.approx(recall, abs=1e-12)
@@ -211,6 +215,73 @@ def test_killed_run_resumes_from_the_last_finished_step(tmp_path: Path) -> None:
         run_churn(other, out=out, resume=True)
 
 
+def _killed_run(out: Path, spec: Any) -> None:
+    run_churn(spec, out=out)
+    lines = (out / "steps.jsonl").read_text().splitlines()
+    (out / "steps.jsonl").write_text("\n".join(lines[:3]) + "\n")
+    (out / "summary.json").unlink()
+
+
+def test_resume_refuses_a_changed_runbook_file_or_base_file(tmp_path: Path) -> None:
+    """Issue 34 HIGH 2: the spec text is the same, the runbook file or the base file changed:
+    the resume is refused in one line naming the fingerprint, nothing mixed."""
+    ds = resolve_dataset(DATA)
+    np.save(tmp_path / "b.npy", np.asarray(ds.base[:1500]))
+    np.save(tmp_path / "q.npy", np.asarray(ds.queries))
+    book = tmp_path / "book.yaml"
+    book.write_text(yaml.safe_dump({"steps": STEPS[:5]}))
+    data = {"kind": "npy", "base": str(tmp_path / "b.npy"), "queries": str(tmp_path / "q.npy"),
+            "metric": "l2"}
+    spec = parse_churn_spec({"name": "t", "dataset": data, "k": K, "queries": 40, "warmup": 0,
+                             "write_batch": 64, "confidence": {"method": "binomial"},
+                             "configs": [HNSW], "probe_maintain": False,
+                             "runbook": str(book)}, source="<test>")
+    out = tmp_path / "killed"
+    _killed_run(out, spec)
+    prints = json.loads((out / "fingerprints.json").read_text())
+    assert set(prints) == {"data_fingerprint", "runbook_fingerprint"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["data_fingerprint"] == prints["data_fingerprint"] == ds_fp(tmp_path)
+    changed = [dict(s) for s in STEPS[:5]]
+    changed[3] = {"delete": {"start": 150, "end": 350}}
+    book.write_text(yaml.safe_dump({"steps": changed}))
+    with pytest.raises(ConfigError, match=r"other runbook .*runbook_fingerprint"):
+        run_churn(spec, out=out, resume=True)
+    book.write_text(yaml.safe_dump({"steps": STEPS[:5]}))
+    moved = np.asarray(ds.base[:1500]).copy()
+    moved[5] += 1.0
+    np.save(tmp_path / "b.npy", moved)
+    with pytest.raises(ConfigError, match=r"other data .*data_fingerprint"):
+        run_churn(spec, out=out, resume=True)
+    np.save(tmp_path / "b.npy", np.asarray(ds.base[:1500]))
+    res = run_churn(spec, out=out, resume=True)  # the same data and runbook: resumed
+    assert res.summary["data_fingerprint"] == prints["data_fingerprint"]
+    assert res.summary["runbook_fingerprint"] == prints["runbook_fingerprint"]
+
+
+def ds_fp(folder: Path) -> str:
+    from retrieval.loaders.vectors import load_npy
+
+    return load_npy(folder / "b.npy", folder / "q.npy", "l2").fingerprint
+
+
+def test_fewer_live_vectors_than_k_use_the_fewer_than_k_rule(tmp_path: Path) -> None:
+    """Issue 34 MEDIUM 8: 5 live vectors and k=10: the exact answer holds 5 ids; a perfect
+    answer is recall 1.0 (it was 0.5, and the advice said re-tune)."""
+    steps = [{"insert": {"start": 0, "end": 5}}, {"search": {}},
+             {"insert": {"start": 5, "end": 300}}, {"search": {}}]
+    res = run_churn(_spec([HNSW], steps=steps, probe_maintain=False, target_recall=0.9,
+                          retune=False), out=tmp_path / "few")
+    rows = [r for r in res.summary["configs"][0]["steps"] if r["op"] == "search"]
+    assert rows[0]["live"] == 5 and rows[0]["recall"] == 1.0
+    assert rows[0]["short_queries"] == 0.0  # 5 of min(k, live) = 5 returned
+    from retrieval.churn.logic import live_recall
+
+    exact = np.array([[3, 1, -1, -1], [0, 2, 4, -1]])
+    found = np.array([[1, 3, -1, -1], [0, 9, 4, -1]])
+    assert live_recall(found, exact, 4).tolist() == [1.0, 2 / 3]
+
+
 def test_runbook_resolution_ids_replace_and_seeded_fraction() -> None:
     base = np.random.default_rng(0).standard_normal((300, 4)).astype(np.float32)
     spec = RunbookSpec.model_validate({"steps": [
@@ -271,3 +342,16 @@ def test_engines_with_a_working_folder_run_the_runbook(tmp_path: Path,
     assert all(0.0 < r["recall"] <= 1.0 for r in searches)
     assert searches[-1]["live"] == 800 - 250 + 350  # replace keeps ids; delete; insert
     assert any(r.get("maintain_action") for r in c["steps"] if r["op"] == "maintain")
+
+
+def test_a_churn_spec_says_indexes_like_every_spec_and_still_reads_configs() -> None:
+    """Issue 34 new user 9: one vocabulary across specs (``indexes``), the former name kept."""
+    new = parse_churn_spec({"name": "t", "dataset": DATA, "indexes": [HNSW],
+                            "runbook": {"steps": STEPS}}, source="<test>")
+    old = parse_churn_spec({"name": "t", "dataset": DATA, "configs": [HNSW],
+                            "runbook": {"steps": STEPS}}, source="<test>")
+    assert [c.model_dump() for c in new.configs] == [c.model_dump() for c in old.configs]
+    assert new.configs[0].backend == "hnswlib"
+    with pytest.raises(ConfigError, match="not both"):
+        parse_churn_spec({"name": "t", "dataset": DATA, "indexes": [HNSW], "configs": [HNSW],
+                          "runbook": {"steps": STEPS}}, source="<test>")

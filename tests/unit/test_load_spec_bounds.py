@@ -125,3 +125,17 @@ def test_writes_need_thread_clients_and_known_fields() -> None:
                         source="load.yaml")
     spec = parse_load_spec(WRITES, source="load.yaml")
     assert spec.writes is not None and spec.closed is None and spec.open is None
+
+
+def test_searching_while_writing_is_judged_on_the_lowest_recall_sample():
+    """Issue 34, tests that pin decisions 2: the SLO of a point searched while writing holds
+    only when the lowest recall sample of the window meets the target (the mean 0.95 does,
+    the lowest sample 0.85 does not); a failed writer fails the point."""
+    from retrieval.bench.load.writing import writing_meets_slo
+
+    row = {"p99_ms": 5.0, "n": 1000, "errors": 0, "timeouts": 0, "generator_ok": True,
+           "recall": 0.95, "recall_min": 0.85}
+    assert writing_meets_slo(row, None, 10.0, 0.9, 0.001) is False
+    assert writing_meets_slo({**row, "recall_min": 0.91}, None, 10.0, 0.9, 0.001) is True
+    assert writing_meets_slo({**row, "recall_min": 0.91}, "writer died", 10.0, 0.9,
+                             0.001) is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -429,3 +430,52 @@ def test_shared_folder_missing_names_every_place(tmp_path: Path,
     entry = {e.name: e for e in catalog.list_datasets()}["scifact-minilm"]
     assert [f.path for f in entry.files] == [str(p / "scifact") for p in places]
     assert not entry.available
+
+
+def test_an_npy_larger_than_the_address_space_limit_is_one_line(tmp_path):
+    """Issue 34 MEDIUM 7: under ``ulimit -v`` the map failed and rwb silently read the whole
+    file instead, dying with MemoryError; now one line naming the file and the limit."""
+    import subprocess
+    import sys
+    import textwrap
+
+    header = np.lib.format.header_data_from_array_1_0(np.zeros((1, 16), dtype=np.float32))
+    header["shape"] = (80_000_000, 16)  # 5.1 GB of float32, a sparse file here
+    path = tmp_path / "big.npy"
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.truncate(fh.tell() + 80_000_000 * 16 * 4)
+    np.save(tmp_path / "q.npy", np.zeros((2, 16), dtype=np.float32))
+    code = textwrap.dedent(f"""
+        import resource, sys
+        from retrieval.loaders.vectors import load_npy
+        from retrieval.errors import DataError
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+        try:
+            load_npy({str(path)!r}, {str(tmp_path / 'q.npy')!r}, "l2")
+        except DataError as exc:
+            print("DataError:", exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1",
+                                            "OPENBLAS_NUM_THREADS": "1"})
+    out = proc.stdout.strip()
+    assert proc.returncode == 0 and out.startswith("DataError:"), proc.stderr[-1500:]
+    assert "big.npy" in out and "ulimit -v" in out and "\n" not in out
+
+
+def test_complex_vectors_and_unbounded_synthetic_sizes_are_one_line(tmp_path):
+    """Issue 34 LOW: a complex64 .npy was accepted with its imaginary part dropped; synthetic
+    sizes were unbounded (n: 10**12, dim: 10**7)."""
+    from retrieval.errors import ConfigError
+    from retrieval.loaders.synthetic import make_synthetic
+
+    np.save(tmp_path / "b.npy", (np.ones((20, 4)) + 1j).astype(np.complex64))
+    np.save(tmp_path / "q.npy", np.ones((2, 4), dtype=np.float32))
+    with pytest.raises(DataError, match="expected real vectors; received complex dtype"):
+        load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "l2")
+    for kw, field in (({"n": 10**12}, "'n'"), ({"dim": 10**7}, "'dim'"),
+                      ({"n": 10**9, "dim": 4096}, "'n'")):
+        with pytest.raises(ConfigError) as err:
+            make_synthetic(**kw)
+        assert field in str(err.value) and "\n" not in str(err.value), str(err.value)

@@ -94,3 +94,25 @@ def test_qdrant_reports_its_segment_files_by_where_they_live() -> None:
     assert drop >= 0.9 * 3000 * 64 * 4
     assert got["scalar-on-disk"].refine_store == "disk" and got["scalar"].refine_store == "ram"
     assert all(r.flags == () for r in got.values())
+
+
+def test_the_fixed_overhead_is_spread_over_the_vectors_not_charged_to_each() -> None:
+    """Issue 34, tests that pin decisions 8: plain float32 hnswlib was flagged "does not
+    shrink" at 4k-20k vectors (a fixed overhead charged per vector)."""
+    claim = MemoryClaim(4.0 * 96 + 8.0 * 16 + 12.0, "float32")  # 524 B
+    # 4,000 vectors at the claim plus 3 MiB the process holds whatever the size: not flagged
+    assert memory.doctor(4000, 96, 4000 * 524 + 3 * 2**20, claim) == ()
+    # a million vectors at twice the claim: flagged, the fixed part is nothing there
+    assert memory.doctor(1_000_000, 96, 2 * 524 * 1_000_000, claim)[0].startswith(
+        "does_not_shrink: float32 claims 524")
+
+
+def test_plain_float32_hnswlib_at_4k_vectors_is_not_flagged() -> None:
+    pytest.importorskip("hnswlib")
+    from retrieval.indexes.registry import create_index
+
+    x = np.random.default_rng(1).standard_normal((4000, 96)).astype(np.float32)
+    ix = create_index("hnswlib", 96, "l2", {"M": 16, "ef_construction": 40})
+    ix.build(x)
+    report = memory.measure(ix, 4000)
+    assert report.resident_bytes is not None and report.flags == (), report.flags

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,60 @@ def test_fingerprint_is_cached_by_path_size_and_mtime(tmp_path: Path,
     assert load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "l2").fingerprint != first
     saved = list((tmp_path / "cache" / "fingerprints").glob("*.json"))
     assert len(saved) == 2 and "b.npy" in json.loads(saved[0].read_text())["key"]
+
+
+@pytest.mark.parametrize("how", ["copy2", "replace"])
+def test_a_file_replaced_with_the_same_size_and_mtime_gets_a_new_fingerprint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Issue 34 HIGH 3: ``cp -p`` / ``touch -r`` keep size and mtime; the cache key must not
+    (inode and ctime are not the user's to set)."""
+    monkeypatch.setenv("RWB_CACHE_DIR", str(tmp_path / "cache"))
+    base, queries = _data("float")
+    np.save(tmp_path / "b.npy", base)
+    np.save(tmp_path / "q.npy", queries)
+    first = load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "l2").fingerprint
+    old = (tmp_path / "b.npy").stat()
+    changed = base.copy()
+    changed[0, 0] += 1
+    np.save(tmp_path / "other.npy", changed)
+    os.utime(tmp_path / "other.npy", ns=(old.st_atime_ns, old.st_mtime_ns))
+    time.sleep(0.05)  # ctime moves on a coarse clock
+    if how == "copy2":  # cp -p onto the file (same inode)
+        shutil.copy2(tmp_path / "other.npy", tmp_path / "b.npy")
+    else:  # rsync -a style: a new file renamed over it
+        os.replace(tmp_path / "other.npy", tmp_path / "b.npy")
+    now = (tmp_path / "b.npy").stat()
+    assert (now.st_size, now.st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+    again = load_npy(tmp_path / "b.npy", tmp_path / "q.npy", "l2").fingerprint
+    assert again != first
+    assert again == VectorDataset("x", changed, queries, "l2").fingerprint
+
+
+def test_a_synthetic_base_checks_free_disk_and_leaves_no_tmp_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 MEDIUM 7: free space is checked before the base is written (a disk filling
+    ended in SIGBUS), and a write that fails leaves no ``*.tmp.npy`` in the cache."""
+    from collections import namedtuple
+
+    import retrieval.loaders.synthetic as syn
+    from retrieval.errors import DataError
+    from retrieval.loaders.synthetic import make_synthetic
+
+    monkeypatch.setenv("RWB_CACHE_DIR", str(tmp_path))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(syn.shutil, "disk_usage", lambda _p: usage(10**6, 10**6 - 1000, 1000))
+    with pytest.raises(DataError, match=r"needs 324,096 bytes .* only 1,000 are free"):
+        make_synthetic(5000, 16, 10, chunk_rows=2048)
+    monkeypatch.undo()
+    monkeypatch.setenv("RWB_CACHE_DIR", str(tmp_path))
+
+    def full(_x: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(syn, "release_pages", full)
+    with pytest.raises(OSError, match="No space left"):
+        make_synthetic(5000, 16, 10, chunk_rows=2048, seed=5)
+    assert list(tmp_path.rglob("*.tmp.npy")) == []
 
 
 def test_fvecs_base_is_mapped_and_builds_in_chunks(tmp_path: Path,

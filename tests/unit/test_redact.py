@@ -106,3 +106,15 @@ def test_one_redaction_policy_for_milvus():
     from retrieval.redact import redact_uri as policy
 
     assert _milvus_common.redact_uri is policy
+
+
+def test_an_ampersand_in_a_query_password_and_free_text_password_colon_are_masked():
+    """Issue 34, tests that pin decisions 4: ``password=Pl4nt&edS3c`` printed as
+    ``password=***&edS3c``; free text ``password: X`` was not masked."""
+    url = "postgresql://h/db?password=Pl4nt&edS3c&sslmode=require"
+    assert redact_text(url) == "postgresql://h/db?password=***&sslmode=require"
+    assert "edS3c" not in redact_uri(url)
+    assert redact_text("host=h password=Pl4nt&edS3c dbname=x") == "host=h password=*** dbname=x"
+    assert redact_text("password: Pl4ntX3 and more") == "password: *** and more"
+    kept = "field 'password': must be text; error: boom, tokenizers: 4"
+    assert redact_text(kept) == kept  # a field's name and other words are not secrets

@@ -78,3 +78,20 @@ def test_candidate_thresholds_and_subset():
         _inputs().subset(["zz"])
     with pytest.raises(DataError, match="shape"):
         RouteInputs(("a",), np.zeros(2), np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1))
+
+
+def test_a_router_that_loses_on_the_heldout_queries_is_flagged_and_not_recommended():
+    """Issue 34 new user 8: held-out nDCG@10 0.362 with the router vs 0.419 never routing, and
+    the export still recommended the router; no small-sample warning with 38 queries."""
+    from retrieval.exporting.rerank import recommendation
+    from retrieval.rerank.run import router_verdict
+
+    v = router_verdict(0.362, 0.419, 0.01, 38)
+    assert v["loses"] and not v["recommended"] and v["small_sample"]
+    assert "LOSES" in v["line"] and "38 held-out queries" in v["line"]
+    router = {"rule": "r", "threshold": 0.5, "primary_rerank_depth": 20, "heldout_verdict": v}
+    use = recommendation(20, router)
+    assert use.startswith("rerank: re-score every query") and "not the router" in use
+    ok = router_verdict(0.415, 0.419, 0.01, 200)
+    assert not ok["loses"] and not ok["small_sample"]
+    assert recommendation(20, {**router, "heldout_verdict": ok}).startswith("router:")

@@ -178,3 +178,50 @@ def test_pydantic_field_paths_use_the_index_form():
     with pytest.raises(ConfigError, match=r"indexes\[0\]\.dup"):
         parse_spec({"dataset": "synthetic-small", "indexes": [{"backend": "faiss-flat",
                                                                 "dup": 1}]}, source="s.yaml")
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64])
+def test_a_seed_outside_0_to_2_32_is_refused_by_rwb_sweep_in_one_line(tmp_path, capsys, seed):
+    """Issue 34 MEDIUM 7: ``rwb sweep`` refused it only in a numpy traceback after the build."""
+    import yaml
+
+    from retrieval.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "s", "seed": seed, "k": 10,
+        "dataset": {"kind": "synthetic", "n": 300, "dim": 8, "n_queries": 20, "metric": "l2"},
+        "indexes": [{"backend": "faiss-flat"}]}))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "field 'seed'" in err and str(seed) in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_alias_bomb_value_is_cut_in_the_error_line(tmp_path, capsys):
+    """Issue 34 MEDIUM 7: the error repeated the expanded value (522 MB on one line)."""
+    from retrieval.cli import main
+
+    lines = ['_a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefg", "bcdefgh"):
+        lines.append(f"_{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    lines += ["name: bomb", "dataset: *h", "k: 10", "indexes: [{backend: faiss-flat}]"]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["eval", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "field 'dataset" in err and len(err) < 1000, err[:300]
+
+
+@pytest.mark.parametrize("nest", [("[", "]", ""), ("{a: ", "}", "1")])
+def test_a_spec_thousands_of_levels_deep_is_one_line(tmp_path, capsys, nest):
+    """Issue 34 LOW: 5,000 nested levels were a RecursionError traceback."""
+    from retrieval.cli import main
+
+    open_, close, leaf = nest
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: deep\nk: 10\nindexes: [{backend: faiss-flat}]\ndataset: "
+                    + open_ * 5000 + leaf + close * 5000 + "\n")
+    assert main(["eval", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nested too deeply" in err and "deep.yaml" in err

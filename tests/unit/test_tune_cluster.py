@@ -115,6 +115,27 @@ def test_ray_address_without_ray_executor_is_refused(tmp_path, capsys):
     assert "--ray-address applies to --executor ray only" in capsys.readouterr().err
 
 
+def test_a_ray_address_where_nothing_listens_or_not_an_address_is_one_line(tmp_path, capsys):
+    """Issue 34 MEDIUM 6: nothing listening: exit 3 (not reachable) at once, where Ray retried
+    for minutes with the manifest left "running"; not an address: exit 2."""
+    pytest.importorskip("ray")
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec_doc()))
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["sweep", str(path), "--executor", "ray", "--ray-address",
+                 f"127.0.0.1:{port}", "--out", str(tmp_path / "r")]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not measurable here" in err[0] and str(port) in err[0], err
+    assert not (tmp_path / "r").exists()  # no run folder, no manifest left "running"
+    assert main(["sweep", str(path), "--executor", "ray", "--ray-address", "not an address",
+                 "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected 'auto', 'local', HOST:PORT" in err[0], err
+    assert "'not an address'" in err[0] and not (tmp_path / "r").exists()
+
+
 def _study(spec, url):
     """A study as the driver of --executor ray leaves it: created, bound to the spec."""
     from retrieval.loaders.catalog import resolve_dataset

@@ -43,6 +43,26 @@ def test_spec_takes_fractions_as_text_and_needs_exactly_one_of_fractions_or_size
         parse_spec({**_spec(), "scale": {"fractions": [0.5, 2]}})
 
 
+@pytest.mark.parametrize(("scale", "field"), [
+    ({"fractions": [None, 0.5]}, "scale.fractions"),
+    ({"fractions": [[0.1], 0.5]}, "scale.fractions"),
+    ({"fractions": [{"a": 1}, 0.5]}, "scale.fractions"),
+    ({"fractions": [0.25, 0.5], "predict_at": [math.inf]}, "scale.predict_at"),
+    ({"fractions": [0.25, 0.5], "predict_at": [math.nan]}, "scale.predict_at"),
+    ({"fractions": [0.25, 0.5], "build_rules": {"M": "N^400"}}, "scale.build_rules"),
+])
+def test_malformed_scale_fields_are_one_line_not_a_traceback(scale, field):
+    """Issue 34 MEDIUM 7: these were TypeError / OverflowError tracebacks."""
+    with pytest.raises(ConfigError) as err:
+        parse_spec({**_spec(), "scale": scale}, source="s.yaml")
+    assert "\n" not in str(err.value) and field in str(err.value), str(err.value)
+
+
+def test_a_rule_too_large_for_a_build_param_is_one_line():
+    with pytest.raises(ConfigError, match=r"scale\.build_rules: .* above 2,147,483,647"):
+        sc.rule_value("99999999*N^2", 2000)
+
+
 def test_sample_sizes_are_checked_against_the_base():
     spec = sc.ScaleSpec(fractions=[0.25, 0.5, 0.125])
     assert sc.sample_sizes(spec, 1000, 10) == [125, 250, 500]

@@ -282,9 +282,8 @@ class WritingMeasurer:
             "dead_returned": int(sum(x.dead_returned for x in wlog.samples)),
             "writer_error": wlog.error,
         })
-        judged = {**row, "recall": row["recall_min"]}
-        row["meets_slo"] = bool(wlog.error is None and meets_slo(
-            judged, s.slo.p99_ms, s.slo.target_recall, s.slo.max_error_rate))
+        row["meets_slo"] = writing_meets_slo(row, wlog.error, s.slo.p99_ms,
+                                             s.slo.target_recall, s.slo.max_error_rate)
         if rec.aborted and self.aborted is None:
             self.aborted = f"config '{self.label}', {MODE} point: {rec.aborted}"
         point = len(self.rows)
@@ -293,6 +292,15 @@ class WritingMeasurer:
         self.timelines += [{"config": self.label, "point": point, "offered_qps": float(rate),
                             **t} for t in _timeline(rec, wlog.samples, start)]
         return row
+
+
+def writing_meets_slo(row: dict[str, Any], writer_error: str | None, p99_ms: float,
+                      target_recall: float | None, max_error_rate: float) -> bool:
+    """The SLO of a point searched while writing: judged on ``recall_min`` (the lowest recall
+    sample of the measured window), never on the mean; a writer that failed fails the point."""
+    judged = {**row, "recall": row.get("recall_min")}
+    return bool(writer_error is None
+                and meets_slo(judged, p99_ms, target_recall, max_error_rate))
 
 
 @contextlib.contextmanager
@@ -379,4 +387,4 @@ def measure_writes(spec: LoadSpec, opened: Any, knobs: dict[str, Any], ds: Vecto
 
 
 __all__ = ["MODE", "Churn", "Sample", "WriterLog", "WritingMeasurer", "measure_writes",
-           "writing_target"]
+           "writing_meets_slo", "writing_target"]

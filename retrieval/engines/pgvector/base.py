@@ -55,7 +55,7 @@ from retrieval.engines.pgvector.params import (
     rerank_sql,
     vector_expr,
 )
-from retrieval.errors import BackendError, ConfigError
+from retrieval.errors import BackendError, ConfigError, NotReachable
 from retrieval.indexes.inprocess import InProcessIndex
 from retrieval.indexes.registry import package_version
 from retrieval.indexes.writes import SlotWrites
@@ -73,7 +73,7 @@ def resolve_url(url: str | None, where: str) -> str:
     """``url`` or ``$RWB_PG_URL``; ConfigError (one line) when neither is set."""
     target = url or os.environ.get(URL_ENV) or ""
     if not target:
-        raise BackendError(
+        raise NotReachable(
             f"{where}: no PostgreSQL to connect to: set {URL_ENV} (for a local one: "
             f"python -m retrieval.services.pg_server start --dir DIR prints it)"
         )
@@ -190,7 +190,7 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
             conn = psycopg.connect(url, autocommit=True,
                                    connect_timeout=max(1, round(self.connect_timeout_s)))
         except psycopg.Error as exc:
-            raise BackendError(
+            raise NotReachable(
                 f"{self._where()}: cannot connect to PostgreSQL at {redact_uri(url)}: "
                 f"{type(exc).__name__}: {first_line(exc, url)}"
             ) from None

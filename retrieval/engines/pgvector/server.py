@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from retrieval.errors import BackendError
+from retrieval.errors import BackendError, NotReachable
 from retrieval.indexes.servers import (
     HOST,
     LocalService,
@@ -85,7 +85,7 @@ def connect(url: str, *, timeout_s: float = 5.0, autocommit: bool = True) -> Any
                                connect_timeout=max(1, round(timeout_s)))
     except psycopg.Error as exc:
         first = redact_text(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-        raise BackendError(
+        raise NotReachable(
             f"cannot connect to PostgreSQL at {redact_uri(url)}: {type(exc).__name__}: {first}"
         ) from None
 
@@ -248,6 +248,20 @@ def pg_server(
     from retrieval.indexes.servers import private_server
 
     yield from private_server(start_pg, "rwb-pg-", dir, port, timeout_s)
+
+
+def check_reachable(url: str | None = None, *, timeout_s: float = 5.0,
+                    where: str = "pgvector") -> None:
+    """Before any work: NotReachable (exit 3, one line) when no PostgreSQL URL is set (``url``
+    or ``$RWB_PG_URL``) or nothing answers there within ``timeout_s`` seconds."""
+    from retrieval.engines.pgvector.base import resolve_url
+
+    try:
+        conn = connect(resolve_url(url, where), timeout_s=timeout_s)
+    except NotReachable as exc:
+        msg = str(exc)
+        raise NotReachable(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    conn.close()
 
 
 SERVICE = LocalService(

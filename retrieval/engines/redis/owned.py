@@ -8,11 +8,17 @@ created, holding a JSON record (run id, index, key prefix ``<name>:``, host, pid
 what). Liveness: the run's connections carry the name ``rwb-<run id>`` (``CLIENT SETNAME``);
 a marker whose run has no connection left was left by a killed run. Names never contain ``{``,
 so no index prefix covers a marker.
+
+A semantic cache's run also records every key it writes in the set ``{rwb}written:<name>``
+(:func:`written_key`), so :func:`remove_leftover` drops a semantic cache's index without its
+documents and deletes only the recorded keys (:func:`drop_recorded`): a key an application
+wrote under a killed run's leftover name survives ``rwb services cleanup --yes``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -24,10 +30,19 @@ from retrieval.errors import ConfigError
 
 MARKER_PREFIX = "{rwb}owned:"
 CLIENT_PREFIX = "rwb-"
+#: the set of the keys a semantic cache's run wrote (see the module doc)
+WRITTEN_PREFIX = "{rwb}written:"
+
+log = logging.getLogger(__name__)
 
 
 def marker_key(name: str) -> str:
     return f"{MARKER_PREFIX}{name}"
+
+
+def written_key(name: str) -> str:
+    """The Redis set recording the keys the run that owns ``name`` wrote."""
+    return f"{WRITTEN_PREFIX}{name}"
 
 
 def new_run_id() -> str:
@@ -116,7 +131,29 @@ def drop_everything(client: Any, name: str) -> None:
     batch = list(client.scan_iter(match=key_pattern(name), count=1000))
     for i in range(0, len(batch), 1000):
         client.delete(*batch[i: i + 1000])
-    client.delete(marker_key(name))
+    client.delete(written_key(name), marker_key(name))
+
+
+def drop_recorded(client: Any, name: str) -> int:
+    """Drop the index ``name`` without its documents, then only the keys its run recorded
+    writing (:func:`written_key`), the record and the marker; the number of keys deleted."""
+    import redis
+
+    try:
+        client.execute_command("FT.DROPINDEX", name)  # no DD: documents are deleted by name
+    except redis.ResponseError as exc:
+        if not index_missing(exc):
+            raise
+    deleted, batch = 0, []
+    for key in client.sscan_iter(written_key(name), count=1000):
+        batch.append(key)
+        if len(batch) == 1000:
+            deleted += int(client.delete(*batch))
+            batch = []
+    if batch:
+        deleted += int(client.delete(*batch))
+    client.delete(written_key(name), marker_key(name))
+    return deleted
 
 
 @dataclass(frozen=True)
@@ -161,11 +198,20 @@ def leftovers(client: Any) -> list[Leftover]:
 
 
 def remove_leftover(client: Any, item: Leftover) -> None:
-    """Drop a leftover (index, keys under its prefix, marker) when its marker is unchanged."""
+    """Drop a leftover when its marker is unchanged: a semantic cache's index and only the keys
+    its run recorded writing (keys an application wrote under the name survive, and are said
+    in the log); a vector index of backend ``redis``: the index and the keys under its prefix."""
     if read_marker(client, item.name) != item.record:
         raise ConfigError(f"semantic cache '{item.name}': its rwb marker changed meanwhile; "
                           f"not removed")
-    drop_everything(client, item.name)
+    if item.record.get("what") != "semantic cache":
+        drop_everything(client, item.name)
+        return
+    deleted = drop_recorded(client, item.name)
+    if deleted != item.keys:
+        log.warning("semantic cache '%s': %d keys under '%s:' when listed, %d recorded by the "
+                    "killed run and deleted; the others were not written by it and are kept",
+                    item.name, item.keys, item.name, deleted)
 
 
 def collect_leftovers(url: str, remove: bool) -> list[dict[str, Any]]:
@@ -188,7 +234,8 @@ def collect_leftovers(url: str, remove: bool) -> list[dict[str, Any]]:
         client.close()
 
 
-__all__ = ["CLIENT_PREFIX", "MARKER_PREFIX", "Leftover", "client_name", "collect_leftovers",
-           "drop_everything", "index_exists", "index_missing", "key_pattern", "leftovers",
+__all__ = ["CLIENT_PREFIX", "MARKER_PREFIX", "WRITTEN_PREFIX", "Leftover", "client_name",
+           "collect_leftovers", "drop_everything", "drop_recorded", "index_exists",
+           "index_missing", "key_pattern", "leftovers",
            "marker_key", "marker_record", "marker_run", "new_run_id", "read_marker",
-           "remove_leftover", "set_marker", "text_of"]
+           "remove_leftover", "set_marker", "text_of", "written_key"]
