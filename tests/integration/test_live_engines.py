@@ -495,7 +495,9 @@ def test_sweep_in_place_export_verify(live: Live, tmp_path: Path) -> None:
             "k": K, "target_recall": live.target, "heldout_fraction": 0.0,
             "budget": {"max_qps": 5000}, "knob": live.knob[0],
             "ground_truth": {"method": "snapshot" if live.engine in ("milvus", "redis")
-                             else "exact", "batch": 1000}}
+                             else "exact", "batch": 1000},
+            # rwb watch of the same spec: every logged query checked, windows of 10
+            "watch": {"window": 10, "sample": 1.0, "target_recall": 0.05}}
     (tmp_path / "live.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     swept = _rwb("sweep", "live.yaml", "--out", "run", "--json", cwd=tmp_path, env=env)
     assert swept.returncode == 0, swept.stderr[-2000:]
@@ -528,6 +530,22 @@ def test_sweep_in_place_export_verify(live: Live, tmp_path: Path) -> None:
     assert doc["live"] == section
     ver = _rwb("verify", out.name, cwd=other, env=env)
     assert ver.returncode == 0 and "HOLDS" in ver.stdout, ver.stdout + ver.stderr[-2000:]
+    assert live.state() == before
+
+    # watched with the exported config: each window's recall against the engine's exact answer
+    watched = _rwb("watch", "live.yaml", "--config", str(out), "--once", "--json",
+                   "--out", "watch", cwd=tmp_path, env=env)
+    assert watched.returncode == 0, watched.stdout[-1000:] + watched.stderr[-2000:]
+    w = json.loads(watched.stdout)
+    assert w["search_params"] == {name: value} and not w["alarm"]
+    assert [win["checked"] for win in w["windows"]] == [10] * (NQ // 10)
+    for win in w["windows"]:
+        assert 0.0 <= win["recall_lower"] <= win["recall"] <= 1.0
+        assert win["p50_ms"] <= win["p95_ms"] <= win["p99_ms"] and win["alarm"] is False
+    # the windows together: the exported config's recall over the log, as measured above
+    mean = sum(win["recall"] for win in w["windows"]) / len(w["windows"])
+    assert mean == pytest.approx(chosen["recall"], abs=1e-9)
+    assert w["lab"]["config"] is not None
     assert live.state() == before
 
 
