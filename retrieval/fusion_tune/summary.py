@@ -42,7 +42,7 @@ class FusionTuneSummary(RunSummary):
 
     KIND: ClassVar[RunKind] = RunKind("fusion-tune")
     SIGNATURE: ClassVar[tuple[str, ...]] = ("candidates", "baselines", "best_single_leg")
-    RANK: ClassVar[int] = 7
+    RANK: ClassVar[int] = 10
 
     name: str | None = None
     run_dir: str | None = None

@@ -173,6 +173,7 @@ def test_export_and_report_are_verbs_beside_their_packages(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_tune_rerank_on_a_scifact_subset(tmp_path):
     from retrieval.loaders.shared import shared_folder
 
@@ -203,6 +204,7 @@ def test_tune_rerank_on_a_scifact_subset(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.redis
+@pytest.mark.model
 def test_tune_cache_on_a_small_qqp_subset(tmp_path, redis_url):
     from retrieval.paths import data_dir
 

@@ -38,6 +38,7 @@ def _json(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
 
 @needs_data
 @pytest.mark.slow
+@pytest.mark.model
 def test_bench_embed_json_and_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "embed"
     rc = main(["bench", "embed", "--collection", "qqp", "--sample", "60", "--batch-sizes",
@@ -77,6 +78,7 @@ def test_bench_embed_json_and_run_dir(tmp_path: Path, capsys: pytest.CaptureFixt
 @needs_data
 @pytest.mark.slow
 @pytest.mark.milvus
+@pytest.mark.model
 def test_bench_fanout_json_and_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "fanout.yaml"
     spec.write_text(FANOUT)

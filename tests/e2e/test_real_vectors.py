@@ -16,6 +16,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.model
 def test_eval_on_qqp_minilm_20k(tmp_path, capsys):
     spec = tmp_path / "qqp.yaml"
     spec.write_text(textwrap.dedent("""\

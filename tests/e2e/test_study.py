@@ -42,6 +42,7 @@ TINY = textwrap.dedent("""\
 
 @pytest.mark.slow
 @pytest.mark.redis
+@pytest.mark.model
 def test_study_tiny_budget_writes_pareto_set_and_report(tmp_path, capsys, monkeypatch, redis_url):
     for name in ("scifact", "gptcache_qqp"):
         if not (data_dir() / name).is_dir():

@@ -15,6 +15,7 @@ from retrieval.paths import data_dir
 
 @pytest.mark.slow
 @pytest.mark.redis
+@pytest.mark.model
 def test_study_on_a_beir_folder_and_a_pairs_file(tmp_path, capsys, monkeypatch, redis_url):
     for name in ("cranfield", "gptcache_qqp"):
         if not (data_dir() / name).is_dir():

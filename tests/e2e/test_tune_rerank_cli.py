@@ -33,6 +33,7 @@ def cli_run(tmp_path_factory):
     return out, [str(spec), "--out", str(out), "--max-queries", "40", "--sample-queries", "1"]
 
 
+@pytest.mark.model
 def test_json_summary_and_run_directory(cli_run, capsys, assert_rule_depth):
     out, argv = cli_run
     assert main(["tune", "rerank", *argv, "--json"]) == 0

@@ -67,6 +67,7 @@ def _qrels(folder: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+@pytest.mark.model
 def test_json_keeps_its_keys_and_names_the_folder(tuned: dict[str, Any], folder: Path) -> None:
     s = tuned["summary"]
     for key in ("dense_ndcg@10", "bm25_ndcg@10", "chosen_depth"):
@@ -82,6 +83,7 @@ def test_json_keeps_its_keys_and_names_the_folder(tuned: dict[str, Any], folder:
     assert manifest["dataset"]["fingerprint"] == s["dataset_fingerprint"]
 
 
+@pytest.mark.model
 def test_exact_dense_ndcg_equals_ranx_on_the_same_vectors(tuned: dict[str, Any],
                                                           folder: Path) -> None:
     from ranx import Qrels, Run, evaluate
@@ -135,6 +137,7 @@ def test_export_and_verify_round_trip_on_the_folder(tuned: dict[str, Any], folde
     assert report["holds"] is True and report["measured"]["heldout_queries"] == 12
 
 
+@pytest.mark.model
 def test_manifest_name_and_a_trec_run_as_first_stage(tuned: dict[str, Any], folder: Path,
                                                      tmp_path: Path, monkeypatch) -> None:
     """The user's retriever output (here: the first run's BM25 order, written as TREC) reranked

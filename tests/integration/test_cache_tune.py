@@ -40,6 +40,7 @@ def tuned(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return {"summary": outcome.summary, "sweep": outcome.sweep, "out": out}
 
 
+@pytest.mark.model
 def test_cap_holds_on_tuning_split(tuned: dict[str, Any]) -> None:
     s = tuned["summary"]
     assert s["feasible"] and s["threshold_unit"] == "cosine_distance"
@@ -64,6 +65,7 @@ def test_cap_holds_on_tuning_split(tuned: dict[str, Any]) -> None:
         1000 * s["heldout_hit_rate"] * cost["usd_per_llm_call"])
 
 
+@pytest.mark.model
 def test_counts_match_an_exact_offline_search(tuned: dict[str, Any]) -> None:
     """Redis KNN (HNSW) vs exact numpy nearest neighbours, self excluded, at the chosen t."""
     from retrieval.cache.run import embed_questions
@@ -122,6 +124,7 @@ def test_run_directory(tuned: dict[str, Any]) -> None:
     assert "redis://" not in (out / "spec.yaml").read_text()
 
 
+@pytest.mark.model
 def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path) -> None:
     from redisvl.extensions.cache.llm import SemanticCache as RvlCache
 
@@ -162,6 +165,7 @@ def test_export_and_verify(tuned: dict[str, Any], redis_url: str, tmp_path: Path
     assert m["live_lookup_agreement"]["sample"] == 300
 
 
+@pytest.mark.model
 def test_cli_tune_cache_json_and_bad_input(
     tuned: dict[str, Any], redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -191,6 +195,7 @@ def test_cli_tune_cache_json_and_bad_input(
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_real_tuning_on_a_bigger_sample(redis_url: str, tmp_path: Path) -> None:
     """5,000 pairs (~9.9k questions stored, ~5k probes): the cap holds on tuning with
     thousands of probes and transfers to the held-out split."""

@@ -117,6 +117,7 @@ def test_a_config_tuned_from_arrays_verifies_with_the_data_given(
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_a_rerank_export_of_a_beir_folder_under_the_cwd_verifies(
         data_folder: Path, capsys) -> None:
     """``dataset: beir:my-beir`` (relative, in the current folder): export and verify read the

@@ -27,6 +27,7 @@ def test_reuters_labels_from_the_sgml() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_filtered_eval_on_reuters_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the packaged manifest (20,000 paragraphs + 300 queries) cut to 2,000 + the 60 queries used
     # below, so that a fresh machine (nothing else embeds these paragraphs) embeds it in about

@@ -172,7 +172,8 @@ def test_server_down_at_start_is_one_line_without_credentials(tmp_path, capsys, 
     monkeypatch.setenv("RWB_PG_URL", f"postgresql://alice:s3cret-pw@127.0.0.1:{port}/rwb")
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "run")]) == 2
+    # unreachable PostgreSQL: "not measurable here", exit 3 (docs/exit-codes.md)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "run")]) == 3
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
     assert f"postgresql://***@127.0.0.1:{port}/rwb" in err and "cannot connect" in err

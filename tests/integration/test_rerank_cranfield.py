@@ -14,6 +14,7 @@ BM25_NDCG = 0.5696
 DENSE_NDCG = 0.5643
 
 
+@pytest.mark.model
 def test_cranfield_sweep_small(tmp_path, assert_rule_depth):
     from retrieval.loaders.shared import shared_folder
 

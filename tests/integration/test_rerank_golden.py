@@ -42,6 +42,7 @@ def _ndcg(coll, stage):
     return scores.means
 
 
+@pytest.mark.model
 def test_minilm_exact_dense_ndcg10_matches_mteb(scifact):
     from retrieval.embed import default_embedder
 

@@ -45,6 +45,7 @@ def index_params(request: pytest.FixtureRequest) -> IndexParams:
     }[str(request.param)]
 
 
+@pytest.mark.model
 def test_store_lookup_hit_and_miss_with_minilm(redis_url: str) -> None:
     from retrieval.embed import default_embedder
 

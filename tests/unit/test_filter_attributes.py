@@ -174,6 +174,7 @@ def test_filtered_ground_truth_is_cached_by_data_and_filter(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_beir_metadata_through_the_catalog(tmp_path: Path) -> None:
     """A BEIR folder's corpus metadata becomes the dataset's attributes (MiniLM vectors)."""
     folder = tmp_path / "toy"

@@ -131,6 +131,7 @@ def tiny_model(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", [CrossEncoderReranker, FlagReranker])
+@pytest.mark.model
 def test_cross_encoder_plumbing_with_a_tiny_random_model(cls, tiny_model):
     r = cls(tiny_model, batch_size=4)
     passages = [f"passage {i} about topic {i % 3}" for i in range(10)]
