@@ -344,7 +344,7 @@ class Evaluator:
             raise ConfigError(f"backend '{backend}' cannot derive a build; use "
                               f"tune.build_search: full")
         with phase("build"):
-            info = index.derive_from(source.index)
+            info = index.derive_from(source.index, self.ds.base)
         outcome = Outcome("off", info.build_s, note="derived")
         self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
                                "build_threads": threads, **outcome.to_dict(),

@@ -174,15 +174,16 @@ class SupportsSnapshot(Protocol):
 class SupportsDerivedBuild(Protocol):
     """A build DERIVED from a built index of the same backend with a larger value of one build
     param (``derived_param()``, e.g. HNSW's ``M``) and otherwise equal params, instead of built
-    (``tune.build_search: derived``). ``derive_from(source)`` fills this (unbuilt) index from
-    ``source`` and returns its BuildInfo: ``build_s`` is the derivation's seconds, ``extra``
-    says ``derived_from``. The shortcut's recall error against a real build is measured by the
-    caller, never assumed zero."""
+    (``tune.build_search: derived``). ``derive_from(source, base)`` fills this (unbuilt) index
+    from ``source`` (and ``base``, the vectors the source was built on, rows in the caller's
+    order, for a backend that reassigns them) and returns its BuildInfo: ``build_s`` is the
+    derivation's seconds, ``extra`` says ``derived_from``. The shortcut's recall error against a
+    real build is measured by the caller, never assumed zero."""
 
     @classmethod
     def derived_param(cls) -> str: ...
 
-    def derive_from(self, source: Any) -> BuildInfo: ...
+    def derive_from(self, source: Any, base: Any = None) -> BuildInfo: ...
 
 
 @runtime_checkable

@@ -79,10 +79,11 @@ class FaissHnswIndex(fc.MappedOpen, InProcessFilter, SnapshotIndex, HnswChecks):
         """A smaller ``M`` is derived from a built larger one (same ``ef_construction``)."""
         return "M"
 
-    def derive_from(self, source: Any) -> BuildInfo:
+    def derive_from(self, source: Any, base: Any = None) -> BuildInfo:
         """This build (``M`` smaller than ``source``'s, same ``ef_construction``) derived from a
         built :class:`FaissHnswIndex` by pruning its neighbour lists with the HNSW heuristic
-        (:mod:`retrieval.engines.faiss.derive`); ``build_s``: the derivation's seconds."""
+        (:mod:`retrieval.engines.faiss.derive`); ``build_s``: the derivation's seconds.
+        ``base`` is not needed (the source's storage holds the vectors)."""
         from retrieval.engines.faiss.derive import derive_hnsw
 
         self._check_open()

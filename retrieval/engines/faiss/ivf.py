@@ -37,7 +37,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from retrieval.engines.faiss import common as fc
 from retrieval.errors import ConfigError, param_error
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes.base import MemoryClaim
+from retrieval.indexes.base import BuildInfo, MemoryClaim
 from retrieval.indexes.filter_common import InProcessFilter
 from retrieval.indexes.inprocess import SnapshotIndex, check_k, unknown_knob
 from retrieval.indexes.portable import Ivf
@@ -295,6 +295,53 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
             "imbalance_factor": float(ivf.invlists.imbalance_factor()),
             "shared_quantizer": shared is not None,
         }
+
+    @classmethod
+    def derived_param(cls) -> str:
+        """A smaller ``nlist`` is derived from a built larger one (other params equal)."""
+        return "nlist"
+
+    def derive_from(self, source: Any, base: Any = None) -> BuildInfo:
+        """This build (``nlist`` smaller than ``source``'s, every other param equal) derived
+        from a built :class:`FaissIvfIndex` by hierarchical merging: the source's centroids
+        clustered into ``nlist`` by k-means weighted by list size, then every row of ``base``
+        (the vectors the source was built on) reassigned to the merged lists; the encoding is
+        trained as in a build (:mod:`retrieval.engines.faiss.derive_ivf`). ``build_s``: the
+        whole derivation's seconds (merge, encoding training and reassignment)."""
+        import time
+
+        from retrieval.engines.faiss.derive_ivf import derive_ivf
+
+        self._check_open()
+        p, q = self.build_params, getattr(source, "build_params", None)
+        assert isinstance(p, IvfBuild)
+        same = (isinstance(q, IvfBuild)
+                and q.model_dump(exclude={"nlist"}) == p.model_dump(exclude={"nlist"}))
+        if (not isinstance(source, FaissIvfIndex) or source._index is None or not same
+                or not isinstance(q, IvfBuild) or q.nlist < p.nlist or base is None):
+            raise ConfigError(f"{self._where()}: a derived build needs a built {self.name} "
+                              f"with nlist >= {p.nlist}, the same other build params, and "
+                              f"its base vectors")
+        if self._built:
+            self._release()
+        faiss = fc.faiss_module()
+        t0 = time.perf_counter()
+        rows = self._train_rows(int(base.shape[0]))
+        index = faiss.index_factory(self.dim, self.factory_string(p), fc.faiss_metric(self.metric))
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        ivf.cp.seed = self.seed
+        if p.encoding == "pq":
+            ivf.pq.cp.seed = self.seed
+            ivf.pq.cp.min_points_per_centroid = 1
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            merge_s = derive_ivf(source._ivf, index, ivf, p.nlist, self.metric, self.seed)
+            index.train(fc.train_rows(base, rows, self.metric))  # the encoding only
+            fc.add_rows(index, base, self.metric)
+        self._index, self._ivf = index, ivf
+        return self._adopt(int(base.shape[0]), time.perf_counter() - t0, {
+            "factory": self.factory_string(p), "merge_s": merge_s,
+            "imbalance_factor": float(ivf.invlists.imbalance_factor()),
+            "derived_from": {"nlist": q.nlist}})
 
     def _save_files(self, folder: Path) -> list[str]:
         return fc.write_index(self._index, folder)
