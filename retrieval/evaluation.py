@@ -19,6 +19,7 @@ import dataclasses
 import gc
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -199,6 +200,9 @@ class Evaluator:
         self.workdir = workdir
         self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
         self._built: dict[tuple[str, str], BuiltIndex] = {}
+        #: guards ``_built`` and the work-folder numbering against concurrent builds
+        self._lock = threading.Lock()
+        self._workdirs = 0
         #: build threads: as given, else the search threads (a sweep spec's default is every
         #: CPU, see :meth:`for_spec`); one thread asked for explicitly means reproducible
         #: builds: a cached build made with several threads is then not taken
@@ -271,14 +275,20 @@ class Evaluator:
             return build
         return validate_params(cls.BuildParams, build, where=f"backend '{backend}' build params")
 
-    def build(self, backend: str, build: Mapping[str, Any] | Params) -> BuiltIndex:
-        """Build (or reuse) the index for ``backend`` with ``build`` params."""
+    def build(self, backend: str, build: Mapping[str, Any] | Params, *,
+              build_threads: int | None = None) -> BuiltIndex:
+        """Build (or reuse) the index for ``backend`` with ``build`` params. ``build_threads``:
+        this build's threads (None: the evaluator's); several builds may run at once from
+        threads (``tune.concurrent_builds``), each with its own thread count."""
         params = self.validate_build(backend, build)
         key = (backend, params.model_dump_json())
-        if key in self._built:
-            return self._built[key]
+        with self._lock:
+            if key in self._built:
+                return self._built[key]
+            self._workdirs += 1
+            slot = self._workdirs - 1
         cls = get_backend(backend)
-        workdir = self.workdir / f"{backend}-{len(self._built)}" if self.workdir else None
+        workdir = self.workdir / f"{backend}-{slot}" if self.workdir else None
         if workdir:
             workdir.mkdir(parents=True, exist_ok=True)
         index = cls(
@@ -291,8 +301,8 @@ class Evaluator:
         )
         threads = self.threads
         if isinstance(index, SupportsBuildThreads):
-            index.set_build_threads(self.build_threads)
-            threads = self.build_threads
+            threads = self.build_threads if build_threads is None else int(build_threads)
+            index.set_build_threads(threads)
         if isinstance(index, SupportsSharedTraining):
             index.share_training(self.trained)
         if self.attributes is not None and isinstance(index, SupportsFilter):

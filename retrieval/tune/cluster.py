@@ -173,7 +173,8 @@ def run_unit_task(job: TaskJob) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
     return {"unit": unit.key, "worker": book.worker, "node": _node_id(),
             "units_run": worker.units_run, "points_measured": worker.points_measured,
-            "wall_s": time.perf_counter() - started, **worker.timing}
+            "wall_s": time.perf_counter() - started, **worker.timing,
+            "build_cpu_s": worker.build_cpu_s}
 
 
 def _path(text: str) -> Any:

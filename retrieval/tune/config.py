@@ -71,6 +71,16 @@ class TuneSpec(_Model):
       group of builds differing only in a derivable param, HNSW's ``M``: the largest is built
       and the others are derived from it by pruning; see :mod:`retrieval.tune.derived`; the
       answer's build is then built for real and its shortcut error measured).
+    - ``concurrent_builds``: how many independent builds (the full builds and the sources of
+      derived ones) run at once before the search starts, in threads of one worker (Faiss and
+      hnswlib release the GIL); each gets ``build threads // concurrent_builds`` threads so the
+      total stays the build threads (``index_build.threads``, default every core). ``1``: one
+      build at a time, as needed (the default); ``auto``: as many as there are builds, at most
+      the build threads. All builds of the grid are then held in memory at once.
+    - ``query_subset``: share of the tuning queries (0 < s <= 1) the knob search runs on,
+      chosen to keep the per-query recall distribution (stratified by each query's recall at
+      one probe); the chosen config is re-measured on every tuning query (the lower bound) and
+      the held-out check is unchanged. ``1``: every tuning query (the default).
     """
 
     strategy: Strategy = "grid"
@@ -86,6 +96,15 @@ class TuneSpec(_Model):
     sampler: Literal["tpe", "nsga2"] = "tpe"
     n_trials: int = Field(20, ge=1, le=100_000)
     build_search: Literal["full", "derived"] = "full"
+    concurrent_builds: int | Literal["auto"] = 1
+    query_subset: float = Field(1.0, gt=0.0, le=1.0)
+
+    @field_validator("concurrent_builds")
+    @classmethod
+    def _concurrency_positive(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be an integer >= 1 or 'auto'; received {v}")
+        return v
 
     @field_validator("search_range")
     @classmethod
@@ -110,4 +129,4 @@ def measures_resident(tune: TuneSpec) -> bool:
     return tune.memory == "resident" or tune.objective == "bytes_per_vector"
 
 
-RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials", "index_build")
+RESUMABLE_FIELDS: tuple[str, ...] = ("tune.n_trials", "index_build", "tune.concurrent_builds")

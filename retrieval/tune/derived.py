@@ -101,9 +101,9 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
         return None
     unit = next(u for u in plan if u.key == ans["unit"])
     entry = checked_entries(spec)[unit.entry]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     real = ev.build(unit.backend, entry.build(unit.build))
-    build_s = time.perf_counter() - t0
+    build_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     try:
         search = dict(ans["search"])
         first = measurer.probe(real, entry.config(unit.build, search))
@@ -123,7 +123,8 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
         "search": dict(ans["search"]), "recall_derived": ans["recall"],
         "recall_real": first.recall, "recall_lb_real": first.recall_lb,
         "shortcut_error": None if ans["recall"] is None else ans["recall"] - first.recall,
-        "real_meets": first.meets, "real_build_s": build_s, "probes": probes,
+        "real_meets": first.meets, "real_build_s": build_s, "real_build_cpu_s": cpu_s,
+        "probes": probes,
         "search_after_check": dict(search), "meets_after_check": point.meets,
         "recall_lb_after_check": point.recall_lb,
     }

@@ -367,7 +367,8 @@ def _sweep_study(
         return _sweep_on_ray(run, spec, plan, name, opened, ds, split, optuna_study, created,
                              progress, poll_s, started, cluster)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective,
-                        memory=measures_resident(spec.tune), poll_s=poll_s)
+                        memory=measures_resident(spec.tune), poll_s=poll_s,
+                        concurrent_builds=spec.tune.concurrent_builds)
     buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         saved = RetrievedIds(ds, log=run.file(IDS_LOG))
@@ -415,6 +416,8 @@ def _sweep_study(
             spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
             study_name=name,
         )
+    if spec.filters is None:
+        summary.update(build_seconds(summary, worker))
     wall = time.perf_counter() - started
     summary["this_worker"] = {
         "worker": book.worker,
@@ -422,6 +425,7 @@ def _sweep_study(
         "points_measured": worker.points_measured,
         "wall_s": wall,
         **worker.timing,
+        "build_cpu_s": worker.build_cpu_s,
         "other_s": wall - sum(worker.timing.values()),
         "note": "other_s: dataset, storage, planning, waiting for other workers",
         "index_cache": {
@@ -439,6 +443,22 @@ def _sweep_study(
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def build_seconds(summary: dict[str, Any], worker: Worker) -> dict[str, Any]:
+    """``build_wall_s`` (wall seconds this worker spent building, concurrent builds counted
+    once, + the answer check's real build), ``build_cpu_s`` (process CPU seconds of the same
+    builds, every thread), ``concurrent_builds`` (builds run at once) and ``build_cost_rule``:
+    ``build_cost_s`` is the SUM of each build's own seconds (builds that overlapped each count
+    in full), the figure that compares with building one at a time."""
+    check = (summary.get("answer") or {}).get("check") or {}
+    return {"build_wall_s": worker.timing["build_s"] + float(check.get("real_build_s") or 0.0),
+            "build_cpu_s": worker.build_cpu_s + float(check.get("real_build_cpu_s") or 0.0),
+            "concurrent_builds": worker.concurrent,
+            "build_cost_rule": "build_cost_s: sum of each build's own seconds (full builds, "
+                               "derivations, the answer's real-build check), overlapping "
+                               "builds each counted in full; build_wall_s: wall seconds spent "
+                               "building; build_cpu_s: process CPU seconds of those builds"}
 
 
 def _check_derived_answer(spec: SweepSpec, ds: VectorDataset, split: Any, book: Any, ev: Any,
@@ -502,6 +522,12 @@ def _sweep_on_ray(
         spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
         study_name=name,
     )
+    if spec.filters is None:  # Ray: one task per unit, its builds concurrent across the cluster
+        summary.update(build_wall_s=None, concurrent_builds="ray", build_cpu_s=sum(
+            float(t.get("build_cpu_s") or 0.0) for t in result.tasks),
+            build_cost_rule="build_cost_s: sum of each build's own seconds; build_cpu_s: "
+                            "summed over the Ray tasks; build_wall_s: not separable (tasks "
+                            "overlap across nodes)")
     wall = time.perf_counter() - started
     summary["this_worker"] = {
         "worker": book.worker,

@@ -46,6 +46,8 @@ class Settings:
     objective: Objective
     memory: bool = False
     poll_s: float = 0.5
+    #: tune.concurrent_builds (1: one build at a time, as needed)
+    concurrent_builds: int | Literal["auto"] = 1
     grace_s: float = 300.0
     plan_wait_s: float = 120.0
 
@@ -96,6 +98,16 @@ def objective_of(res: PointResult, metric: Metric) -> float:
     return 1000.0 / float(res.qps or 1e-9)
 
 
+def concurrent_plan(wanted: int | Literal["auto"], builds: int,
+                    build_threads: int) -> tuple[int, int]:
+    """(builds at once, threads per build) for ``builds`` independent builds: at most
+    ``wanted`` (``auto``: every build) and at most ``build_threads`` at once, so that builds x
+    threads never exceeds the build threads."""
+    limit = builds if wanted == "auto" else int(wanted)
+    pool = max(1, min(limit, builds, max(1, build_threads)))
+    return pool, max(1, build_threads // pool)
+
+
 class Worker:
     def __init__(
         self,
@@ -134,6 +146,10 @@ class Worker:
         #: seconds this worker spent building indexes and measuring configs (the rest of its
         #: wall time is storage, planning and waiting)
         self.timing: dict[str, float] = {"build_s": 0.0, "measure_s": 0.0}
+        #: process CPU seconds spent building (every thread: the builds' own and the library's)
+        self.build_cpu_s = 0.0
+        #: builds run at once by :meth:`prebuild` (1: none were run concurrently)
+        self.concurrent = 1
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, plan_owner: bool) -> None:
@@ -145,6 +161,7 @@ class Worker:
             self._wait_for_plan()
             self.reconcile()
         try:
+            self.prebuild()
             while True:
                 claim = self.claim()
                 if claim is not None:
@@ -211,7 +228,7 @@ class Worker:
     def built(self, unit: Unit) -> BuiltIndex:
         key = self._build_key(unit)
         if key not in self._built:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             params = self.checked[unit.entry].build(unit.build)
             source = self._derivations.get(unit.key)
             if source is not None:  # tune.build_search: derived (retrieval.tune.derived)
@@ -223,7 +240,45 @@ class Worker:
                 attach_memory_report(built, self.ev.ds.base, unit.label, unit.build)
             self._built[key] = built
             self.timing["build_s"] += time.perf_counter() - t0
+            self.build_cpu_s += time.process_time() - c0
         return self._built[key]
+
+    def prebuild(self) -> None:
+        """``tune.concurrent_builds``: build every independent build of the plan still needed
+        (full builds and the sources of derived ones) at once, in a thread pool of that size,
+        each build with ``build threads // pool`` threads (:func:`concurrent_plan`)."""
+        wanted = self.s.concurrent_builds
+        if wanted == 1 or self.memory:  # resident memory is measured one build at a time
+            return
+        done = self.book.done()
+        pending = [u for u in self.plan if u.key not in done
+                   and (self.scope is None or u.key in self.scope)]
+        todo = {self._build_key(u): u for u in pending if u.key not in self._derivations}
+        for u in pending:
+            src = self._derivations.get(u.key)
+            if src is not None:
+                todo.setdefault(self._build_key(src), src)
+        todo = {k: u for k, u in todo.items() if k not in self._built}
+        pool, threads = concurrent_plan(wanted, len(todo), self.ev.build_threads)
+        if pool <= 1:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        log.info("building %d indexes %d at a time, %d build thread(s) each", len(todo), pool,
+                 threads)
+        t0, c0 = time.perf_counter(), time.process_time()
+        with ThreadPoolExecutor(max_workers=pool, thread_name_prefix="rwb-build") as ex:
+            futures = {key: ex.submit(self.ev.build, u.backend,
+                                      self.checked[u.entry].build(u.build), build_threads=threads)
+                       for key, u in todo.items()}
+            for key, fut in futures.items():
+                self._built[key] = fut.result()
+        self.concurrent = pool
+        self.timing["build_s"] += time.perf_counter() - t0
+        self.build_cpu_s += time.process_time() - c0
+        for u in todo.values():
+            if any(src.key == u.key for src in self._derivations.values()):
+                self._sources.add(self._build_key(u))
 
     def _source(self, unit: Unit) -> BuiltIndex:
         """The built source of derived builds (kept until the worker ends)."""
