@@ -163,7 +163,7 @@ def run_unit_task(job: TaskJob) -> dict[str, Any]:
     try:
         with Evaluator.for_spec(local, ds, _path(workdir)) as ev:
             measurer = Measurer(ev, split, spec.modes, spec.target_recall, spec.tune.confidence,
-                                spec.seed)
+                                spec.seed, subset=spec.tune.query_subset)
             book = tr.Book(study, opened.storage, tr.this_worker())
             worker = Worker(local, entry_labels(spec), ev, measurer, book, settings, [unit],
                             scope=[unit.key])

@@ -106,7 +106,7 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
     build_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     try:
         search = dict(ans["search"])
-        first = measurer.probe(real, entry.config(unit.build, search))
+        first = measurer.probe(real, entry.config(unit.build, search), every_query=True)
         point, probes = first, 1
         while unit.knob is not None and point.meets is False and probes < 8:
             value = int(search[unit.knob])
@@ -114,7 +114,7 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
             if nxt == value:
                 break
             search[unit.knob] = nxt
-            point = measurer.probe(real, entry.config(unit.build, search))
+            point = measurer.probe(real, entry.config(unit.build, search), every_query=True)
             probes += 1
     finally:
         ev.release(real)

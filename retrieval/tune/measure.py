@@ -96,6 +96,12 @@ class Measurer:
     #: (buckets with their exact filtered ground truth) is timed by a FilteredBench
     workload: Workload | None = None
     bench: FilteredBench | None = field(default=None, init=False)
+    #: tune.query_subset: share of the tuning queries the knob search runs on after its first
+    #: step (1.0: every query; :mod:`retrieval.tune.subset`)
+    subset: float = 1.0
+    #: id of a built index -> (the index, kept so its id is never reused; its subset of
+    #: tuning queries, row numbers)
+    _subsets: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is not None and self.workload.kind == "filtered":
@@ -136,11 +142,21 @@ class Measurer:
         )
         return self._result(ms, search, built)
 
-    def probe(self, built: BuiltIndex, search: Search) -> PointResult:
+    def probe(self, built: BuiltIndex, search: Search, *, every_query: bool = False
+              ) -> PointResult:
+        """One batch pass: on the build's query subset once its first step chose one
+        (``tune.query_subset`` < 1), else (or ``every_query``) on every tuning query."""
+        from retrieval.tune.subset import stratified_subset
+
+        got = None if every_query else self._subsets.get(id(built.index))
+        idx = None if got is None else got[1]
         with _one_pass(self.ev):
-            ms = self.ev.measure(
-                built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
-            )
+            ms = self.ev.measure(built, search, modes=["batch"],
+                                 query_idx=self.split.tune if idx is None else idx,
+                                 query_set="tune")
+        if idx is None and not every_query and self.subset < 1.0 and self.workload is None:
+            self._subsets[id(built.index)] = (built.index, stratified_subset(
+                self.split.tune, ms[0].per_query_recall, self.subset, self.seed))
         return self._result(ms, search, built)
 
     def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
@@ -201,12 +217,37 @@ class Measurer:
             if abs(full.recall - chosen.recall) > 1e-12:
                 extra["probe_recall"] = chosen.recall
                 extra["probe_recall_lb"] = chosen.recall_lb
+            if id(built.index) in self._subsets and unit.knob2 is None:
+                full, extra["query_subset"] = self._confirm(built, unit, points, full, config)
             chosen = full
         heldout = None
         if chosen is not None:
             heldout = self.heldout(built, config(chosen.search))
             self.keep(built, unit.label, config(chosen.search))
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
+
+    def _confirm(self, built: BuiltIndex, unit: Unit, points: Sequence[PointResult],
+                 full: PointResult, config: Callable[[dict[str, Any]], SearchConfig]
+                 ) -> tuple[PointResult, dict[str, Any]]:
+        """tune.query_subset: the subset's answer (``full``: timed on every tuning query)
+        raised until it meets on every tuning query, the value below it measured there too
+        (:mod:`retrieval.tune.subset`); returns the kept point and the unit's note."""
+        from retrieval.tune.subset import MAX_RAISES, next_up, subset_doc
+
+        assert unit.knob is not None
+        n_tune = int(self.split.tune.size)
+        first = value = int(full.search[unit.knob])
+        point, raises, spent = full, 0, 0
+        while point.meets is False and value < unit.high and raises < MAX_RAISES:
+            value = next_up(value, unit.high)
+            point = self.full(built, config(unit.point(value)))
+            raises, spent = raises + 1, spent + n_tune
+        lower: bool | None = None
+        if point.meets and value > unit.low:
+            below = self.probe(built, config(unit.point(value - 1)), every_query=True)
+            lower, spent = bool(below.meets), spent + n_tune
+        size = int(self._subsets[id(built.index)][1].size)
+        return point, subset_doc(self.subset, size, n_tune, points, first, value, lower, spent)
 
     # --- a filtered workload's units (strategy x bucket) ----------------------------------
     def _keep(self, p: FilterPoint) -> None:

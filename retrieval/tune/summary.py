@@ -32,6 +32,7 @@ from retrieval.tune.derived import CHECK_ATTR, answer_of, build_cost, derivation
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec
+from retrieval.tune.subset import subset_summary
 from retrieval.tune.units import Unit
 
 POINT_KEYS = (
@@ -374,6 +375,8 @@ def build_summary(
         "build_search": tune.build_search,
         **build_cost(builds, rows, check),
         "answer": answer,
+        **({"query_subset": subset_summary(builds, tune.query_subset)}
+           if tune.query_subset < 1.0 else {}),
     }
 
 

@@ -380,7 +380,7 @@ def _sweep_study(
                                          fingerprint=ds.fingerprint)
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
-            retrieved=saved, workload=workload,
+            retrieved=saved, workload=workload, subset=spec.tune.query_subset,
         )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:
