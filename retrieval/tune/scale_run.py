@@ -41,6 +41,7 @@ from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, lower_bound, object
 from retrieval.tune.measure import EPS, Measurer, _one_pass, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
+from retrieval.tune.scale_surface import predict_surface
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary, build_params
 from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
@@ -53,7 +54,8 @@ Progress = Callable[[int, int, str], None]
 RULE_NOTE = (
     "knob(N) fitted on nested samples (log: a + b log2 N; power: c N^b), the model that best "
     "predicts the largest sample from the smaller ones; band: bootstrap over the tuning "
-    "queries; transfer_error = (predicted - exact) / exact at the full N; ceiling: recall lower "
+    "queries; transfer_error = (predicted - exact) / exact at the full N (transfer_error_surface: "
+    "the same for predicted_surface, the miss-rate surface model); ceiling: recall lower "
     "bound at the top of the knob range"
 )
 
@@ -277,6 +279,8 @@ class Study:
             return int(min(max(math.ceil(v - 1e-9), low), high))
 
         preds = [knob_at(f.predict(n), lh) for n, lh in zip(at, highs, strict=True)]
+        surface_pred, surface = predict_surface(b.curves, self.target, full, scale_of,
+                                                lambda y: knob_at(y, highs[0]))
         bands = [[knob_at(lo, lh), knob_at(hi, lh)]
                  for (lo, hi), lh in zip(band, highs, strict=True)]
         ceil_rows = [r for r in b.samples if r.get("ceiling") is not None]
@@ -292,6 +296,8 @@ class Study:
                     "valid_n": [min(ns), full]},
             "fraction": fraction,
             "predicted": preds[0],
+            "predicted_surface": surface_pred,
+            "surface_fit": None if surface is None else surface.to_dict(),
             "band": bands[0],
             "predicted_at": [{"multiple": m, "n": round(m * full), "knob": p, "band": bd,
                               "ceiling": trend.predict(m * full)}
@@ -444,6 +450,9 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "band": fitted.get("band"),
         "exact": exact,
         "transfer_error": sc.transfer_error(predicted, exact),
+        "predicted_surface": fitted.get("predicted_surface"),
+        "transfer_error_surface": sc.transfer_error(fitted.get("predicted_surface"), exact),
+        "surface_fit": fitted.get("surface_fit"),
         "ceiling": ceiling,
         "ceiling_measured": "ceiling" in full or stop_row is not None,
         "ceiling_n": ceiling_n,

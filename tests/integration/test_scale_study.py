@@ -63,6 +63,10 @@ def test_summary_has_the_interface_keys_per_build(study):
     assert lo <= hi and good["exact"] is not None and good["ceiling"] >= TARGET
     assert good["transfer_error"] == pytest.approx(
         (good["predicted"] - good["exact"]) / good["exact"])
+    # the miss-rate surface model's prediction and error beside the fitted knob's
+    assert good["surface_fit"]["model"] == "miss surface"
+    assert good["transfer_error_surface"] == pytest.approx(
+        (good["predicted_surface"] - good["exact"]) / good["exact"])
     # the exact knob meets the target at full N and one below it does not (local search)
     assert s["backends"]["good"]["chosen"]["search"]["ef_search"] == good["exact"]
     assert good["predicted_recall"]["knob"] == good["predicted"]
