@@ -9,11 +9,12 @@ hnswlib M 8 / ef_construction 50, faiss-hnsw M 16 / efConstruction 100, faiss-iv
 bootstrap lower bound over the tuning half of the queries).
 
 Printed, never asserted, for each build: knob at each sample size, the fitted model, the
-predicted and exact knob at the full N, the transfer error (goal: within 15%), the held-out
-lower bound at the predicted knob (goal: meets the target), the ceiling; and the cost of the
-answer (all sample builds + the answer build's one build at full N: ``scale.answer`` of the
-summary) vs the full-N target sweep (goal: <= 0.6x), and the cost with every build checked at
-full N (what gives every build's transfer error), with the load average.
+predicted and exact knob at the full N, the transfer error (goal: within 15%) of the fitted
+knob and of the miss-rate surface model (``predicted_surface``, ``transfer_error_surface``),
+the held-out lower bound at the predicted knob (goal: meets the target), the ceiling; and the
+cost of the answer (all sample builds + the answer build's one build at full N:
+``scale.answer`` of the summary) vs the full-N target sweep (goal: <= 0.6x), and the cost with
+every build checked at full N (what gives every build's transfer error), with the load average.
 
 Usage: python benchmarks/scale_transfer.py [--n 1000000] [--queries 1000] [--qqp] [--threads T]
 """
@@ -80,6 +81,10 @@ def spec(name: str, n: int | None, threads: int, scale: dict[str, Any] | None) -
     return parse_spec(doc, source=f"{name}.yaml")
 
 
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.1f}%"
+
+
 def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -> None:
     t0 = time.perf_counter()
     study = run_sweep(spec("scale", None, threads, scale), out / "scale", dataset=ds)
@@ -90,7 +95,8 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
     s = study.summary
     print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
     print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
-          f"{'full sweep':>10} {'transfer':>9} {'held-out lb':>11} {'ceiling':>8}")
+          f"{'full sweep':>10} {'transfer':>9} {'surface':>7} {'transfer':>9} "
+          f"{'held-out lb':>11} {'ceiling':>8}")
     by_label = {lb: b for lb, b in full.summary["backends"].items()}
     for b in s["builds"]:
         knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
@@ -102,6 +108,7 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
               f"{(b.get('fit') or {}).get('model', '-'):<6} {b['predicted']!s:>6} "
               f"{b['exact']!s:>6} {ref_knob!s:>10} "
               f"{'-' if te is None else f'{100 * te:+.1f}%':>9} "
+              f"{b.get('predicted_surface')!s:>7} {pct(b.get('transfer_error_surface')):>9} "
               f"{'-' if held is None else f'{held:.4f}':>11} "
               f"{'-' if ceil is None else f'{ceil:.4f}':>8}")
         if b.get("message"):
@@ -112,6 +119,10 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
              if b.get("predicted_recall")]
     print(f"predicted within 15% of exact: {sum(within)}/{len(within)}; predicted knob's held-out "
           f"lower bound meets the target: {sum(meets)}/{len(meets)}")
+    surf = [abs(b["transfer_error_surface"]) <= 0.15 for b in s["builds"]
+            if b.get("transfer_error_surface") is not None]
+    print(f"surface model (miss rate over knob and N, every probe) within 15% of exact: "
+          f"{sum(surf)}/{len(surf)}")
     cost = s["scale"]["cost_s"]
     ans = s["scale"].get("answer") or {}
     ref = max(((lb, (v.get("chosen") or {}).get("qps") or 0.0)
