@@ -19,8 +19,14 @@ answers agree (or (b)'s is within 5% of (a)'s p95), end-to-end seconds of (b) vs
 load average before and after. Data: ``--qqp`` the QQP MiniLM set (~137k x 384, cosine; needs
 ../shared/data and its embeddings), else synthetic clustered vectors (``--n``, default 100k x 96).
 
+(b) runs with ``tune.concurrent_builds`` (``--concurrent``, default auto: the sources built at
+once, build threads split between them) and optionally ``tune.query_subset``
+(``--query-subset 0.2``); ``--ivf 256,1024`` adds a faiss-ivf nlist grid to (a) and (b)
+(derived by hierarchical merges on (b)). Build seconds are printed as ``build_cost_s`` (sum of
+each build's own seconds), ``build_wall_s`` and ``build_cpu_s``.
+
 Usage: python benchmarks/build_tuning.py [--qqp] [--n 100000] [--m 8,16,32] [--efc 64,200]
-       [--threads 2]
+       [--threads 2] [--concurrent auto] [--query-subset 1.0] [--ivf 256,1024]
 """
 
 from __future__ import annotations
@@ -52,13 +58,23 @@ def clustered(n: int, nq: int, d: int = 96, seed: int = 0) -> VectorDataset:
     return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}")
 
 
+#: tune options of the derived side (b) (--concurrent, --query-subset) and the IVF grid (--ivf)
+EXTRA: dict[str, Any] = {"tune": {}, "ivf": []}
+
+
 def spec(mode: str, ms: list[int], efcs: list[int], threads: int) -> dict[str, Any]:
+    indexes: list[dict[str, Any]] = [
+        {"backend": "faiss-hnsw", "build": {"M": ms, "ef_construction": efcs},
+         "search": {"ef_search": [10]}}]
+    if EXTRA["ivf"]:
+        indexes.append({"backend": "faiss-ivf", "build": {"nlist": EXTRA["ivf"]},
+                        "search": {"nprobe": [1]}})
     return {
         "name": f"build-tuning-{mode}", "dataset": "given", "k": 10, "seed": 0,
         "threads": threads, "target_recall": TARGET,
-        "indexes": [{"backend": "faiss-hnsw", "build": {"M": ms, "ef_construction": efcs},
-                     "search": {"ef_search": [10]}}],
-        "tune": {"build_search": mode, "search_range": {"ef_search": [10, 800]}},
+        "indexes": indexes,
+        "tune": {"build_search": mode, "search_range": {"ef_search": [10, 800]},
+                 **(EXTRA["tune"] if mode == "derived" else {})},
         "index_build": {"cache": False, "threads": threads},
     }
 
@@ -116,7 +132,16 @@ def main() -> None:
     ap.add_argument("--efc", default="64,200")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-full", action="store_true", help="skip (a), the costliest side")
+    ap.add_argument("--concurrent", default="auto",
+                    help="tune.concurrent_builds of (b): 1, N or auto (default)")
+    ap.add_argument("--query-subset", type=float, default=1.0,
+                    help="tune.query_subset of (b) (default 1: every tuning query)")
+    ap.add_argument("--ivf", default="", help="also a faiss-ivf nlist grid on (a) and (b), "
+                    "e.g. 256,1024 (derived by hierarchical merges on (b); raw (c): HNSW only)")
     a = ap.parse_args()
+    EXTRA["tune"] = {"concurrent_builds": a.concurrent if a.concurrent == "auto"
+                     else int(a.concurrent), "query_subset": a.query_subset}
+    EXTRA["ivf"] = [int(v) for v in a.ivf.split(",") if v]
     ms = [int(v) for v in a.m.split(",")]
     efcs = [int(v) for v in a.efc.split(",")]
     cpu = "?"
@@ -148,6 +173,15 @@ def main() -> None:
               f"p95 {ans.get('p95_ms')}")
     print(f"{'raw (c)':<14}{len(ms) * len(efcs):>12}{0:>9}{raw_build:>10.1f}{raw_wall:>9.1f}  "
           f"{raw}")
+    for name, s, _ in rows:
+        print(f"{name}: build_cost_s {s['build_cost_s']:.1f} (sum per build), build_wall_s "
+              f"{s['build_wall_s']:.1f}, build_cpu_s {s['build_cpu_s']:.1f}, "
+              f"{s['concurrent_builds']} build(s) at once")
+    sub = derived.get("query_subset")
+    if sub:
+        print(f"query subset {sub['share']}: {sub['query_evals']} of {sub['query_evals_all']} "
+              f"query searches (saved {100 * (sub['saved'] or 0):.0f}%), answers changed "
+              f"{sub['answers_changed']}/{sub['units']}")
     check = (derived.get("answer") or {}).get("check")
     if check:
         print(f"\nshortcut check of (b)'s answer: derived recall {check['recall_derived']:.4f} vs "
