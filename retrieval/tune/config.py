@@ -34,6 +34,18 @@ class ConfidenceSpec(_Model):
     resamples: int = Field(2000, ge=100, le=100_000)
 
 
+class ScreenSpec(_Model):
+    """``tune.build_screen``: every build candidate is first built and searched on a seeded
+    sample of ``fraction`` of the base (the same tuning queries, their ground truth on the
+    sample); a candidate is dropped when its ceiling there (recall lower bound at the top of
+    its search range) is below the target, or when its cost at the target there (batch ms per
+    query at its cheapest knob meeting it) exceeds the best candidate's by more than
+    ``cost_margin`` (1.0: twice the best). See :mod:`retrieval.tune.screen`."""
+
+    fraction: float = Field(0.1, gt=0.0, lt=1.0)
+    cost_margin: float = Field(1.0, ge=0.0)
+
+
 class CostSpec(_Model):
     """Prices for the monthly cost of an operating point: ``ram_gb_month`` / ``disk_gb_month``
     in the user's currency per GB (10**9 bytes) per month; ``n``: the number of vectors the
@@ -77,6 +89,9 @@ class TuneSpec(_Model):
       total stays the build threads (``index_build.threads``, default every core). ``1``: one
       build at a time, as needed (the default); ``auto``: as many as there are builds, at most
       the build threads. All builds of the grid are then held in memory at once.
+    - ``build_screen``: early stopping of build candidates on a nested sample
+      (:class:`ScreenSpec`; target strategy, unfiltered sweeps); the summary's ``pruned`` lists
+      the dropped ones, why and at what sample size.
     - ``query_subset``: share of the tuning queries (0 < s <= 1) the knob search runs on,
       chosen to keep the per-query recall distribution (stratified by each query's recall at
       one probe); the chosen config is re-measured on every tuning query (the lower bound) and
@@ -97,6 +112,7 @@ class TuneSpec(_Model):
     n_trials: int = Field(20, ge=1, le=100_000)
     build_search: Literal["full", "derived"] = "full"
     concurrent_builds: int | Literal["auto"] = 1
+    build_screen: ScreenSpec | None = None
     query_subset: float = Field(1.0, gt=0.0, le=1.0)
 
     @field_validator("concurrent_builds")

@@ -31,6 +31,7 @@ from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, rank_key, within_sl
 from retrieval.tune.derived import CHECK_ATTR, answer_of, build_cost, derivation_plan
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
+from retrieval.tune.screen import SCREEN_ATTR
 from retrieval.tune.spec import SweepSpec
 from retrieval.tune.subset import subset_summary
 from retrieval.tune.units import Unit
@@ -373,11 +374,22 @@ def build_summary(
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
         **({"slo_p95_ms": tune.slo_p95_ms} if tune.slo_p95_ms is not None else {}),
         "build_search": tune.build_search,
-        **build_cost(builds, rows, check),
+        **_with_screen(build_cost(builds, rows, check), book.attrs().get(SCREEN_ATTR)),
         "answer": answer,
         **({"query_subset": subset_summary(builds, tune.query_subset)}
            if tune.query_subset < 1.0 else {}),
     }
+
+
+def _with_screen(cost: dict[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:
+    """tune.build_screen: ``pruned`` (the candidates dropped on the sample) and ``build_screen``
+    (the sample's size, what it cost); the screening builds count in ``build_cost_s``."""
+    if record is None:
+        return cost
+    screen_s = float(record.get("screen_build_s") or 0.0)
+    return {**cost, "build_cost_s": cost["build_cost_s"] + screen_s,
+            "pruned": list(record.get("pruned") or []),
+            "build_screen": {k: v for k, v in record.items() if k != "pruned"}}
 
 
 def build_filtered_summary(

@@ -363,6 +363,7 @@ def _sweep_study(
         **({"executor": cluster.describe()} if cluster.executor != "local" else {}),
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+    plan = _screened(spec, plan, ds, split, optuna_study, created)
     if cluster.executor == "ray":
         return _sweep_on_ray(run, spec, plan, name, opened, ds, split, optuna_study, created,
                              progress, poll_s, started, cluster)
@@ -443,6 +444,23 @@ def _sweep_study(
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def _screened(spec: SweepSpec, plan: list[Unit], ds: VectorDataset, split: Any,
+              optuna_study: Any, created: bool) -> list[Unit]:
+    """tune.build_screen: the plan without the candidates dropped on the sample
+    (:mod:`retrieval.tune.screen`), screened once by the worker that created the study and
+    recorded in it (a resumed or second worker reads the record)."""
+    from retrieval.tune.screen import SCREEN_ATTR, screen, surviving
+
+    if (spec.tune.build_screen is None or spec.filters is not None
+            or spec.tune.strategy != "target"):
+        return plan
+    record = optuna_study.user_attrs.get(SCREEN_ATTR)
+    if record is None and created:
+        record = screen(spec, plan, ds, split)
+        optuna_study.set_user_attr(SCREEN_ATTR, record)
+    return surviving(plan, record)
 
 
 def build_seconds(summary: dict[str, Any], worker: Worker) -> dict[str, Any]:

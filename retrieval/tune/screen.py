@@ -1,0 +1,123 @@
+"""``tune.build_screen``: early stopping of build candidates on a nested sample.
+
+Before the sweep, every build candidate (each target unit of the plan) is built on ONE seeded
+sample of the base (``fraction`` of it, at least ``MIN_ROWS`` rows; the same tuning queries,
+their exact ground truth on the sample) and searched there:
+
+1. **ceiling**: one probe at the top of its search range; when that recall lower bound is
+   below the target the candidate is dropped (a build's ceiling falls as N grows, so it would
+   not meet at the full N either; the scale study measures the same trend);
+2. **cost**: the target search on the sample gives its cheapest knob meeting the target and
+   the batch ms per query there; a candidate whose cost exceeds the best candidate's by more
+   than ``cost_margin`` (``cost > best * (1 + cost_margin)``) is dropped.
+
+The rule is this fixed one, not an Optuna pruner: a pruner compares intermediate values of
+trials along one budget axis, while here each candidate is measured once at one sample size
+and compared with the others there (documented rather than forced into a pruner). Units of a
+grid strategy, of a joint (two-knob) search and of filtered workloads are not screened. The
+dropped candidates are the summary's ``pruned`` list (``reason``: ``ceiling`` or ``cost``,
+``at_n``: the sample's size, and what was measured there); their builds on the sample count
+in ``screen_build_s`` and in ``build_cost_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from retrieval.data import VectorDataset
+from retrieval.tune import target as tgt
+from retrieval.tune.units import Unit
+
+log = logging.getLogger(__name__)
+
+#: fewest base rows a screening sample holds (or the whole base when smaller)
+MIN_ROWS = 1000
+#: the study attribute holding the screening's record (pruned units and what it cost)
+SCREEN_ATTR = "rwb:build_screen"
+
+
+def screenable(u: Unit) -> bool:
+    return u.method == "target" and u.knob is not None and u.knob2 is None and u.strategy is None
+
+
+def screen(spec: Any, plan: Sequence[Unit], ds: VectorDataset, split: Any) -> dict[str, Any]:
+    """Screen the plan's candidates (see the module doc); returns the record kept in the study:
+    ``pruned`` (unit dicts with ``reason``, ``at_n``, ``ceiling``, ``knob``, ``cost_ms``,
+    ``best_cost_ms``), ``at_n``, ``fraction``, ``screen_build_s`` (seconds building on the
+    sample), ``screen_s`` (seconds of the whole screening)."""
+    from retrieval.evaluation import Evaluator
+    from retrieval.groundtruth.exact import ground_truth
+    from retrieval.tune import scale as sc
+    from retrieval.tune.measure import Measurer
+    from retrieval.tune.scale_run import sample_dataset
+    from retrieval.tune.spec import checked_entries
+
+    conf = spec.tune.build_screen
+    t_all = time.perf_counter()
+    size = min(ds.n_base, max(MIN_ROWS, round(conf.fraction * ds.n_base)))
+    candidates = [u for u in plan if screenable(u)]
+    record: dict[str, Any] = {"fraction": conf.fraction, "at_n": size, "pruned": [],
+                              "screened": len(candidates), "screen_build_s": 0.0,
+                              "cost_margin": conf.cost_margin}
+    if size >= ds.n_base or len(candidates) < 1:
+        record["screen_s"] = time.perf_counter() - t_all
+        return record
+    rows = sc.nested_rows(ds.n_base, [size], spec.seed)[0]
+    sds = sample_dataset(ds, rows)
+    checked = checked_entries(spec)
+    measured: list[dict[str, Any]] = []
+    with Evaluator.for_spec(spec, sds, None, gt=ground_truth(sds, spec.k)) as ev:
+        m = Measurer(ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed)
+        for u in candidates:
+            entry = checked[u.entry]
+            t0 = time.perf_counter()
+            built = ev.build(u.backend, entry.build(u.build))
+            record["screen_build_s"] += time.perf_counter() - t0
+            try:
+                probes: dict[int, Any] = {}
+
+                def probe(v: int, u: Unit = u, entry: Any = entry, built: Any = built,
+                          probes: dict[int, Any] = probes) -> bool:
+                    probes[v] = m.probe(built, entry.config(u.build, u.point(v)))
+                    return bool(probes[v].meets)
+
+                top = probe(u.high)
+                ceiling = probes[u.high].recall_lb
+                knob = tgt.solve(u.low, u.high, probe, {u.high: top}).value if top else None
+            finally:
+                ev.release(built)
+            point = probes.get(knob) if knob is not None else None
+            cost = None if point is None else 1000.0 / float(point.qps or 1e-9)
+            measured.append({"unit": u, "ceiling": ceiling, "knob": knob, "cost_ms": cost})
+    costs = [r["cost_ms"] for r in measured if r["cost_ms"] is not None]
+    best = min(costs) if costs else None
+    for r in measured:
+        u = r["unit"]
+        reason = ("ceiling" if r["knob"] is None else
+                  "cost" if best is not None and r["cost_ms"] > best * (1 + conf.cost_margin)
+                  else None)
+        if reason is None:
+            continue
+        record["pruned"].append({
+            "unit": u.key, "label": u.label, "backend": u.backend, "build": dict(u.build),
+            "reason": reason, "at_n": size, "ceiling": r["ceiling"], "knob": r["knob"],
+            "knob_name": u.knob, "cost_ms": r["cost_ms"], "best_cost_ms": best})
+        log.info("build screen: dropped %s %s at N=%d (%s)", u.label, u.build, size, reason)
+    if record["pruned"] and len(record["pruned"]) == len(plan):  # nothing would be left
+        record["kept_all"] = ("every candidate was dropped on the sample; none is dropped "
+                              "(the sweep measures them all)")
+        record["would_prune"], record["pruned"] = record["pruned"], []
+    record["screen_s"] = time.perf_counter() - t_all
+    return record
+
+
+def surviving(plan: Sequence[Unit], record: dict[str, Any] | None) -> list[Unit]:
+    """The plan without the units the screening dropped."""
+    gone = {p["unit"] for p in (record or {}).get("pruned") or []}
+    return [u for u in plan if u.key not in gone]
+
+
+__all__ = ["SCREEN_ATTR", "screen", "screenable", "surviving"]
