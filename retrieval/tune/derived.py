@@ -63,6 +63,8 @@ __all__ = ["derivation_plan", "derive_param_of", "derived_from"]
 
 #: the study attribute holding the real-build check of a derived answer
 CHECK_ATTR = "rwb:shortcut_check"
+#: the study attribute holding tune.build_screen's record (:mod:`retrieval.tune.screen`)
+SCREEN_ATTR = "rwb:build_screen"
 
 
 def answer_of(builds: Sequence[dict[str, Any]], objective: str,

@@ -29,14 +29,13 @@ from typing import Any
 
 from retrieval.data import VectorDataset
 from retrieval.tune import target as tgt
+from retrieval.tune.derived import SCREEN_ATTR
 from retrieval.tune.units import Unit
 
 log = logging.getLogger(__name__)
 
 #: fewest base rows a screening sample holds (or the whole base when smaller)
 MIN_ROWS = 1000
-#: the study attribute holding the screening's record (pruned units and what it cost)
-SCREEN_ATTR = "rwb:build_screen"
 
 
 def screenable(u: Unit) -> bool:

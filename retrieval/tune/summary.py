@@ -28,10 +28,15 @@ from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, op
 from retrieval.tune.config import Objective
 from retrieval.tune.cost import with_costs
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, rank_key, within_slo
-from retrieval.tune.derived import CHECK_ATTR, answer_of, build_cost, derivation_plan
+from retrieval.tune.derived import (
+    CHECK_ATTR,
+    SCREEN_ATTR,
+    answer_of,
+    build_cost,
+    derivation_plan,
+)
 from retrieval.tune.pareto import pareto
 from retrieval.tune.results import PointResult, UnitResult
-from retrieval.tune.screen import SCREEN_ATTR
 from retrieval.tune.spec import SweepSpec
 from retrieval.tune.subset import subset_summary
 from retrieval.tune.units import Unit
