@@ -39,8 +39,9 @@ class ScreenSpec(_Model):
     sample of ``fraction`` of the base (the same tuning queries, their ground truth on the
     sample); a candidate is dropped when its ceiling there (recall lower bound at the top of
     its search range) is below the target, or when its cost at the target there (batch ms per
-    query at its cheapest knob meeting it) exceeds the best candidate's by more than
-    ``cost_margin`` (1.0: twice the best). See :mod:`retrieval.tune.screen`."""
+    query at its cheapest knob meeting it, the fastest of 5 passes) exceeds the best
+    candidate's by more than ``cost_margin`` (1.0: twice the best). See
+    :mod:`retrieval.tune.screen`."""
 
     fraction: float = Field(0.1, gt=0.0, lt=1.0)
     cost_margin: float = Field(1.0, ge=0.0)
@@ -80,8 +81,9 @@ class TuneSpec(_Model):
       (default: the backend's allowed range, up to its most accurate setting).
     - ``sampler`` / ``n_trials``: the Optuna sampler and how many build configs it proposes.
     - ``build_search``: ``full`` (every build config of the grid is built) or ``derived`` (per
-      group of builds differing only in a derivable param, HNSW's ``M``: the largest is built
-      and the others are derived from it by pruning; see :mod:`retrieval.tune.derived`; the
+      group of builds differing only in a derivable param, Faiss HNSW's ``M`` or Faiss IVF's
+      ``nlist``: the largest is built and the others are derived from it, by pruning the graph
+      or by merging the centroids; see :mod:`retrieval.tune.derived`; the
       answer's build is then built for real and its shortcut error measured).
     - ``concurrent_builds``: how many independent builds (the full builds and the sources of
       derived ones) run at once before the search starts, in threads of one worker (Faiss and
