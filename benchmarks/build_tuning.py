@@ -21,12 +21,13 @@ load average before and after. Data: ``--qqp`` the QQP MiniLM set (~137k x 384, 
 
 (b) runs with ``tune.concurrent_builds`` (``--concurrent``, default auto: the sources built at
 once, build threads split between them) and optionally ``tune.query_subset``
-(``--query-subset 0.2``); ``--ivf 256,1024`` adds a faiss-ivf nlist grid to (a) and (b)
-(derived by hierarchical merges on (b)). Build seconds are printed as ``build_cost_s`` (sum of
-each build's own seconds), ``build_wall_s`` and ``build_cpu_s``.
+(``--query-subset 0.2``) and ``tune.build_screen`` (``--screen 0.1``); ``--ivf 256,1024`` adds
+a faiss-ivf nlist grid to (a) and (b) (derived by hierarchical merges on (b)). Build seconds
+are printed as ``build_cost_s`` (sum of each build's own seconds), ``build_wall_s`` and
+``build_cpu_s``.
 
 Usage: python benchmarks/build_tuning.py [--qqp] [--n 100000] [--m 8,16,32] [--efc 64,200]
-       [--threads 2] [--concurrent auto] [--query-subset 1.0] [--ivf 256,1024]
+       [--threads 2] [--concurrent auto] [--query-subset 1.0] [--screen 0.1] [--ivf 256,1024]
 """
 
 from __future__ import annotations
@@ -136,11 +137,14 @@ def main() -> None:
                     help="tune.concurrent_builds of (b): 1, N or auto (default)")
     ap.add_argument("--query-subset", type=float, default=1.0,
                     help="tune.query_subset of (b) (default 1: every tuning query)")
+    ap.add_argument("--screen", type=float, default=0.0,
+                    help="tune.build_screen fraction of (b) (e.g. 0.1; default 0: no screening)")
     ap.add_argument("--ivf", default="", help="also a faiss-ivf nlist grid on (a) and (b), "
                     "e.g. 256,1024 (derived by hierarchical merges on (b); raw (c): HNSW only)")
     a = ap.parse_args()
     EXTRA["tune"] = {"concurrent_builds": a.concurrent if a.concurrent == "auto"
-                     else int(a.concurrent), "query_subset": a.query_subset}
+                     else int(a.concurrent), "query_subset": a.query_subset,
+                     **({"build_screen": {"fraction": a.screen}} if a.screen > 0 else {})}
     EXTRA["ivf"] = [int(v) for v in a.ivf.split(",") if v]
     ms = [int(v) for v in a.m.split(",")]
     efcs = [int(v) for v in a.efc.split(",")]
@@ -177,6 +181,12 @@ def main() -> None:
         print(f"{name}: build_cost_s {s['build_cost_s']:.1f} (sum per build), build_wall_s "
               f"{s['build_wall_s']:.1f}, build_cpu_s {s['build_cpu_s']:.1f}, "
               f"{s['concurrent_builds']} build(s) at once")
+    scr = derived.get("build_screen")
+    if scr:
+        print(f"build screen at N={scr['at_n']:,}: {scr['screened']} candidates, "
+              f"{scr['screen_build_s']:.1f} s building on the sample; dropped: "
+              + (", ".join(f"{p['label']} {p['build']} ({p['reason']})"
+                           for p in derived.get("pruned") or []) or "none"))
     sub = derived.get("query_subset")
     if sub:
         print(f"query subset {sub['share']}: {sub['query_evals']} of {sub['query_evals_all']} "
