@@ -13,6 +13,9 @@ their exact ground truth on the sample) and searched there:
    best candidate's by more than ``cost_margin`` (``cost > best * (1 + cost_margin)``) is
    dropped.
 
+With ``tune.concurrent_builds`` the sample builds run that many at once (build threads split
+between them, as in the sweep), a wave at a time: built, searched, released.
+
 The rule is this fixed one, not an Optuna pruner: a pruner compares intermediate values of
 trials along one budget axis, while here each candidate is measured once at one sample size
 and compared with the others there (documented rather than forced into a pruner). Units of a
@@ -59,6 +62,7 @@ def screen(spec: Any, plan: Sequence[Unit], ds: VectorDataset, split: Any) -> di
     from retrieval.tune.measure import Measurer
     from retrieval.tune.scale_run import sample_dataset
     from retrieval.tune.spec import checked_entries
+    from retrieval.tune.worker import concurrent_plan
 
     conf = spec.tune.build_screen
     t_all = time.perf_counter()
@@ -76,27 +80,18 @@ def screen(spec: Any, plan: Sequence[Unit], ds: VectorDataset, split: Any) -> di
     measured: list[dict[str, Any]] = []
     with Evaluator.for_spec(spec, sds, None, gt=ground_truth(sds, spec.k)) as ev:
         m = Measurer(ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed)
-        for u in candidates:
-            entry = checked[u.entry]
+        pool, threads = concurrent_plan(spec.tune.concurrent_builds, len(candidates),
+                                        ev.build_threads)
+        for start in range(0, len(candidates), pool):  # `pool` builds at once, then searched
+            wave = candidates[start:start + pool]
             t0 = time.perf_counter()
-            built = ev.build(u.backend, entry.build(u.build))
+            builts = _build_wave(ev, wave, checked, threads if pool > 1 else None)
             record["screen_build_s"] += time.perf_counter() - t0
-            try:
-                probes: dict[int, Any] = {}
-
-                def probe(v: int, u: Unit = u, entry: Any = entry, built: Any = built,
-                          probes: dict[int, Any] = probes) -> bool:
-                    probes[v] = m.probe(built, entry.config(u.build, u.point(v)))
-                    return bool(probes[v].meets)
-
-                top = probe(u.high)
-                ceiling = probes[u.high].recall_lb
-                knob = tgt.solve(u.low, u.high, probe, {u.high: top}).value if top else None
-                cost = (None if knob is None else
-                        _cost_ms(ev, built, entry.config(u.build, u.point(knob)), split.tune))
-            finally:
-                ev.release(built)
-            measured.append({"unit": u, "ceiling": ceiling, "knob": knob, "cost_ms": cost})
+            for u, built in zip(wave, builts, strict=True):
+                try:
+                    measured.append(_search(ev, m, checked[u.entry], u, built, split.tune))
+                finally:
+                    ev.release(built)
     costs = [r["cost_ms"] for r in measured if r["cost_ms"] is not None]
     best = min(costs) if costs else None
     for r in measured:
@@ -117,6 +112,35 @@ def screen(spec: Any, plan: Sequence[Unit], ds: VectorDataset, split: Any) -> di
         record["would_prune"], record["pruned"] = record["pruned"], []
     record["screen_s"] = time.perf_counter() - t_all
     return record
+
+
+def _build_wave(ev: Any, wave: Sequence[Unit], checked: Any, threads: int | None) -> list[Any]:
+    """The sample builds of ``wave``: one after another (``threads`` None) or all at once in
+    threads of ``threads`` build threads each (``tune.concurrent_builds``)."""
+    if threads is None:
+        return [ev.build(u.backend, checked[u.entry].build(u.build)) for u in wave]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(wave), thread_name_prefix="rwb-screen") as ex:
+        futures = [ex.submit(ev.build, u.backend, checked[u.entry].build(u.build),
+                             build_threads=threads) for u in wave]
+        return [f.result() for f in futures]
+
+
+def _search(ev: Any, m: Any, entry: Any, u: Unit, built: Any, tune: Any) -> dict[str, Any]:
+    """One candidate on the sample: its ceiling (a probe at the top of its range), then, when
+    that meets, its cheapest knob meeting the target and the cost there."""
+    probes: dict[int, Any] = {}
+
+    def meets(v: int) -> bool:
+        probes[v] = m.probe(built, entry.config(u.build, u.point(v)))
+        return bool(probes[v].meets)
+
+    top = meets(u.high)
+    knob = tgt.solve(u.low, u.high, meets, {u.high: top}).value if top else None
+    cost = None if knob is None else _cost_ms(ev, built, entry.config(u.build, u.point(knob)),
+                                               tune)
+    return {"unit": u, "ceiling": probes[u.high].recall_lb, "knob": knob, "cost_ms": cost}
 
 
 def _cost_ms(ev: Any, built: Any, config: Any, queries: Any) -> float:

@@ -36,9 +36,10 @@ def _spec(screen: bool) -> dict[str, Any]:
         ],
         "tune": {"objective": "qps", "heldout_fraction": 0.2,
                  "search_range": {"ef_search": [10, 40]},
-                 **({"build_screen": {"fraction": 0.25, "cost_margin": 1.0}} if screen
-                    else {})},
-        "index_build": {"cache": False, "threads": 1},
+                 # screened: the sample builds two at a time (one build thread each)
+                 **({"build_screen": {"fraction": 0.25, "cost_margin": 1.0},
+                     "concurrent_builds": "auto"} if screen else {})},
+        "index_build": {"cache": False, "threads": 1 if not screen else 2},
     }
 
 
