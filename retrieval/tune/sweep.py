@@ -16,16 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
-from retrieval.runs import WORKLOAD_SCALE, RunDir, declares_kind, workload_kind
+from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
-from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
+from retrieval.tune.bucket_summary import bind_spec_buckets
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, check_answer
@@ -45,8 +43,9 @@ from retrieval.tune.storage import (
     storage_lost,
 )
 from retrieval.tune.summary import SweepSummary, build_filtered_summary, build_summary
-from retrieval.tune.units import Unit, entry_labels, plan_filtered_units, plan_units
+from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
+from retrieval.tune.workloads import SweepRequest, workload_of
 from retrieval.workload import Bucket, filtered_workload
 
 log = logging.getLogger(__name__)
@@ -199,120 +198,23 @@ def run_sweep(
     if executor == "ray":
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
     check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
+    kind = workload_of(spec)  # the spec's workload kind: its hooks run it (retrieval.tune.kinds)
+    plan = kind.plan(spec, SweepRequest(executor, storage, study)) or plan
+    resumable = kind.resumable(spec) if kind.resumable is not None else None
+    if kind.study is not None:  # studied without an Optuna study: measured and summarised here
+        run = RunDir.create(out, spec.name, force=force, resumable=resumable)
+        with run.recording():
+            ds = dataset or load_vectors(spec)
+            summary = kind.study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
+        return SweepResult(run, summary, kind.units(summary), int(summary.get("evaluations") or 0))
     cluster = Cluster(executor, ray_address)
-    if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
-        return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.topology is not None or spec.cold:  # topology / cold workloads (issue 31)
-        if executor != "local":
-            raise ConfigError(f"{spec.source}: a spec with 'topology' or 'cold: true' runs in "
-                              f"this process (--executor local); received {executor}")
-        return _study_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.scale is not None:  # a scale study: nested samples, one build at the full N
-        return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
-        if strategy != "target":
-            raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket "
-                              "knob search; rwb eval measures a grid)", strategy,
-                              where=spec.source)
-        check_strategies(spec)
-        plan = plan_filtered_units(spec, bucket_names(spec.filters))
     name = study or spec.name
     check_study_name(name, storage)
-    resumable = resumable_run(name, redact_uri(storage) if storage else None)
+    resumable = resumable or resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started,
                            cluster)
-
-
-def _unfinished_scale_study(spec: SweepSpec) -> Callable[[Path], bool]:
-    """Whether a non-empty ``--out`` holds a killed or failed scale study of this very spec (its
-    manifest says kind sweep with ``scale``, not complete; its spec.yaml is this spec): the same
-    command then runs the study again there (its seeded samples give the same sizes; nothing of
-    the killed run is mixed in, every file is rewritten)."""
-
-    def check(path: Path) -> bool:
-        try:
-            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-            recorded = yaml.safe_load((path / "spec.yaml").read_text(encoding="utf-8"))
-        except (OSError, ValueError, yaml.YAMLError):
-            return False
-        if not isinstance(manifest, dict) or not declares_kind(manifest, SweepSummary.KIND):
-            return False
-        if workload_kind(manifest) != WORKLOAD_SCALE or manifest.get("status") == "complete":
-            return False
-        same = yaml.safe_load(yaml.safe_dump(mask(resolved(spec)), sort_keys=False))
-        if recorded != same:
-            return False
-        log.info("%s: a %s scale study of this spec; running it again there", path,
-                 "killed" if manifest.get("status") == "running" else "failed")
-        return True
-
-    return check
-
-
-def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                 force: bool, started: float) -> SweepResult:
-    from retrieval.tune.scale_run import check_scale_spec, run_scale_study
-
-    check_scale_spec(spec)
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with 'scale' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force, resumable=_unfinished_scale_study(spec))
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        summary = run_scale_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
-    return SweepResult(run, summary, len(summary["builds"]), int(summary["evaluations"]))
-
-
-def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                   study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                   force: bool, started: float) -> SweepResult:
-    from retrieval.tune.tenants_run import run_tenants_study
-
-    if spec.target_recall is None:
-        raise param_error("target_recall", "a recall target in (0, 1] for a spec with "
-                          "'tenants'", None, where=spec.source)
-    for field, value in (("filters", spec.filters), ("scale", spec.scale),
-                         ("topology", spec.topology), ("cold", spec.cold or None)):
-        if value is not None:
-            raise ConfigError(f"{spec.source}: field 'tenants': a tenants study filters by "
-                              f"tenant itself and runs at the full N; drop '{field}' (or "
-                              f"'tenants')")
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with 'tenants' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        summary = run_tenants_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
-    return SweepResult(run, summary, len(summary["layouts"]), int(summary["evaluations"]))
-
-
-def _study_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                 force: bool, started: float) -> SweepResult:
-    """A topology study (``topology:``) or a cold run (``cold: true``): no Optuna study."""
-    from retrieval.tune.cold import check_cold_spec, run_cold
-    from retrieval.tune.topology_run import check_topology_spec, run_topology_study
-
-    what = "topology" if spec.topology is not None else "cold"
-    if spec.topology is not None and spec.cold:
-        raise ConfigError(f"{spec.source}: a spec has 'topology' or 'cold: true', not both")
-    (check_topology_spec if what == "topology" else check_cold_spec)(spec)
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with '{what}' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        ref = recorded_ref(spec, dataset)
-        runner = run_topology_study if what == "topology" else run_cold
-        summary = runner(spec, run, ds, ref, progress, started)
-    n = len(summary.get(what) or [])
-    return SweepResult(run, summary, n, int(summary.get("evaluations") or 0))
 
 
 def _sweep_into(

@@ -1,0 +1,20 @@
+"""Workload kind ``plain``: unfiltered queries, measured through the Optuna study (the sweep's
+units as :func:`retrieval.tune.units.plan_units` planned them)."""
+
+from __future__ import annotations
+
+from retrieval.runs import WORKLOAD_PLAIN
+from retrieval.tune.spec import SweepSpec
+from retrieval.tune.units import Unit
+from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, register_workload
+
+
+def _declared(spec: SweepSpec) -> bool:
+    return True  # the last kind asked: a spec with no other workload is a plain one
+
+
+def _plan(spec: SweepSpec, request: SweepRequest) -> list[Unit] | None:
+    return None  # the sweep's own plan (every build config x search grid)
+
+
+KIND = register_workload(WorkloadKindDef(WORKLOAD_PLAIN, _declared, _plan, rank=1000))
