@@ -16,7 +16,10 @@ point, a test's from the test itself. The definition carries the kind's hooks:
   an Optuna study into the run directory; returns the summary (plain data, summary.json);
 - ``units(summary)``: what the result counts as its units of work (builds, layouts, ...);
 - ``resumable(spec)``: whether a non-empty ``--out`` holds a killed run of this kind that the
-  same command may run again there (None: never).
+  same command may run again there (None: never);
+- ``eval_work(spec, ds, ev)``: what ``rwb eval``'s one body measures per config for this kind
+  (``measure`` / ``write_tables`` / ``summary``: :class:`EvalWork`); None: ``rwb eval`` refuses
+  the spec with ``no_eval`` (one line; default: "is measured by rwb sweep").
 
 The sweep looks the spec's kind up (:func:`workload_of`) and runs its hooks; it tells no kind
 apart by name. The printers (``retrieval.cli.printers``) and the report's renderers
@@ -33,7 +36,7 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval.errors import ConfigError, unknown_name_error
 
@@ -59,6 +62,22 @@ Progress = Callable[[int, int, str], None]
 #: ``fn(spec, run, ds, ref, progress, started)``: measure and summarise into ``run``
 StudyFn = Callable[[SweepSpec, "RunDir", "VectorDataset", Any, "Progress | None", float],
                    dict[str, Any]]
+
+
+class EvalWork(Protocol):
+    """What ``rwb eval`` measures per build x search config of one workload kind."""
+
+    measurements: list[Any]
+
+    def measure(self, built: Any, config: Any, label: str, *, first: bool) -> None: ...
+
+    def write_tables(self, run: RunDir) -> None: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+#: ``fn(spec, ds, ev)``: the eval body's measurement of one kind (ev: an Evaluator)
+EvalWorkFn = Callable[[SweepSpec, "VectorDataset", Any], EvalWork]
 
 
 @dataclass(frozen=True)
@@ -92,6 +111,8 @@ class WorkloadKindDef:
     resumable: Callable[[SweepSpec], Callable[[Path], bool]] | None = None
     section: str | None = None
     rank: int = 100
+    eval_work: EvalWorkFn | None = None
+    no_eval: str = ""
 
 
 _KINDS: dict[str, WorkloadKindDef] = {}
@@ -157,6 +178,17 @@ def workload_of(spec: SweepSpec) -> WorkloadKindDef:
     raise ConfigError(f"{spec.source}: no workload kind runs this spec")  # plain always does
 
 
+def eval_work_of(spec: SweepSpec) -> EvalWorkFn:
+    """The eval body's measurement of ``spec``'s workload kind; ConfigError (one line) when
+    ``rwb eval`` does not measure that kind."""
+    kind = workload_of(spec)
+    if kind.eval_work is None:
+        raise ConfigError(f"{spec.source}: " + (kind.no_eval or (
+            f"a spec with '{kind.section or kind.name}' is measured by rwb sweep, not rwb "
+            f"eval")))
+    return kind.eval_work
+
+
 def check_not_resumable(spec: SweepSpec, kind: WorkloadKindDef, request: SweepRequest) -> None:
     """A kind studied without an Optuna study refuses ``--storage`` / ``--study``."""
     if request.storage is not None or request.study is not None:
@@ -171,6 +203,16 @@ def check_local(spec: SweepSpec, kind: WorkloadKindDef, request: SweepRequest) -
                           f"this process (--executor local); received {request.executor}")
 
 
-__all__ = ["ENTRY_POINT_GROUP", "SweepRequest", "WorkloadKindDef", "check_local",
-           "check_not_resumable", "named_kinds", "register_workload", "workload_kinds",
-           "workload_of"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EvalWork",
+    "SweepRequest",
+    "WorkloadKindDef",
+    "check_local",
+    "check_not_resumable",
+    "eval_work_of",
+    "named_kinds",
+    "register_workload",
+    "workload_kinds",
+    "workload_of",
+]

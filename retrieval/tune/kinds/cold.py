@@ -41,5 +41,9 @@ def _units(summary: Mapping[str, Any]) -> int:
     return len(summary.get("cold") or [])
 
 
+NO_EVAL = ("a spec with 'cold: true' is measured by rwb sweep (a target search per topology / "
+           "cold run), not rwb eval")
+
 KIND = register_workload(WorkloadKindDef(WORKLOAD_COLD, _declared, _plan, study=_study,
-                                         units=_units, section="cold", rank=210))
+                                         units=_units, section="cold", no_eval=NO_EVAL,
+                                         rank=210))

@@ -3,12 +3,14 @@ measured through the Optuna study (strategy target only)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval.errors import param_error
 from retrieval.runs import WORKLOAD_FILTERED
 from retrieval.tune.bucket_summary import bucket_names, check_strategies
 from retrieval.tune.spec import SweepSpec
 from retrieval.tune.units import Unit, plan_filtered_units
-from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, register_workload
+from retrieval.tune.workloads import EvalWork, SweepRequest, WorkloadKindDef, register_workload
 
 
 def _declared(spec: SweepSpec) -> bool:
@@ -25,5 +27,11 @@ def _plan(spec: SweepSpec, request: SweepRequest) -> list[Unit] | None:
     return plan_filtered_units(spec, bucket_names(spec.filters))
 
 
+
+def _eval_work(spec: SweepSpec, ds: Any, ev: Any) -> EvalWork:
+    from retrieval.tune.runner import FilteredEval
+
+    return FilteredEval(spec, ds, ev)
+
 KIND = register_workload(WorkloadKindDef(WORKLOAD_FILTERED, _declared, _plan,
-                                         section="filters", rank=400))
+                                         section="filters", rank=400, eval_work=_eval_work))

@@ -3,10 +3,12 @@ units as :func:`retrieval.tune.units.plan_units` planned them)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval.runs import WORKLOAD_PLAIN
 from retrieval.tune.spec import SweepSpec
 from retrieval.tune.units import Unit
-from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, register_workload
+from retrieval.tune.workloads import EvalWork, SweepRequest, WorkloadKindDef, register_workload
 
 
 def _declared(spec: SweepSpec) -> bool:
@@ -17,4 +19,11 @@ def _plan(spec: SweepSpec, request: SweepRequest) -> list[Unit] | None:
     return None  # the sweep's own plan (every build config x search grid)
 
 
-KIND = register_workload(WorkloadKindDef(WORKLOAD_PLAIN, _declared, _plan, rank=1000))
+
+def _eval_work(spec: SweepSpec, ds: Any, ev: Any) -> EvalWork:
+    from retrieval.tune.runner import PlainEval
+
+    return PlainEval(spec, ds, ev)
+
+KIND = register_workload(WorkloadKindDef(WORKLOAD_PLAIN, _declared, _plan, rank=1000,
+                                         eval_work=_eval_work))

@@ -20,10 +20,12 @@ from retrieval.tune.spec import SweepSpec, resolved
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.units import Unit
 from retrieval.tune.workloads import (
+    EvalWork,
     SweepRequest,
     WorkloadKindDef,
     check_not_resumable,
     register_workload,
+    workload_kinds,
 )
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,15 @@ def unfinished_study(spec: SweepSpec) -> Callable[[Path], bool]:
     return check
 
 
+
+def _eval_work(spec: SweepSpec, ds: Any, ev: Any) -> EvalWork:
+    """rwb eval of a spec with 'scale' measures its grid at the full N, as the spec's other
+    sections say (the scale section plays no part there)."""
+    other = next(k for k in workload_kinds().values() if k is not KIND and k.declared(spec))
+    assert other.eval_work is not None
+    return other.eval_work(spec, ds, ev)
+
 KIND = register_workload(WorkloadKindDef(WORKLOAD_SCALE, _declared, _plan, study=_study,
                                          units=_units, resumable=unfinished_study,
-                                         section="scale", rank=300))
+                                         section="scale", rank=300,
+                                         eval_work=_eval_work))

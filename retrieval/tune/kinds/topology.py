@@ -44,5 +44,9 @@ def _units(summary: Mapping[str, Any]) -> int:
     return len(summary.get("topology") or [])
 
 
+NO_EVAL = ("a spec with 'topology' is measured by rwb sweep (a target search per topology / "
+           "cold run), not rwb eval")
+
 KIND = register_workload(WorkloadKindDef(WORKLOAD_TOPOLOGY, _declared, _plan, study=_study,
-                                         units=_units, section="topology", rank=200))
+                                         units=_units, section="topology", no_eval=NO_EVAL,
+                                         rank=200))
