@@ -148,3 +148,19 @@ def test_every_built_in_workload_kind_is_registered_once_in_rank_order():
     assert all(k.section is not None for n, k in kinds.items() if n != "plain")
     with pytest.raises(ValueError, match="registered twice"):
         register_workload(WorkloadKindDef("scale", lambda spec: True, _plan))
+
+
+def test_strict_is_looked_up_by_workload_shape_like_the_printers(capsys):
+    """--strict's check of a sweep is registered per workload shape (a live sweep has its
+    own): no branch on the kind in the command."""
+    from retrieval.cli.printers import strict_exit
+
+    live = {"kind": "live-sweep", "workload": "live", "chosen": None}
+    assert strict_exit("sweep", live) == 1
+    assert "the live collection has no knob value meeting the target" in capsys.readouterr().err
+    assert strict_exit("sweep", {**live, "chosen": {"ef": 8}, "heldout_meets": True}) == 0
+    plain = {"kind": "sweep", "target_recall": 0.9, "backends": {
+        "a": {"chosen": None, "heldout_meets": None}}}
+    assert strict_exit("sweep", plain) == 1  # the index sweep's check: no config meets
+    assert "no config meets target 0.9 for a" in capsys.readouterr().err
+    assert strict_exit("no-such-view", plain) == 0
