@@ -33,7 +33,7 @@ from retrieval.tune import target as tgt
 from retrieval.tune.bucket_summary import engine_call
 from retrieval.tune.config import ConfidenceSpec, Objective
 from retrieval.tune.decide import QuerySplit, choose, lower_bound
-from retrieval.tune.filterbench import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, filtered_row
 from retrieval.tune.results import HeldOut, PointResult, UnitResult
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.units import Unit
@@ -137,11 +137,18 @@ class Measurer:
         return self._result(ms, search, built)
 
     def probe(self, built: BuiltIndex, search: Search) -> PointResult:
+        """One untimed-setup batch pass over the tuning queries (a target search's step)."""
+        return self.probe_per_query(built, search)[0]
+
+    def probe_per_query(self, built: BuiltIndex, search: Search
+                        ) -> tuple[PointResult, np.ndarray]:
+        """:meth:`probe`, with the tuning queries' per-query recall@k (what a scale study's
+        bootstrap band and knob curves are made of)."""
         with _one_pass(self.ev):
             ms = self.ev.measure(
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
-        return self._result(ms, search, built)
+        return self._result(ms, search, built), ms[0].per_query_recall
 
     def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
         """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
@@ -209,18 +216,20 @@ class Measurer:
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     # --- a filtered workload's units (strategy x bucket) ----------------------------------
-    def _keep(self, p: FilterPoint) -> None:
+    def _keep(self, p: Measurement) -> None:
         if self.retrieved is not None:
-            self.retrieved.add({"backend": p.backend, "label": p.label, "build": p.build,
-                                "search": p.search, "strategy": p.strategy,
-                                "bucket": p.bucket.name, "overfetch": p.overfetch},
+            assert p.filtered is not None
+            cell = p.filtered
+            self.retrieved.add({"backend": p.backend, "label": cell.label, "build": p.build,
+                                "search": p.search, "strategy": cell.strategy,
+                                "bucket": cell.bucket.name, "overfetch": cell.overfetch},
                                p.query_idx, p.ids, p.query_set)
 
-    def _lb(self, p: FilterPoint) -> float:
+    def _lb(self, p: Measurement) -> float:
         return lower_bound(p.per_query_recall, self.ev.k, self.conf, self.seed)
 
     def _point(self, built: BuiltIndex, unit: Unit, search: Mapping[str, Any], *,
-               full: bool = False, heldout: bool = False) -> FilterPoint:
+               full: bool = False, heldout: bool = False) -> Measurement:
         params = {k: v for k, v in search.items() if k != OVERFETCH}
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         qidx, qset = (self.split.heldout, "heldout") if heldout else (self.split.tune, "tune")
@@ -237,7 +246,7 @@ class Measurer:
         p = self._point(built, unit, search)
         lb = self._lb(p)
         target = self.target or 1.0
-        row = {**p.row(target), "recall_lb": lb, "timing": "probe"}
+        row = {**filtered_row(p, target), "recall_lb": lb, "timing": "probe"}
         return PointResult(
             search=dict(search), recall=float(row["recall"]), recall_lb=lb,
             recall_tie=float(row["recall_tie"]), recall_p5=float(row["recall_p5"]),
@@ -269,7 +278,7 @@ class Measurer:
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         full = self._point(built, unit, search, full=True)
         self._keep(full)
-        row = full.row(self.target)
+        row = filtered_row(full, self.target)
         doc.update({k: row.get(k) for k in ("recall", "recall_p5", "share_below_target",
                                             "p50_ms", "p95_ms", "p99_ms", "qps", "filter")})
         doc.update({"search": params, "overfetch": overfetch, "meets": True,
@@ -280,7 +289,7 @@ class Measurer:
         if self.split.heldout.size:
             h = self._point(built, unit, search, heldout=True)
             self._keep(h)
-            doc["heldout_recall"] = h.row(None)["recall"]
+            doc["heldout_recall"] = filtered_row(h, None)["recall"]
             doc["heldout_meets"] = bool(doc["heldout_recall"] >= (self.target or 1) - EPS)
             held = HeldOut(float(doc["heldout_recall"]), self._lb(h), len(self.split.heldout),
                            doc["heldout_meets"])

@@ -21,7 +21,7 @@ from retrieval.tune.bucket_summary import (
     cliffs,
     filter_summary,
 )
-from retrieval.tune.filterbench import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, filtered_row
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
@@ -236,7 +236,7 @@ class FilteredEval:
         self.bench = FilteredBench(ev, filtered_workload(
             self.buckets, self.fs.strategies, base=ds.base, queries=ds.queries,
             metric=ds.metric, k=spec.k, fingerprint=ds.fingerprint))
-        self.points: list[FilterPoint] = []
+        self.points: list[Measurement] = []
         self.measurements: list[Measurement] = []
 
     def measure(self, built: BuiltIndex, config: SearchConfig, label: str, *,
@@ -250,16 +250,18 @@ class FilteredEval:
                     overfetch=self.fs.overfetch if strategy == "postfilter" else None))
 
     def rows(self) -> list[dict[str, Any]]:
-        return [p.row(self.spec.target_recall) for p in self.points]
+        return [filtered_row(p, self.spec.target_recall) for p in self.points]
 
     def write_tables(self, run: RunDir) -> None:
         run.write_table("measurements.parquet", [_flat_row(r) for r in self.rows()])
         run.write_table("per_query.parquet", _filtered_per_query(self.points))
         saved = RetrievedIds(self.ds)
         for p in self.points:
-            saved.add({"backend": p.backend, "label": p.label, "build": p.build,
-                       "search": p.search, "strategy": p.strategy, "bucket": p.bucket.name,
-                       "overfetch": p.overfetch}, p.query_idx, p.ids, p.query_set)
+            assert p.filtered is not None
+            c = p.filtered
+            saved.add({"backend": p.backend, "label": c.label, "build": p.build,
+                       "search": p.search, "strategy": c.strategy, "bucket": c.bucket.name,
+                       "overfetch": c.overfetch}, p.query_idx, p.ids, p.query_set)
         saved.write(run)
 
     def summary(self) -> dict[str, Any]:
@@ -314,14 +316,16 @@ def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _filtered_per_query(points: list[FilterPoint]) -> list[dict[str, Any]]:
+def _filtered_per_query(points: list[Measurement]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in points:
-        sel = p.bucket.per_query_selectivity
+        assert p.filtered is not None
+        c = p.filtered
+        sel = c.bucket.per_query_selectivity
         for q, (r, rt) in enumerate(zip(p.per_query_recall, p.per_query_recall_tie)):
-            out.append({"backend": p.backend, "label": p.label, "strategy": p.strategy,
+            out.append({"backend": p.backend, "label": c.label, "strategy": c.strategy,
                         "build": json.dumps(p.build, sort_keys=True),
                         "search": json.dumps(p.search, sort_keys=True),
-                        "bucket": p.bucket.name, "query": q, "selectivity": float(sel[q]),
+                        "bucket": c.bucket.name, "query": q, "selectivity": float(sel[q]),
                         "recall": float(r), "recall_tie": float(rt)})
     return out
