@@ -23,7 +23,6 @@ from retrieval.redact import mask, redact_uri
 from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
-from retrieval.tune.bucket_summary import bind_spec_buckets
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, check_answer
@@ -42,11 +41,10 @@ from retrieval.tune.storage import (
     storage_failure,
     storage_lost,
 )
-from retrieval.tune.summary import SweepSummary, build_filtered_summary, build_summary
+from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
-from retrieval.tune.workloads import SweepRequest, workload_of
-from retrieval.workload import Bucket, filtered_workload
+from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, workload_of
 
 log = logging.getLogger(__name__)
 
@@ -214,13 +212,13 @@ def run_sweep(
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started,
-                           cluster)
+                           cluster, kind)
 
 
 def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
-    cluster: Cluster | None = None,
+    cluster: Cluster | None = None, kind: WorkloadKindDef | None = None,
 ) -> SweepResult:
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
@@ -233,7 +231,8 @@ def _sweep_into(
     cluster = cluster or Cluster()
     try:
         return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
-                            recorded_ref(spec, dataset), cluster.with_url(url))
+                            recorded_ref(spec, dataset), cluster.with_url(url),
+                            kind or workload_of(spec))
     except Exception as exc:
         lost = storage_failure(exc)
         if lost is None:
@@ -244,7 +243,7 @@ def _sweep_into(
 def _sweep_study(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
     ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
-    ref: Any, cluster: Cluster,
+    ref: Any, cluster: Cluster, kind: WorkloadKindDef,
 ) -> SweepResult:
     strategy = spec.tune.strategy
     labels = entry_labels(spec)
@@ -270,15 +269,9 @@ def _sweep_study(
                              progress, poll_s, started, cluster)
     settings = Settings(strategy, spec.target_recall, spec.tune.objective,
                         memory=measures_resident(spec.tune), poll_s=poll_s)
-    buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         saved = RetrievedIds(ds, log=run.file(IDS_LOG))
-        workload = None
-        if spec.filters is not None:
-            buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
-            workload = filtered_workload(buckets, spec.filters.strategies, base=ds.base,
-                                         queries=ds.queries, metric=ds.metric, k=spec.k,
-                                         fingerprint=ds.fingerprint)
+        workload = kind.bind(spec, ds, ev) if kind.bind is not None else None
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
             retrieved=saved, workload=workload,
@@ -300,7 +293,7 @@ def _sweep_study(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
-        if spec.tune.build_search == "derived" and created and spec.filters is None:
+        if spec.tune.build_search == "derived" and created and kind.checks_derived:
             _check_derived_answer(spec, ds, split, book, ev, measurer, plan, run, name,
                                   opened.display)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
@@ -308,15 +301,9 @@ def _sweep_study(
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
     saved.write(run)
-    if spec.filters is not None:
-        summary = build_filtered_summary(
-            spec, ds, split, book, plan, buckets, run_id=run.run_id,
-            storage=redact_uri(opened.display), study_name=name)
-    else:
-        summary = build_summary(
-            spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
-            study_name=name,
-        )
+    assert kind.summarise is not None, f"workload kind '{kind.name}' has no summary hook"
+    summary = kind.summarise(spec, ds, split, book, plan, workload, run_id=run.run_id,
+                             storage=redact_uri(opened.display), study_name=name)
     wall = time.perf_counter() - started
     summary["this_worker"] = {
         "worker": book.worker,
@@ -337,7 +324,8 @@ def _sweep_study(
     run.write_summary(typed)
     summary = typed.to_json_dict()
     if summary["rows"]:
-        rows = summary["rows"] if spec.filters is None else [_flat(r) for r in summary["rows"]]
+        flat = kind.table_row or (lambda r: r)
+        rows = [flat(r) for r in summary["rows"]]
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
@@ -366,13 +354,6 @@ def _with_knob(row: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(build, dict) or not isinstance(search, dict):
         return row
     return {**row, **knob_columns(str(src.get("backend")), build, search)}
-
-
-def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    """A filtered step's row for trials.parquet: its build and search as sorted JSON."""
-    return {**{k: v for k, v in row.items() if k not in ("build", "search")},
-            "build": json.dumps(row["build"], sort_keys=True),
-            "search": json.dumps(row["search"], sort_keys=True)}
 
 
 def _sweep_on_ray(

@@ -17,6 +17,11 @@ point, a test's from the test itself. The definition carries the kind's hooks:
 - ``units(summary)``: what the result counts as its units of work (builds, layouts, ...);
 - ``resumable(spec)``: whether a non-empty ``--out`` holds a killed run of this kind that the
   same command may run again there (None: never);
+- for a kind measured through the Optuna study: ``bind(spec, ds, ev)``, the workload its
+  Measurer measures (None: plain queries); ``summarise(spec, ds, split, book, plan, workload,
+  run_id=, storage=, study_name=)``, summary.json from the study; ``table_row(row)``, a summary
+  row as trials.parquet holds it; ``checks_derived``: whether ``tune.build_search: derived``
+  builds and checks the answer's derived build;
 - ``eval_work(spec, ds, ev)``: what ``rwb eval``'s one body measures per config for this kind
   (``measure`` / ``write_tables`` / ``summary``: :class:`EvalWork`); None: ``rwb eval`` refuses
   the spec with ``no_eval`` (one line; default: "is measured by rwb sweep").
@@ -113,6 +118,10 @@ class WorkloadKindDef:
     rank: int = 100
     eval_work: EvalWorkFn | None = None
     no_eval: str = ""
+    bind: Callable[[SweepSpec, VectorDataset, Any], Any] | None = None
+    summarise: Callable[..., dict[str, Any]] | None = None
+    table_row: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    checks_derived: bool = False
 
 
 _KINDS: dict[str, WorkloadKindDef] = {}
@@ -133,19 +142,29 @@ def _origin(kind: WorkloadKindDef) -> str:
     return str(getattr(kind.plan, "__module__", ""))
 
 
+_DISCOVERING = False
+
+
 def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
+    """Import every module of :data:`KINDS_PACKAGE` (a built-in kind that fails to import is
+    an error, raised again at the next lookup) and every ``rwb.workload_kinds`` entry point
+    (a broken plugin is logged and skipped), once."""
+    global _DISCOVERED, _DISCOVERING
+    if _DISCOVERED or _DISCOVERING:
         return
-    _DISCOVERED = True
-    pkg = importlib.import_module(KINDS_PACKAGE)
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plugin must not break rwb
-            log.warning("workload kind plugin '%s' failed to load: %s", ep.name, exc)
+    _DISCOVERING = True
+    try:
+        pkg = importlib.import_module(KINDS_PACKAGE)
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                ep.load()
+            except Exception as exc:  # a broken plugin must not break rwb
+                log.warning("workload kind plugin '%s' failed to load: %s", ep.name, exc)
+        _DISCOVERED = True
+    finally:
+        _DISCOVERING = False
 
 
 def workload_kinds() -> dict[str, WorkloadKindDef]:

@@ -25,5 +25,13 @@ def _eval_work(spec: SweepSpec, ds: Any, ev: Any) -> EvalWork:
 
     return PlainEval(spec, ds, ev)
 
+def _summarise(spec: SweepSpec, ds: Any, split: Any, book: Any, plan: list[Unit],
+               workload: Any, **names: str) -> dict[str, Any]:
+    from retrieval.tune.summary import build_summary
+
+    return build_summary(spec, ds, split, book, **names)
+
+
 KIND = register_workload(WorkloadKindDef(WORKLOAD_PLAIN, _declared, _plan, rank=1000,
-                                         eval_work=_eval_work))
+                                         eval_work=_eval_work, summarise=_summarise,
+                                         checks_derived=True))
