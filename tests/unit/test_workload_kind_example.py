@@ -27,11 +27,11 @@ from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, register_wor
 EXAMPLE = "example-brute"
 
 
-def _plan(spec: Any, request: SweepRequest) -> None:
+def _example_plan(spec: Any, request: SweepRequest) -> None:
     workloads.check_not_resumable(spec, workloads.workload_kinds()[EXAMPLE], request)
 
 
-def _study(spec: Any, run: RunDir, ds: Any, ref: Any, progress: Any,
+def _example_study(spec: Any, run: RunDir, ds: Any, ref: Any, progress: Any,
            started: float) -> dict[str, Any]:
     """Measure: top-k by brute force (squared L2 distance, or inner product / cosine
     similarity, as the dataset's metric says); summarise: how many queries, and the recall@k
@@ -59,16 +59,16 @@ def _study(spec: Any, run: RunDir, ds: Any, ref: Any, progress: Any,
     return typed.to_json_dict()
 
 
-def _units(summary: Mapping[str, Any]) -> int:
+def _example_units(summary: Mapping[str, Any]) -> int:
     return 1
 
 
-def _print(summary: dict[str, Any], where: str, as_json: bool) -> None:
+def _example_print(summary: dict[str, Any], where: str, as_json: bool) -> None:
     print(f"{EXAMPLE}: recall {summary['recall']:.3f} over {summary['queries_measured']} "
           f"queries ({where})")
 
 
-def _tables(run: Any) -> renderers.Tables:
+def _example_tables(run: Any) -> renderers.Tables:
     return [("Example", scalar_table({"recall": run.summary["recall"]}))]
 
 
@@ -82,14 +82,14 @@ def example_kind(monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkloadKindDef]:
     monkeypatch.setattr(printers, "_PRINTERS", dict(printers._PRINTERS))
     renderers._discover()
     monkeypatch.setattr(renderers, "_TABLES", dict(renderers._TABLES))
-    kind = register_workload(WorkloadKindDef(EXAMPLE, lambda spec: False, _plan, study=_study,
-                                             units=_units))
-    printers.prints("sweep", EXAMPLE)(_print)
-    renderers.renders_tables(SweepSummary.KIND, EXAMPLE)(_tables)
+    kind = register_workload(WorkloadKindDef(EXAMPLE, lambda spec: False, _example_plan,
+                                             study=_example_study, units=_example_units))
+    printers.prints("sweep", EXAMPLE)(_example_print)
+    renderers.renders_tables(SweepSummary.KIND, EXAMPLE)(_example_tables)
     yield kind
 
 
-def _spec_file(tmp_path: Path, workload: str) -> Path:
+def _example_spec(tmp_path: Path, workload: str) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(f"name: ex\ndataset: synthetic-small\nk: 10\nworkload: {workload}\n"
                     f"indexes:\n  - backend: hnswlib\n    build: {{M: 8}}\n"
@@ -104,7 +104,7 @@ def test_a_kind_registered_from_one_module_runs_through_rwb_sweep(example_kind, 
     from retrieval.reporting.registry import tables_of
 
     out = tmp_path / "run"
-    assert main(["sweep", str(_spec_file(tmp_path, EXAMPLE)), "--out", str(out)]) == 0
+    assert main(["sweep", str(_example_spec(tmp_path, EXAMPLE)), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workload"] == EXAMPLE and summary["queries_measured"] > 0
@@ -120,7 +120,7 @@ def test_the_example_kind_refuses_an_optuna_storage_in_one_line(example_kind, tm
                                                                  capsys):
     from retrieval.cli import main
 
-    spec = _spec_file(tmp_path, EXAMPLE)
+    spec = _example_spec(tmp_path, EXAMPLE)
     assert main(["sweep", str(spec), "--study", "s", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"'{EXAMPLE}'" in err[0] and "drop --storage / --study" in err[0]
@@ -131,12 +131,12 @@ def test_an_unknown_workload_name_is_one_line_naming_the_registered_ones(example
                                                                           tmp_path, capsys):
     from retrieval.cli import main
 
-    assert main(["sweep", str(_spec_file(tmp_path, "nope")), "--out",
+    assert main(["sweep", str(_example_spec(tmp_path, "nope")), "--out",
                  str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "workload" in err[0] and "nope" in err[0] and EXAMPLE in err[0]
     # a built-in kind has a section of its own: its name is not a value of 'workload'
-    assert main(["sweep", str(_spec_file(tmp_path, "scale")), "--out",
+    assert main(["sweep", str(_example_spec(tmp_path, "scale")), "--out",
                  str(tmp_path / "r")]) == 2
     assert "scale" in capsys.readouterr().err
 
@@ -147,7 +147,7 @@ def test_every_built_in_workload_kind_is_registered_once_in_rank_order():
     assert list(kinds)[-1] == "plain"  # asked last: the spec with no other section
     assert all(k.section is not None for n, k in kinds.items() if n != "plain")
     with pytest.raises(ValueError, match="registered twice"):
-        register_workload(WorkloadKindDef("scale", lambda spec: True, _plan))
+        register_workload(WorkloadKindDef("scale", lambda spec: True, _example_plan))
 
 
 def test_strict_is_looked_up_by_workload_shape_like_the_printers(capsys):

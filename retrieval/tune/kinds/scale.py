@@ -15,7 +15,7 @@ import yaml
 from retrieval.errors import ConfigError
 from retrieval.redact import mask
 from retrieval.runs import WORKLOAD_SCALE, declares_kind, workload_kind
-from retrieval.specfile import read_yaml
+from retrieval.specfile import parse_yaml, read_yaml
 from retrieval.tune.spec import SweepSpec, resolved
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.units import Unit
@@ -69,7 +69,7 @@ def unfinished_study(spec: SweepSpec) -> Callable[[Path], bool]:
             return False
         if workload_kind(manifest) != WORKLOAD_SCALE or manifest.get("status") == "complete":
             return False
-        same = yaml.safe_load(yaml.safe_dump(mask(resolved(spec)), sort_keys=False))
+        same = parse_yaml(yaml.safe_dump(mask(resolved(spec)), sort_keys=False), "spec")
         if recorded != same:
             return False
         log.info("%s: a %s scale study of this spec; running it again there", path,
