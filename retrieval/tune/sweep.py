@@ -44,7 +44,7 @@ from retrieval.tune.storage import (
 from retrieval.tune.summary import SweepSummary, build_summary
 from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
-from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, workload_of
+from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, check_local, workload_of
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,10 @@ def run_sweep(
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
     check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     kind = workload_of(spec)  # the spec's workload kind: its hooks run it (retrieval.tune.kinds)
-    plan = kind.plan(spec, SweepRequest(executor, storage, study)) or plan
+    request = SweepRequest(executor, storage, study)
+    if kind.study is not None:  # studied here, in this process
+        check_local(spec, kind, request)
+    plan = kind.plan(spec, request) or plan
     resumable = kind.resumable(spec) if kind.resumable is not None else None
     if kind.study is not None:  # studied without an Optuna study: measured and summarised here
         run = RunDir.create(out, spec.name, force=force, resumable=resumable)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from retrieval.cli import printers
+from retrieval.errors import ConfigError
 from retrieval.reporting import registry as renderers
 from retrieval.reporting.common import scalar_table
 from retrieval.runs import RunDir
@@ -125,6 +126,24 @@ def test_the_example_kind_refuses_an_optuna_storage_in_one_line(example_kind, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"'{EXAMPLE}'" in err[0] and "drop --storage / --study" in err[0]
     assert not (tmp_path / "r").exists()  # refused before any run folder
+
+
+def test_rwb_eval_and_ray_refuse_a_kind_they_do_not_run_in_one_line(example_kind, tmp_path,
+                                                                    capsys):
+    from retrieval.cli import main
+
+    spec = _example_spec(tmp_path, EXAMPLE)
+    assert main(["eval", str(spec), "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"a spec with '{EXAMPLE}' is measured by rwb sweep" in err[0]
+    assert not (tmp_path / "e").exists()
+    from retrieval.tune.spec import load_spec
+    from retrieval.tune.sweep import run_sweep
+
+    pytest.importorskip("ray", reason="--executor ray is checked after Ray is imported")
+    with pytest.raises(ConfigError, match=f"'{EXAMPLE}' runs in this process.*received ray"):
+        run_sweep(load_spec(spec), tmp_path / "r", executor="ray")
+    assert not (tmp_path / "r").exists()
 
 
 def test_an_unknown_workload_name_is_one_line_naming_the_registered_ones(example_kind,

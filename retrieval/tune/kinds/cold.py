@@ -12,7 +12,6 @@ from retrieval.tune.units import Unit
 from retrieval.tune.workloads import (
     SweepRequest,
     WorkloadKindDef,
-    check_local,
     check_not_resumable,
     register_workload,
 )
@@ -25,7 +24,6 @@ def _declared(spec: SweepSpec) -> bool:
 def _plan(spec: SweepSpec, request: SweepRequest) -> list[Unit] | None:
     from retrieval.tune.cold import check_cold_spec
 
-    check_local(spec, KIND, request)
     check_cold_spec(spec)
     check_not_resumable(spec, KIND, request)
     return None

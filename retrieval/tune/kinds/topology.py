@@ -13,7 +13,6 @@ from retrieval.tune.units import Unit
 from retrieval.tune.workloads import (
     SweepRequest,
     WorkloadKindDef,
-    check_local,
     check_not_resumable,
     register_workload,
 )
@@ -26,7 +25,6 @@ def _declared(spec: SweepSpec) -> bool:
 def _plan(spec: SweepSpec, request: SweepRequest) -> list[Unit] | None:
     from retrieval.tune.topology_run import check_topology_spec
 
-    check_local(spec, KIND, request)
     if spec.cold:
         raise ConfigError(f"{spec.source}: a spec has 'topology' or 'cold: true', not both")
     check_topology_spec(spec)
