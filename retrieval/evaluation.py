@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -54,6 +54,9 @@ from retrieval.phases import phase
 from retrieval.stats.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
 from retrieval.timing import time_each, time_repeat, warm_up
 
+if TYPE_CHECKING:
+    from retrieval.workload import Bucket
+
 log = logging.getLogger(__name__)
 
 Mode = Literal["single", "batch"]
@@ -64,6 +67,18 @@ def _rss_bytes() -> int:
     import psutil
 
     return int(psutil.Process(os.getpid()).memory_info().rss)
+
+
+@dataclass(frozen=True, eq=False)
+class FilterCell:
+    """What a filtered measurement searched: each query with its own filter of selectivity
+    ``bucket``, through ``strategy`` (``engine`` / ``prefilter`` / ``postfilter``, the latter
+    fetching ``overfetch`` x k), for the index entry ``label``."""
+
+    label: str
+    strategy: str
+    bucket: Bucket
+    overfetch: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +109,8 @@ class Measurement:
     ids: np.ndarray | None = None
     #: the positions of the measured queries in the dataset's query order
     query_idx: np.ndarray | None = None
+    #: a filtered search's cell (strategy, selectivity bucket); None: unfiltered
+    filtered: FilterCell | None = None
 
     @property
     def n_queries(self) -> int:

@@ -81,9 +81,12 @@ def pathlib_mod_exists(module: str, name: str) -> bool:
     return (base / f"{name}.py").exists() or (base / name / "__init__.py").exists()
 
 
-#: the modules that may tell run kinds and shapes apart: the registries themselves
+#: the modules that may tell run kinds and shapes apart: the registries themselves, and the
+#: workload kinds' own modules (a kind's module names itself: retrieval/tune/kinds/)
 REGISTRIES = ("retrieval/runs/kinds.py", "retrieval/reporting/registry.py",
-              "retrieval/cli/printers.py", "retrieval/exporting/registry.py")
+              "retrieval/cli/printers.py", "retrieval/exporting/registry.py",
+              "retrieval/tune/workloads.py")
+REGISTRY_FOLDERS = ("retrieval/tune/kinds/",)
 #: names that hold run kinds or a list of them (beside RunKind.X and workload_kind(...))
 _KIND_NAMES = re.compile(r"^(INDEX_KINDS|RUN_KIND|[A-Z_]*RUN_KINDS?|WORKLOAD_[A-Z_]+)$")
 
@@ -134,7 +137,8 @@ def kind_checks(root: Path) -> tuple[list[str], list[str]]:
         tree = ast.parse(p.read_text(encoding="utf-8"))
         lines: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Compare) and rel not in REGISTRIES:
+            if (isinstance(node, ast.Compare) and rel not in REGISTRIES
+                    and not rel.startswith(REGISTRY_FOLDERS)):
                 ops = [node.left, *node.comparators]
                 if any(_is_kind(o) for o in ops) and any(
                         isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn | ast.Is
@@ -149,6 +153,71 @@ def kind_checks(root: Path) -> tuple[list[str], list[str]]:
                 probes.append(f"{rel}:{node.lineno}: model_extra")
         ifs += [f"{rel}:{n}" for n in sorted(lines)]
     return ifs, probes
+
+
+def _example_kinds(root: Path) -> dict[str, str]:
+    """The workload kinds a test module defines (``WorkloadKindDef(NAME, ...)``, NAME a
+    module-level string constant; a literal, as in a test that a built-in name is refused
+    twice, is not an example): {name: test module}."""
+    out: dict[str, str] = {}
+    for p in sorted((root / "tests").rglob("*.py")):
+        text = p.read_text(encoding="utf-8")
+        if "register_workload(" not in text:
+            continue
+        tree = ast.parse(text)
+        consts = {t.id: n.value.value for n in tree.body
+                  if isinstance(n, ast.Assign | ast.AnnAssign)
+                  and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                  for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)
+                  if isinstance(t, ast.Name)}
+        for c in ast.walk(tree):
+            if not (isinstance(c, ast.Call) and getattr(c.func, "id", "") == "WorkloadKindDef"
+                    and c.args):
+                continue
+            name = consts.get(getattr(c.args[0], "id", ""))
+            if isinstance(name, str):
+                out[name] = p.relative_to(root).as_posix()
+    return out
+
+
+def workload_kind_files(root: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Files touched to add a workload kind. (examples, built-in kinds):
+
+    - an example kind a test registers: every file of retrieval/, tests/, docs/ and scripts/
+      that names it (its name as a quoted string; at least the test module itself);
+    - a built-in kind of the sweep (``WORKLOAD_<KIND>`` of retrieval/runs/kinds.py, the spec
+      section of the same name): the files of retrieval/ that name its constant, read its spec
+      section (``spec.<kind>``) or import its kind module."""
+    examples: dict[str, list[str]] = {}
+    found = _example_kinds(root)
+    texts = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+             for d in ("retrieval", "tests", "docs", "scripts") for p in sorted(
+                 (root / d).rglob("*")) if p.suffix in (".py", ".md", ".yaml", ".toml")}
+    for name, module in found.items():
+        examples[name] = sorted({rel for rel, t in texts.items()
+                                 if f'"{name}"' in t or f"'{name}'" in t} | {module})
+    builtin: dict[str, list[str]] = {}
+    for kind in ("filtered", "scale", "tenants", "topology", "cold"):
+        const = f"WORKLOAD_{kind.upper()}"
+        where: set[str] = set()
+        for p in sorted((root / "retrieval").rglob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+            for n in ast.walk(tree):
+                if ((isinstance(n, ast.Name) and n.id == const)
+                        or (isinstance(n, ast.alias) and n.name == const)
+                        or (isinstance(n, ast.Attribute) and n.attr == kind
+                            and ast.unparse(n.value).endswith("spec"))
+                        or (isinstance(n, ast.ImportFrom)
+                            and n.module == f"retrieval.tune.kinds.{kind}")):
+                    where.add(rel)
+                    break
+        builtin[kind] = sorted(where - {"retrieval/runs/kinds.py", "retrieval/runs/__init__.py"})
+    return examples, builtin
+
+
+def _folders(files: list[str]) -> int:
+    return len({f.rsplit("/", 1)[0] for f in files})
 
 
 def measurers(root: Path) -> list[str]:
@@ -268,6 +337,17 @@ def main() -> int:
     print(f"'\"scale\" in' probes and model_extra reads: {len(probes)}")
     for item in probes:
         print(f"  {item}")
+    examples, builtin = workload_kind_files(root)
+    for name, touched in examples.items():
+        print(f"files touched to add a workload kind (example '{name}', registered by a test): "
+              f"{len(touched)} in {_folders(touched)} folders {touched}")
+    if not examples:
+        print("files touched to add a workload kind: no example kind registered by a test")
+    for name, touched in builtin.items():
+        print(f"  built-in workload kind '{name}': {len(touched)} files in {_folders(touched)} "
+              f"folders (its constant, its spec section, its kind module; runs/ aside)")
+        for item in touched:
+            print(f"    {item}")
     found = measurers(root)
     print(f"measurers: {len(found)} {found}")
     bodies = eval_bodies(root)

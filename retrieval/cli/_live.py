@@ -3,11 +3,24 @@ the query shift; queries sampled from the collection are labelled on every table
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from retrieval.cli._common import fmt, print_table
-from retrieval.cli.printers import prints
+from retrieval.cli.printers import prints, strict_checks
 from retrieval.runs import WORKLOAD_LIVE
+
+
+@strict_checks("sweep", WORKLOAD_LIVE)
+def strict_live_sweep(s: dict[str, Any]) -> int:
+    """--strict of a live sweep: 1 (one line on stderr) when no knob value meets the target or
+    the chosen one misses it on the held-out queries."""
+    if s.get("chosen") is None or s.get("heldout_meets") is False:
+        why = ("misses the target on the held-out queries" if s.get("chosen")
+               else "has no knob value meeting the target")
+        print(f"rwb sweep: --strict: the live collection {why}", file=sys.stderr)
+        return 1
+    return 0
 
 
 @prints("sweep", WORKLOAD_LIVE)

@@ -19,7 +19,12 @@ from typing import Any
 #: directory, as given); ``as_json``: the view's JSON instead of its text
 Printer = Callable[[dict[str, Any], str, bool], None]
 
+#: ``fn(summary)``: the exit status of ``--strict`` for ``summary`` (0: every check passed; 1:
+#: one failed, said on stderr, one line each)
+StrictCheck = Callable[[dict[str, Any]], int]
+
 _PRINTERS: dict[tuple[str, str | None], Printer] = {}
+_STRICT: dict[tuple[str, str | None], StrictCheck] = {}
 _DISCOVERED = False
 
 
@@ -36,6 +41,32 @@ def prints(view: str, *shapes: str) -> Callable[[Printer], Printer]:
         return fn
 
     return deco
+
+
+def strict_checks(view: str, *shapes: str) -> Callable[[StrictCheck], StrictCheck]:
+    """Decorator: ``fn`` is ``--strict``'s check of ``view`` runs of ``shapes`` (none: every
+    shape without a check of its own)."""
+
+    def deco(fn: StrictCheck) -> StrictCheck:
+        for shape in shapes or (None,):
+            old = _STRICT.get((view, shape))
+            if old is not None and old is not fn:
+                raise ValueError(f"strict check of ({view}, {shape}) registered twice")
+            _STRICT[(view, shape)] = fn
+        return fn
+
+    return deco
+
+
+def strict_exit(view: str, summary: dict[str, Any]) -> int:
+    """``--strict``'s exit status for ``summary`` from the check of ``view`` and the summary's
+    workload shape (0 when none is registered)."""
+    from retrieval.runs import workload_kind
+
+    _discover()
+    shape = workload_kind(summary)
+    fn = _STRICT.get((view, shape)) or _STRICT.get((view, None))
+    return fn(summary) if fn is not None else 0
 
 
 def _discover() -> None:
@@ -61,4 +92,4 @@ def print_run(view: str, summary: dict[str, Any], where: str, *, as_json: bool =
     fn(summary, where, as_json)
 
 
-__all__ = ["Printer", "print_run", "prints"]
+__all__ = ["Printer", "StrictCheck", "print_run", "prints", "strict_checks", "strict_exit"]

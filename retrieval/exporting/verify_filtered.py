@@ -224,16 +224,17 @@ def _remeasure(bench: Any, idx: Any, search: dict[str, Any], strategy: str, b: A
     """Filtered recall of ``search`` on the tuning queries (its lower bound by the spec's
     confidence rule, p95 ms when ``timing`` has a single mode) and on the held-out ones."""
     from retrieval.tune.decide import lower_bound
+    from retrieval.tune.filterbench import filtered_row
 
     full = bench.measure(idx, search, strategy, b, label=idx.backend, overfetch=overfetch,
                          query_idx=split.tune, query_set="tune", **timing)
-    row = full.row(None)
+    row = filtered_row(full, None)
     held = None
     if split.heldout.size:
         h = bench.measure(idx, search, strategy, b, label=idx.backend, overfetch=overfetch,
                           modes=("batch",), query_idx=split.heldout, query_set="heldout",
                           warmup=0, repeats=1)
-        held = float(h.row(None)["recall"])
+        held = float(filtered_row(h, None)["recall"])
     return _Figures(float(row["recall"]), int(full.per_query_recall.size),
                     lower_bound(full.per_query_recall, spec.k, spec.tune.confidence, spec.seed),
                     held, row.get("p95_ms"))

@@ -1,17 +1,18 @@
 """Timing filtered searches: a filtered :class:`~retrieval.workload.Workload` measured on a built
-index, each query with its own filter (:class:`FilteredBench`), one :class:`FilterPoint` per
-(config, strategy, bucket). The sweep's :class:`~retrieval.tune.measure.Measurer` reads it for a
-filtered workload; ``rwb eval`` for every filtered point."""
+index, each query with its own filter (:class:`FilteredBench`), one
+:class:`~retrieval.evaluation.Measurement` (with its :class:`~retrieval.evaluation.FilterCell`)
+per (config, strategy, bucket): the evaluation loop's one point record. The sweep's
+:class:`~retrieval.tune.measure.Measurer` reads it for a filtered workload; ``rwb eval`` for
+every filtered point (:func:`filtered_row`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from retrieval.evaluation import BuiltIndex, Evaluator
+from retrieval.evaluation import BuiltIndex, Evaluator, FilterCell, Measurement
 from retrieval.groundtruth.exact import exact_distances
 from retrieval.indexes.base import SearchResult
 from retrieval.indexes.entry import SearchConfig, apply_search
@@ -35,46 +36,28 @@ from retrieval.workload import (
 )
 
 
-@dataclass(frozen=True, eq=False)
-class FilterPoint:
-    """One measured (config, strategy, bucket). Latencies in ms (single mode), QPS from batch
-    mode (else 1000 / mean single latency)."""
-
-    backend: str
-    label: str
-    build: dict[str, Any]
-    search: dict[str, Any]
-    strategy: str
-    overfetch: int | None
-    bucket: Bucket
-    per_query_recall: np.ndarray
-    per_query_recall_tie: np.ndarray
-    latency_ms: np.ndarray | None
-    qps: float
-    query_set: str = "all"
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: the retrieved row positions (n_queries, k), -1 = no result (saved as the caller's ids)
-    ids: np.ndarray | None = None
-    #: the positions of the measured queries in the dataset's query order
-    query_idx: np.ndarray | None = None
-
-    def row(self, target: float | None) -> dict[str, Any]:
-        desc = self.bucket.describe()
-        out: dict[str, Any] = {
-            "backend": self.backend, "label": self.label, "build": dict(self.build),
-            "search": dict(self.search), "strategy": self.strategy, "overfetch": self.overfetch,
-            "bucket": self.bucket.name, "filter": desc["filter"],
-            "selectivity": desc["selectivity"], "target_selectivity": self.bucket.target,
-            "query_set": self.query_set, "n_queries": int(self.per_query_recall.shape[0]),
-            **recall_summary(self.per_query_recall, target),
-            "recall_tie": float(self.per_query_recall_tie.mean()),
-            "p50_ms": None, "p95_ms": None, "p99_ms": None, "qps": self.qps,
-            **self.extra,
-        }
-        if self.latency_ms is not None:
-            lat = latency_summary(self.latency_ms)
-            out.update({k: lat[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")})
-        return out
+def filtered_row(m: Measurement, target: float | None) -> dict[str, Any]:
+    """The row of one filtered measurement (``m.filtered`` set): its cell, selectivity, recall
+    (fewer-than-k rule) and, when single mode ran, p50/p95/p99/max in ms; QPS from batch mode
+    (else 1000 / mean single latency)."""
+    cell = m.filtered
+    assert cell is not None, "a filtered row needs a filtered measurement"
+    desc = cell.bucket.describe()
+    out: dict[str, Any] = {
+        "backend": m.backend, "label": cell.label, "build": dict(m.build),
+        "search": dict(m.search), "strategy": cell.strategy, "overfetch": cell.overfetch,
+        "bucket": cell.bucket.name, "filter": desc["filter"],
+        "selectivity": desc["selectivity"], "target_selectivity": cell.bucket.target,
+        "query_set": m.query_set, "n_queries": m.n_queries,
+        **recall_summary(m.per_query_recall, target),
+        "recall_tie": float(m.per_query_recall_tie.mean()),
+        "p50_ms": None, "p95_ms": None, "p99_ms": None, "qps": m.qps,
+        **m.extra,
+    }
+    if m.mode == "single":
+        lat = latency_summary(m.latency_ms)
+        out.update({k: lat[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")})
+    return out
 
 
 class FilteredBench:
@@ -107,7 +90,11 @@ class FilteredBench:
                 bucket: Bucket, *, label: str, overfetch: int | None = None,
                 modes: Sequence[str] = ("single", "batch"), query_idx: np.ndarray | None = None,
                 query_set: str = "all", warmup: int | None = None,
-                repeats: int | None = None) -> FilterPoint:
+                repeats: int | None = None) -> Measurement:
+        """One (config, strategy, bucket) on the queries ``query_idx`` (default all): a
+        :class:`~retrieval.evaluation.Measurement` with its :class:`FilterCell` (``mode``
+        single when single mode ran: its per-query latencies in ms; else batch: the best
+        pass in ms)."""
         ev = self.ev
         k = ev.k
         cfg = ev.check_search(built, config)
@@ -127,7 +114,7 @@ class FilteredBench:
         items = [(queries[i:i + 1], flts[i]) for i in range(len(qidx))]
         warm_up(lambda it: call(*it), items, ev.warmup if warmup is None else warmup)
         res: SearchResult | None = None
-        lat = None
+        lat: np.ndarray | None = None
         qps = 0.0
         if "single" in modes:
             res, lat = _time_single(call, items, k)
@@ -136,19 +123,24 @@ class FilteredBench:
             res, best_s = _time_batch(call, queries, bucket, qidx, k,
                                       ev.batch_repeats if repeats is None else repeats)
             qps = len(qidx) / best_s
+            if lat is None:
+                lat = np.array([best_s * 1e3])
         assert res is not None
         gt = self.gt[bucket.name].rows(qidx)
         ids = res.ids
         rec = filtered_recall(ids, gt, k)
         inside = (ids >= 0) & np.stack([f.mask[np.maximum(r, 0)] for f, r in zip(flts, ids)])
         exact = exact_distances(ev.ds, np.where(inside, ids, -1), queries)
-        return FilterPoint(
-            backend=built.backend, label=label, build=built.build_dict,
-            search=cfg.search.model_dump(mode="json"), strategy=strategy,
-            overfetch=overfetch if strategy == "postfilter" else None, bucket=bucket,
+        return Measurement(
+            backend=built.backend, build=built.build_dict,
+            search=cfg.search.model_dump(mode="json"),
+            mode="single" if "single" in modes else "batch", k=k,
             per_query_recall=rec, per_query_recall_tie=filtered_recall_tie(exact, gt, k),
-            latency_ms=lat, qps=float(qps), query_set=query_set, extra=extra,
-            ids=ids[:, :k], query_idx=qidx,
+            latency_ms=np.asarray(lat, dtype=np.float64), qps=float(qps),
+            build_s=built.info.build_s, memory_bytes=built.memory_bytes, threads=ev.threads,
+            query_set=query_set, extra=extra, ids=ids[:, :k], query_idx=qidx,
+            filtered=FilterCell(label, strategy, bucket,
+                                overfetch if strategy == "postfilter" else None),
         )
 
 
@@ -181,4 +173,4 @@ def _time_batch(call: Any, queries: np.ndarray, bucket: Bucket, qidx: np.ndarray
     return SearchResult(ids, dist), max(float(times.min()) / 1e3, 1e-9)
 
 
-__all__ = ["FilterPoint", "FilteredBench"]
+__all__ = ["FilteredBench", "filtered_row"]

@@ -33,7 +33,7 @@ from retrieval.tune import target as tgt
 from retrieval.tune.bucket_summary import engine_call
 from retrieval.tune.config import ConfidenceSpec, Objective
 from retrieval.tune.decide import QuerySplit, choose, lower_bound
-from retrieval.tune.filterbench import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, filtered_row
 from retrieval.tune.results import HeldOut, PointResult, UnitResult
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.units import Unit
@@ -144,8 +144,15 @@ class Measurer:
 
     def probe(self, built: BuiltIndex, search: Search, *, every_query: bool = False
               ) -> PointResult:
-        """One batch pass: on the build's query subset once its first step chose one
-        (``tune.query_subset`` < 1), else (or ``every_query``) on every tuning query."""
+        """One untimed-setup batch pass (a target search's step): on the build's query subset
+        once its first step chose one (``tune.query_subset`` < 1), else (or ``every_query``)
+        on every tuning query."""
+        return self.probe_per_query(built, search, every_query=every_query)[0]
+
+    def probe_per_query(self, built: BuiltIndex, search: Search, *, every_query: bool = False
+                        ) -> tuple[PointResult, np.ndarray]:
+        """:meth:`probe`, with the measured queries' per-query recall@k (what a scale study's
+        bootstrap band and knob curves are made of)."""
         from retrieval.tune.subset import stratified_subset
 
         got = None if every_query else self._subsets.get(id(built.index))
@@ -157,7 +164,7 @@ class Measurer:
         if idx is None and not every_query and self.subset < 1.0 and self.workload is None:
             self._subsets[id(built.index)] = (built.index, stratified_subset(
                 self.split.tune, ms[0].per_query_recall, self.subset, self.seed))
-        return self._result(ms, search, built)
+        return self._result(ms, search, built), ms[0].per_query_recall
 
     def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
         """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
@@ -250,18 +257,20 @@ class Measurer:
         return point, subset_doc(self.subset, size, n_tune, points, first, value, lower, spent)
 
     # --- a filtered workload's units (strategy x bucket) ----------------------------------
-    def _keep(self, p: FilterPoint) -> None:
+    def _keep(self, p: Measurement) -> None:
         if self.retrieved is not None:
-            self.retrieved.add({"backend": p.backend, "label": p.label, "build": p.build,
-                                "search": p.search, "strategy": p.strategy,
-                                "bucket": p.bucket.name, "overfetch": p.overfetch},
+            assert p.filtered is not None
+            cell = p.filtered
+            self.retrieved.add({"backend": p.backend, "label": cell.label, "build": p.build,
+                                "search": p.search, "strategy": cell.strategy,
+                                "bucket": cell.bucket.name, "overfetch": cell.overfetch},
                                p.query_idx, p.ids, p.query_set)
 
-    def _lb(self, p: FilterPoint) -> float:
+    def _lb(self, p: Measurement) -> float:
         return lower_bound(p.per_query_recall, self.ev.k, self.conf, self.seed)
 
     def _point(self, built: BuiltIndex, unit: Unit, search: Mapping[str, Any], *,
-               full: bool = False, heldout: bool = False) -> FilterPoint:
+               full: bool = False, heldout: bool = False) -> Measurement:
         params = {k: v for k, v in search.items() if k != OVERFETCH}
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         qidx, qset = (self.split.heldout, "heldout") if heldout else (self.split.tune, "tune")
@@ -278,7 +287,7 @@ class Measurer:
         p = self._point(built, unit, search)
         lb = self._lb(p)
         target = self.target or 1.0
-        row = {**p.row(target), "recall_lb": lb, "timing": "probe"}
+        row = {**filtered_row(p, target), "recall_lb": lb, "timing": "probe"}
         return PointResult(
             search=dict(search), recall=float(row["recall"]), recall_lb=lb,
             recall_tie=float(row["recall_tie"]), recall_p5=float(row["recall_p5"]),
@@ -310,7 +319,7 @@ class Measurer:
         overfetch = search.get(OVERFETCH) if unit.strategy == "postfilter" else None
         full = self._point(built, unit, search, full=True)
         self._keep(full)
-        row = full.row(self.target)
+        row = filtered_row(full, self.target)
         doc.update({k: row.get(k) for k in ("recall", "recall_p5", "share_below_target",
                                             "p50_ms", "p95_ms", "p99_ms", "qps", "filter")})
         doc.update({"search": params, "overfetch": overfetch, "meets": True,
@@ -321,7 +330,7 @@ class Measurer:
         if self.split.heldout.size:
             h = self._point(built, unit, search, heldout=True)
             self._keep(h)
-            doc["heldout_recall"] = h.row(None)["recall"]
+            doc["heldout_recall"] = filtered_row(h, None)["recall"]
             doc["heldout_meets"] = bool(doc["heldout_recall"] >= (self.target or 1) - EPS)
             held = HeldOut(float(doc["heldout_recall"]), self._lb(h), len(self.split.heldout),
                            doc["heldout_meets"])

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.data import VectorDataset, footprint
-from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator, Measurement
 from retrieval.indexes.entry import SearchConfig
 from retrieval.indexes.knobs import knob_columns
@@ -22,11 +21,12 @@ from retrieval.tune.bucket_summary import (
     cliffs,
     filter_summary,
 )
-from retrieval.tune.filterbench import FilteredBench, FilterPoint
+from retrieval.tune.filterbench import FilteredBench, filtered_row
 from retrieval.tune.retrieved import RetrievedIds
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import EvalSummary
 from retrieval.tune.units import entry_labels
+from retrieval.tune.workloads import eval_work_of
 from retrieval.workload import filtered_workload
 
 log = logging.getLogger(__name__)
@@ -143,14 +143,7 @@ def run_eval(
 ) -> EvalResult:
     """Evaluate every build x search config of ``spec``; write and return the run directory.
     A non-empty ``out`` is refused unless ``force``; manifest.json records the run's status."""
-    if spec.tenants is not None:
-        raise ConfigError(f"{spec.source}: field 'tenants': a tenants study compares layouts "
-                          f"per tenant and runs under rwb sweep (with target_recall); "
-                          f"rwb eval measures one shared index: drop 'tenants' for it")
-    if spec.topology is not None or spec.cold:  # measured by their own studies
-        what = "topology" if spec.topology is not None else "cold: true"
-        raise ConfigError(f"{spec.source}: a spec with '{what}' is measured by rwb sweep (a "
-                          f"target search per topology / cold run), not rwb eval")
+    eval_work_of(spec)  # a kind rwb eval does not measure: refused here, in one line
     from retrieval.tune.preflight import check_services
 
     check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
@@ -163,7 +156,8 @@ def _eval_into(
     run: RunDir, spec: SweepSpec, progress: Progress | None, dataset: VectorDataset | None
 ) -> EvalResult:
     """The one `rwb eval` body: every build x search config of every entry, measured by the
-    spec's workload (:class:`_PlainEval` or :class:`_FilteredEval`)."""
+    eval work of the spec's workload kind (:mod:`retrieval.tune.workloads`: :class:`PlainEval`
+    or :class:`FilteredEval` for the built-in kinds)."""
     ds = dataset or load_vectors(spec)
     if spec.filters is not None:
         check_strategies(spec)
@@ -178,8 +172,7 @@ def _eval_into(
     total = sum(len(e.build_grid) * len(e.search_grid) for e in entries)
     done = 0
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
-        work: _PlainEval | _FilteredEval = (
-            _PlainEval(spec, ds, ev) if spec.filters is None else _FilteredEval(spec, ds, ev))
+        work = eval_work_of(spec)(spec, ds, ev)
         for entry, label in zip(entries, entry_labels(spec), strict=True):
             for bi, build in enumerate(entry.build_grid):
                 built = ev.build(entry.backend, entry.build(build))
@@ -208,7 +201,7 @@ def _eval_into(
     return EvalResult(run, typed.to_json_dict(), work.measurements)
 
 
-class _PlainEval:
+class PlainEval:
     """Unfiltered search: each config in the spec's modes over every query."""
 
     def __init__(self, spec: SweepSpec, ds: VectorDataset, ev: Evaluator) -> None:
@@ -231,7 +224,7 @@ class _PlainEval:
                 "rows": summary_rows(self.measurements, self.spec.target_recall)}
 
 
-class _FilteredEval:
+class FilteredEval:
     """Filtered search: each config x strategy x selectivity bucket, each query with its own
     filter (the pre-filter, exact over the matches, once per entry: the index plays no
     part)."""
@@ -243,7 +236,7 @@ class _FilteredEval:
         self.bench = FilteredBench(ev, filtered_workload(
             self.buckets, self.fs.strategies, base=ds.base, queries=ds.queries,
             metric=ds.metric, k=spec.k, fingerprint=ds.fingerprint))
-        self.points: list[FilterPoint] = []
+        self.points: list[Measurement] = []
         self.measurements: list[Measurement] = []
 
     def measure(self, built: BuiltIndex, config: SearchConfig, label: str, *,
@@ -257,16 +250,18 @@ class _FilteredEval:
                     overfetch=self.fs.overfetch if strategy == "postfilter" else None))
 
     def rows(self) -> list[dict[str, Any]]:
-        return [p.row(self.spec.target_recall) for p in self.points]
+        return [filtered_row(p, self.spec.target_recall) for p in self.points]
 
     def write_tables(self, run: RunDir) -> None:
         run.write_table("measurements.parquet", [_flat_row(r) for r in self.rows()])
         run.write_table("per_query.parquet", _filtered_per_query(self.points))
         saved = RetrievedIds(self.ds)
         for p in self.points:
-            saved.add({"backend": p.backend, "label": p.label, "build": p.build,
-                       "search": p.search, "strategy": p.strategy, "bucket": p.bucket.name,
-                       "overfetch": p.overfetch}, p.query_idx, p.ids, p.query_set)
+            assert p.filtered is not None
+            c = p.filtered
+            saved.add({"backend": p.backend, "label": c.label, "build": p.build,
+                       "search": p.search, "strategy": c.strategy, "bucket": c.bucket.name,
+                       "overfetch": c.overfetch}, p.query_idx, p.ids, p.query_set)
         saved.write(run)
 
     def summary(self) -> dict[str, Any]:
@@ -321,14 +316,16 @@ def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _filtered_per_query(points: list[FilterPoint]) -> list[dict[str, Any]]:
+def _filtered_per_query(points: list[Measurement]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in points:
-        sel = p.bucket.per_query_selectivity
+        assert p.filtered is not None
+        c = p.filtered
+        sel = c.bucket.per_query_selectivity
         for q, (r, rt) in enumerate(zip(p.per_query_recall, p.per_query_recall_tie)):
-            out.append({"backend": p.backend, "label": p.label, "strategy": p.strategy,
+            out.append({"backend": p.backend, "label": c.label, "strategy": c.strategy,
                         "build": json.dumps(p.build, sort_keys=True),
                         "search": json.dumps(p.search, sort_keys=True),
-                        "bucket": p.bucket.name, "query": q, "selectivity": float(sel[q]),
+                        "bucket": c.bucket.name, "query": q, "selectivity": float(sel[q]),
                         "recall": float(r), "recall_tie": float(rt)})
     return out

@@ -37,8 +37,8 @@ from retrieval.tune import scale as sc
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
 from retrieval.tune.cost import with_costs, with_costs_at
-from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, lower_bound, objective_value
-from retrieval.tune.measure import EPS, Measurer, _one_pass, attach_memory_report
+from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
+from retrieval.tune.measure import EPS, Measurer, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
 from retrieval.tune.scale_surface import predict_surface
@@ -156,25 +156,26 @@ class Study:
         return build, low, high
 
     # --- measuring ---------------------------------------------------------------------------
-    def probe(self, ev: Evaluator, built: BuiltIndex, b: sc.BuildStudy, build: dict[str, Any],
+    def probe(self, m: Measurer, built: BuiltIndex, b: sc.BuildStudy, build: dict[str, Any],
               value: int, cache: dict[int, Probe]) -> Probe:
-        """One batch pass over the tuning queries at knob ``value`` (remembered in ``cache``)."""
+        """One batch pass over the tuning queries at knob ``value``, through the sweep's
+        :class:`~retrieval.tune.measure.Measurer` (remembered in ``cache``)."""
         if value in cache:
             return cache[value]
         config = self._entry(b).config(build, {**b.fixed, b.knob: int(value)})
-        with _one_pass(ev):
-            (m,) = ev.measure(built, config, modes=["batch"], query_idx=self.split.tune,
-                              query_set="tune")
-        conf = self.spec.tune.confidence
-        p = Probe(int(value), m.recall, lower_bound(m.per_query_recall, self.k, conf,
-                                                    self.spec.seed), m.per_query_recall,
-                  float(m.qps))
+        point, per_query = m.probe_per_query(built, config)
+        p = Probe(int(value), point.recall, point.recall_lb, per_query, float(point.qps or 0.0))
         cache[value] = p
         self.steps += 1
         if self.progress:
-            self.progress(self.steps, 0, f"{b.label} N={ev.ds.n_base:,} {b.knob}={value} "
+            self.progress(self.steps, 0, f"{b.label} N={m.ev.ds.n_base:,} {b.knob}={value} "
                           f"recall={p.recall:.4f} lb={p.recall_lb:.4f}")
         return p
+
+    def measurer(self, ev: Evaluator) -> Measurer:
+        """The sweep's measurer over ``ev`` (a sample's or the full N's)."""
+        return Measurer(ev, self.split, self.spec.modes, self.target,
+                        self.spec.tune.confidence, self.spec.seed)
 
     def evaluator(self, ds: VectorDataset) -> Evaluator:
         t0 = time.perf_counter()
@@ -228,7 +229,8 @@ class Study:
         built = ev.build(b.backend, self._entry(b).build(build))
         build_s = time.perf_counter() - t0
         cache: dict[int, Probe] = {}
-        out = tgt.solve(low, high, lambda v: self.probe(ev, built, b, build, v, cache)
+        m = self.measurer(ev)
+        out = tgt.solve(low, high, lambda v: self.probe(m, built, b, build, v, cache)
                         .meets(self.target))
         ev.release(built)
         top = cache[high]
@@ -322,8 +324,7 @@ class Study:
                f"full N={self.ds.n_base:,} ({len(todo)} builds)")
         t0 = time.perf_counter()
         with self.evaluator(self.ds) as ev:
-            m = Measurer(ev, self.split, self.spec.modes, self.target,
-                         self.spec.tune.confidence, self.spec.seed)
+            m = self.measurer(ev)
             for i in todo:
                 out[i] = self.check_full(ev, m, self.builds[i], fits[i])
         self.timing["full_s"] += time.perf_counter() - t0
@@ -341,7 +342,7 @@ class Study:
         if measures_resident(self.spec.tune):  # the full-N build's bytes (and so its cost)
             attach_memory_report(built, self.ds.base, b.label, build)
         cache: dict[int, Probe] = {}
-        top = self.probe(ev, built, b, build, high, cache)
+        top = self.probe(m, built, b, build, high, cache)
         res: dict[str, Any] = {"build_at_full": build, "range": [low, high],
                                "ceiling": top.recall_lb, "ceiling_recall": top.recall,
                                "build_s": build_s}
@@ -353,14 +354,14 @@ class Study:
         pred = int(fitted["predicted"])
         found = sc.local_search(
             low, high, pred,
-            lambda v: self.probe(ev, built, b, build, v, cache).meets(self.target),
+            lambda v: self.probe(m, built, b, build, v, cache).meets(self.target),
             known={high: True})
         exact = found.value
         config = self._entry(b).config
 
         def held(v: int) -> dict[str, Any]:
             h = m.heldout(built, config(build, {**b.fixed, b.knob: v}))
-            p = self.probe(ev, built, b, build, v, cache)
+            p = self.probe(m, built, b, build, v, cache)
             return {"knob": v, "tuning_recall": p.recall, "tuning_lb": p.recall_lb,
                     "heldout": None if h is None else h.recall,
                     "heldout_lb": None if h is None else h.recall_lb,

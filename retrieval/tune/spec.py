@@ -98,6 +98,9 @@ class SweepSpec(SpecModel):
     topology: TopologySpec | None = None
     #: a cold run (retrieval.tune.cold): index file pages dropped before the first queries
     cold: bool = False
+    #: a registered workload kind without a section of its own, by name
+    #: (:mod:`retrieval.tune.workloads`); absent: the kind the sections above declare
+    workload: str | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -107,7 +110,7 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants", "topology"):
+        for key in ("filters", "scale", "tenants", "topology", "workload"):
             if out.get(key, 0) is None:
                 out.pop(key)
         if out.get("cold") is False:
@@ -136,6 +139,10 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
     """Validate every entry's params against its backend's models and cross-field rules; the
     strategy resolved (:func:`resolve_strategy`)."""
     checked_entries(spec)
+    if spec.workload is not None:  # a name no registered kind answers to: one line, here
+        from retrieval.tune.workloads import workload_of
+
+        workload_of(spec)
     return resolve_strategy(spec)
 
 

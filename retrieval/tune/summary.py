@@ -15,14 +15,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
-from retrieval.runs import WORKLOAD_FILTERED, RunKind, RunSummary, SummaryPart, run_summary
+from retrieval.runs import (
+    WORKLOAD_FILTERED,
+    WORKLOADS,
+    RunKind,
+    RunSummary,
+    SummaryPart,
+    run_summary,
+)
 from retrieval.tune import trials as tr
 from retrieval.tune.bucket_summary import CLIFF_RULE, cliffs, filter_summary, operating_points
 from retrieval.tune.config import Objective
@@ -47,8 +54,21 @@ POINT_KEYS = (
 )
 
 
-#: the workload shapes a sweep or eval summary declares (``workload``)
-Workload = Literal["plain", "filtered", "scale", "topology", "tenants", "cold", "live"]
+
+def _known_workload(value: str) -> str:
+    """``value`` when it names a workload shape (:data:`retrieval.runs.WORKLOADS`) or a
+    registered workload kind (:mod:`retrieval.tune.workloads`)."""
+    from retrieval.tune.workloads import workload_kinds
+
+    allowed = dict.fromkeys((*WORKLOADS, *workload_kinds()))
+    if value not in allowed:
+        raise ValueError(f"unknown workload '{value}'; allowed: {', '.join(allowed)}")
+    return value
+
+
+#: the workload shapes a sweep or eval summary declares (``workload``): a built-in shape or a
+#: registered workload kind
+Workload = Annotated[str, AfterValidator(_known_workload)]
 
 
 @run_summary

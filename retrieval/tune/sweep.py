@@ -16,16 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, param_error, unknown_name_error
 from retrieval.evaluation import Evaluator
 from retrieval.redact import mask, redact_uri
-from retrieval.runs import WORKLOAD_SCALE, RunDir, declares_kind, workload_kind
+from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
-from retrieval.tune.bucket_summary import bind_spec_buckets, bucket_names, check_strategies
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, check_answer
@@ -44,10 +41,10 @@ from retrieval.tune.storage import (
     storage_failure,
     storage_lost,
 )
-from retrieval.tune.summary import SweepSummary, build_filtered_summary, build_summary
-from retrieval.tune.units import Unit, entry_labels, plan_filtered_units, plan_units
+from retrieval.tune.summary import SweepSummary, build_summary
+from retrieval.tune.units import Unit, entry_labels, plan_units
 from retrieval.tune.worker import Progress, Settings, Worker, study_metric
-from retrieval.workload import Bucket, filtered_workload
+from retrieval.tune.workloads import SweepRequest, WorkloadKindDef, check_local, workload_of
 
 log = logging.getLogger(__name__)
 
@@ -199,126 +196,32 @@ def run_sweep(
     if executor == "ray":
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
     check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
+    kind = workload_of(spec)  # the spec's workload kind: its hooks run it (retrieval.tune.kinds)
+    request = SweepRequest(executor, storage, study)
+    if kind.study is not None:  # studied here, in this process
+        check_local(spec, kind, request)
+    plan = kind.plan(spec, request) or plan
+    resumable = kind.resumable(spec) if kind.resumable is not None else None
+    if kind.study is not None:  # studied without an Optuna study: measured and summarised here
+        run = RunDir.create(out, spec.name, force=force, resumable=resumable)
+        with run.recording():
+            ds = dataset or load_vectors(spec)
+            summary = kind.study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
+        return SweepResult(run, summary, kind.units(summary), int(summary.get("evaluations") or 0))
     cluster = Cluster(executor, ray_address)
-    if spec.tenants is not None:  # layouts compared per tenant (retrieval.tune.tenants_run)
-        return _tenants_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.topology is not None or spec.cold:  # topology / cold workloads (issue 31)
-        if executor != "local":
-            raise ConfigError(f"{spec.source}: a spec with 'topology' or 'cold: true' runs in "
-                              f"this process (--executor local); received {executor}")
-        return _study_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.scale is not None:  # a scale study: nested samples, one build at the full N
-        return _scale_sweep(spec, out, storage, study, dataset, progress, force, started)
-    if spec.filters is not None:  # a filtered workload: per entry x build x strategy x bucket
-        if strategy != "target":
-            raise param_error("tune.strategy", "target for a spec with 'filters' (per-bucket "
-                              "knob search; rwb eval measures a grid)", strategy,
-                              where=spec.source)
-        check_strategies(spec)
-        plan = plan_filtered_units(spec, bucket_names(spec.filters))
     name = study or spec.name
     check_study_name(name, storage)
-    resumable = resumable_run(name, redact_uri(storage) if storage else None)
+    resumable = resumable or resumable_run(name, redact_uri(storage) if storage else None)
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started,
-                           cluster)
-
-
-def _unfinished_scale_study(spec: SweepSpec) -> Callable[[Path], bool]:
-    """Whether a non-empty ``--out`` holds a killed or failed scale study of this very spec (its
-    manifest says kind sweep with ``scale``, not complete; its spec.yaml is this spec): the same
-    command then runs the study again there (its seeded samples give the same sizes; nothing of
-    the killed run is mixed in, every file is rewritten)."""
-
-    def check(path: Path) -> bool:
-        try:
-            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-            recorded = yaml.safe_load((path / "spec.yaml").read_text(encoding="utf-8"))
-        except (OSError, ValueError, yaml.YAMLError):
-            return False
-        if not isinstance(manifest, dict) or not declares_kind(manifest, SweepSummary.KIND):
-            return False
-        if workload_kind(manifest) != WORKLOAD_SCALE or manifest.get("status") == "complete":
-            return False
-        same = yaml.safe_load(yaml.safe_dump(mask(resolved(spec)), sort_keys=False))
-        if recorded != same:
-            return False
-        log.info("%s: a %s scale study of this spec; running it again there", path,
-                 "killed" if manifest.get("status") == "running" else "failed")
-        return True
-
-    return check
-
-
-def _scale_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                 force: bool, started: float) -> SweepResult:
-    from retrieval.tune.scale_run import check_scale_spec, run_scale_study
-
-    check_scale_spec(spec)
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with 'scale' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force, resumable=_unfinished_scale_study(spec))
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        summary = run_scale_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
-    return SweepResult(run, summary, len(summary["builds"]), int(summary["evaluations"]))
-
-
-def _tenants_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                   study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                   force: bool, started: float) -> SweepResult:
-    from retrieval.tune.tenants_run import run_tenants_study
-
-    if spec.target_recall is None:
-        raise param_error("target_recall", "a recall target in (0, 1] for a spec with "
-                          "'tenants'", None, where=spec.source)
-    for field, value in (("filters", spec.filters), ("scale", spec.scale),
-                         ("topology", spec.topology), ("cold", spec.cold or None)):
-        if value is not None:
-            raise ConfigError(f"{spec.source}: field 'tenants': a tenants study filters by "
-                              f"tenant itself and runs at the full N; drop '{field}' (or "
-                              f"'tenants')")
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with 'tenants' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        summary = run_tenants_study(spec, run, ds, recorded_ref(spec, dataset), progress, started)
-    return SweepResult(run, summary, len(summary["layouts"]), int(summary["evaluations"]))
-
-
-def _study_sweep(spec: SweepSpec, out: Path | str | None, storage: str | None,
-                 study: str | None, dataset: VectorDataset | None, progress: Progress | None,
-                 force: bool, started: float) -> SweepResult:
-    """A topology study (``topology:``) or a cold run (``cold: true``): no Optuna study."""
-    from retrieval.tune.cold import check_cold_spec, run_cold
-    from retrieval.tune.topology_run import check_topology_spec, run_topology_study
-
-    what = "topology" if spec.topology is not None else "cold"
-    if spec.topology is not None and spec.cold:
-        raise ConfigError(f"{spec.source}: a spec has 'topology' or 'cold: true', not both")
-    (check_topology_spec if what == "topology" else check_cold_spec)(spec)
-    if storage is not None or study is not None:
-        raise ConfigError(f"{spec.source}: a spec with '{what}' is studied without an Optuna "
-                          f"study (not resumable): drop --storage / --study")
-    run = RunDir.create(out, spec.name, force=force)
-    with run.recording():
-        ds = dataset or load_vectors(spec)
-        ref = recorded_ref(spec, dataset)
-        runner = run_topology_study if what == "topology" else run_cold
-        summary = runner(spec, run, ds, ref, progress, started)
-    n = len(summary.get(what) or [])
-    return SweepResult(run, summary, n, int(summary.get("evaluations") or 0))
+                           cluster, kind)
 
 
 def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
-    cluster: Cluster | None = None,
+    cluster: Cluster | None = None, kind: WorkloadKindDef | None = None,
 ) -> SweepResult:
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
@@ -331,7 +234,8 @@ def _sweep_into(
     cluster = cluster or Cluster()
     try:
         return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
-                            recorded_ref(spec, dataset), cluster.with_url(url))
+                            recorded_ref(spec, dataset), cluster.with_url(url),
+                            kind or workload_of(spec))
     except Exception as exc:
         lost = storage_failure(exc)
         if lost is None:
@@ -342,7 +246,7 @@ def _sweep_into(
 def _sweep_study(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
     ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
-    ref: Any, cluster: Cluster,
+    ref: Any, cluster: Cluster, kind: WorkloadKindDef,
 ) -> SweepResult:
     strategy = spec.tune.strategy
     labels = entry_labels(spec)
@@ -370,15 +274,9 @@ def _sweep_study(
     settings = Settings(strategy, spec.target_recall, spec.tune.objective,
                         memory=measures_resident(spec.tune), poll_s=poll_s,
                         concurrent_builds=spec.tune.concurrent_builds)
-    buckets: list[Bucket] = []
     with Evaluator.for_spec(spec, ds, run.work_dir()) as ev:
         saved = RetrievedIds(ds, log=run.file(IDS_LOG))
-        workload = None
-        if spec.filters is not None:
-            buckets = bind_spec_buckets(spec, ds, ev.gt.ids[:, 0])
-            workload = filtered_workload(buckets, spec.filters.strategies, base=ds.base,
-                                         queries=ds.queries, metric=ds.metric, k=spec.k,
-                                         fingerprint=ds.fingerprint)
+        workload = kind.bind(spec, ds, ev) if kind.bind is not None else None
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
             retrieved=saved, workload=workload, subset=spec.tune.query_subset,
@@ -400,7 +298,7 @@ def _sweep_study(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
-        if spec.tune.build_search == "derived" and created and spec.filters is None:
+        if spec.tune.build_search == "derived" and created and kind.checks_derived:
             _check_derived_answer(spec, ds, split, book, ev, measurer, plan, run, name,
                                   opened.display)
         run.record_threads(spec.threads)  # what the backends were told, now they ran
@@ -408,15 +306,9 @@ def _sweep_study(
         run.update_manifest(builds=ev.threads_report(), index_cache=cache)
     run.remove_work()  # index files (e.g. Milvus Lite db)
     saved.write(run)
-    if spec.filters is not None:
-        summary = build_filtered_summary(
-            spec, ds, split, book, plan, buckets, run_id=run.run_id,
-            storage=redact_uri(opened.display), study_name=name)
-    else:
-        summary = build_summary(
-            spec, ds, split, book, run_id=run.run_id, storage=redact_uri(opened.display),
-            study_name=name,
-        )
+    assert kind.summarise is not None, f"workload kind '{kind.name}' has no summary hook"
+    summary = kind.summarise(spec, ds, split, book, plan, workload, run_id=run.run_id,
+                             storage=redact_uri(opened.display), study_name=name)
     if spec.filters is None:
         summary.update(build_seconds(summary, worker))
     wall = time.perf_counter() - started
@@ -440,7 +332,8 @@ def _sweep_study(
     run.write_summary(typed)
     summary = typed.to_json_dict()
     if summary["rows"]:
-        rows = summary["rows"] if spec.filters is None else [_flat(r) for r in summary["rows"]]
+        flat = kind.table_row or (lambda r: r)
+        rows = [flat(r) for r in summary["rows"]]
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
@@ -502,13 +395,6 @@ def _with_knob(row: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(build, dict) or not isinstance(search, dict):
         return row
     return {**row, **knob_columns(str(src.get("backend")), build, search)}
-
-
-def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    """A filtered step's row for trials.parquet: its build and search as sorted JSON."""
-    return {**{k: v for k, v in row.items() if k not in ("build", "search")},
-            "build": json.dumps(row["build"], sort_keys=True),
-            "search": json.dumps(row["search"], sort_keys=True)}
 
 
 def _sweep_on_ray(
