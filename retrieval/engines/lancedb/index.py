@@ -165,11 +165,12 @@ class LanceIndex(SnapshotIndex):
         self._make_dir()
         try:
             self._db = lancedb.connect(str(self._dir))
-            table = self._db.create_table(TABLE, _arrow_table(x[:WRITE_BATCH],
-                                                              self._column_ids[:WRITE_BATCH]),
+            parts = self._write_parts(n)
+            table = self._db.create_table(TABLE, _arrow_table(x[parts[0]],
+                                                              self._column_ids[parts[0]]),
                                           mode="create")
-            for s in range(WRITE_BATCH, n, WRITE_BATCH):
-                table.add(_arrow_table(x[s:s + WRITE_BATCH], self._column_ids[s:s + WRITE_BATCH]))
+            for part in parts[1:]:
+                table.add(_arrow_table(x[part], self._column_ids[part]))
             table.create_index("vector", config=index_config(b, self.metric))
             stats = table.index_stats("vector_idx")
             plan = self._query(table, x[0], 1).explain_plan()
@@ -192,6 +193,39 @@ class LanceIndex(SnapshotIndex):
                 "data_bytes": _folder_bytes(self._table_dir() / "data"),
                 "index_bytes": _folder_bytes(self._table_dir() / "_indices"),
                 "library": self.library_version()}
+
+    # --- native segments (SupportsNativeSegments): fragments ----------------------------------
+    segments_note = ("LanceDB fragments (one append each); the vector index is one over all "
+                     "fragments, so a query searches one index, not one per fragment")
+    _segments = 0
+
+    def set_segments(self, n: int) -> None:
+        """Write the next build's table as ``n`` fragments (one ``add`` each; 0 or 1 keeps
+        the usual batches of :data:`WRITE_BATCH` rows)."""
+        if int(n) < 1:
+            raise ConfigError(f"{self._where()}: segments (fragments) must be >= 1; "
+                              f"received {n}")
+        self._segments = int(n)
+
+    def _write_parts(self, n: int) -> list[slice]:
+        if self._segments > 1:
+            edges = np.linspace(0, n, self._segments + 1).round().astype(int).tolist()
+            return [slice(edges[j], edges[j + 1]) for j in range(self._segments)]
+        return [slice(s, s + WRITE_BATCH) for s in range(0, max(n, 1), WRITE_BATCH)]
+
+    def segment_count(self) -> int | None:
+        """The table's fragments as LanceDB reports them (``stats().fragment_stats``)."""
+        stats = self._lance("stats", self._table.stats)
+        frags = stats.get("fragment_stats", {}).get("num_fragments") if isinstance(
+            stats, Mapping) else None
+        return None if frags is None else int(frags)
+
+    def merge_segments(self) -> MaintainInfo:
+        """``maintain()`` (``table.optimize()``: compaction of the fragments, the index brought
+        up to date), with the fragment count after it."""
+        info = self.maintain()
+        return MaintainInfo(info.action, info.seconds,
+                            {**info.extra, "segments_after": self.segment_count()})
 
     def _make_dir(self) -> None:
         """A fresh folder of rwb's for the table: under ``workdir``, else under a temp one."""
