@@ -18,6 +18,10 @@ Distances: LanceDB's ``l2`` is the squared Euclidean distance and ``cosine`` is 
 reproducible: LanceDB's k-means and HNSW levels draw from unseeded generators. LanceDB runs
 its own thread pools (``LANCE_CPU_THREADS``), not rwb's ``threads``.
 
+Filtered search (``SupportsFilter``): attributes as columns, filters as ``where`` clauses
+with prefilter (:mod:`retrieval.engines.lancedb.filter`). Native segments
+(``SupportsNativeSegments``): the table written as N fragments, one index over all of them.
+
 Memory: the bytes of the table's data files and index files on disk (LanceDB memory-maps
 them); ``BuildInfo.extra`` splits them (``data_bytes``, ``index_bytes``).
 
@@ -49,6 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retrieval.data import Metric, as_matrix
+from retrieval.engines.lancedb.filter import LanceFilter
 from retrieval.engines.lancedb.params import (
     DISTANCE,
     EF_MAX,
@@ -96,19 +101,19 @@ def index_config(build: Params, metric: str) -> Any:
                      max_iterations=MAX_ITERATIONS, sample_rate=SAMPLE_RATE)
 
 
-def _arrow_table(x: np.ndarray, ids: np.ndarray) -> Any:
+def _arrow_table(x: np.ndarray, ids: np.ndarray, extra: Mapping[str, Any] | None = None) -> Any:
     import pyarrow as pa
 
     vec = pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), type=pa.float32()),
                                             x.shape[1])
-    return pa.table({"id": pa.array(ids, type=pa.int64()), "vector": vec})
+    return pa.table({"id": pa.array(ids, type=pa.int64()), "vector": vec, **(extra or {})})
 
 
 def _folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
-class LanceIndex(SnapshotIndex):
+class LanceIndex(LanceFilter, SnapshotIndex):
     """Shared plumbing of the LanceDB backends (see the module docstring)."""
 
     export_engine: ClassVar[str] = "lancedb"
@@ -166,12 +171,14 @@ class LanceIndex(SnapshotIndex):
         try:
             self._db = lancedb.connect(str(self._dir))
             parts = self._write_parts(n)
-            table = self._db.create_table(TABLE, _arrow_table(x[parts[0]],
-                                                              self._column_ids[parts[0]]),
-                                          mode="create")
+            table = self._db.create_table(TABLE, _arrow_table(
+                x[parts[0]], self._column_ids[parts[0]], self._attr_columns(parts[0])),
+                mode="create")
             for part in parts[1:]:
-                table.add(_arrow_table(x[part], self._column_ids[part]))
+                table.add(_arrow_table(x[part], self._column_ids[part],
+                                       self._attr_columns(part)))
             table.create_index("vector", config=index_config(b, self.metric))
+            scalar = self._attr_indexes(table)
             stats = table.index_stats("vector_idx")
             plan = self._query(table, x[0], 1).explain_plan()
         except Exception as exc:
@@ -189,7 +196,7 @@ class LanceIndex(SnapshotIndex):
             raise BackendError(f"{self._where()}: LanceDB's query plan does not read the "
                                f"vector index (a brute-force scan): {plan.strip()[:300]}")
         return {"index_type": self.index_type, "distance_type": self._distance,
-                "indexed_rows": int(stats.num_indexed_rows),
+                "indexed_rows": int(stats.num_indexed_rows), "scalar_indexes": scalar,
                 "data_bytes": _folder_bytes(self._table_dir() / "data"),
                 "index_bytes": _folder_bytes(self._table_dir() / "_indices"),
                 "library": self.library_version()}
@@ -276,7 +283,7 @@ class LanceIndex(SnapshotIndex):
 
     # --- writes (SupportsWrites) -------------------------------------------------------------
     def cannot_write(self) -> str | None:
-        return None
+        return "its rows carry filter attributes" if self._attrs is not None else None
 
     def _writable(self, what: str) -> set[int]:
         self._check_open()
@@ -297,6 +304,9 @@ class LanceIndex(SnapshotIndex):
     def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         """Add ``vectors`` (m, dim) under the caller's ``ids`` (none of them live)."""
         live = self._writable("insert")
+        if self._attrs is not None:
+            raise ConfigError(f"{self._where()}: no insert into a table with filter "
+                              f"attributes (the new rows would have none)")
         x = as_matrix(vectors, f"{self._where()} insert vectors", dim=self.dim)
         new = check_ids(ids, x.shape[0], f"{self._where()} insert")
         dup = [v for v in new.tolist() if v in live]
