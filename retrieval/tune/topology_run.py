@@ -154,8 +154,8 @@ class TopologyStudy:
         row: dict[str, Any] = {
             "label": label, "backend": backend, "build": build, "segments": segments,
             "segment_size": self.ds.n_base // segments, "knob_name": knob, "knob": None,
-            "range": [low, high], "evaluations": 0, "build_s": None, "tuning_recall": None,
-            "recall": None, "recall_p5": None, "recall_lower": None,
+            "range": [low, high], "fixed": dict(fixed), "evaluations": 0, "build_s": None,
+            "tuning_recall": None, "recall": None, "recall_p5": None, "recall_lower": None,
             "p50_ms": None, "p95_ms": None, "p99_ms": None,
         }
         try:
