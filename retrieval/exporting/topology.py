@@ -60,8 +60,11 @@ class TopologyExported:
                 "backend": self.backend, "config": self.config, "segments": self.segments}
 
 
-def _native(engine: str, backend: str, build: Mapping[str, Any], search: Mapping[str, Any],
-            metric: str, dim: int, k: int) -> dict[str, Any] | str:
+def native_config(engine: str, backend: str, build: Mapping[str, Any],
+                  search: Mapping[str, Any], metric: str, dim: int, k: int
+                  ) -> dict[str, Any] | str:
+    """``engine``'s own config of ``backend``'s build and search params, or why it cannot
+    express them."""
     bp = validate_params(get_backend(backend).BuildParams, dict(build)).model_dump(mode="json")
     try:
         out: dict[str, Any] = translate(engine, portable(backend, bp, full_search(backend,
@@ -114,7 +117,7 @@ def export_topology(run: RunDir, engine: str, out: Path | str, backend: str | No
 
     def entry(segments: int, knob: int | None, **extra: Any) -> dict[str, Any]:
         search = {**(first.get("fixed") or {}), first["knob_name"]: knob}
-        cfg = None if knob is None else _native(engine, name, first["build"], search, metric,
+        cfg = None if knob is None else native_config(engine, name, first["build"], search, metric,
                                                 dim, k)
         return {"segments": segments, "knob": knob, "config": cfg, **extra}
 
@@ -218,4 +221,4 @@ def verify_topology(doc: Mapping[str, Any], path: Path | str) -> TopologyVerifie
 
 
 __all__ = ["FILE_KIND", "TopologyExported", "TopologyVerified", "export_topology",
-           "verify_topology"]
+           "native_config", "verify_topology"]
