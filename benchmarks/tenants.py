@@ -11,8 +11,8 @@ asserted: speed is not a test. The figures depend on the machine; the script pri
 and the load average before and after.
 
 Usage: python benchmarks/tenants.py [--n 200000] [--dim 384] [--tenants 1000] [--queries 5000]
-       [--engines pgvector,qdrant,hnswlib,lancedb,milvus,redis]      (a quick proof: --n 3000 --dim 16 --tenants 20
-       --queries 100)
+       [--engines pgvector,qdrant,hnswlib,lancedb,milvus,redis]
+       (a quick proof: --n 3000 --dim 16 --tenants 20 --queries 100)
 """
 
 from __future__ import annotations
