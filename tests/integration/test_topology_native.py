@@ -141,7 +141,8 @@ def _fragments_table(folder: Path, x: np.ndarray, parts: int) -> None:
 
 @pytest.mark.parametrize("fragments", [4, 3])
 def test_live_sweep_compares_the_collections_fragments_with_the_lab(
-        lance_lab: tuple[Path, dict[str, Any]], tmp_path: Path, fragments: int) -> None:
+        lance_lab: tuple[Path, dict[str, Any]], tmp_path: Path, fragments: int,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """A LanceDB table written as N fragments, attached: the live-sweep summary has its
     fragment count, and a warning when the lab topology run did not measure that count."""
     from retrieval.live.run import run_live_sweep
@@ -169,3 +170,9 @@ def test_live_sweep_compares_the_collections_fragments_with_the_lab(
         assert seg["knobs"][0]["source"] == "rule"
     saved = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert saved["live"]["segments"]["warning"] == seg["warning"]
+    from retrieval.cli._live import print_live_sweep
+
+    print_live_sweep(saved, str(tmp_path / "run"))
+    out = capsys.readouterr().out
+    assert f"the collection has {fragments}, the lab topology run measured [1, 3]" in out
+    assert ("WARNING" in out) == (fragments != 3)
