@@ -5,10 +5,11 @@ the collection's segment count (issue 31, item 5).
 
 - ``by_segments``: every segment count the lab measured, with its knob, the engine-native
   config there (``config``), recall and its lower bound;
-- ``segments`` / ``config``: the collection's count (the spec's
-  ``topology.collection_segments``) and the config for it: the knob measured at that count, or
-  the run's per-segment rule's knob when the lab did not build it (``knob_source``); None
-  without a collection count;
+- ``segments`` / ``config``: the collection's count (the spec's ``topology.collection``, a
+  ``live:`` section of the real collection attached read-only at export, whose
+  ``describe().segments`` is used; else ``topology.collection_segments``) and the config for
+  it: the knob measured at that count, or the run's per-segment rule's knob when the lab did
+  not build it (``knob_source``); None without a collection count;
 - ``evidence.segments_warning``: the warning when the collection's count is not among the
   lab's (the knob may not transfer);
 - ``source``: the backend, build, the resolved sweep spec and the dataset reference.
@@ -92,6 +93,27 @@ def _label(rows: list[dict[str, Any]], engine: str, backend: str | None) -> str:
         r["backend"] for r in rows if r["label"] == lb) in own else 1)[0]
 
 
+def _attached_segments(spec: Any, where: str) -> dict[str, Any] | None:
+    """The segment count of the collection ``topology.collection`` names (attached read-only,
+    ``describe().segments``; None in ``segments`` when the engine reports none), or None when
+    the spec names none."""
+    section = ((spec or {}).get("topology") or {}).get("collection") if isinstance(
+        spec, Mapping) else None
+    if not section:
+        return None
+    from retrieval.live import attach
+
+    col = attach(section, f"{where}: topology.collection")
+    try:
+        desc = col.describe()
+    finally:
+        col.close()
+    if desc.segments is None:
+        log.warning("%s: the attached %s collection '%s' reports no segment count", where,
+                    desc.engine, desc.name)
+    return {"engine": desc.engine, "name": desc.name, "segments": desc.segments}
+
+
 @register_exporter(
     SweepSummary.KIND, ANN_ENGINES, exports="a tuned ANN index config",
     tuned="an ANN index config", made_by="rwb sweep SPEC --target-recall R", dedicated=False,
@@ -111,6 +133,9 @@ def export_topology(run: RunDir, engine: str, out: Path | str, backend: str | No
     ds = manifest.get("dataset") or {}
     dim, metric, k = int(ds.get("dim") or 0), str(summary.get("metric")), int(summary["k"])
     real = (summary.get("topology_info") or {}).get("collection_segments")
+    attached = _attached_segments(spec, str(run.path))
+    if attached is not None:
+        real = attached["segments"]
     one = {**summary, "topology": mine}
     cmp = knob_for_segments(one, real, f"run '{run.path}'")
     at = cmp["knobs"][0] if cmp["knobs"] else {}
@@ -138,6 +163,7 @@ def export_topology(run: RunDir, engine: str, out: Path | str, backend: str | No
         "evidence": {
             "target_recall": summary.get("target_recall"), "k": k,
             "lab_segments": cmp["lab_segments"], "segments_warning": cmp["warning"],
+            "collection": attached,
             "rule": first.get("rule"), "confidence": summary.get("confidence"),
             "dataset": {key: ds.get(key) for key in ("name", "fingerprint", "n_base", "dim",
                                                      "metric")},

@@ -42,7 +42,9 @@ class TopologySpec(BaseModel):
     - ``native``: an engine with native segments (pgvector partitions, LanceDB fragments) uses
       them (False: independent indexes, N shards, as for in-process backends);
     - ``collection_segments``: the segment count of the real (attached or exported) collection,
-      compared with the lab's (a warning when it is not among them).
+      compared with the lab's (a warning when it is not among them);
+    - ``collection``: a ``live:`` section naming that collection (``rwb export`` attaches it,
+      read-only, and takes its count from ``describe().segments``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -51,6 +53,7 @@ class TopologySpec(BaseModel):
     maintain: bool = True
     native: bool = True
     collection_segments: int | None = Field(None, ge=1)
+    collection: dict[str, Any] | None = None
 
     @field_validator("segments")
     @classmethod

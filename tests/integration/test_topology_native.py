@@ -68,27 +68,24 @@ def test_pgvector_partitions_each_scanned_by_its_own_index(pg_url: str) -> None:
         idx.close()
 
 
-def _topology_spec(backend: str, build: dict[str, Any], segments: list[int]) -> Any:
-    return parse_spec({
-        "name": "native", "dataset": "synthetic-small", "k": K, "target_recall": 0.9,
-        "warmup": 0, "index_build": {"cache": False},
-        "indexes": [{"backend": backend, "build": build}],
-        "topology": {"segments": segments},
-    }, source="native.yaml")
-
-
 @pytest.fixture(scope="module")
 def lance_lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """A topology run of LanceDB IVF_HNSW_SQ as 1 and 3 fragments."""
-    from retrieval.data import VectorDataset
-
-    x, q = _gauss(3000, 60)
-    ds = VectorDataset.from_arrays(x, q, "l2", name="native-gauss")
-    out = tmp_path_factory.mktemp("lab") / "run"
-    res = run_sweep(_topology_spec("lancedb-hnsw", {"num_partitions": 1, "m": 8,
-                                                    "ef_construction": 40}, [1, 3]),
-                    out, dataset=ds)
-    return out, res.summary
+    """A topology run of LanceDB IVF_HNSW_SQ as 1 and 3 fragments (synthetic data, so that
+    `rwb verify` finds it again), whose spec names a real collection of 4 fragments."""
+    folder = tmp_path_factory.mktemp("lab")
+    _fragments_table(folder / "prod", _gauss(800, 1, seed=9)[0], 4)
+    spec = parse_spec({
+        "name": "native", "dataset": {"kind": "synthetic", "n": 3000, "dim": 16,
+                                      "n_queries": 60, "seed": 3},
+        "k": K, "target_recall": 0.9, "warmup": 0, "index_build": {"cache": False},
+        "indexes": [{"backend": "lancedb-hnsw",
+                     "build": {"num_partitions": 1, "m": 8, "ef_construction": 40}}],
+        "topology": {"segments": [1, 3], "collection": {
+            "engine": "lancedb", "uri": str(folder / "prod"), "table": "items",
+            "vector_column": "emb", "id_column": "item_id"}},
+    }, source="native.yaml")
+    res = run_sweep(spec, folder / "run", dataset=None)
+    return folder / "run", res.summary
 
 
 def test_lancedb_topology_is_built_as_fragments_and_optimize_merges_them(
@@ -176,3 +173,34 @@ def test_live_sweep_compares_the_collections_fragments_with_the_lab(
     out = capsys.readouterr().out
     assert f"the collection has {fragments}, the lab topology run measured [1, 3]" in out
     assert ("WARNING" in out) == (fragments != 3)
+
+
+def test_export_attaches_the_named_collection_and_verify_holds(
+        lance_lab: tuple[Path, dict[str, Any]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``topology.collection``: rwb export attaches it (read-only), takes its 4 fragments as
+    the collection's count (not measured: the rule's knob and the warning); verify rebuilds
+    1, 3 and 4 fragments and re-measures each."""
+    from retrieval.cli import main
+
+    run, _ = lance_lab
+    out = tmp_path / "lance-topology.yaml"
+    assert main(["export", str(run), "--engine", "lancedb", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["segments"] == 4 and doc["knob_source"] == "rule"
+    assert doc["evidence"]["collection"] == {"engine": "lancedb", "name": "items",
+                                             "segments": 4}
+    assert "has 4 segments" in doc["evidence"]["segments_warning"]
+    assert doc["config"]["query"]["ef"] == doc["knob"]
+    capsys.readouterr()
+    code = main(["verify", str(out)])
+    text = capsys.readouterr().out
+    # the measured counts hold (LanceDB builds are unseeded: within the rebuild tolerance);
+    # the collection's 4 is the rule's prediction, re-measured: it may miss (exit 1), and the
+    # verdict says so
+    lines = {ln.split(" segments")[0].split()[-1]: ln for ln in text.splitlines()
+             if "recall lower bound at" in ln}
+    assert set(lines) == {"1", "3", "4"}
+    assert lines["1"].lstrip().startswith("ok") and lines["3"].lstrip().startswith("ok")
+    assert code == (0 if lines["4"].lstrip().startswith("ok") else 1)
+    assert ("HOLDS" in text) == (code == 0)
