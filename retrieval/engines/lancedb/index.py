@@ -259,6 +259,9 @@ class LanceIndex(LanceFilter, SnapshotIndex):
         import lancedb
 
         src = folder / f"{TABLE}.lance"
+        if self._attrs is not None:  # the cached table's attribute columns are not checked
+            raise DataError(f"{self._where()}: a build with filter attributes is built, not "
+                            f"loaded from a snapshot")
         if not src.is_dir():
             raise DataError(f"{self._where()}: snapshot in {folder} has no {TABLE}.lance")
         self._make_dir()
