@@ -228,8 +228,8 @@ def verify_topology(doc: Mapping[str, Any], path: Path | str) -> TopologyVerifie
     for e in entries:
         seg = study.segmented(backend, bp, int(e["segments"]))
         try:
-            study._set(seg, dict(src.get("fixed") or {}), name, int(e["knob"]))
-            pq = study._per_query(seg, study.split.tune)
+            study.set_knob(seg, dict(src.get("fixed") or {}), name, int(e["knob"]))
+            pq = study.per_query(seg, study.split.tune)
         finally:
             seg.close()
         lower = lower_bound(pq, spec.k, spec.tune.confidence, spec.seed)

@@ -97,11 +97,11 @@ class TopologyStudy:
         self.skipped = [s for s in self.topo.segments if s not in self.segments]
         self.steps = 0
 
-    def _per_query(self, index: Segmented, rows: np.ndarray) -> np.ndarray:
+    def per_query(self, index: Segmented, rows: np.ndarray) -> np.ndarray:
         res = index.search(np.ascontiguousarray(self.ds.queries[rows]), self.k)
         return recall_by_id(res.ids, self.gt[rows], self.k)
 
-    def _set(self, index: Segmented, fixed: dict[str, Any], knob: str, v: int) -> None:
+    def set_knob(self, index: Segmented, fixed: dict[str, Any], knob: str, v: int) -> None:
         index.set_search_params(**{**fixed, knob: int(v)})
 
     def segmented(self, backend: str, build: Any, segments: int) -> Segmented:
@@ -168,8 +168,8 @@ class TopologyStudy:
             probes: dict[int, tuple[float, float]] = {}
 
             def meets(v: int) -> bool:
-                self._set(seg, fixed, knob, v)
-                pq = self._per_query(seg, self.split.tune)
+                self.set_knob(seg, fixed, knob, v)
+                pq = self.per_query(seg, self.split.tune)
                 probes[v] = (float(pq.mean()), lower_bound(pq, self.k, conf, seed))
                 self.steps += 1
                 if self.progress:
@@ -184,9 +184,9 @@ class TopologyStudy:
                 row["message"] = (f"{label} at {segments} segments: the top of the {knob} range "
                                   f"({high}) misses recall@{self.k} {self.target:g}")
                 return row
-            self._set(seg, fixed, knob, found.value)
+            self.set_knob(seg, fixed, knob, found.value)
             held = self.split.heldout if self.split.heldout.size else self.split.tune
-            pq = self._per_query(seg, held)
+            pq = self.per_query(seg, held)
             lat = _latencies_ms(seg, np.ascontiguousarray(self.ds.queries[held]), self.k,
                                 min(self.spec.warmup, held.size))
             row.update({
@@ -207,7 +207,7 @@ class TopologyStudy:
         """The engine's own force-merge / optimize on the measured index, then the held-out
         recall again at the same knob."""
         done = seg.merge()
-        after = float(self._per_query(seg, held).mean())
+        after = float(self.per_query(seg, held).mean())
         return {"recall_before": before, "recall_after": after, "recall_change": after - before,
                 **done}
 
@@ -230,8 +230,8 @@ class TopologyStudy:
         held = self.split.heldout if self.split.heldout.size else self.split.tune
         try:
             for r in todo:
-                self._set(merged, fixed, knob, r["knob"])
-                after = float(self._per_query(merged, held).mean())
+                self.set_knob(merged, fixed, knob, r["knob"])
+                after = float(self.per_query(merged, held).mean())
                 r["maintain"] = {"recall_before": r["recall"], "recall_after": after,
                                  "recall_change": after - r["recall"],
                                  "step": "force-merge into one graph (rebuilt from all rows)"}
