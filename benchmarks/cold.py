@@ -93,6 +93,9 @@ def main() -> None:
             print(f"    budget {b['budget']:>4.0%}: cold p99 {b['cold_p99_ms']:.3f} ms, warm p99 "
                   f"{b['warm_p99_ms']:.3f} ms, queries to warm {b['queries_to_warm']}")
     print(f"RAM budgets: {s['cold_info']['budget_method']}")
+    cg = s["cold_info"].get("cgroup") or {}
+    print(f"cgroup: version {cg.get('version')} ({cg.get('limit_file')}, writable "
+          f"{cg.get('writable')}): {cg.get('why')}")
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -11,8 +11,8 @@ asserted: speed is not a test. The figures depend on the machine; the script pri
 and the load average before and after.
 
 Usage: python benchmarks/tenants.py [--n 200000] [--dim 384] [--tenants 1000] [--queries 5000]
-       [--engines pgvector,qdrant,hnswlib]      (a quick proof: --n 3000 --dim 16 --tenants 20
-       --queries 100)
+       [--engines pgvector,qdrant,hnswlib,lancedb,milvus,redis]
+       (a quick proof: --n 3000 --dim 16 --tenants 20 --queries 100)
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ ENTRIES: dict[str, dict[str, Any]] = {
                "search": {"hnsw_ef": [20, 40, 80, 160]}},
     "hnswlib": {"backend": "hnswlib", "build": {"M": 16, "ef_construction": 100},
                 "search": {"ef_search": [20, 40, 80, 160]}},
+    # the shared layout through LanceDB's where (prefilter), Milvus Lite's partition key and
+    # Redis's TAG filter ($REDIS_URL)
+    "lancedb": {"backend": "lancedb-hnsw",
+                "build": {"num_partitions": 1, "m": 16, "ef_construction": 100},
+                "search": {"ef": [20, 40, 80, 160]}},
+    "milvus": {"backend": "milvus", "build": {"index_type": "HNSW", "M": 16,
+                                              "efConstruction": 100},
+               "search": {"ef": [20, 40, 80, 160]}},
+    "redis": {"backend": "redis", "build": {"M": 16, "EF_CONSTRUCTION": 100},
+              "search": {"EF_RUNTIME": [20, 40, 80, 160]}},
 }
 
 

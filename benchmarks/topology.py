@@ -15,7 +15,11 @@ knob(n_seg) fitted on 1 / 4 / 16 segments, its prediction at 64 segments, and an
 bisection at 64 segments (its own study): the error (goal: within 15%); with the CPU model and
 the load average (the machine should be otherwise idle).
 
+``--engines pgvector,lancedb`` measures the engines' native segments (pgvector hash partitions,
+each with its own HNSW index; LanceDB fragments under one index) the same way.
+
 Usage: python benchmarks/topology.py [--n 137000] [--synthetic] [--queries 1000]
+[--engines hnswlib,qdrant,pgvector,lancedb]
 """
 
 from __future__ import annotations
@@ -61,15 +65,24 @@ def dataset(args: argparse.Namespace) -> VectorDataset:
     return ds
 
 
-def study(ds: VectorDataset, segments: list[int], out: Path) -> list[dict[str, Any]]:
+#: index entries by engine name (--engines); pgvector (hash partitions, needs $RWB_PG_URL) and
+#: LanceDB (fragments, one index over all of them) use their native segments
+ENTRIES: dict[str, dict[str, Any]] = {
+    "hnswlib": {"backend": "hnswlib", "build": {"M": 16, "ef_construction": 100}},
+    "qdrant": {"backend": "qdrant", "build": {"m": 16, "ef_construct": 100}},
+    "pgvector": {"backend": "pgvector", "build": {"m": 16, "ef_construction": 100}},
+    "lancedb": {"backend": "lancedb-hnsw", "build": {"num_partitions": 1, "m": 16,
+                                                     "ef_construction": 100}},
+}
+
+
+def study(ds: VectorDataset, segments: list[int], out: Path,
+          engines: list[str]) -> list[dict[str, Any]]:
     spec = parse_spec({
         "name": f"topology-{'-'.join(map(str, segments))}", "dataset": "synthetic-small",
         "k": 10, "target_recall": TARGET, "threads": 1, "warmup": 8,
         "index_build": {"threads": os.cpu_count() or 1, "cache": False},
-        "indexes": [{"backend": "hnswlib", "build": {"M": 16, "ef_construction": 100},
-                     "search": {"ef_search": 10}},
-                    {"backend": "qdrant", "build": {"m": 16, "ef_construct": 100},
-                     "search": {"hnsw_ef": 10}}],
+        "indexes": [ENTRIES[e] for e in engines],
         "topology": {"segments": segments, "maintain": False},
     }, source="benchmark")
     rows: list[dict[str, Any]] = run_sweep(spec, out, dataset=ds).summary["topology"]
@@ -81,7 +94,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=None, help="base rows (a seeded sample)")
     ap.add_argument("--queries", type=int, default=1000, help="queries (--synthetic)")
     ap.add_argument("--synthetic", action="store_true", help="clustered vectors, not QQP")
+    ap.add_argument("--engines", default="hnswlib,qdrant",
+                    help=f"comma-separated, of {', '.join(ENTRIES)}")
     args = ap.parse_args()
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = [e for e in engines if e not in ENTRIES]
+    if unknown:
+        ap.error(f"--engines: {unknown[0]!r} is not one of {', '.join(ENTRIES)}")
     cpu = platform.processor() or "?"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
         cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
@@ -89,16 +108,16 @@ def main() -> None:
     ds = dataset(args)
     print(f"data: {ds.name}, {ds.n_base:,} x {ds.dim}, {ds.n_queries} queries, {ds.metric}")
     with tempfile.TemporaryDirectory() as tmp:
-        fitted = study(ds, FIT_ON, Path(tmp) / "fit")
-        held = study(ds, [HELD], Path(tmp) / "held")
-    print(f"{'index':<8} {'segments':>8} {'seg size':>9} {'ef':>5} {'recall':>7} {'p5':>6} "
+        fitted = study(ds, FIT_ON, Path(tmp) / "fit", engines)
+        held = study(ds, [HELD], Path(tmp) / "held", engines)
+    print(f"{'index':<12} {'segments':>8} {'seg size':>9} {'ef':>5} {'recall':>7} {'p5':>6} "
           f"{'lb':>6} {'p50 ms':>7} {'p99 ms':>7}")
     for r in [*fitted, *held]:
         if r["knob"] is None:
-            print(f"{r['label']:<8} {r['segments']:>8} {r['segment_size']:>9} {'-':>5}  "
+            print(f"{r['label']:<12} {r['segments']:>8} {r['segment_size']:>9} {'-':>5}  "
                   f"{r.get('message')}")
             continue
-        print(f"{r['label']:<8} {r['segments']:>8} {r['segment_size']:>9} {r['knob']:>5} "
+        print(f"{r['label']:<12} {r['segments']:>8} {r['segment_size']:>9} {r['knob']:>5} "
               f"{r['recall']:>7.4f} {r['recall_p5']:>6.3f} {r['recall_lower']:>6.3f} "
               f"{r['p50_ms']:>7.3f} {r['p99_ms']:>7.3f}")
     for label in dict.fromkeys(r["label"] for r in fitted):

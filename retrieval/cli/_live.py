@@ -33,6 +33,14 @@ def print_live_sweep(s: dict[str, Any], path: str, as_json: bool = False) -> Non
           f"{fmt(desc.get('build_params') or {})}")
     if live.get("untested"):
         print(f"NOTE: {live['untested']}")
+    seg = live.get("segments") or {}
+    if seg.get("lab_segments") is not None:
+        knobs = ", ".join(f"{k.get('label')} {k.get('knob_name')}={k.get('knob')} "
+                          f"({k.get('source')})" for k in seg.get("knobs") or [])
+        print(f"segments: the collection has {seg.get('collection_segments')}, the lab "
+              f"topology run measured {seg.get('lab_segments')}; lab knob here: {knobs}")
+    if seg.get("warning"):
+        print(f"WARNING: {seg['warning']}")
     q = s.get("queries") or {}
     label = " [NOT PRODUCTION TRAFFIC: sampled from the collection]" \
         if live.get("not_production_traffic") else ""

@@ -22,12 +22,18 @@ def print_topology(s: dict[str, Any], run_dir: str, as_json: bool = False) -> No
     rows = []
     for r in s.get("topology") or []:
         m = r.get("maintain") or {}
-        rows.append((r["label"], r["segments"], r["segment_size"], fmt(r["knob"]),
+        rows.append((r["label"], r["segments"], r.get("segmented") or "-",
+                     fmt(r.get("segments_reported")), r["segment_size"], fmt(r["knob"]),
                      fmt(r.get("rule_knob")), _num(r["recall"]), _num(r["recall_p5"]),
                      _num(r["recall_lower"]), _num(r["p50_ms"]), _num(r["p99_ms"]),
-                     _num(m.get("recall_change"))))
-    print_table(rows, ["index", "segments", "segment size", "knob", "rule knob", "recall",
-                       "recall p5", "recall lb", "p50 ms", "p99 ms", "merge Δrecall"])
+                     _num(m.get("recall_change")), m.get("step", "-").split(" ")[0]))
+    print_table(rows, ["index", "segments", "as", "reported", "segment size", "knob",
+                       "rule knob", "recall", "recall p5", "recall lb", "p50 ms", "p99 ms",
+                       "merge Δrecall", "merge step"])
+    notes = {r["label"]: r["segments_note"] for r in s.get("topology") or []
+             if r.get("segmented") == "native" and r.get("segments_note")}
+    for label, note in notes.items():
+        print(f"{label}: native segments: {note}")
     for line in [*(info.get("messages") or []), info.get("segments_warning")]:
         if line:
             print(line)

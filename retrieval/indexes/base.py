@@ -91,6 +91,25 @@ class SupportsWrites(Protocol):
 
 
 @runtime_checkable
+class SupportsNativeSegments(Protocol):
+    """An engine that stores one index as N segments of its own (pgvector: hash partitions of
+    the id, each with its own index; LanceDB: fragments), searched and merged by the engine.
+
+    ``set_segments(n)`` before ``build`` (1: the engine's usual layout); ``segment_count()``
+    after it: the count the engine itself reports; ``merge_segments()``: the engine's
+    force-merge / optimize, timed (``extra["segments_after"]``: the count after it);
+    ``segments_note``: what the engine's segments are, in a few words."""
+
+    segments_note: str
+
+    def set_segments(self, n: int) -> None: ...
+
+    def segment_count(self) -> int | None: ...
+
+    def merge_segments(self) -> MaintainInfo: ...
+
+
+@runtime_checkable
 class SupportsDeadFraction(Protocol):
     """An index that knows how much of what it holds is deleted but not yet reclaimed
     (hnswlib's marked-deleted nodes, PostgreSQL's dead tuples): a fraction in [0, 1], or None

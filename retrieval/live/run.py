@@ -29,6 +29,8 @@ def spec_record(spec: LiveSweepSpec) -> dict[str, Any]:
             for f in ("log", "otlp"):
                 if q.get(f):
                     q[f] = str(resolve(q[f], base).resolve())
+    if data.get("lab_topology"):
+        data["lab_topology"] = str(resolve(data["lab_topology"], base).resolve())
     return data
 
 

@@ -118,6 +118,10 @@ class LiveSweepSpec(_Model):
     search_range: tuple[int, int] | None = None
     #: other search params held fixed during the sweep (engine's rwb names: iterative_scan)
     fixed: dict[str, Any] = Field(default_factory=dict)
+    #: a topology run folder of the lab (``rwb sweep`` with ``topology:``): the collection's
+    #: own segment count is compared with the lab's (a warning when they differ) and the lab's
+    #: knob for that count reported (relative paths: from the spec file's folder)
+    lab_topology: str | None = None
     #: `rwb watch`'s section (window, sample, alarm); ``rwb sweep`` ignores it
     watch: WatchSection | None = None
 

@@ -34,6 +34,7 @@ from retrieval.live.truth import Snapshot, engine_truth, snapshot_truth
 from retrieval.stats.metrics import latency_summary, recall_by_id
 from retrieval.tune import target as tgt
 from retrieval.tune.decide import lower_bound, split_queries
+from retrieval.tune.topology_compare import knob_for_segments, read_topology_run
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ def prepare(spec: LiveSweepSpec, col: LiveCollection) -> Prepared:
     lab = None if spec.lab_queries is None else load_queries(
         spec.lab_queries, col, field="lab_queries", base=base, seed=spec.seed + 1)
     split_queries(queries.vectors.shape[0], spec.heldout_fraction, spec.seed)  # refusals
+    if spec.lab_topology is not None:
+        _segments(spec, None)  # a lab_topology that is no topology run: refused here
     return Prepared(knob, low, high, queries, lab)
 
 
@@ -259,6 +262,7 @@ def _summary(spec: LiveSweepSpec, desc: Any, knob: LiveKnob, low: int, high: int
         live["label"] = NOT_PRODUCTION
     if desc.untested:
         live["untested"] = desc.untested
+    live["segments"] = _segments(spec, desc.segments)
     return {
         "kind": "live-sweep", "workload": "live", "name": spec.name, "engine": desc.engine,
         "collection": desc.name, "metric": desc.metric, "k": spec.k, "strategy": "target",
@@ -273,6 +277,18 @@ def _summary(spec: LiveSweepSpec, desc: Any, knob: LiveKnob, low: int, high: int
         **out,
         "live": live,
     }
+
+
+def _segments(spec: LiveSweepSpec, segments: int | None) -> dict[str, Any]:
+    """The collection's segment count (as the engine reports it; None: it does not) and, with
+    ``lab_topology``, the comparison with that lab run (warning, the lab's knob for it)."""
+    if spec.lab_topology is None:
+        return {"collection_segments": segments}
+    path = Path(spec.lab_topology)
+    if not path.is_absolute() and spec.source not in ("<memory>", ""):
+        path = Path(spec.source).parent / path
+    lab = read_topology_run(path, "lab_topology")
+    return knob_for_segments(lab, segments, f"{spec.source}: live collection")
 
 
 __all__ = ["RECALL_DEFINITION", "LiveContext", "Prepared", "measure", "pick_knob", "prepare",

@@ -16,11 +16,12 @@ Definitions (latencies in ms, single-query):
 - ``p99_curve``: that rolling p99 over the whole run (cold pass, then the warm passes), as
   ``[queries searched before the window, p99 ms]`` pairs (at most 200).
 
-RAM budgets (25 / 50 / 100% of the index files' bytes): cgroup v2 ``memory.max`` is used nowhere
-here (not available on every machine, and it would limit the whole process); the approximation
-used and named in the output is ``fadvise-window``: before every window of queries, the pages of
-each file beyond the budget's share of its bytes are dropped again, so at most that share (plus
-what one window touches) stays cached.
+RAM budgets (25 / 50 / 100% of the index files' bytes): no cgroup limit is applied (cgroup v2
+``memory.max`` / v1 ``memory.limit_in_bytes`` would limit the whole process; which one the
+machine has is detected and named in ``cold_info.cgroup``, :mod:`retrieval.tune.cgroup`); the
+approximation used and named in the output is ``fadvise-window``: before every window of
+queries, the pages of each file beyond the budget's share of its bytes are dropped again, so
+at most that share (plus what one window touches) stays cached.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from retrieval.phases import report
 from retrieval.runs import WORKLOAD_COLD, RunDir
 from retrieval.stats.metrics import recall_by_id
 from retrieval.tune import target as tgt
+from retrieval.tune.cgroup import memory_cgroup
 from retrieval.tune.decide import lower_bound
 from retrieval.tune.measure import EPS
 from retrieval.tune.runner import dataset_info
@@ -347,7 +349,8 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
         "backends": {}, "builds": [], "rows": [], "pareto": [],
         "cold": rows,
         "cold_info": {"definitions": DEFINITIONS, "budget_method": BUDGET_METHOD,
-                      "budgets": list(BUDGETS), "wall_s": time.perf_counter() - started},
+                      "cgroup": memory_cgroup(), "budgets": list(BUDGETS),
+                      "wall_s": time.perf_counter() - started},
     }
     typed = SweepSummary.model_validate(summary)
     run.write_summary(typed)

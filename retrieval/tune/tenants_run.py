@@ -39,6 +39,7 @@ from retrieval.filtering.exact import prepared, subset_knn
 from retrieval.filtering.rows import RowFilter
 from retrieval.filtering.spec import Where
 from retrieval.indexes.base import IndexBackend, SupportsFilter
+from retrieval.indexes.engine import filter_call_text
 from retrieval.indexes.entry import CheckedEntry, SearchConfig, apply_search
 from retrieval.indexes.filtered import postfilter_depth, raise_ef_for, strategy_call
 from retrieval.runs import WORKLOAD_TENANTS, RunDir, typed_frame
@@ -283,7 +284,9 @@ def run_entry(study: Study, checked: CheckedEntry, label: str) -> tuple[list[dic
         if "shared" in layouts:
             for cfg, m in zip(configs, study.shared(checked, build, configs), strict=True):
                 points.append({**study.point("shared", label, bd, cfg, m),
-                               "filter": study.shared_filter})
+                               "filter": study.shared_filter,
+                               "filter_call": (filter_call_text(cfg.backend, cfg.given, study.k)
+                                               if study.shared_filter == "engine" else None)})
         if "per_tenant" in layouts or "flat_index" in layouts:
             per, nbytes = study.per_tenant(checked, build, configs)
             for cfg, m in zip(configs, per, strict=True):

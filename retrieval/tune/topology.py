@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from retrieval.indexes.base import SearchResult, VectorIndex
+from retrieval.indexes.base import SearchResult, SupportsNativeSegments, VectorIndex
 from retrieval.tune import scale as sc
 
 log = logging.getLogger(__name__)
@@ -37,16 +37,23 @@ class TopologySpec(BaseModel):
 
     - ``segments``: segment counts to build the same data as (each >= 1; 1 is one graph);
     - ``maintain``: measure the recall change of a force-merge (the segments merged into one
-      graph, searched at each topology's chosen knob);
+      graph, searched at each topology's chosen knob; an engine with native segments runs its
+      own: LanceDB ``optimize()``, pgvector ``VACUUM`` + ``REINDEX``);
+    - ``native``: an engine with native segments (pgvector partitions, LanceDB fragments) uses
+      them (False: independent indexes, N shards, as for in-process backends);
     - ``collection_segments``: the segment count of the real (attached or exported) collection,
-      compared with the lab's (a warning when it is not among them).
+      compared with the lab's (a warning when it is not among them);
+    - ``collection``: a ``live:`` section naming that collection (``rwb export`` attaches it,
+      read-only, and takes its count from ``describe().segments``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     segments: list[int] = Field(min_length=1)
     maintain: bool = True
+    native: bool = True
     collection_segments: int | None = Field(None, ge=1)
+    collection: dict[str, Any] | None = None
 
     @field_validator("segments")
     @classmethod
@@ -142,6 +149,55 @@ class SegmentedIndex:
             idx.close()
 
 
+class NativeSegmented:
+    """One index of an engine with native segments
+    (:class:`~retrieval.indexes.base.SupportsNativeSegments`: pgvector partitions, LanceDB
+    fragments) built as ``segments`` of its own; the engine searches and merges them. The same
+    surface as :class:`SegmentedIndex`; ``reported`` is the count the engine reports."""
+
+    def __init__(self, index: VectorIndex, segments: int) -> None:
+        if not isinstance(index, SupportsNativeSegments):
+            raise TypeError(f"{type(index).__name__} has no native segments")
+        self.index: Any = index
+        self.native: SupportsNativeSegments = index
+        self._segments = segments
+        self.reported: int | None = None
+        self.build_s = 0.0
+        index.set_segments(segments)
+
+    @property
+    def segments(self) -> int:
+        return self._segments
+
+    @property
+    def note(self) -> str:
+        return str(self.native.segments_note)
+
+    def build(self, base: np.ndarray) -> float:
+        """Build over all of ``base`` (ids: base positions); the build time in s."""
+        t0 = time.perf_counter()
+        self.index.build(base)
+        self.build_s = time.perf_counter() - t0
+        self.reported = self.native.segment_count()
+        return self.build_s
+
+    def set_search_params(self, **params: Any) -> None:
+        self.index.set_search_params(**params)
+
+    def search(self, queries: np.ndarray, k: int) -> SearchResult:
+        res = self.index.search(queries, k)
+        return SearchResult(np.asarray(res.ids), np.asarray(res.distances))
+
+    def merge(self) -> dict[str, Any]:
+        """The engine's force-merge / optimize: what it did (action, seconds, segments
+        after)."""
+        info = self.native.merge_segments()
+        return {"step": info.action, "seconds": info.seconds, **info.extra}
+
+    def close(self) -> None:
+        self.index.close()
+
+
 # --- the per-segment knob rule ---------------------------------------------------------------
 @dataclass(frozen=True)
 class SegmentRule:
@@ -186,5 +242,5 @@ def compare_segments(lab: Sequence[int], real: int | None, where: str) -> str | 
     return msg
 
 
-__all__ = ["MAX_SEGMENTS", "SegmentRule", "SegmentedIndex", "TopologySpec", "compare_segments",
-           "fit_segment_rule", "merge_topk", "split_rows"]
+__all__ = ["MAX_SEGMENTS", "NativeSegmented", "SegmentRule", "SegmentedIndex", "TopologySpec",
+           "compare_segments", "fit_segment_rule", "merge_topk", "split_rows"]

@@ -24,6 +24,7 @@ import numpy as np
 from retrieval.data import VectorDataset
 from retrieval.errors import BackendError, ConfigError
 from retrieval.groundtruth.exact import ground_truth
+from retrieval.indexes.base import SupportsNativeSegments
 from retrieval.indexes.registry import create_index
 from retrieval.phases import report
 from retrieval.runs import WORKLOAD_TOPOLOGY, RunDir
@@ -34,13 +35,21 @@ from retrieval.tune.measure import EPS
 from retrieval.tune.runner import dataset_info
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary
-from retrieval.tune.topology import SegmentedIndex, compare_segments, fit_segment_rule, split_rows
+from retrieval.tune.topology import (
+    NativeSegmented,
+    SegmentedIndex,
+    compare_segments,
+    fit_segment_rule,
+    split_rows,
+)
 from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
 
 log = logging.getLogger(__name__)
 
 #: progress callback: (steps done, steps known, description)
 Progress = Callable[[int, int, str], None]
+#: N segments: independent indexes merged here, or an engine's own
+Segmented = SegmentedIndex | NativeSegmented
 
 RULE_NOTE = ("knob(n_seg) fitted on the topologies whose knob was found (log: a + b log2 n_seg; "
              "power: c n_seg^b; n_seg = N / segments), the model that best predicts the largest "
@@ -61,7 +70,7 @@ def check_topology_spec(spec: SweepSpec) -> None:
                           f"'scale' (one workload dimension at a time)")
 
 
-def _latencies_ms(index: SegmentedIndex, queries: np.ndarray, k: int, warmup: int) -> np.ndarray:
+def _latencies_ms(index: Segmented, queries: np.ndarray, k: int, warmup: int) -> np.ndarray:
     """Single-query latency (ms) of each query, the merge included."""
     for q in queries[:warmup]:
         index.search(q[None, :], k)
@@ -88,15 +97,29 @@ class TopologyStudy:
         self.skipped = [s for s in self.topo.segments if s not in self.segments]
         self.steps = 0
 
-    def _per_query(self, index: SegmentedIndex, rows: np.ndarray) -> np.ndarray:
+    def per_query(self, index: Segmented, rows: np.ndarray) -> np.ndarray:
         res = index.search(np.ascontiguousarray(self.ds.queries[rows]), self.k)
         return recall_by_id(res.ids, self.gt[rows], self.k)
 
-    def _set(self, index: SegmentedIndex, fixed: dict[str, Any], knob: str, v: int) -> None:
+    def set_knob(self, index: Segmented, fixed: dict[str, Any], knob: str, v: int) -> None:
         index.set_search_params(**{**fixed, knob: int(v)})
 
-    def segmented(self, backend: str, build: Any, segments: int) -> SegmentedIndex:
+    def segmented(self, backend: str, build: Any, segments: int) -> Segmented:
+        """S segments of ``backend``: the engine's own (native) where it has them and the spec
+        allows, else S independent indexes whose top-k are merged here."""
         ds, spec = self.ds, self.spec
+        index = create_index(backend, ds.dim, ds.metric, build, seed=spec.seed,
+                             threads=spec.threads)
+        if not (self.topo.native and isinstance(index, SupportsNativeSegments)):
+            index.close()
+        else:
+            native = NativeSegmented(index, segments)
+            try:
+                native.build(ds.base)
+            except BaseException:
+                native.close()
+                raise
+            return native
         per_segment = 1 if segments > 1 else spec.threads  # threads go to the segments
         seg = SegmentedIndex(
             lambda: create_index(backend, ds.dim, ds.metric, build, seed=spec.seed,
@@ -131,8 +154,8 @@ class TopologyStudy:
         row: dict[str, Any] = {
             "label": label, "backend": backend, "build": build, "segments": segments,
             "segment_size": self.ds.n_base // segments, "knob_name": knob, "knob": None,
-            "range": [low, high], "evaluations": 0, "build_s": None, "tuning_recall": None,
-            "recall": None, "recall_p5": None, "recall_lower": None,
+            "range": [low, high], "fixed": dict(fixed), "evaluations": 0, "build_s": None,
+            "tuning_recall": None, "recall": None, "recall_p5": None, "recall_lower": None,
             "p50_ms": None, "p95_ms": None, "p99_ms": None,
         }
         try:
@@ -145,8 +168,8 @@ class TopologyStudy:
             probes: dict[int, tuple[float, float]] = {}
 
             def meets(v: int) -> bool:
-                self._set(seg, fixed, knob, v)
-                pq = self._per_query(seg, self.split.tune)
+                self.set_knob(seg, fixed, knob, v)
+                pq = self.per_query(seg, self.split.tune)
                 probes[v] = (float(pq.mean()), lower_bound(pq, self.k, conf, seed))
                 self.steps += 1
                 if self.progress:
@@ -155,14 +178,15 @@ class TopologyStudy:
                 return probes[v][1] >= self.target - EPS
 
             found = tgt.solve(low, high, meets)
-            row.update(knob=found.value, evaluations=found.evaluations, build_s=seg.build_s)
+            row.update(knob=found.value, evaluations=found.evaluations, build_s=seg.build_s,
+                       **_segmentation(seg))
             if found.value is None:
                 row["message"] = (f"{label} at {segments} segments: the top of the {knob} range "
                                   f"({high}) misses recall@{self.k} {self.target:g}")
                 return row
-            self._set(seg, fixed, knob, found.value)
+            self.set_knob(seg, fixed, knob, found.value)
             held = self.split.heldout if self.split.heldout.size else self.split.tune
-            pq = self._per_query(seg, held)
+            pq = self.per_query(seg, held)
             lat = _latencies_ms(seg, np.ascontiguousarray(self.ds.queries[held]), self.k,
                                 min(self.spec.warmup, held.size))
             row.update({
@@ -172,9 +196,20 @@ class TopologyStudy:
                 "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
                 "p99_ms": float(np.percentile(lat, 99)),
             })
+            if isinstance(seg, NativeSegmented) and self.topo.maintain and segments > 1:
+                row["maintain"] = self.native_maintain(seg, held, row["recall"])
             return row
         finally:
             seg.close()
+
+    def native_maintain(self, seg: NativeSegmented, held: np.ndarray,
+                        before: float) -> dict[str, Any]:
+        """The engine's own force-merge / optimize on the measured index, then the held-out
+        recall again at the same knob."""
+        done = seg.merge()
+        after = float(self.per_query(seg, held).mean())
+        return {"recall_before": before, "recall_after": after, "recall_change": after - before,
+                **done}
 
     def add_rule(self, rows: list[dict[str, Any]], low: int, high: int) -> None:
         rule = fit_segment_rule(self.ds.n_base, [r["segments"] for r in rows],
@@ -187,15 +222,16 @@ class TopologyStudy:
                      rows: list[dict[str, Any]]) -> None:
         """Force-merge: the segments merged into one graph, searched at each topology's knob
         (held-out queries); the recall change is merged minus segmented."""
-        todo = [r for r in rows if r["segments"] > 1 and r["knob"] is not None]
+        todo = [r for r in rows if r["segments"] > 1 and r["knob"] is not None
+                and "maintain" not in r]
         if not todo:
             return
         merged = self.segmented(backend, bp, 1)
         held = self.split.heldout if self.split.heldout.size else self.split.tune
         try:
             for r in todo:
-                self._set(merged, fixed, knob, r["knob"])
-                after = float(self._per_query(merged, held).mean())
+                self.set_knob(merged, fixed, knob, r["knob"])
+                after = float(self.per_query(merged, held).mean())
                 r["maintain"] = {"recall_before": r["recall"], "recall_after": after,
                                  "recall_change": after - r["recall"],
                                  "step": "force-merge into one graph (rebuilt from all rows)"}
@@ -210,6 +246,16 @@ class TopologyStudy:
             rows.extend(self.run_entry(i, label))
         report("topology study", len(labels), len(labels), "done")
         return rows
+
+
+def _segmentation(seg: Segmented) -> dict[str, Any]:
+    """How the segments were made: ``segmented`` (native | shards), the engine's own count
+    (``segments_reported``) and what its segments are."""
+    if isinstance(seg, NativeSegmented):
+        return {"segmented": "native", "segments_reported": seg.reported,
+                "segments_note": seg.note}
+    return {"segmented": "shards", "segments_reported": seg.segments,
+            "segments_note": "independent indexes, each searched, top-k merged by distance"}
 
 
 def run_topology_study(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,

@@ -1,6 +1,7 @@
 """LanceDB, embedded (``lancedb``): the IVF_PQ and IVF_HNSW_SQ backends and the export in
 LanceDB's own names (``create_index`` arguments + the query's knobs) with its inverse."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from retrieval.engines.lancedb import export, index, live  # noqa: F401  (registers the backends)
@@ -17,6 +18,12 @@ CONFORMANCE: tuple[dict[str, Any], ...] = (
        "min_recall": 0.95, "exact_distances": False} for m in ("l2", "ip", "cosine")),
 )
 
+
+def _filter_call(backend: str, search: Mapping[str, Any], k: int) -> str:
+    return (f"table.search(q).limit({k}).where('<where clause>', prefilter=True) with "
+            f"{dict(search)}")
+
+
 ENGINE = register_engine(EngineDescriptor(
     name="lancedb",
     backends=("lancedb-ivfpq", "lancedb-hnsw"),
@@ -27,6 +34,8 @@ ENGINE = register_engine(EngineDescriptor(
     to_native=export.to_native,
     from_native=export.from_native,
     attach=live.attach,
+    filter_form="search(q).where('<SQL where clause on columns>', prefilter=True)",
     summary="LanceDB embedded: IVF_PQ and IVF_HNSW_SQ (nprobes / refine_factor / ef)",
+    filter_call=_filter_call,
     conformance=CONFORMANCE,
 ))

@@ -18,6 +18,10 @@ Distances: LanceDB's ``l2`` is the squared Euclidean distance and ``cosine`` is 
 reproducible: LanceDB's k-means and HNSW levels draw from unseeded generators. LanceDB runs
 its own thread pools (``LANCE_CPU_THREADS``), not rwb's ``threads``.
 
+Filtered search (``SupportsFilter``): attributes as columns, filters as ``where`` clauses
+with prefilter (:mod:`retrieval.engines.lancedb.filter`). Native segments
+(``SupportsNativeSegments``): the table written as N fragments, one index over all of them.
+
 Memory: the bytes of the table's data files and index files on disk (LanceDB memory-maps
 them); ``BuildInfo.extra`` splits them (``data_bytes``, ``index_bytes``).
 
@@ -49,6 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retrieval.data import Metric, as_matrix
+from retrieval.engines.lancedb.filter import LanceFilter
 from retrieval.engines.lancedb.params import (
     DISTANCE,
     EF_MAX,
@@ -96,19 +101,19 @@ def index_config(build: Params, metric: str) -> Any:
                      max_iterations=MAX_ITERATIONS, sample_rate=SAMPLE_RATE)
 
 
-def _arrow_table(x: np.ndarray, ids: np.ndarray) -> Any:
+def _arrow_table(x: np.ndarray, ids: np.ndarray, extra: Mapping[str, Any] | None = None) -> Any:
     import pyarrow as pa
 
     vec = pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1), type=pa.float32()),
                                             x.shape[1])
-    return pa.table({"id": pa.array(ids, type=pa.int64()), "vector": vec})
+    return pa.table({"id": pa.array(ids, type=pa.int64()), "vector": vec, **(extra or {})})
 
 
 def _folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
 
 
-class LanceIndex(SnapshotIndex):
+class LanceIndex(LanceFilter, SnapshotIndex):
     """Shared plumbing of the LanceDB backends (see the module docstring)."""
 
     export_engine: ClassVar[str] = "lancedb"
@@ -165,12 +170,15 @@ class LanceIndex(SnapshotIndex):
         self._make_dir()
         try:
             self._db = lancedb.connect(str(self._dir))
-            table = self._db.create_table(TABLE, _arrow_table(x[:WRITE_BATCH],
-                                                              self._column_ids[:WRITE_BATCH]),
-                                          mode="create")
-            for s in range(WRITE_BATCH, n, WRITE_BATCH):
-                table.add(_arrow_table(x[s:s + WRITE_BATCH], self._column_ids[s:s + WRITE_BATCH]))
+            parts = self._write_parts(n)
+            table = self._db.create_table(TABLE, _arrow_table(
+                x[parts[0]], self._column_ids[parts[0]], self._attr_columns(parts[0])),
+                mode="create")
+            for part in parts[1:]:
+                table.add(_arrow_table(x[part], self._column_ids[part],
+                                       self._attr_columns(part)))
             table.create_index("vector", config=index_config(b, self.metric))
+            scalar = self._attr_indexes(table)
             stats = table.index_stats("vector_idx")
             plan = self._query(table, x[0], 1).explain_plan()
         except Exception as exc:
@@ -188,10 +196,43 @@ class LanceIndex(SnapshotIndex):
             raise BackendError(f"{self._where()}: LanceDB's query plan does not read the "
                                f"vector index (a brute-force scan): {plan.strip()[:300]}")
         return {"index_type": self.index_type, "distance_type": self._distance,
-                "indexed_rows": int(stats.num_indexed_rows),
+                "indexed_rows": int(stats.num_indexed_rows), "scalar_indexes": scalar,
                 "data_bytes": _folder_bytes(self._table_dir() / "data"),
                 "index_bytes": _folder_bytes(self._table_dir() / "_indices"),
                 "library": self.library_version()}
+
+    # --- native segments (SupportsNativeSegments): fragments ----------------------------------
+    segments_note = ("LanceDB fragments (one append each); the vector index is one over all "
+                     "fragments, so a query searches one index, not one per fragment")
+    _segments = 0
+
+    def set_segments(self, n: int) -> None:
+        """Write the next build's table as ``n`` fragments (one ``add`` each; 0 or 1 keeps
+        the usual batches of :data:`WRITE_BATCH` rows)."""
+        if int(n) < 1:
+            raise ConfigError(f"{self._where()}: segments (fragments) must be >= 1; "
+                              f"received {n}")
+        self._segments = int(n)
+
+    def _write_parts(self, n: int) -> list[slice]:
+        if self._segments > 1:
+            edges = np.linspace(0, n, self._segments + 1).round().astype(int).tolist()
+            return [slice(edges[j], edges[j + 1]) for j in range(self._segments)]
+        return [slice(s, s + WRITE_BATCH) for s in range(0, max(n, 1), WRITE_BATCH)]
+
+    def segment_count(self) -> int | None:
+        """The table's fragments as LanceDB reports them (``stats().fragment_stats``)."""
+        stats = self._lance("stats", self._table.stats)
+        frags = stats.get("fragment_stats", {}).get("num_fragments") if isinstance(
+            stats, Mapping) else None
+        return None if frags is None else int(frags)
+
+    def merge_segments(self) -> MaintainInfo:
+        """``maintain()`` (``table.optimize()``: compaction of the fragments, the index brought
+        up to date), with the fragment count after it."""
+        info = self.maintain()
+        return MaintainInfo(info.action, info.seconds,
+                            {**info.extra, "segments_after": self.segment_count()})
 
     def _make_dir(self) -> None:
         """A fresh folder of rwb's for the table: under ``workdir``, else under a temp one."""
@@ -218,6 +259,9 @@ class LanceIndex(SnapshotIndex):
         import lancedb
 
         src = folder / f"{TABLE}.lance"
+        if self._attrs is not None:  # the cached table's attribute columns are not checked
+            raise DataError(f"{self._where()}: a build with filter attributes is built, not "
+                            f"loaded from a snapshot")
         if not src.is_dir():
             raise DataError(f"{self._where()}: snapshot in {folder} has no {TABLE}.lance")
         self._make_dir()
@@ -242,7 +286,7 @@ class LanceIndex(SnapshotIndex):
 
     # --- writes (SupportsWrites) -------------------------------------------------------------
     def cannot_write(self) -> str | None:
-        return None
+        return "its rows carry filter attributes" if self._attrs is not None else None
 
     def _writable(self, what: str) -> set[int]:
         self._check_open()
@@ -263,6 +307,9 @@ class LanceIndex(SnapshotIndex):
     def insert(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         """Add ``vectors`` (m, dim) under the caller's ``ids`` (none of them live)."""
         live = self._writable("insert")
+        if self._attrs is not None:
+            raise ConfigError(f"{self._where()}: no insert into a table with filter "
+                              f"attributes (the new rows would have none)")
         x = as_matrix(vectors, f"{self._where()} insert vectors", dim=self.dim)
         new = check_ids(ids, x.shape[0], f"{self._where()} insert")
         dup = [v for v in new.tolist() if v in live]

@@ -55,6 +55,7 @@ from retrieval.engines.pgvector.params import (
     rerank_sql,
     vector_expr,
 )
+from retrieval.engines.pgvector.segments import PgSegments, tree_sql
 from retrieval.errors import BackendError, ConfigError, NotReachable
 from retrieval.indexes.inprocess import InProcessIndex
 from retrieval.indexes.registry import package_version
@@ -85,7 +86,7 @@ def first_line(exc: BaseException, *urls: str | None) -> str:
     return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
-class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
+class PgVectorIndex(SlotWrites, PgSegments, PgVectorFilter, InProcessIndex):
     """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
     Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
 
@@ -238,8 +239,9 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
         self._fplans, self._fbuilt = {}, self._fattrs
         self._run("create table",  # fails on an existing table: never adopted, never dropped
                   f"CREATE TABLE {self.table} (id int8 NOT NULL, embedding vector({self.dim})"
-                  + "".join(f", {c} {t}" for c, t in acols) + ")")
+                  + "".join(f", {c} {t}" for c, t in acols) + ")" + self._partition_clause())
         self._owned = True
+        self._create_partitions()
         try:
             pg_mark(conn, self.table)
         except psycopg.Error as exc:
@@ -382,8 +384,9 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
                                                 "k": int(k)})
         index = f"{self.table}_idx"
         for node in nodes:
-            if node.get("Index Name") == index and "Index" in node.get("Node Type", ""):
-                return f"{node['Node Type']} using {index}"
+            if self._our_index(node.get("Index Name")) and "Index" in node.get("Node Type", ""):
+                self._check_partition_scans(nodes)
+                return f"{node['Node Type']} using {node['Index Name']}"
         kinds = ", ".join(n.get("Node Type", "?") for n in nodes)
         raise BackendError(
             f"{self._where()}: the planner does not use index {index} for the search (plan: "
@@ -454,8 +457,8 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
     # --- size and lifecycle -----------------------------------------------------------------
     def _sizes(self) -> dict[str, int]:
         row = self._run(
-            "size", "SELECT pg_table_size(%(t)s::regclass), pg_indexes_size(%(t)s::regclass)",
-            {"t": self.table}).fetchone()
+            "size", f"SELECT sum(pg_table_size(relid)), sum(pg_indexes_size(relid)) FROM "
+            f"{tree_sql('%(t)s')}", {"t": self.table}).fetchone()
         return {"relation_bytes": int(row[0]), "index_bytes": int(row[1])}
 
     def memory_bytes(self) -> int:

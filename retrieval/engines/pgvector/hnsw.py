@@ -29,6 +29,7 @@ from retrieval.engines.pgvector.params import (
     check_hnsw_search,
     check_oversample,
 )
+from retrieval.engines.pgvector.segments import tree_sql
 from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.inprocess import check_k, unknown_knob
@@ -130,13 +131,15 @@ class PgVectorHnsw(PgVectorIndex):
         return MemoryClaim(per, b.vector_type, None if b.vector_type == "vector" else "disk")
 
     def memory_facts(self) -> dict[str, Any]:
-        """PostgreSQL's own figures: ``pg_relation_size`` of the vector index (the pages an
+        """PostgreSQL's own figures (summed over partitions when the table has them):
+        ``pg_relation_size`` of the vector index (the pages an
         index scan reads through shared buffers) as the resident figure;
         ``pg_total_relation_size`` (table + TOAST + indexes) as the on-disk bytes."""
         row = self._run(
-            "size", f"SELECT pg_relation_size('{self.table}_idx'::regclass), "
-            "pg_total_relation_size(%(t)s::regclass), pg_table_size(%(t)s::regclass)",
-            {"t": self.table}).fetchone()
+            "size", f"SELECT (SELECT sum(pg_relation_size(relid)) FROM {tree_sql('%(i)s')}), "
+            f"sum(pg_total_relation_size(relid)), sum(pg_table_size(relid)) FROM "
+            f"{tree_sql('%(t)s')}",
+            {"t": self.table, "i": f"{self.table}_idx"}).fetchone()
         return {"resident_bytes": int(row[0]), "disk_bytes": int(row[1]),
                 "table_bytes": int(row[2]),
                 "source": "pg_relation_size of the vector index (shared-buffer pages an index "
