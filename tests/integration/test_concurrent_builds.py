@@ -50,7 +50,12 @@ def test_concurrent_builds_same_answer_as_one_at_a_time(tmp_path: Path) -> None:
             for b in one["builds"]}
     assert pick == {b["label"] + str(b["build"]): (b["chosen"] or {}).get("search")
                     for b in many["builds"]}
-    assert many["answer"]["build"] == one["answer"]["build"]
+    # the answer is the cheapest by measured latency among the builds meeting the target:
+    # timing decides between them, so each run's answer is one of the builds both runs found
+    # meeting it (the same set), not necessarily the same one
+    meeting = {str(b["build"]) for b in one["builds"] if b["chosen"]}
+    assert meeting == {str(b["build"]) for b in many["builds"] if b["chosen"]}
+    assert str(one["answer"]["build"]) in meeting and str(many["answer"]["build"]) in meeting
     for s in (one, many):
         assert s["builds_full"] == 4
         assert s["build_wall_s"] > 0 and s["build_cpu_s"] > 0 and s["build_cost_s"] > 0
