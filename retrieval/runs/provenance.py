@@ -212,11 +212,12 @@ def machine_load() -> dict[str, Any]:
 
 def busy(load: dict[str, Any]) -> bool:
     """Whether ``load`` (:func:`machine_load`) says the machine was busy: the 1-minute load
-    average at or above its number of CPUs."""
+    average above its number of logical CPUs (more runnable work than cores: timings wait for
+    a core). A load that was not readable is not busy."""
     avg = load.get("load_average")
     if not isinstance(avg, list) or not avg:
         return False
-    return float(avg[0]) >= float(load.get("cpus") or 1)
+    return float(avg[0]) > float(load.get("cpus") or 1)
 
 
 def build_manifest(**extra: Any) -> dict[str, Any]:
