@@ -170,7 +170,8 @@ class Study:
         cache[value] = p
         self.steps += 1
         if self.progress:
-            self.progress(self.steps, 0, f"{b.label} N={ev.ds.n_base:,} {b.knob}={value} "
+            self.progress(self.steps, 0, f"{b.label} N={ev.ds.n_base:,} probe "
+                          f"{b.knob}={value} "
                           f"recall={p.recall:.4f} lb={p.recall_lb:.4f}")
         return p
 
