@@ -362,6 +362,7 @@ def probe_line(unit: Unit, search: dict[str, Any], res: PointResult | None) -> s
     if unit.method == "target" and unit.knob is not None \
             and search.get(unit.knob) is not None and int(search[unit.knob]) >= unit.high:
         top = " (top of the range: can the target be met at all?)"
-    verdict = {True: ", meets the target", False: ", below the target"}.get(res.meets, "")
+    verdict = "" if res.meets is None else (
+        ", meets the target" if res.meets else ", below the target")
     return (f"{unit.label} probe {what}{top}: recall={res.recall:.4f} "
             f"lb={res.recall_lb:.4f}{verdict}")
