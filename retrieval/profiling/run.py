@@ -180,6 +180,11 @@ def _knob_step(built: Built, spec: ProfileSpec) -> str | None:
     return "; ".join(done) or None
 
 
+#: the stage each remedy acts on: its credited gain is at most that stage's P95 (ms) before it
+REMEDY_STAGE = {"parallel collections": "retrieve", "tuned knobs": "retrieve",
+                "batched query embedding": "embed", "smaller rerank depth": "rerank"}
+
+
 def remedy_steps(spec: ProfileSpec) -> list[tuple[str, str]]:
     """The candidate steps in order: (key, label)."""
     return [("parallel", "parallel collections"), ("knobs", "tuned knobs"),
@@ -330,6 +335,9 @@ def _remedies(built: Built, spec: ProfileSpec, qs: QuerySet, base: list[RequestR
             r["fallbacks"] = s["fallbacks"]
             r["stages"] = {x["name"]: x["p95_ms"] for x in stage_rows(recs)}
             r["embed_ms_per_query"] = _embed_per_query(recs)
+            r["request_ms"] = [x.ms for x in recs]  # the noise band (not kept in the summary)
+            if step in REMEDY_STAGE:
+                r["stage"] = REMEDY_STAGE[step]
         return r
 
     steps.append(row("baseline", f"as specified ({pipe.mode})", base))
