@@ -257,8 +257,14 @@ def credited_gain(prev: Mapping[str, Any], cur: Mapping[str, Any]) -> dict[str, 
     """What a remedy step is credited with (ms of P95): the measured change, capped at the P95
     of the stage it acts on in the previous step (``cur['stage']`` in ``prev['stages']``: a
     remedy cannot save more than its stage takes), and 0 when the change lies inside the noise
-    (:func:`p95_change_band` of the two passes' ``request_ms``, when both have them)."""
-    measured = (prev["p95_ms"] or 0.0) - (cur["p95_ms"] or 0.0)
+    (:func:`p95_change_band` of the two passes' ``request_ms``, when both have them). A step
+    whose previous setting was measured again interleaved with it (``cur['before_ms']``: the
+    previous step's requests and the repeats) is compared with all of those."""
+    before_ms = cur.get("before_ms") or prev.get("request_ms")
+    before_p95 = prev["p95_ms"] or 0.0
+    if cur.get("before_ms"):  # the previous setting measured again, interleaved with this one
+        before_p95 = float(np.percentile(cur["before_ms"], 95, method="inverted_cdf"))
+    measured = before_p95 - (cur["p95_ms"] or 0.0)
     out: dict[str, Any] = {"p95_change_ms": measured}
     gain = measured
     stage = cur.get("stage")
@@ -266,8 +272,8 @@ def credited_gain(prev: Mapping[str, Any], cur: Mapping[str, Any]) -> dict[str, 
     if stage_ms is not None and gain > float(stage_ms):
         gain = float(stage_ms)
         out["capped_at_stage_ms"] = float(stage_ms)
-    if prev.get("request_ms") and cur.get("request_ms"):
-        lo, hi = p95_change_band(prev["request_ms"], cur["request_ms"])
+    if before_ms and cur.get("request_ms"):
+        lo, hi = p95_change_band(before_ms, cur["request_ms"])
         out["noise_band_ms"] = [lo, hi]
         out["within_noise"] = lo <= 0.0 <= hi
         if out["within_noise"]:
@@ -287,7 +293,7 @@ def waterfall(steps: Sequence[Mapping[str, Any]], quality_key: str | None) -> di
     prev: Mapping[str, Any] | None = None
     first = steps[0] if steps else None
     for s in steps:
-        row = {k: v for k, v in s.items() if k != "request_ms"}
+        row = {k: v for k, v in s.items() if k not in ("request_ms", "before_ms")}
         if prev is not None and s.get("applied", True):
             row.update(credited_gain(prev, s))
             saved = row["p95_saved_ms"]

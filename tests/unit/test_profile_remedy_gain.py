@@ -54,3 +54,19 @@ def test_the_waterfall_names_no_noise_as_best_and_keeps_the_raw_change() -> None
     assert rows["smaller rerank depth"]["p95_saved_ms"] == 40.0  # capped at its 40 ms stage
     assert wf["best"] == "smaller rerank depth"
     assert all("request_ms" not in r for r in wf["steps"])  # per-request lists stay out
+
+
+def test_an_interleaved_repeat_of_the_previous_setting_is_what_the_step_is_judged_against():
+    """before, after, before, after: the previous step's pass was slow by chance (a busy
+    moment); measured again between the remedy's passes it is not, and no gain is credited."""
+    rng = np.random.default_rng(3)
+    unlucky = list(rng.exponential(5, 60) + 160)  # the previous step's only pass
+    again = list(rng.exponential(5, 60) + 100)    # the previous setting, measured again
+    after = list(rng.exponential(5, 120) + 100)   # the remedy's two passes
+    prev = _pass(float(np.percentile(unlucky, 95)), 80.0, unlucky)
+    cur = {**_pass(float(np.percentile(after, 95)), 80.0, after), "stage": "retrieve"}
+    assert credited_gain(prev, cur)["p95_saved_ms"] > 50  # one pass each: a 60 ms "win"
+    got = credited_gain(prev, {**cur, "before_ms": unlucky + again})
+    assert got["p95_change_ms"] < credited_gain(prev, cur)["p95_change_ms"]
+    got = credited_gain(prev, {**cur, "before_ms": again + again})
+    assert got["within_noise"] is True and got["p95_saved_ms"] == 0.0
