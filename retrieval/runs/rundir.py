@@ -138,12 +138,15 @@ def _record_load(manifest: dict[str, Any], path: Path, *, warn: bool = True) -> 
     1-minute load average above the CPUs at the start or the end of the timed work), and, when
     busy and ``warn`` (a run that completed: its latencies are what a user reads), say so in
     one WARNING log line."""
-    from retrieval.runs.provenance import busy, machine_load
+    from retrieval.runs.provenance import busy, machine_load, steal_between
 
     record = manifest.get("machine_load")
     record = dict(record) if isinstance(record, dict) else {}
     record["end"] = machine_load()
     record["busy"] = any(busy(v) for v in record.values() if isinstance(v, dict))
+    start = record.get("start")
+    record["steal_during_run"] = (steal_between(start, record["end"])
+                                  if isinstance(start, dict) else None)
     manifest["machine_load"] = record
     if record["busy"] and warn:
         worst = max(float((v.get("load_average") or [0])[0]) for v in record.values()

@@ -11,9 +11,9 @@ from retrieval.runs import provenance
 from retrieval.runs.rundir import COMPLETE, FAILED, RunDir
 
 
-def _load(one_minute: float | None, cpus: int = 2) -> dict:
+def _load(one_minute: float | None, cpus: int = 2, ticks: list[int] | None = None) -> dict:
     avg = None if one_minute is None else [one_minute, 1.0, 1.0]
-    return {"load_average": avg, "cpus": cpus, "steal_fraction": 0.0}
+    return {"load_average": avg, "cpus": cpus, "steal_fraction": 0.0, "cpu_ticks": ticks}
 
 
 @pytest.mark.parametrize(("one_minute", "cpus", "expected"), [
@@ -60,3 +60,16 @@ def test_a_failed_run_records_busy_without_the_warning(tmp_path, monkeypatch, ca
         load = _run_with_load(tmp_path, monkeypatch, start=1.0, end=9.0, status=FAILED)
     assert load["busy"] is True
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_steal_during_the_run_is_the_change_of_the_tick_counters(tmp_path,
+                                                                     monkeypatch) -> None:
+    loads = iter([_load(0.5, ticks=[100, 10_000]), _load(0.5, ticks=[400, 16_000])])
+    monkeypatch.setattr(provenance, "machine_load", lambda: next(loads))
+    run = RunDir.create(tmp_path / "r", "t")
+    run.write_manifest(kind="eval")
+    run.set_status(COMPLETE)
+    assert run.read_json("manifest.json")["machine_load"]["steal_during_run"] == 0.05
+    assert provenance.steal_between({"cpu_ticks": None}, {"cpu_ticks": [1, 2]}) is None
+    real = provenance._cpu_ticks()  # this machine: readable here, or None
+    assert real is None or real[1] > real[0] >= 0
