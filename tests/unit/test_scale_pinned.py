@@ -14,6 +14,7 @@ import pytest
 
 import retrieval.testing.fake as fake
 from retrieval.data import VectorDataset
+from retrieval.tune import scale_trust as st
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import lower_bound, split_queries
 from retrieval.tune.spec import parse_spec
@@ -104,3 +105,22 @@ def test_builds_that_cannot_be_seeded_are_repeated(tmp_path, monkeypatch) -> Non
     gentle = next(b for b in s["builds"] if b["label"] == "gentle")
     assert [r["knob_repeats"] for r in gentle["samples"]] == [[4] * 3, [8] * 3, [16] * 3]
     assert gentle["fit"]["unseeded_spread"] == 0.0 and gentle["band"] == [32, 32]
+
+
+def test_the_spread_of_unseeded_repeats_widens_the_band(tmp_path, monkeypatch) -> None:
+    """Builds that land differently each time (half_ef x 1, 1.5, 0.75 in turn, like an unseeded
+    graph): three knobs per sample, the fit on their median, the band widened by their spread."""
+    monkeypatch.setattr(fake.FakeIndex, "deterministic", False)
+    factors = iter([1.0, 1.5, 0.75] * 100)
+    real = fake.fake_half_ef
+    monkeypatch.setattr(fake, "fake_half_ef",
+                        lambda h, per_1k, n: max(1, round(real(h, per_1k, n) * next(factors))))
+    s = run_sweep(spec(), tmp_path / "run", dataset=data()).summary
+    gentle = next(b for b in s["builds"] if b["label"] == "gentle")
+    first = gentle["samples"][0]
+    assert first["knob_repeats"] == [4, 6, 3] and first["knob"] == 4  # the median
+    spread = gentle["fit"]["unseeded_spread"]
+    assert spread == max(st.repeat_spread(r["knob_repeats"]) for r in gentle["samples"])
+    assert spread >= 0.75
+    lo, hi = gentle["band"]
+    assert lo < gentle["predicted"] < hi  # a band from one build would be a single value
