@@ -135,8 +135,17 @@ with its evidence; `rwb verify FILE` re-measures it."""),
     new_code_cell("""\
 STRICT = 0.99
 strict = run.cheapest_meeting(STRICT)
-display(pd.DataFrame(strict)[["label", "build", "search", "recall", "p95_ms", "qps"]]
-        if strict else f"no measured config reaches {STRICT}")"""),
+reached = [p for p in run.points() if (p.get("recall") or 0) >= STRICT]
+best = max((p.get("recall") or 0 for p in run.points()), default=None)
+if strict:
+    display(pd.DataFrame(strict)[["label", "build", "search", "recall", "p95_ms", "qps"]])
+elif reached:  # a target sweep's probes are not timed: no latency to rank them by
+    labels = sorted({str(p.get("label") or p.get("backend")) for p in reached})
+    print(f"{len(reached)} measured points reach {STRICT} (best recall {best:.4f}, {labels}) "
+          f"but none has a latency: a target sweep times only its answers; `rwb eval` on "
+          f"these configs compares them")
+else:
+    print(f"no measured config reaches {STRICT} (best recall {best})")"""),
     new_code_cell("""\
 label = next((c["label"] for c in chosen if c["backend"] == "hnswlib"), chosen[0]["label"])
 engine = "hnswlib" if label.startswith("hnswlib") else "faiss"

@@ -494,7 +494,9 @@ def verify(file: PathLike | ExportedConfig, *, engine: str | None = None,
     ``engine``: measure the same settings on that engine (does the target transfer?).
     ``dataset``: the data of an ANN export when the recorded one is not reachable (the
     :class:`VectorDataset` of a config tuned from in-memory arrays, or a dataset name /
-    manifest / HDF5 path); DataError unless its fingerprint is the recorded one.
+    manifest / HDF5 path), a rerank export's BEIR folder or a cache export's pairs file;
+    DataError unless its fingerprint is the recorded one (a moved folder / file is also looked
+    for under $RWB_DATA_DIR and the current folder: docs/ci.md).
     ``reranker``: the callable of a rerank export tuned with one that has no import path.
     ``pairs``: semantic-cache exports, the transfer check: the exported threshold measured on
     this other labelled pairs file. ``exit_code`` of the result is ``rwb verify``'s."""

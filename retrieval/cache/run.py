@@ -111,6 +111,14 @@ def cost_summary(sweep: SweepResult, spec: CacheTuneSpec) -> dict[str, Any]:
     }
 
 
+def heldout_meets_cap(upper_bound: float | None, cap: float) -> bool:
+    """Whether the held-out split shows the false-hit cap to hold: its one-sided upper bound on
+    the false-hit rate (a share of lookups) at or under ``cap``: the rule the threshold was
+    chosen by on the tuning split. A held-out rate under the cap whose bound is over it does
+    not show that (issue 34). No bound (no probes): False."""
+    return upper_bound is not None and float(upper_bound) <= float(cap)
+
+
 def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
               latency: dict[str, Any], timing: dict[str, Any], check: dict[str, Any],
               extra: dict[str, Any]) -> CacheTuneSummary:
@@ -134,8 +142,8 @@ def summarise(spec: CacheTuneSpec, sweep: SweepResult, design: ProbeDesign,
         "heldout_false_hit_rate": None if held is None else held.false_hit_rate,
         "heldout_false_hit_upper_bound": None if held is None else held.false_hit_upper_bound,
         "heldout_precision": None if held is None else held.precision,
-        "heldout_meets_cap": None if held is None else held.false_hit_rate
-        <= spec.tuning.max_false_hit,
+        "heldout_meets_cap": None if held is None else heldout_meets_cap(
+            held.false_hit_upper_bound, spec.tuning.max_false_hit),
         "tuning": None if tuning is None else tuning.to_dict(),
         "heldout": None if held is None else held.to_dict(),
         "latency_ms": latency,
@@ -373,6 +381,7 @@ __all__ = [
     "cost_summary",
     "embed_questions",
     "fill_cache",
+    "heldout_meets_cap",
     "lost_message",
     "redis_for_run",
     "replay_lookups",

@@ -79,7 +79,9 @@ class AdviceInput:
     value meeting the target on the churned index (None: none in ``[.., knob_max]``, or not
     searched); ``control_lower`` / ``control_tuned``: the same on a fresh build of the live
     set (None: no control); ``damage``: recall fraction; ``maintain``: (action, seconds,
-    recall after it) of the clean-up probe, or None."""
+    recall after it) of the clean-up probe, or None; ``before_maintain``: (step, recall lower
+    bound, share of queries short of k) at the last search step before the runbook's last
+    ``maintain`` step (pgvector: before ``VACUUM``), or None when the runbook has none."""
 
     target: float | None
     knob: str | None
@@ -94,6 +96,7 @@ class AdviceInput:
     damage: float | None
     damage_points: float
     maintain: tuple[str, float, float] | None = None
+    before_maintain: tuple[int, float, float] | None = None
 
 
 def _pts(x: float | None) -> str:
@@ -107,6 +110,14 @@ def advise(a: AdviceInput) -> tuple[str, str]:
     if a.target is None:
         return "report", f"no target: recall {a.recall:.3f} at the last step ({dmg})"
     setting = f"{a.knob} {a.value}" if a.knob else "its search params"
+    if a.lower >= a.target and a.before_maintain is not None:
+        step, lower, short = a.before_maintain
+        if lower < a.target or short > 0:
+            return "maintain", (
+                f"holds only right after the runbook's maintenance: before it (step {step}) "
+                f"{setting} had lower bound {lower:.3f} vs {a.target:g} and {100 * short:.1f}% "
+                f"of queries got fewer than k rows; maintain (pgvector: VACUUM) at least as "
+                f"often as the runbook does ({dmg})")
     if a.lower >= a.target:
         return "hold", (f"holds: {setting} keeps {a.target:g} through the runbook (lower bound "
                         f"{a.lower:.3f} at the last step; {dmg})")
@@ -136,8 +147,15 @@ def advise(a: AdviceInput) -> tuple[str, str]:
 
 
 def advice_dict(a: AdviceInput) -> dict[str, Any]:
+    """The advice record: ``action``, ``line`` and, when the runbook maintains, what the
+    advice judged before the maintenance (``before_maintain``: step, ``recall_lower``,
+    ``short_queries`` as a share of queries)."""
     action, line = advise(a)
-    return {"action": action, "line": line}
+    out: dict[str, Any] = {"action": action, "line": line}
+    if a.before_maintain is not None:
+        step, lower, short = a.before_maintain
+        out["before_maintain"] = {"step": step, "recall_lower": lower, "short_queries": short}
+    return out
 
 
 __all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms", "recall_stats",

@@ -158,8 +158,21 @@ def _advice(cr: ConfigRun, recs: list[dict[str, Any]], probe: Any) -> dict[str, 
         searched=spec.retune, control_lower=ctl["control_lower"] if ctl else None,
         control_tuned=ctl.get("control_tuned_knob") if ctl else None,
         damage=ctl["damage"] if ctl else None, damage_points=spec.damage_points,
-        maintain=tuple(probe) if probe else None)
+        maintain=tuple(probe) if probe else None, before_maintain=_before_maintain(recs))
     return advice_dict(a)
+
+
+def _before_maintain(recs: list[dict[str, Any]]) -> tuple[int, float, float] | None:
+    """(step, recall lower bound, share of queries short of k) of the last search step before
+    the runbook's last ``maintain`` step that a search follows; None without one."""
+    maintains = [i for i, r in enumerate(recs) if r["op"] == "maintain"]
+    if not maintains or not any(r["op"] == "search" for r in recs[maintains[-1]:]):
+        return None
+    before = [r for r in recs[:maintains[-1]] if r["op"] == "search"]
+    if not before:
+        return None
+    r = before[-1]
+    return int(r["step"]), float(r["recall_lower"]), float(r.get("short_queries") or 0.0)
 
 
 def _one_config(cr: ConfigRun, book: ResolvedRunbook, done: list[dict[str, Any]], out: _Log,

@@ -80,6 +80,16 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+#: an ETA is extrapolated only after this many steps and this share of the total (the first
+#: steps carry one-off costs: loading, the first build, ground truth)
+ETA_MIN_STEPS, ETA_MIN_SHARE = 3, 0.1
+
+
+def eta_known(done: int, total: int) -> bool:
+    """Whether ``done`` of ``total`` steps are enough to extrapolate an ETA from."""
+    return ETA_MIN_STEPS <= done < total and done >= ETA_MIN_SHARE * total
+
+
 def progress_lines(desc: str, *, use_total: bool = True, interval_s: float | None = None,
                    stream: Any = None) -> Progress:
     """A progress callback that writes a plain line to stderr at most every ``interval_s``
@@ -102,7 +112,7 @@ def progress_lines(desc: str, *, use_total: bool = True, interval_s: float | Non
             pct = 100.0 * done / total
             parts.append(f"{done}/{total} ({pct:.0f}%)")
             parts.append(f"elapsed {_duration(elapsed)}")
-            if 0 < done < total:
+            if eta_known(done, total):
                 parts.append(f"ETA {_duration(elapsed * (total - done) / done)}")
         else:
             parts += [f"{done} done", f"elapsed {_duration(elapsed)}"]

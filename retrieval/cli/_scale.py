@@ -38,6 +38,9 @@ def print_scale(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
                        "band", "exact", "transfer", "held-out lb", "ceiling"])
     for b in s["builds"]:
         for p in b.get("predicted_at") or []:
+            if p.get("trust"):  # one figure (the export's) and whether to trust it there
+                print(f"  {b['label']} {b['knob']} {p['trust']}; ceiling {_num(p['ceiling'])}")
+                continue
             print(f"  {b['label']} {b['knob']} at {p['multiple']:g}x N ({p['n']:,}): "
                   f"{p['knob']} (band {p['band'][0]}-{p['band'][1]}), ceiling "
                   f"{_num(p['ceiling'])}")

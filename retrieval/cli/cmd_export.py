@@ -56,7 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--dataset", metavar="NAME|FILE|FOLDER",
                    help="the data to re-measure on when the recorded one is not reachable: "
                         "ANN exports a dataset name, manifest .yaml or .hdf5 path; rerank "
-                        "exports a BEIR folder; its fingerprint must be the recorded one")
+                        "exports a BEIR folder; cache exports a pairs file; its fingerprint "
+                        "must be the recorded one (a moved one is also looked for under "
+                        "$RWB_DATA_DIR and the current folder)")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.set_defaults(func=run_verify)
 
@@ -108,6 +110,11 @@ def run_verify(args: argparse.Namespace) -> int:
         return 0 if report.holds else 1
     if isinstance(report, ChecksReport):  # a report of named checks (redisvl, rerank)
         print(f"verify {args.file}: {'HOLDS' if report.holds else 'FAILS'}")
+        measured = getattr(report, "measured", None)
+        found = measured.get("dataset_found_at") if isinstance(measured, dict) else None
+        for name, where in (found.items() if isinstance(found, dict) else [("data", found)]):
+            if where:
+                print(f"  {name} not at its recorded path; found at {where}")
         for c in report.checks:
             mark = "ok  " if c.get("passed") else "FAIL"
             print(f"  {mark} {c.get('check')}: measured {c.get('measured')}, "

@@ -83,11 +83,11 @@ def run(args: argparse.Namespace) -> int:
         qk = rem.get("quality_key")
         print("remedies (cumulative, each measured):")
         print_table([[r["step"], "yes" if r["applied"] else "no", _ms(r.get("p50_ms")),
-                      _ms(r.get("p95_ms")), _ms(r.get("p99_ms")),
+                      _ms(r.get("p95_ms")), _ms(r.get("p99_ms")), _gain(r),
                       fmt(r.get(qk)) if qk else "-", fmt(r.get("roi")), r["what"]]
                      for r in rem["steps"]],
-                    ["step", "applied", "p50 ms", "p95 ms", "p99 ms", qk or "quality",
-                     "roi (ms/quality)", "what"])
+                    ["step", "applied", "p50 ms", "p95 ms", "p99 ms", "p95 gain ms",
+                     qk or "quality", "roi (ms/quality)", "what"])
         print(f"best return per quality lost: {rem.get('best') or '-'}")
     if res.compare is not None:
         print(f"production ({res.compare['traces']} traces) vs rwb, per stage:")
@@ -99,3 +99,13 @@ def run(args: argparse.Namespace) -> int:
         print("a positive gap: production spends that time outside the stage itself "
               "(queueing, network, gateway)")
     return 0
+
+
+def _gain(row: dict[str, Any]) -> str:
+    """The credited P95 gain (ms): "none (noise)" inside the noise band, "(stage)" when capped
+    at the time of the stage the remedy acts on."""
+    if row.get("p95_saved_ms") is None:
+        return "-"
+    if row.get("within_noise"):
+        return "none (noise)"
+    return _ms(row["p95_saved_ms"]) + (" (stage)" if "capped_at_stage_ms" in row else "")

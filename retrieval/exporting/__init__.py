@@ -75,6 +75,12 @@ def export_run(
     return exporter_for(run, run_kind(run), engine).export(run, engine, out, backend)
 
 
+def _cache_kind() -> str:
+    from retrieval.exporting.redisvl import KIND
+
+    return KIND
+
+
 def _rerank_kind() -> str:
     from retrieval.exporting.rerank import KIND
 
@@ -86,8 +92,8 @@ def verify_file(path: Path | str, *, engine: str | None = None,
     """Rebuild and re-measure an exported config; returns a report with ``holds``.
     ``engine``: measure an ANN export's settings on that engine instead (does the target
     transfer?). ``dataset``: an ANN export's data when its recorded reference is not reachable
-    (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match), or a
-    rerank export's BEIR folder."""
+    (a VectorDataset, or a dataset name / manifest / HDF5 path; the fingerprint must match), a
+    rerank export's BEIR folder, or a cache export's pairs file."""
     doc = read_config(path)
     if reranker is not None:  # a rerank export's callable, given by the Python API
         from retrieval.exporting.rerank import KIND as RERANK_KIND
@@ -101,6 +107,10 @@ def verify_file(path: Path | str, *, engine: str | None = None,
         from retrieval.exporting.rerank import verify_rerank
 
         return verify_rerank(path, dataset=dataset)  # a BEIR folder moved or on a CI runner
+    if dataset is not None and doc.get("kind") == _cache_kind():
+        from retrieval.exporting.redisvl import verify_file as verify_cache
+
+        return verify_cache(path, dataset=dataset)  # a pairs file moved or on a CI runner
     if dataset is not None:
         from retrieval.exporting.verify import FILE_KIND, verify_ann
 

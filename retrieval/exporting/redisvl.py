@@ -189,6 +189,7 @@ def export_run(run_path: Path | str, out: Path | str) -> ExportedCache:
                           f"{manifest.get('kind')!r}); export it with another --engine")
     spec = read_yaml(run.file("spec.yaml"))
     doc = build_config(run.read_summary(CacheTuneSummary), spec, manifest, run.run_id)
+    _add_locations(doc, out)
     path = write_config(out, doc)
     sc = doc["semantic_cache"]
     return ExportedCache(str(path), ENGINE, sc["name"], sc["distance_threshold"],
@@ -199,6 +200,59 @@ def export_run(run_path: Path | str, out: Path | str) -> ExportedCache:
                    tuned="a semantic-cache threshold", made_by="rwb tune cache")
 def _export(run: RunDir, engine: str, out: Path | str, backend: str | None) -> ExportedCache:
     return export_run(run.path, out)
+
+
+def _add_locations(doc: dict[str, Any], out: Path | str) -> None:
+    """Each own data file's ``location`` (relative to $RWB_DATA_DIR and to the export's folder:
+    :func:`retrieval.exporting.locate.location`), so that verify finds it on a CI runner."""
+    from retrieval.exporting.locate import location
+
+    for entry in ((doc["evidence"].get("dataset") or {}).get("files") or {}).values():
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            entry["location"] = location(entry["path"], out)
+
+
+_FILE_FIELDS = ("pairs", "heldout", "distractors_file")
+
+
+def _relocate(spec: Any, ev: Mapping[str, Any], path: Path | str, dataset: Any,
+              where: str) -> tuple[Any, dict[str, str]]:
+    """(the spec with its own data files found again, where each moved one was found):
+    ``dataset`` (``--dataset``) replaces the pairs file; a recorded file that is not there is
+    looked for by :func:`retrieval.exporting.locate.locate` (its file fingerprint decides)."""
+    from retrieval.exporting.locate import given_path, locate
+    from retrieval.loaders.pairs import file_fingerprint
+
+    files = (ev.get("dataset") or {}).get("files") or {}
+    update: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    if dataset is not None:
+        if spec.pairs.path is None:
+            raise ConfigError(f"{where}: --dataset applies to a cache export tuned on your own "
+                              f"pairs file (pairs.path); this one was tuned on {spec.dataset}")
+        given = given_path(dataset, where=where, want_dir=False,
+                           want="a labelled pairs file (jsonl, csv, tsv)")
+        update["pairs"] = spec.pairs.model_copy(update={"path": str(given)})
+    for key in _FILE_FIELDS:
+        src = getattr(spec, key)
+        if key in update or src is None or src.path is None:
+            continue
+        rec = files.get(key) or {}
+        fingerprint = rec.get("file_fingerprint")
+
+        def matches(p: Path, fp: Any = fingerprint) -> bool:
+            try:
+                return fp is not None and file_fingerprint(p) == fp
+            except OSError:
+                return False
+
+        found, note = locate(src.path, what=f"{key} file", where=where, export_file=path,
+                             loc=rec.get("location"), is_candidate=Path.is_file,
+                             matches=matches)
+        if note is not None:
+            update[key] = src.model_copy(update={"path": str(found)})
+            notes[key] = note
+    return (spec.model_copy(update=update) if update else spec), notes
 
 
 @register_verifier(KIND, engines=(ENGINE,))
@@ -243,6 +297,7 @@ class CacheVerifyReport:
 def verify_file(
     path: Path | str, *, redis_url: str | None = None, tolerance: float = 0.02,
     sample_lookups: int = 300, min_agreement: float = 0.97, embedder: Any = None,
+    dataset: Any = None,
 ) -> CacheVerifyReport:
     """Re-measure an exported threshold on the held-out split against a live Redis.
 
@@ -250,6 +305,8 @@ def verify_file(
     are within ``tolerance`` (absolute) of the recorded ones; and real lookups agree with the
     KNN + threshold decision on >= ``min_agreement`` of ``sample_lookups`` held-out probes
     (HNSW range queries with Redis's default EPSILON miss a few close entries).
+    ``dataset``: the pairs file to verify on (moved, or on a CI runner); a recorded file that
+    is gone is also looked for (:mod:`retrieval.exporting.locate`); the fingerprint decides.
     """
     from retrieval.cache.data import load_labels
     from retrieval.cache.live import SemanticCache
@@ -259,6 +316,7 @@ def verify_file(
 
     where = str(path)
     threshold, ev, spec = _read_export(path)
+    spec, found_at = _relocate(spec, ev, path, dataset, where)
     labels = load_labels(spec)
     recorded_fp = ev.get("dataset", {}).get("fingerprint")
     if recorded_fp != labels.fingerprint:
@@ -289,6 +347,8 @@ def verify_file(
     }
     measured["probes"] = len(held)
     measured["live_lookup_agreement"] = live
+    if found_at:
+        measured["dataset_found_at"] = found_at
     rec = ev.get("heldout", {})
     checks = [
         _check("heldout false-hit rate <= cap", measured["false_hit_rate"],

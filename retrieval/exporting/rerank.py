@@ -211,6 +211,11 @@ def export_rerank(run: RunDir, out: Path | str) -> ExportedRerank:
     spec = read_yaml(spec_file)
     manifest = run.read_json("manifest.json") if run.file("manifest.json").exists() else {}
     doc = build_config(run.read_summary(RerankSweepSummary), spec, manifest, run.run_id)
+    dataset = str(spec.get("dataset") or "")
+    if dataset.startswith("beir:"):  # found again on a CI runner: docs/ci.md
+        from retrieval.exporting.locate import location
+
+        doc["evidence"]["dataset"]["location"] = location(dataset[5:], out)
     path = write_config(out, doc)
     router = doc.get("router") or {}
     return ExportedRerank(str(path), ENGINE, doc["rerank"]["depth"], router.get("threshold"),
@@ -250,31 +255,35 @@ def _verify(doc: Mapping[str, Any], path: Path | str) -> RerankVerifyReport:
     return verify_rerank(path)
 
 
-def _relocated(dataset: str, given: Any, where: str) -> str:
-    """The collection to verify on: ``given`` (``--dataset``: a BEIR folder) when set; else the
-    recorded one, and a recorded ``beir:`` folder that is not there is looked for by its name
-    under ``$RWB_DATA_DIR`` (what docs/ci.md has a CI job set). Its fingerprint is checked by
-    the caller."""
-    from retrieval.paths import _env_data_dir as data_dir_env
+def _relocated(dataset: str, split: str, given: Any, where: str, path: Path | str,
+               ev: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(the collection to verify on, where it was found when moved): ``given`` (``--dataset``:
+    a BEIR folder) when set; else the recorded one, and a recorded ``beir:`` folder that is not
+    there is found through :func:`retrieval.exporting.locate.locate` (``$RWB_DATA_DIR``, the
+    export's folder, the current folder; the fingerprint decides). The caller checks the
+    fingerprint of what is returned."""
+    from retrieval.exporting.locate import given_path, locate
+    from retrieval.rerank.dataset import load_dataset
 
     if given is not None:
-        folder = Path(str(given)).expanduser()
-        if not folder.is_dir():
-            raise ConfigError(f"{where}: --dataset '{given}': a rerank export is verified on a "
-                              f"BEIR folder (corpus.jsonl, queries.jsonl, qrels/); received "
-                              f"{'a file' if folder.exists() else 'a path that is not there'}")
-        return f"beir:{folder.resolve()}"
+        folder = given_path(given, where=where, want_dir=True,
+                            want="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+        return f"beir:{folder}", None
     if not dataset.startswith("beir:"):
-        return dataset
-    recorded = Path(dataset[5:])
-    if recorded.is_dir():
-        return dataset
-    env = data_dir_env()
-    if env is not None and (env / recorded.name).is_dir():
-        log.info("%s: BEIR folder %s not here; using %s ($RWB_DATA_DIR)", where, recorded,
-                 env / recorded.name)
-        return f"beir:{(env / recorded.name).resolve()}"
-    return dataset
+        return dataset, None
+    info = ev.get("dataset") or {}
+    fingerprint = info.get("fingerprint")
+
+    def matches(folder: Path) -> bool:
+        try:
+            return bool(load_dataset(f"beir:{folder}", split).fingerprint == fingerprint)
+        except (ConfigError, DataError, OSError, ValueError):
+            return False
+
+    found, note = locate(dataset[5:], what="BEIR folder", where=where, export_file=path,
+                         loc=info.get("location"), matches=matches,
+                         is_candidate=lambda p: (p / "corpus.jsonl").is_file())
+    return f"beir:{found}", note
 
 
 def verify_rerank(path: Path | str, *, reranker: Any = None,
@@ -310,7 +319,7 @@ def verify_rerank(path: Path | str, *, reranker: Any = None,
     recorded = _need(_need(_need(ev, "ndcg@10", where), "chosen", where), "heldout", where)
     spec = parse_rerank_spec(_need(_need(doc, "source", where), "spec", where),
                              source=f"{where} (source.spec)")
-    moved = _relocated(spec.dataset, dataset, where)
+    moved, found_at = _relocated(spec.dataset, spec.split, dataset, where, path, ev)
     if moved != spec.dataset:
         spec = spec.model_copy(update={"dataset": moved})
     coll = load_collection(spec)
@@ -365,8 +374,10 @@ def verify_rerank(path: Path | str, *, reranker: Any = None,
         _check(f"held-out {METRIC} at depth {depth} within tolerance {tolerance} of recorded",
                round(measured_v, 6), recorded, diff <= float(tolerance) + 1e-9),
     ]
-    measured = {METRIC: measured_v, "abs_diff": diff, "heldout_queries": len(heldout),
-                "depth": depth}
+    measured: dict[str, Any] = {METRIC: measured_v, "abs_diff": diff,
+                                "heldout_queries": len(heldout), "depth": depth}
+    if found_at is not None:
+        measured["dataset_found_at"] = found_at
     return RerankVerifyReport(where, all(c["passed"] for c in checks), depth, checks, measured,
                               {"heldout_ndcg@10": recorded, "tolerance": tolerance,
                                "fingerprint": recorded_fp})

@@ -180,6 +180,27 @@ def _knob_step(built: Built, spec: ProfileSpec) -> str | None:
     return "; ".join(done) or None
 
 
+#: the stage each remedy acts on: its credited gain is at most that stage's P95 (ms) before it
+REMEDY_STAGE = {"parallel collections": "retrieve", "tuned knobs": "retrieve",
+                "batched query embedding": "embed", "smaller rerank depth": "rerank"}
+
+
+#: passes of a remedy that can be switched off again (parallel collections, batched
+#: embedding, rerank depth): before and after, interleaved this many times each
+INTERLEAVE_ROUNDS = 2
+_STATE = {"parallel": "mode", "embed_batch": "embed_batch", "rerank_depth": "rerank_depth"}
+
+
+def _state(key: str, pipe: Pipeline) -> Any:
+    """The pipeline setting a switchable remedy changes (None for the others)."""
+    attr = _STATE.get(key)
+    return None if attr is None else getattr(pipe, attr)
+
+
+def _set_state(key: str, pipe: Pipeline, value: Any) -> None:
+    setattr(pipe, _STATE[key], value)
+
+
 def remedy_steps(spec: ProfileSpec) -> list[tuple[str, str]]:
     """The candidate steps in order: (key, label)."""
     return [("parallel", "parallel collections"), ("knobs", "tuned knobs"),
@@ -330,10 +351,14 @@ def _remedies(built: Built, spec: ProfileSpec, qs: QuerySet, base: list[RequestR
             r["fallbacks"] = s["fallbacks"]
             r["stages"] = {x["name"]: x["p95_ms"] for x in stage_rows(recs)}
             r["embed_ms_per_query"] = _embed_per_query(recs)
+            r["request_ms"] = [x.ms for x in recs]  # the noise band (not kept in the summary)
+            if step in REMEDY_STAGE:
+                r["stage"] = REMEDY_STAGE[step]
         return r
 
     steps.append(row("baseline", f"as specified ({pipe.mode})", base))
     for key, label in remedy_steps(spec):
+        before = _state(key, pipe)
         applied, what = apply_remedy(key, built, spec, stack)
         if not applied:
             steps.append(row(label, what, None))
@@ -341,7 +366,20 @@ def _remedies(built: Built, spec: ProfileSpec, qs: QuerySet, base: list[RequestR
         note(f"remedy: {label}")
         recs = one_at_a_time(pipe, qs, spec.warmup)
         passes[label] = recs
-        steps.append(row(label, what, recs))
+        prev_again: list[RequestRecord] = []
+        if before is not None:  # interleaved: before, after, before, after
+            after = _state(key, pipe)
+            for _ in range(INTERLEAVE_ROUNDS - 1):
+                _set_state(key, pipe, before)
+                prev_again += one_at_a_time(pipe, qs, spec.warmup)
+                _set_state(key, pipe, after)
+                recs = recs + one_at_a_time(pipe, qs, spec.warmup)
+        r = row(label, what, recs)
+        if prev_again:
+            prev_ms = next(s for s in reversed(steps) if s["applied"])["request_ms"]
+            r["before_ms"] = [*prev_ms, *(x.ms for x in prev_again)]
+            r["passes"] = INTERLEAVE_ROUNDS
+        steps.append(r)
     has_q = any(s.get(f"ndcg@{spec.k}") is not None for s in steps)
     return waterfall(steps, f"ndcg@{spec.k}" if has_q else None)
 

@@ -232,19 +232,71 @@ def cache_figures(records: Sequence[RequestRecord],
             "false_hit_rate": false}
 
 
+#: bootstrap resamples and two-sided level of the noise band of a remedy's P95 change
+NOISE_RESAMPLES, NOISE_LEVEL = 400, 0.95
+
+
+def p95_change_band(before: Sequence[float], after: Sequence[float], seed: int = 0
+                    ) -> tuple[float, float]:
+    """The ``NOISE_LEVEL`` band (ms) of P95(before) - P95(after) over per-request latencies
+    (ms), both passes resampled with replacement (seeded): a band holding 0 is a change inside
+    the noise."""
+    a = np.asarray(before, dtype=np.float64)
+    b = np.asarray(after, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(NOISE_RESAMPLES)
+    for i in range(NOISE_RESAMPLES):
+        diffs[i] = (np.percentile(a[rng.integers(0, a.size, a.size)], 95, method="inverted_cdf")
+                    - np.percentile(b[rng.integers(0, b.size, b.size)], 95,
+                                    method="inverted_cdf"))
+    lo = (1 - NOISE_LEVEL) / 2
+    return float(np.quantile(diffs, lo)), float(np.quantile(diffs, 1 - lo))
+
+
+def credited_gain(prev: Mapping[str, Any], cur: Mapping[str, Any]) -> dict[str, Any]:
+    """What a remedy step is credited with (ms of P95): the measured change, capped at the P95
+    of the stage it acts on in the previous step (``cur['stage']`` in ``prev['stages']``: a
+    remedy cannot save more than its stage takes), and 0 when the change lies inside the noise
+    (:func:`p95_change_band` of the two passes' ``request_ms``, when both have them). A step
+    whose previous setting was measured again interleaved with it (``cur['before_ms']``: the
+    previous step's requests and the repeats) is compared with all of those."""
+    before_ms = cur.get("before_ms") or prev.get("request_ms")
+    before_p95 = prev["p95_ms"] or 0.0
+    if cur.get("before_ms"):  # the previous setting measured again, interleaved with this one
+        before_p95 = float(np.percentile(cur["before_ms"], 95, method="inverted_cdf"))
+    measured = before_p95 - (cur["p95_ms"] or 0.0)
+    out: dict[str, Any] = {"p95_change_ms": measured}
+    gain = measured
+    stage = cur.get("stage")
+    stage_ms = (prev.get("stages") or {}).get(stage) if stage else None
+    if stage_ms is not None and gain > float(stage_ms):
+        gain = float(stage_ms)
+        out["capped_at_stage_ms"] = float(stage_ms)
+    if before_ms and cur.get("request_ms"):
+        lo, hi = p95_change_band(before_ms, cur["request_ms"])
+        out["noise_band_ms"] = [lo, hi]
+        out["within_noise"] = lo <= 0.0 <= hi
+        if out["within_noise"]:
+            gain = 0.0
+    out["p95_saved_ms"] = gain
+    return out
+
+
 def waterfall(steps: Sequence[Mapping[str, Any]], quality_key: str | None) -> dict[str, Any]:
     """The remedy waterfall from measured steps (each: ``step``, ``p50_ms``, ``p95_ms``,
-    ``p99_ms``, quality): per step the change of P95 from the previous step and the cumulative,
-    and ``roi``: P95 ms saved per unit of quality lost (inf when none was lost and time was
-    saved). ``best``: the applied step with the highest roi."""
+    ``p99_ms``, quality; optionally ``stage``, ``stages`` and ``request_ms``): per step the
+    credited P95 gain from the previous step (:func:`credited_gain`: capped at its stage's time,
+    0 inside the noise; ``p95_change_ms`` is the raw change) and the cumulative, and ``roi``: P95
+    ms saved per unit of quality lost (inf when none was lost and time was saved). ``best``: the
+    applied step with the highest roi among those with a gain (none inside the noise)."""
     rows: list[dict[str, Any]] = []
     prev: Mapping[str, Any] | None = None
     first = steps[0] if steps else None
     for s in steps:
-        row = dict(s)
+        row = {k: v for k, v in s.items() if k not in ("request_ms", "before_ms")}
         if prev is not None and s.get("applied", True):
-            saved = (prev["p95_ms"] or 0.0) - (s["p95_ms"] or 0.0)
-            row["p95_saved_ms"] = saved
+            row.update(credited_gain(prev, s))
+            saved = row["p95_saved_ms"]
             lost = None
             if quality_key and prev.get(quality_key) is not None \
                     and s.get(quality_key) is not None:
@@ -322,8 +374,10 @@ __all__ = [
     "SpanRecord",
     "cache_figures",
     "compare",
+    "credited_gain",
     "critical_child",
     "exemplars",
+    "p95_change_band",
     "pct",
     "percentiles",
     "shares",

@@ -188,35 +188,56 @@ def thread_info(spec_threads: int | None = None) -> dict[str, Any]:
     return out
 
 
-def _steal_fraction() -> float | None:
-    """The share of CPU time stolen by the hypervisor since boot (``/proc/stat``; None where
-    it is not readable)."""
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(stolen, total) CPU ticks since boot from ``/proc/stat`` (None where not readable)."""
     try:
         with open("/proc/stat", encoding="ascii") as fh:
             fields = [int(v) for v in fh.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    total = sum(fields[:8])
-    return round(fields[7] / total, 4) if len(fields) >= 8 and total else None
+    total = int(sum(fields[:8]))
+    return (fields[7], total) if len(fields) >= 8 and total > 0 else None
+
+
+def _steal_fraction() -> float | None:
+    """The share of CPU time stolen by the hypervisor since boot (``/proc/stat``; None where
+    it is not readable)."""
+    ticks = _cpu_ticks()
+    return None if ticks is None else round(ticks[0] / ticks[1], 4)
+
+
+def steal_between(start: dict[str, Any], end: dict[str, Any]) -> float | None:
+    """The share of CPU time stolen between two :func:`machine_load` records (their
+    ``cpu_ticks``), None when either has none or no time passed."""
+    a, b = start.get("cpu_ticks"), end.get("cpu_ticks")
+    if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b) == 2):
+        return None
+    total = b[1] - a[1]
+    return round((b[0] - a[0]) / total, 4) if total > 0 else None
 
 
 def machine_load() -> dict[str, Any]:
     """The machine's load now: 1/5/15-minute load averages, logical CPUs, CPU steal since boot
-    (a fraction; None where not readable). Recorded beside latencies in every manifest."""
+    (a fraction; None where not readable) and the raw ``cpu_ticks`` (stolen, total) that
+    :func:`steal_between` turns into the steal during a run. Recorded beside latencies in every
+    manifest."""
     try:
         avg: list[float] | None = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         avg = None
-    return {"load_average": avg, "cpus": os.cpu_count(), "steal_fraction": _steal_fraction()}
+    ticks = _cpu_ticks()
+    return {"load_average": avg, "cpus": os.cpu_count(), "steal_fraction": _steal_fraction(),
+            "cpu_ticks": None if ticks is None else list(ticks)}
 
 
 def busy(load: dict[str, Any]) -> bool:
     """Whether ``load`` (:func:`machine_load`) says the machine was busy: the 1-minute load
-    average at or above its number of CPUs."""
+    average above its number of logical CPUs (more runnable work than cores: timings wait for
+    a core). A load that was not readable is not busy."""
     avg = load.get("load_average")
     if not isinstance(avg, list) or not avg:
         return False
-    return float(avg[0]) >= float(load.get("cpus") or 1)
+    return float(avg[0]) > float(load.get("cpus") or 1)
 
 
 def build_manifest(**extra: Any) -> dict[str, Any]:

@@ -133,23 +133,28 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
         )
 
 
-def _record_load(manifest: dict[str, Any], path: Path) -> None:
+def _record_load(manifest: dict[str, Any], path: Path, *, warn: bool = True) -> None:
     """Add the machine's load at the end to ``manifest['machine_load']`` with ``busy`` (the
-    1-minute load average at or above the CPUs at the start or the end of the timed work), and
-    say so in the log (INFO: a test suite on a small machine is always busy)."""
-    from retrieval.runs.provenance import busy, machine_load
+    1-minute load average above the CPUs at the start or the end of the timed work), and, when
+    busy and ``warn`` (a run that completed: its latencies are what a user reads), say so in
+    one WARNING log line."""
+    from retrieval.runs.provenance import busy, machine_load, steal_between
 
     record = manifest.get("machine_load")
     record = dict(record) if isinstance(record, dict) else {}
     record["end"] = machine_load()
     record["busy"] = any(busy(v) for v in record.values() if isinstance(v, dict))
+    start = record.get("start")
+    record["steal_during_run"] = (steal_between(start, record["end"])
+                                  if isinstance(start, dict) else None)
     manifest["machine_load"] = record
-    if record["busy"]:
+    if record["busy"] and warn:
         worst = max(float((v.get("load_average") or [0])[0]) for v in record.values()
                     if isinstance(v, dict))
-        log.info("run %s: the machine was busy while it was timed (load average %s on %s "
-                    "CPUs): its latencies may be inflated; re-run on a quiet machine to "
-                    "compare them", path, worst, record["end"].get("cpus"))
+        log.warning("run %s: the machine was busy while it was timed (load average %s on %s "
+                    "CPUs; manifest.json machine_load.busy): its latencies may be inflated; "
+                    "re-run on a quiet machine to compare them", path, worst,
+                    record["end"].get("cpus"))
 
 
 @dataclass(frozen=True)
@@ -291,7 +296,7 @@ class RunDir:
             manifest["error"] = error
         if status != RUNNING:
             manifest["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-            _record_load(manifest, self.path)
+            _record_load(manifest, self.path, warn=status == COMPLETE)
             # time per phase (fingerprint, ground truth, builds, searches) and resident peak
             manifest["resources"] = phases.snapshot()
         self.write_json("manifest.json", manifest)

@@ -94,6 +94,12 @@ def fake_query_recall(
     return fake_query_hits(queries, ef, quality, k, half_ef, spread, seed) / k
 
 
+def fake_half_ef(half_ef: int, per_1k: float, n: int) -> int:
+    """The ``half_ef`` of a build on ``n`` base vectors: ``half_ef``, or with ``per_1k`` > 0
+    ``max(1, round(per_1k * n / 1000))``."""
+    return int(half_ef) if per_1k <= 0 else max(1, round(per_1k * n / 1000))
+
+
 def fake_latency_us(ef: int, us_per_ef: float, nq: int = 1) -> float:
     """Busy-wait (microseconds) one search call of ``nq`` queries adds at ``ef_search = ef``."""
     return nq * ef * us_per_ef
@@ -104,10 +110,13 @@ class FakeBuild(Params):
     which the curve is at half of ``quality``; ``us_per_ef``: busy-wait per query per unit of
     ef, microseconds; ``spread``: per-query offset of the true neighbours kept (+- spread by a
     seeded coin per query, see the module doc; 0 = every query on the curve); ``seed``: the
-    coin's key."""
+    coin's key; ``half_ef_per_1k`` > 0: ``half_ef`` is instead this much per 1,000 base
+    vectors (rounded, at least 1): the knob the target needs then grows in proportion to the
+    base size N (a scale study's fixture; 0 = ``half_ef`` at every N)."""
 
     quality: float = Field(1.0, gt=0.0, le=2.0)
     half_ef: int = Field(16, ge=1, le=1_000_000)
+    half_ef_per_1k: float = Field(0.0, ge=0.0, le=1_000_000.0)
     us_per_ef: float = Field(1.0, ge=0.0, le=1000.0)
     spread: int = Field(0, ge=0, le=1000)
     seed: int = Field(0, ge=0, le=2**31 - 1)
@@ -134,6 +143,7 @@ class FakeIndex(InProcessIndex):
 
     _flat: Any = None
     _base: np.ndarray | None = None
+    _half_ef: int = 16
 
     @classmethod
     def library_version(cls) -> str:
@@ -161,6 +171,9 @@ class FakeIndex(InProcessIndex):
         flat = faiss.IndexFlatL2(self.dim) if self.metric == "l2" else faiss.IndexFlatIP(self.dim)
         flat.add(base)
         self._flat, self._base = flat, base
+        p = self.build_params
+        assert isinstance(p, FakeBuild)
+        self._half_ef = fake_half_ef(p.half_ef, p.half_ef_per_1k, base.shape[0])
         return {}
 
     def _far(self, q: np.ndarray, near: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +208,7 @@ class FakeIndex(InProcessIndex):
         q = fc.prepare(x, self.metric)
         d, i = self._flat.search(q, k)
         res = fc.to_result(d, i, self.metric)
-        hits = fake_query_hits(x, sp.ef_search, p.quality, k, p.half_ef, p.spread, p.seed)
+        hits = fake_query_hits(x, sp.ef_search, p.quality, k, self._half_ef, p.spread, p.seed)
         dist, ids = res.distances.copy(), res.ids.copy()
         low = int(hits.min()) if hits.size else k
         if low < k:

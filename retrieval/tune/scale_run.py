@@ -34,6 +34,7 @@ from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
 from retrieval.runs import WORKLOAD_SCALE, RunDir
 from retrieval.tune import scale as sc
+from retrieval.tune import scale_trust as st
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
 from retrieval.tune.cost import with_costs, with_costs_at
@@ -114,6 +115,7 @@ class Study:
         self.steps = 0
         #: scale.sampling neighbourhood: the width h and the core's rows
         self.neighbourhood: dict[str, int] | None = None
+        self.repeat_evaluations = 0  # probes of the repeated builds of the current sample
 
     # --- planning ----------------------------------------------------------------------------
     def build_at(self, checked: CheckedEntry, build: dict[str, Any], n: int) -> dict[str, Any]:
@@ -168,7 +170,8 @@ class Study:
         cache[value] = p
         self.steps += 1
         if self.progress:
-            self.progress(self.steps, 0, f"{b.label} N={m.ev.ds.n_base:,} {b.knob}={value} "
+            self.progress(self.steps, 0, f"{b.label} N={m.ev.ds.n_base:,} probe "
+                          f"{b.knob}={value} "
                           f"recall={p.recall:.4f} lb={p.recall_lb:.4f}")
         return p
 
@@ -241,6 +244,11 @@ class Study:
             "evaluations": out.evaluations, "build_s": build_s,
             "search_s": time.perf_counter() - t0 - build_s,
         }
+        if out.value is not None and not st.seeded(self._entry(b).cls, ev.build_threads):
+            row["knob_repeats"] = [out.value, *self.repeat_builds(ev, b, build, low, high)]
+            row["knob"] = st.median_knob(row["knob_repeats"])
+            row["evaluations"] += self.repeat_evaluations
+            self.repeat_evaluations = 0
         if out.value is None:  # the top of the range misses: stop this build here
             b.stopped = sc.ceiling_message(self.k, self.target, build, n, top.recall_lb,
                                            hint=sc.raise_hint(b.build, list(b.build)))
@@ -252,6 +260,24 @@ class Study:
                 n, tuple(values), np.stack([cache[v].per_query for v in values]),
                 tuple(cache[v].recall - cache[v].recall_lb for v in values), high))
         b.samples.append(row)
+
+    def repeat_builds(self, ev: Evaluator, b: sc.BuildStudy, build: dict[str, Any], low: int,
+                      high: int) -> list[int]:
+        """The knob on :data:`st.UNSEEDED_REPEATS` - 1 more builds of a build that cannot be
+        seeded (its spread widens the band); a repeat whose top misses counts as ``high``."""
+        knobs = []
+        for _ in range(st.UNSEEDED_REPEATS - 1):
+            built = ev.build(b.backend, self._entry(b).build(build))
+            cache: dict[int, Probe] = {}
+
+            def meets(v: int, bi: BuiltIndex = built, c: dict[int, Probe] = cache) -> bool:
+                return self.probe(ev, bi, b, build, v, c).meets(self.target)
+
+            out = tgt.solve(low, high, meets)
+            ev.release(built)
+            knobs.append(high if out.value is None else int(out.value))
+            self.repeat_evaluations += out.evaluations
+        return knobs
 
     # --- the fit -----------------------------------------------------------------------------
     def fitted(self, b: sc.BuildStudy) -> dict[str, Any] | None:
@@ -283,7 +309,9 @@ class Study:
         preds = [knob_at(f.predict(n), lh) for n, lh in zip(at, highs, strict=True)]
         surface_pred, surface = predict_surface(b.curves, self.target, full, scale_of,
                                                 lambda y: knob_at(y, highs[0]))
-        bands = [[knob_at(lo, lh), knob_at(hi, lh)]
+        spread = max((st.repeat_spread(r["knob_repeats"]) for r in ok if r.get("knob_repeats")),
+                     default=0.0)
+        bands = [st.widen([knob_at(lo, lh), knob_at(hi, lh)], spread, *lh)
                  for (lo, hi), lh in zip(band, highs, strict=True)]
         ceil_rows = [r for r in b.samples if r.get("ceiling") is not None]
         trend = sc.ceiling_trend([r["n"] for r in ceil_rows], [r["ceiling"] for r in ceil_rows],
@@ -295,6 +323,7 @@ class Study:
                                  " ones" if all(e is not None for e in errors.values())
                                  else "default (fewer than three sample sizes met the target)",
                     "per_doubling": f.per_doubling(full), "band_level": self.scale.band,
+                    "unseeded_spread": spread,
                     "valid_n": [min(ns), full]},
             "fraction": fraction,
             "predicted": preds[0],
@@ -441,7 +470,7 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         message = (f"{b.label}: the ceiling trend predicts that no search setting reaches "
                    f"recall@{study.k} {study.target:g} beyond N = {trend['n_stop']:,.0f}")
     chosen: PointResult | None = full.get("chosen")
-    return {
+    entry: dict[str, Any] = {
         "label": b.label, "backend": b.backend, "build": b.build, "fixed": b.fixed,
         "knob": b.knob,
         "samples": b.samples,
@@ -472,6 +501,12 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "stopped": b.stopped,
         "message": message,
     }
+    if entry["predicted_at"]:  # one figure per size (the export's), and whether to trust it
+        ranges = [study.bounds(b, int(p["n"]))[1:] for p in entry["predicted_at"]]
+        entry["predicted_at"] = st.finish_predictions(
+            entry["predicted_at"], sc.export_rule(entry, study.scale.build_rules), ranges,
+            study.target, sc.rule_knob)
+    return entry
 
 
 def _answer(study: Study, builds: list[dict[str, Any]]) -> dict[str, Any] | None:

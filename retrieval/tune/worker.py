@@ -403,6 +403,21 @@ class Worker:
     def _report(self, unit: Unit, search: dict[str, Any], res: PointResult | None) -> None:
         if self.progress is None:
             return
-        what = ",".join(f"{k}={v}" for k, v in search.items()) or "-"
-        recall = f" recall={res.recall:.4f} lb={res.recall_lb:.4f}" if res else " (skipped)"
-        self.progress(self.points_measured, len(self.plan), f"{unit.label} {what}{recall}")
+        self.progress(self.points_measured, len(self.plan), probe_line(unit, search, res))
+
+
+def probe_line(unit: Unit, search: dict[str, Any], res: PointResult | None) -> str:
+    """A progress line's text for one measured point: said to be a probe, the top of a target
+    search's range said to be that (it asks whether the target can be met at all: never the
+    answer), and whether its lower bound meets the target."""
+    what = ",".join(f"{k}={v}" for k, v in search.items()) or "-"
+    if res is None:
+        return f"{unit.label} {what} (skipped)"
+    top = ""
+    if unit.method == "target" and unit.knob is not None \
+            and search.get(unit.knob) is not None and int(search[unit.knob]) >= unit.high:
+        top = " (top of the range: can the target be met at all?)"
+    verdict = "" if res.meets is None else (
+        ", meets the target" if res.meets else ", below the target")
+    return (f"{unit.label} probe {what}{top}: recall={res.recall:.4f} "
+            f"lb={res.recall_lb:.4f}{verdict}")

@@ -223,6 +223,9 @@ def test_sweep_on_two_ray_nodes_survives_losing_one(tmp_path, ray_cluster):
                     if worker_pid(t) in node2 and t.datetime_start is not None
                     and t.datetime_start <= killed_at
                     and (t.datetime_complete is None or t.datetime_complete > killed_at)]
+    # a trial was lost (issue 34 pin 7: with none held at the kill the checks below are empty
+    # and the test would pass without testing node loss)
+    assert held_at_kill, f"no trial was held by the second node at the kill ({killed_at})"
     for lost in held_at_kill:
         assert lost.state.name == "FAIL" and "stale" in lost.user_attrs["rwb:note"], lost.number
     seen = study.trials[killed_trial]
