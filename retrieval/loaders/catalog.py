@@ -543,6 +543,12 @@ def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
     return out
 
 
+def dataset_kind(spec: str | Mapping[str, Any], *, where: str = "dataset",
+                 base_dir: Path | None = None) -> str:
+    """The ``kind`` of the dataset ``spec`` names (read from its manifest; nothing loaded)."""
+    return _spec_from(spec, where, base_dir)[0].kind
+
+
 def resolve_text_dataset(
     spec: str | Mapping[str, Any], *, where: str = "dataset", base_dir: Path | None = None
 ) -> TextDataset:
@@ -579,6 +585,7 @@ __all__ = [
     "TexmexSpec",
     "TextDataset",
     "TextSpec",
+    "dataset_kind",
     "dataset_ref",
     "list_datasets",
     "load_manifest",

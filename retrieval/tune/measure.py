@@ -95,6 +95,9 @@ class Measurer:
     #: what is measured: None (or a plain workload) for plain search; a filtered workload
     #: (buckets with their exact filtered ground truth) is timed by a FilteredBench
     workload: Workload | None = None
+    #: a quality target (:class:`retrieval.tune.quality.QualitySearch`): each target unit's
+    #: quality knob is searched beside its recall knob at :meth:`decide`
+    quality: Any = None
     bench: FilteredBench | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +145,15 @@ class Measurer:
                 built, search, modes=["batch"], query_idx=self.split.tune, query_set="tune"
             )
         return self._result(ms, search, built)
+
+    def retrieve(self, built: BuiltIndex, search: Search, query_idx: np.ndarray) -> np.ndarray:
+        """The base rows ``search`` retrieves for the queries ``query_idx`` (one untimed batch
+        pass; (n, k), -1 for no result)."""
+        with _one_pass(self.ev):
+            (m,) = self.ev.measure(built, search, modes=["batch"], query_idx=query_idx,
+                                   query_set="tune")
+        assert m.ids is not None
+        return np.asarray(m.ids)
 
     def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
         """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
@@ -206,6 +218,8 @@ class Measurer:
         if chosen is not None:
             heldout = self.heldout(built, config(chosen.search))
             self.keep(built, unit.label, config(chosen.search))
+        if self.quality is not None and unit.method == "target" and unit.knob2 is None:
+            extra["quality"] = self.quality.search_unit(self, built, unit, chosen, config)
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     # --- a filtered workload's units (strategy x bucket) ----------------------------------

@@ -26,6 +26,9 @@ from retrieval.tune.scale import ScaleSpec
 from retrieval.tune.tenants import TenantsSpec
 from retrieval.tune.topology import TopologySpec
 
+#: the recall target solved beside a quality target when the spec gives no ``target_recall``
+DEFAULT_QUALITY_RECALL = 0.95
+
 
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -47,6 +50,20 @@ class IndexBuildSpec(SpecModel):
     threads: int | None = Field(None, ge=1, le=512)
     cache: bool = True
     cache_max_mb: float | None = Field(None, gt=0)
+
+
+class QualityTarget(SpecModel):
+    """``target:`` a target in the user's metric, beside the recall target (issue 32 item 2).
+
+    ``ndcg_non_inferior``: the margin M (nDCG@10 points, in (0, 1)): the cheapest knob value
+    whose nDCG@10 against the dataset's qrels is non-inferior to exact search's by M, by a
+    paired one-sided t-test over the judged tuning queries at level ``alpha`` (the lower
+    ``1 - alpha`` confidence bound of mean(nDCG_knob - nDCG_exact) > -M). Needs a dataset with
+    relevance judgments (``kind: text`` with ``scifact``, ``cranfield`` or ``beir:<folder>``).
+    """
+
+    ndcg_non_inferior: float = Field(gt=0.0, lt=1.0)
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
 
 
 class IndexEntry(BaseEntry):
@@ -83,6 +100,9 @@ class SweepSpec(SpecModel):
     #: recall@k target in (0, 1]; with a target and no ``tune.strategy``, ``rwb sweep`` runs
     #: ``target`` (the cheapest setting whose recall lower bound meets it)
     target_recall: float | None = Field(None, gt=0.0, le=1.0)
+    #: a target in the user's metric (retrieval.tune.quality): ``{ndcg_non_inferior: M}``; the
+    #: recall target (``target_recall``, default 0.95 then) is solved beside it
+    target: QualityTarget | None = None
     #: the indexes: each a ``backend`` (``rwb backends``) with ``build`` and ``search`` params,
     #: a list value being a grid
     indexes: list[IndexEntry] = Field(min_length=1)
@@ -107,7 +127,7 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants", "topology"):
+        for key in ("filters", "scale", "tenants", "topology", "target"):
             if out.get(key, 0) is None:
                 out.pop(key)
         if out.get("cold") is False:
@@ -136,6 +156,8 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
     """Validate every entry's params against its backend's models and cross-field rules; the
     strategy resolved (:func:`resolve_strategy`)."""
     checked_entries(spec)
+    if spec.target is not None and spec.target_recall is None:
+        spec = spec.model_copy(update={"target_recall": DEFAULT_QUALITY_RECALL})
     return resolve_strategy(spec)
 
 
@@ -172,6 +194,7 @@ __all__ = [
     "IndexBuildSpec",
     "IndexEntry",
     "Params",
+    "QualityTarget",
     "Scalar",
     "SweepSpec",
     "build_grid",
