@@ -11,6 +11,7 @@ the range on these 40 tuning queries (checked first, independently of the tuner)
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,10 +122,15 @@ def test_a_quality_target_without_qrels_is_refused_in_one_line(tmp_path) -> None
 
 # --- the choice -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def top1_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def top1(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     ds, qrels, _ = near_duplicates(32)
     out = tmp_path_factory.mktemp("q") / "run"
-    return run_sweep(parse_spec(spec_doc()), out, dataset=ds, qrels=qrels).summary
+    return run_sweep(parse_spec(spec_doc()), out, dataset=ds, qrels=qrels).summary, out
+
+
+@pytest.fixture(scope="module")
+def top1_run(top1: tuple[dict, Path]) -> dict:
+    return top1[0]
 
 
 def test_the_case_is_built_as_assumed() -> None:
@@ -179,3 +185,15 @@ def test_they_agree_when_recall_is_met_at_the_bottom_too(tmp_path) -> None:
     q = s["quality"]
     assert q["knob_recall"] == q["knob_quality"] == 10 and q["agree"] is True
     assert q["recall"]["search"] == q["quality"]["search"] == {"ef_search": 10}
+
+
+def test_the_report_has_a_quality_table(top1: tuple[dict, Path]) -> None:
+    from retrieval.reporting.kinds.index import sweep_tables
+    from retrieval.reporting.load import load_run
+
+    run = load_run(top1[1])
+    tables = dict(sweep_tables(run))
+    t = tables["Quality target"]
+    assert [r[1] for r in t.rows] == ["knob_recall", "knob_quality"]
+    assert t.rows[1][2] == 10 and t.rows[0][2] > 10 and t.rows[1][8] is False
+    assert "paired one-sided t-test" in t.caption
