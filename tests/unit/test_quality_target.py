@@ -197,3 +197,15 @@ def test_the_report_has_a_quality_table(top1: tuple[dict, Path]) -> None:
     assert [r[1] for r in t.rows] == ["knob_recall", "knob_quality"]
     assert t.rows[1][2] == 10 and t.rows[0][2] > 10 and t.rows[1][8] is False
     assert "paired one-sided t-test" in t.caption
+
+
+def test_an_export_carries_the_quality_evidence(top1: tuple[dict, Path], tmp_path) -> None:
+    import yaml
+
+    from retrieval.api import export
+
+    export(top1[1], "faiss", tmp_path / "faiss.yaml")
+    doc = yaml.safe_load((tmp_path / "faiss.yaml").read_text())
+    q = doc["evidence"]["quality"]
+    assert q["knob_quality"] == 10 and q["knob_recall"] > 10 and q["agree"] is False
+    assert q["at_knob_quality"]["distance_computations"] > 0
