@@ -179,10 +179,13 @@ def test_the_sweep_printer_shows_both_knobs(top1_run: dict, capsys) -> None:
 
 
 def test_they_agree_when_recall_is_met_at_the_bottom_too(tmp_path) -> None:
-    """Low dimension: recall@10 is already met at ef 10, and so is nDCG."""
+    """Low dimension: recall@10 is already met at ef 10, and so is nDCG (through the public
+    API's ``sweep(..., dataset=, qrels=)``)."""
+    from retrieval.api import sweep
+
     ds, qrels, _ = near_duplicates(4, seed=1)
-    s = run_sweep(parse_spec(spec_doc()), tmp_path / "run", dataset=ds, qrels=qrels).summary
-    q = s["quality"]
+    run = sweep(spec_doc(), out=tmp_path / "run", dataset=ds, qrels=qrels)  # the public API
+    q = run.summary.to_json_dict()["quality"]
     assert q["knob_recall"] == q["knob_quality"] == 10 and q["agree"] is True
     assert q["recall"]["search"] == q["quality"]["search"] == {"ef_search": 10}
 
