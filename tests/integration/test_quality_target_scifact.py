@@ -1,12 +1,11 @@
-"""A quality target on real data: a small BEIR cut of SciFact (../shared/data; the first 40
-judged claims, their cited abstracts and 400 other abstracts), embedded with the packaged
-MiniLM, tuned on hnswlib. The exact-search reference is recomputed here (brute force on the
-same vectors, nDCG@10 by ranx) and must equal the summary's; hnswlib counts no distance
-computations, so they are null."""
+"""A quality target on real data: a small BEIR cut of SciFact (../shared/data; 40 seeded
+judged claims, their cited abstracts and other abstracts up to 440, written by
+retrieval.testing.byo.write_beir), embedded with the packaged MiniLM, tuned on hnswlib. The
+exact-search reference is recomputed here (brute force on the same vectors, nDCG@10 by ranx)
+and must equal the summary's; hnswlib counts no distance computations, so they are null."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,28 +15,18 @@ from retrieval.errors import DataError
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-N_QUERIES, N_OTHER = 40, 400
+N_QUERIES, N_DOCS = 40, 440
 
 
 def scifact_cut(folder: Path) -> Path:
     from retrieval.loaders.shared import load_scifact
+    from retrieval.testing.byo import write_beir
 
     try:
         coll = load_scifact("test")
     except DataError as exc:
         pytest.skip(f"SciFact data folder absent: {exc}")
-    qids = [q for q in coll.queries if coll.qrels.get(q)][:N_QUERIES]
-    cited = {d for q in qids for d in coll.qrels[q] if d in coll.corpus}
-    other = [d for d in coll.corpus if d not in cited][:N_OTHER]
-    docs = [d for d in coll.corpus if d in cited or d in set(other)]
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": d, "title": "", "text": coll.corpus[d]}) + "\n" for d in docs))
-    (folder / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": q, "text": coll.queries[q]}) + "\n" for q in qids))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{d}\t{g}\n" for q in qids for d, g in coll.qrels[q].items()))
-    return folder
+    return write_beir(coll, folder, n_queries=N_QUERIES, n_docs=N_DOCS)
 
 
 @pytest.fixture(scope="module")
