@@ -13,8 +13,12 @@ collections (first index), where the two choices disagree. Collections: ``scifac
 225 queries, graded: gain = 5 - grade). Printed, never asserted; prints the CPU model and the
 load average before and after.
 
+``--scifact-cut N``: SciFact as a BEIR cut instead (``--n-queries`` seeded judged claims, 40 by
+default, their cited abstracts and other abstracts up to N; retrieval.testing.byo.write_beir),
+a small size that embeds in minutes on a busy machine.
+
 Usage: python benchmarks/quality_target.py [--datasets scifact,cranfield] [--margin 0.005]
-       [--M 8,16] [--n-queries N] [--out DIR]
+       [--M 8,16] [--n-queries N] [--scifact-cut N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -41,10 +45,21 @@ def _cpu() -> str:
     return cpu
 
 
-def spec_for(name: str, margin: float, ms: list[int], n_queries: int | None) -> dict[str, Any]:
-    dataset = dict(DATASETS[name])
-    if n_queries:
-        dataset["n_queries"] = n_queries
+def scifact_cut(folder: Path, n_queries: int, n_docs: int) -> dict[str, Any]:
+    """A BEIR folder cut from SciFact (see the module doc), as a text dataset."""
+    from retrieval.loaders.shared import load_scifact
+    from retrieval.testing.byo import write_beir
+
+    write_beir(load_scifact("test"), folder, n_queries=n_queries, n_docs=n_docs)
+    return {"kind": "text", "collection": f"beir:{folder}"}
+
+
+def spec_for(name: str, margin: float, ms: list[int], n_queries: int | None,
+             dataset: dict[str, Any] | None = None) -> dict[str, Any]:
+    if dataset is None:
+        dataset = dict(DATASETS[name])
+        if n_queries:
+            dataset["n_queries"] = n_queries
     return {
         "name": f"quality-{name}", "dataset": dataset, "k": 10, "target_recall": 0.95,
         "target": {"ndcg_non_inferior": margin}, "warmup": 8, "batch_repeats": 1,
@@ -56,14 +71,16 @@ def spec_for(name: str, margin: float, ms: list[int], n_queries: int | None) -> 
     }
 
 
-def one(name: str, margin: float, ms: list[int], n_queries: int | None,
-        out: Path) -> dict[str, Any] | str:
+def one(name: str, margin: float, ms: list[int], n_queries: int | None, out: Path,
+        cut: int | None = None) -> dict[str, Any] | str:
     """The ``quality`` section of one collection's sweep, or why it could not run."""
     from retrieval.api import sweep
     from retrieval.errors import ConfigError, DataError
 
     try:
-        run = sweep(spec_for(name, margin, ms, n_queries), out=out / name)
+        dataset = (scifact_cut(out / "scifact-cut", n_queries or 40, cut)
+                   if cut and name == "scifact" else None)
+        run = sweep(spec_for(name, margin, ms, n_queries, dataset), out=out / name)
     except (ConfigError, DataError) as exc:
         return f"not measurable: {exc}"
     q = run.summary.quality
@@ -80,6 +97,7 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.005)
     ap.add_argument("--M", default="8,16", help="HNSW M values, comma-separated")
     ap.add_argument("--n-queries", type=int, help="a seeded sample of each collection's queries")
+    ap.add_argument("--scifact-cut", type=int, help="SciFact as a BEIR cut of N abstracts")
     ap.add_argument("--out")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -89,7 +107,7 @@ def main() -> None:
     cases = disagree = 0
     per_dataset: dict[str, bool] = {}
     for name in args.datasets.split(","):
-        res = one(name, args.margin, ms, args.n_queries, out)
+        res = one(name, args.margin, ms, args.n_queries, out, args.scifact_cut)
         if isinstance(res, str):
             print(f"{name}: {res}")
             continue
