@@ -8,7 +8,9 @@ Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, 
 index entry), ``rows`` (every measured config) and ``pareto`` (both fronts). ``node_hours`` (in
 ``builds`` and ``backends``): wall hours workers spent on the unit's points (build, measurement,
 decision) wherever they ran; a backend's is the sum over its builds, the cost of finding its
-configuration. Time lost with a killed worker is not counted.
+configuration. Time lost with a killed worker is not counted. ``quality`` (a spec with
+``target: {ndcg_non_inferior: M}``, :mod:`retrieval.tune.quality`): ``knob_recall``,
+``knob_quality``, ``agree`` and both knobs' nDCG@10, test and costs.
 """
 
 from __future__ import annotations
