@@ -120,6 +120,18 @@ def test_a_quality_target_without_qrels_is_refused_in_one_line(tmp_path) -> None
         run_sweep(parse_spec(spec_doc(k=5)), tmp_path / "d")
 
 
+def test_rwb_sweep_refuses_it_with_exit_2(tmp_path, capsys) -> None:
+    import yaml
+
+    from retrieval.cli import main
+
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(spec_doc()))
+    assert main(["sweep", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: field 'target'" in err and "qrels" in err
+
+
 # --- the choice -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def top1(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
