@@ -122,7 +122,7 @@ def main() -> None:
             per_dataset.setdefault(name, not doc.get("agree"))
             print(f"{label:<18} {doc.get('knob_recall')!s:>11} "
                   f"{doc.get('knob_quality')!s:>12} {'yes' if doc.get('agree') else 'no':>5} "
-                  f"{_f(r.get('ndcg'), 3) + '/' + _f(q.get('ndcg'), 3):>15} "
+                  f"{_f(r.get('value'), 3) + '/' + _f(q.get('value'), 3):>15} "
                   f"{_f(r.get('distance_computations'), 0) + '/' + _f(q.get('distance_computations'), 0):>17} "  # noqa: E501
                   f"{_f(r.get('p50_ms'), 3) + '/' + _f(q.get('p50_ms'), 3):>15}")
     if cases:

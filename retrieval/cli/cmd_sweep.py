@@ -190,10 +190,10 @@ def _print_quality(s: dict[str, Any]) -> None:
             if p is None:
                 rows.append((label, f"knob_{role}", "-", "none found", "-", "-", "-", "-"))
                 continue
-            rows.append((label, f"knob_{role}", _search(p["search"]), _num(p["ndcg"]),
+            rows.append((label, f"knob_{role}", _search(p["search"]), _num(p["value"]),
                          _num(p["lower_bound"]), fmt(p["distance_computations"]),
                          fmt(p["p50_ms"]), "yes" if q.get("agree") else "no"))
-    print_table(rows, ["backend", "choice", "search", "ndcg@10", "diff lower", "dist/query",
+    print_table(rows, ["backend", "choice", "search", qs["metric"], "diff lower", "dist/query",
                        "p50 ms", "agree"])
 
 

@@ -1,4 +1,6 @@
-"""A target in the user's metric (issue 32 item 2): ``target: {ndcg_non_inferior: M}``.
+"""A target in the user's metric (issue 32 item 2): ``target: {ndcg_non_inferior: M}`` (or
+``mrr_non_inferior``: MRR@10, ``recall@100_non_inferior``: recall@100 of the qrels, the same way;
+nDCG@10 below stands for the target's metric).
 
 Beside the recall choice (the smallest knob value whose recall@k lower bound meets
 ``target_recall``), each target unit of a sweep is searched a second time, by the SAME target
@@ -50,11 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: the user's metric of a quality target (nDCG at 10 against the qrels)
-METRIC = "ndcg@10"
-METRIC_DEPTH = 10
-TEST = ("paired one-sided t-test over the judged tuning queries: H0 mean(nDCG@10 knob - "
-        "nDCG@10 exact) <= -margin; non-inferior when the lower 1-alpha confidence bound of the "
+TEST = ("paired one-sided t-test over the judged tuning queries: H0 mean(metric knob - "
+        "metric exact) <= -margin; non-inferior when the lower 1-alpha confidence bound of the "
         "mean difference is > -margin")
 DISTANCE_UNIT = ("distance computations per query (mean over the judged tuning queries), "
                  "where the engine counts them (Faiss HNSW hnsw_stats.ndis); null otherwise")
@@ -131,7 +130,7 @@ def check_quality_spec(spec: SweepSpec, executor: str) -> None:
         return
     where = spec.source
     if spec.tune.strategy != "target":
-        raise ConfigError(f"{where}: field 'target' (ndcg_non_inferior) is solved by target "
+        raise ConfigError(f"{where}: field 'target' ({spec.target.key}) is solved by target "
                           f"search: tune.strategy must be target; received "
                           f"{spec.tune.strategy}")
     for name, value in (("filters", spec.filters), ("scale", spec.scale),
@@ -143,9 +142,10 @@ def check_quality_spec(spec: SweepSpec, executor: str) -> None:
     if executor != "local":
         raise ConfigError(f"{where}: field 'target' runs in this process (--executor local); "
                           f"received {executor}")
-    if spec.k < METRIC_DEPTH:
-        raise ConfigError(f"{where}: field 'k' must be >= {METRIC_DEPTH} with a quality target "
-                          f"({METRIC} needs {METRIC_DEPTH} results); received {spec.k}")
+    depth = spec.target.depth
+    if spec.k < depth:
+        raise ConfigError(f"{where}: field 'k' must be >= {depth} with a quality target "
+                          f"({spec.target.metric} needs {depth} results); received {spec.k}")
 
 
 def load_judged(spec: SweepSpec) -> tuple[VectorDataset, Judgments]:
@@ -160,8 +160,9 @@ def load_judged(spec: SweepSpec) -> tuple[VectorDataset, Judgments]:
     if str(td.collection.info.get("relevance", "")).startswith("grade as given"):
         qrels = {q: {d: 5 - g for d, g in v.items()} for q, v in qrels.items()}  # Cranfield
     judged = relevant_qrels(qrels, set(td.query_ids))
+    key = spec.target.key if spec.target is not None else "target"
     if not judged:
-        raise ConfigError(f"{spec.source}: field 'target': ndcg_non_inferior needs "
+        raise ConfigError(f"{spec.source}: field 'target': {key} needs "
                           f"{NEEDS_QRELS}; dataset {shown!r} (collection "
                           f"{td.collection.name}) has no judged query")
     return td.dataset, Judgments(qrels, td.query_ids, td.base_ids)
@@ -173,16 +174,17 @@ def check_judged(spec: SweepSpec, in_memory: bool,
     in-memory dataset or a spec dataset of kind text (one line, exit 2, otherwise)."""
     from retrieval.loaders.catalog import dataset_kind
 
+    key = spec.target.key if spec.target is not None else "target"
     if in_memory:
         if not qrels:
-            raise ConfigError(f"{spec.source}: field 'target': ndcg_non_inferior needs "
+            raise ConfigError(f"{spec.source}: field 'target': {key} needs "
                               f"{NEEDS_QRELS}, or qrels= given with an in-memory dataset; "
                               f"received none")
         return
     kind = dataset_kind(spec.dataset, where=f"{spec.source}: field 'dataset'")
     if kind != "text":
         shown = spec.dataset if isinstance(spec.dataset, str) else dict(spec.dataset)
-        raise ConfigError(f"{spec.source}: field 'target': ndcg_non_inferior needs "
+        raise ConfigError(f"{spec.source}: field 'target': {key} needs "
                           f"{NEEDS_QRELS}; received dataset {shown!r} of kind {kind}")
 
 
@@ -210,10 +212,11 @@ class QualitySearch:
     def per_query(self, ids: np.ndarray) -> np.ndarray:
         """nDCG@10 of each judged row (``ids``: base rows retrieved, aligned with ``rows``)."""
         keys, docs = self.judgments.query_keys, self.judgments.doc_keys
-        ranked = {keys[int(q)]: [docs[int(j)] for j in row[row >= 0][:METRIC_DEPTH]]
+        metric, depth = self.target.metric, self.target.depth
+        ranked = {keys[int(q)]: [docs[int(j)] for j in row[row >= 0][:depth]]
                   for q, row in zip(self.rows, ids, strict=True)}
-        scores = evaluate_rankings(self.judgments.qrels, ranked, [METRIC],
-                                   query_ids=list(ranked)).per_query[METRIC]
+        scores = evaluate_rankings(self.judgments.qrels, ranked, [metric],
+                                   query_ids=list(ranked)).per_query[metric]
         return np.array([scores.get(keys[int(q)], 0.0) for q in self.rows])
 
     def exact(self, m: Measurer) -> np.ndarray:
@@ -229,13 +232,13 @@ class QualitySearch:
         (plain JSON: it is kept in the study)."""
         assert unit.knob is not None
         exact = self.exact(m)
-        seen: dict[int, tuple[float, NonInferiority]] = {}
+        seen: dict[int, tuple[float, NonInferiority]] = {}  # knob value -> (mean, test)
 
         def judge(v: int) -> tuple[float, NonInferiority]:
             if v not in seen:
                 q = self.per_query(m.retrieve(built, config(unit.point(v)), self.rows))
                 seen[v] = (float(q.mean()), non_inferiority(
-                    q - exact, self.target.ndcg_non_inferior, self.target.alpha))
+                    q - exact, self.target.margin, self.target.alpha))
             return seen[v]
 
         found = tgt.solve(unit.low, unit.high, lambda v: judge(v)[1].holds)
@@ -245,13 +248,13 @@ class QualitySearch:
         def point(v: int | None, timed: PointResult | None) -> dict[str, Any] | None:
             if v is None:
                 return None
-            ndcg, test = judge(v)
+            value, test = judge(v)
             search = config(unit.point(v))
             if timed is None and v == v_r:
                 timed = recall_point
             if timed is None:
                 timed = m.full(built, search)
-            return {"search": unit.point(v), "knob_value": v, "ndcg": ndcg, **test.to_dict(),
+            return {"search": unit.point(v), "knob_value": v, "value": value, **test.to_dict(),
                     "distance_computations": self._distances(m, built, search),
                     "p50_ms": timed.p50_ms, "recall": timed.recall}
 
@@ -290,7 +293,7 @@ def quality_section(target: QualityTarget, backends: Mapping[str, Mapping[str, A
     first = next(iter(by_index), None)
     top = by_index[first] if first is not None else {}
     return {
-        "metric": METRIC, "margin": target.ndcg_non_inferior, "alpha": target.alpha,
+        "metric": target.metric, "margin": target.margin, "alpha": target.alpha,
         "test": TEST, "reference": "exact search (the dataset's exact top k)",
         "distance_unit": DISTANCE_UNIT, "latency_unit": "ms, single-query p50 (tuning queries)",
         "label": first,

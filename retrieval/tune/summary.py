@@ -133,13 +133,13 @@ class ScaleSection(SummaryPart):
 
 class QualityPoint(SummaryPart):
     """One knob of a quality target's comparison (``quality.recall`` / ``quality.quality``):
-    its nDCG@10 (0..1, judged tuning queries), the paired test against exact search, and its
-    cost: ``distance_computations`` per query (None where the engine does not count them) and
-    ``p50_ms`` (single-query, ms)."""
+    ``value``, its mean ``quality.metric`` (0..1, judged tuning queries), the paired test
+    against exact search, and its cost: ``distance_computations`` per query (None where the
+    engine does not count them) and ``p50_ms`` (single-query, ms)."""
 
     search: dict[str, Any] = Field(default_factory=dict)
     knob_value: int | None = None
-    ndcg: float | None = None
+    value: float | None = None  # the metric's mean (``quality.metric``, e.g. nDCG@10)
     n_queries: int | None = None
     mean_diff: float | None = None
     sd: float | None = None
@@ -169,7 +169,7 @@ class QualitySection(SummaryPart):
     knob_recall: int | None = None
     knob_quality: int | None = None
     agree: bool | None = None
-    exact: float | None = None  # exact search's mean nDCG@10
+    exact: float | None = None  # exact search's mean of ``metric``
     n_queries: int | None = None
     recall: QualityPoint | None = None
     quality: QualityPoint | None = None

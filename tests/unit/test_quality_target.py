@@ -95,9 +95,26 @@ def test_spec_target_defaults_the_recall_target_and_keeps_old_dumps() -> None:
     assert "target" not in parse_spec(plain).model_dump(mode="json")
 
 
+@pytest.mark.parametrize("key, metric, depth", [
+    ("ndcg_non_inferior", "ndcg@10", 10), ("mrr_non_inferior", "mrr@10", 10),
+    ("recall@100_non_inferior", "recall@100", 100)])
+def test_each_metric_key_reads_and_dumps_as_written(key: str, metric: str, depth: int) -> None:
+    spec = parse_spec(spec_doc(target={key: 0.02}, k=100, tune={}, indexes=[
+        {"backend": "faiss-hnsw", "build": {"M": 16}, "search": {"ef_search": 100}}]))
+    assert spec.target is not None
+    assert (spec.target.key, spec.target.metric, spec.target.depth) == (key, metric, depth)
+    assert spec.target.margin == 0.02
+    dumped = spec.model_dump(mode="json")
+    assert dumped["target"] == {key: 0.02, "alpha": 0.05}
+    assert parse_spec(dumped).target == spec.target  # spec.yaml reloads
+
+
 @pytest.mark.parametrize("target, word", [
     ({"ndcg_non_inferior": 0}, "ndcg_non_inferior"),
     ({"ndcg_non_inferior": 0.01, "mrr": 0.1}, "mrr"),
+    ({"ndcg_non_inferior": 0.01, "mrr_non_inferior": 0.01}, "exactly one of"),
+    ({"alpha": 0.1}, "exactly one of"),
+    ({"recall_at_100_non_inferior": 0.01}, "recall_at_100_non_inferior"),
 ])
 def test_spec_target_is_checked(target: dict[str, object], word: str) -> None:
     with pytest.raises(ConfigError, match=word):
@@ -118,6 +135,10 @@ def test_a_quality_target_without_qrels_is_refused_in_one_line(tmp_path) -> None
         run_sweep(parse_spec(spec_doc(tune={"strategy": "grid"})), tmp_path / "c")
     with pytest.raises(ConfigError, match="'k' must be >= 10"):
         run_sweep(parse_spec(spec_doc(k=5)), tmp_path / "d")
+    with pytest.raises(ConfigError,
+                       match=r"'k' must be >= 100 with a quality target \(recall@100 needs 100"):
+        run_sweep(parse_spec(spec_doc(target={"recall@100_non_inferior": 0.01})),
+                  tmp_path / "e")
 
 
 def test_rwb_sweep_refuses_it_with_exit_2(tmp_path, capsys) -> None:
@@ -175,12 +196,21 @@ def test_nDCG_needs_a_smaller_knob_than_recall_0_95(top1_run: dict) -> None:
     assert q.knob_recall == top1_run["backends"]["faiss-hnsw"]["chosen"]["search"]["ef_search"]
     assert q.exact == 1.0 and q.n_queries == 40
     assert q.quality is not None and q.recall is not None
-    assert q.quality.non_inferior and q.quality.ndcg == 1.0 and q.quality.mean_diff == 0.0
+    assert q.quality.non_inferior and q.quality.value == 1.0 and q.quality.mean_diff == 0.0
     # costs: Faiss counts distance computations; the smaller knob computes fewer
     assert q.quality.distance_computations is not None and q.recall.distance_computations
     assert 0 < q.quality.distance_computations < q.recall.distance_computations
     assert q.quality.p50_ms is not None and q.recall.p50_ms is not None
     assert q.quality.recall is not None and q.quality.recall < 0.95
+
+
+def test_an_mrr_target_is_solved_the_same_way(tmp_path) -> None:
+    ds, qrels, _ = near_duplicates(32)
+    spec = parse_spec(spec_doc(target={"mrr_non_inferior": 0.01}))
+    q = run_sweep(spec, tmp_path / "run", dataset=ds, qrels=qrels).summary["quality"]
+    assert q["metric"] == "mrr@10" and q["exact"] == 1.0
+    assert q["knob_quality"] == 10 < q["knob_recall"] and q["agree"] is False
+    assert q["quality"]["value"] == 1.0 and q["quality"]["non_inferior"] is True
 
 
 def test_the_sweep_printer_shows_both_knobs(top1_run: dict, capsys) -> None:

@@ -278,10 +278,10 @@ def quality_table(run: Run) -> Table | None:
     for label, q in qs.by_index.items():
         for role in ("recall", "quality"):
             p = q.get(role) or {}
-            rows.append([label, f"knob_{role}", q.get(f"knob_{role}"), p.get("ndcg"),
+            rows.append([label, f"knob_{role}", q.get(f"knob_{role}"), p.get("value"),
                          p.get("lower_bound"), p.get("non_inferior"),
                          p.get("distance_computations"), p.get("p50_ms"), q.get("agree")])
-    return Table(["index", "choice", qs.knob or "knob", "nDCG@10", "diff lower bound",
+    return Table(["index", "choice", qs.knob or "knob", qs.metric or "metric", "diff lower bound",
                   "non-inferior", "distance computations / query", "p50 ms", "agree"], rows,
                  caption=f"{qs.metric} non-inferior to exact search ({_num(qs.exact)}) by "
                          f"{qs.margin}: {qs.test}, alpha {qs.alpha}")
