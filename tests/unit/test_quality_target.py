@@ -213,6 +213,16 @@ def test_an_mrr_target_is_solved_the_same_way(tmp_path) -> None:
     assert q["quality"]["value"] == 1.0 and q["quality"]["non_inferior"] is True
 
 
+def test_a_recall_at_100_target_reads_100_results(tmp_path) -> None:
+    ds, qrels, _ = near_duplicates(32)
+    spec = parse_spec(spec_doc(target={"recall@100_non_inferior": 0.01}, k=100, indexes=[
+        {"backend": "faiss-hnsw", "build": {"M": 16, "ef_construction": 100},
+         "search": {"ef_search": 100}}], tune={"search_range": {"ef_search": [100, 256]}}))
+    q = run_sweep(spec, tmp_path / "run", dataset=ds, qrels=qrels).summary["quality"]
+    assert q["metric"] == "recall@100" and q["exact"] == 1.0
+    assert q["knob_quality"] == 100 and q["quality"]["value"] == 1.0
+
+
 def test_the_sweep_printer_shows_both_knobs(top1_run: dict, capsys) -> None:
     print_result(top1_run, "runs/x")
     out = capsys.readouterr().out
