@@ -543,10 +543,10 @@ def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
     return out
 
 
-def dataset_kind(spec: str | Mapping[str, Any], *, where: str = "dataset",
-                 base_dir: Path | None = None) -> str:
-    """The ``kind`` of the dataset ``spec`` names (read from its manifest; nothing loaded)."""
-    return _spec_from(spec, where, base_dir)[0].kind
+def dataset_spec(spec: str | Mapping[str, Any], *, where: str = "dataset",
+                 base_dir: Path | None = None) -> DatasetSpec:
+    """The parsed manifest of the dataset ``spec`` names (its ``kind``, ...; nothing loaded)."""
+    return _spec_from(spec, where, base_dir)[0]
 
 
 def resolve_text_dataset(
@@ -585,8 +585,8 @@ __all__ = [
     "TexmexSpec",
     "TextDataset",
     "TextSpec",
-    "dataset_kind",
     "dataset_ref",
+    "dataset_spec",
     "list_datasets",
     "load_manifest",
     "load_text_collection",

@@ -172,7 +172,7 @@ def check_judged(spec: SweepSpec, in_memory: bool,
                  qrels: Mapping[str, Mapping[str, int]] | None) -> None:
     """Before anything is written: a quality target needs judgments, ``qrels`` given with an
     in-memory dataset or a spec dataset of kind text (one line, exit 2, otherwise)."""
-    from retrieval.loaders.catalog import dataset_kind
+    from retrieval.loaders.catalog import CORPUS_ONLY, TextSpec, dataset_spec
 
     key = spec.target.key if spec.target is not None else "target"
     if in_memory:
@@ -181,11 +181,15 @@ def check_judged(spec: SweepSpec, in_memory: bool,
                               f"{NEEDS_QRELS}, or qrels= given with an in-memory dataset; "
                               f"received none")
         return
-    kind = dataset_kind(spec.dataset, where=f"{spec.source}: field 'dataset'")
-    if kind != "text":
-        shown = spec.dataset if isinstance(spec.dataset, str) else dict(spec.dataset)
+    parsed = dataset_spec(spec.dataset, where=f"{spec.source}: field 'dataset'")
+    shown = spec.dataset if isinstance(spec.dataset, str) else dict(spec.dataset)
+    if not isinstance(parsed, TextSpec):
         raise ConfigError(f"{spec.source}: field 'target': {key} needs "
-                          f"{NEEDS_QRELS}; received dataset {shown!r} of kind {kind}")
+                          f"{NEEDS_QRELS}; received dataset {shown!r} of kind {parsed.kind}")
+    if parsed.collection in CORPUS_ONLY:
+        raise ConfigError(f"{spec.source}: field 'target': {key} needs "
+                          f"{NEEDS_QRELS}; received dataset {shown!r} (collection "
+                          f"{parsed.collection}: no relevance judgments)")
 
 
 @dataclass

@@ -129,6 +129,10 @@ def test_a_quality_target_without_qrels_is_refused_in_one_line(tmp_path) -> None
     assert "kind synthetic" in msg and "synthetic-small" in msg
     assert not (tmp_path / "a").exists()  # refused before anything was written
     ds, _, _ = near_duplicates(8)
+    reuters = {"kind": "text", "collection": "reuters", "n_queries": 10}
+    with pytest.raises(ConfigError, match="collection reuters: no relevance judgments"):
+        run_sweep(parse_spec(spec_doc(dataset=reuters)), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="qrels= given with an in-memory dataset"):
         run_sweep(parse_spec(spec_doc()), tmp_path / "b", dataset=ds)
     with pytest.raises(ConfigError, match=r"tune\.strategy must be target"):
