@@ -172,6 +172,7 @@ def sweep(
     ray_address: str | None = None,
     trace: bool = False,
     otlp_dir: PathLike | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
 ) -> SweepRun | StudyRun:
     """``rwb sweep``: tune ``spec`` into an Optuna study (resumed when ``out`` or ``storage`` +
     ``study`` name an existing one) and choose the cheapest config meeting the target per
@@ -179,11 +180,13 @@ def sweep(
     ``executor="ray"`` runs each build config as a Ray task (on the cluster at ``ray_address``).
     ``trace`` (or ``otlp_dir``): one OpenTelemetry span per completed trial, written as OTLP
     JSON lines into ``otlp_dir`` and/or sent to ``$OTEL_EXPORTER_OTLP_ENDPOINT`` after the sweep.
+    ``qrels`` (query id -> doc id -> grade): the judgments of an in-memory ``dataset`` for a
+    spec's quality ``target`` (``{ndcg_non_inferior: M}``, :mod:`retrieval.tune.quality`).
     """
     if _is_live(spec):
         given = {"--strategy": strategy not in (None, "target"), "--storage": storage,
                  "--study": study, "--n-trials": n_trials, "--threads": threads,
-                 "--build-threads": build_threads, "dataset": dataset,
+                 "--build-threads": build_threads, "dataset": dataset, "qrels": qrels,
                  "--executor": executor != "local", "--ray-address": ray_address,
                  "--trace": trace or otlp_dir}
         wrong = [k for k, v in given.items() if v]
@@ -226,7 +229,7 @@ def sweep(
                           f"(one span per trial); a spec with '{studied}' has none")
     result = run_sweep(checked, out, storage=storage, study=study, dataset=dataset,
                        progress=progress, force=force, executor=executor,
-                       ray_address=ray_address)
+                       ray_address=ray_address, qrels=qrels)
     if trace:
         _trace_sweep(checked, result.run.path, storage, study, otlp_dir)
     return SweepRun(result.run.path, SweepSummary.model_validate(result.summary))

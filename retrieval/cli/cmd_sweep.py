@@ -170,6 +170,28 @@ def _num(v: Any, digits: int = 4) -> str:
     return "-" if v is None else f"{float(v):.{digits}f}"
 
 
+def _print_quality(s: dict[str, Any]) -> None:
+    """A quality target's comparison (``quality``): the recall knob beside the nDCG knob."""
+    qs = s.get("quality")
+    if not qs:
+        return
+    print(f"quality target: {qs['metric']} non-inferior to exact search by {qs['margin']} "
+          f"(paired one-sided t-test, alpha {qs['alpha']}; exact {_num(qs.get('exact'))} over "
+          f"{qs.get('n_queries')} judged tuning queries)")
+    rows: list[tuple[Any, ...]] = []
+    for label, q in (qs.get("by_index") or {}).items():
+        for role in ("recall", "quality"):
+            p = q.get(role)
+            if p is None:
+                rows.append((label, f"knob_{role}", "-", "none found", "-", "-", "-", "-"))
+                continue
+            rows.append((label, f"knob_{role}", _search(p["search"]), _num(p["value"]),
+                         _num(p["lower_bound"]), fmt(p["distance_computations"]),
+                         fmt(p["p50_ms"]), "yes" if q.get("agree") else "no"))
+    print_table(rows, ["backend", "choice", "search", qs["metric"], "diff lower", "dist/query",
+                       "p50 ms", "agree"])
+
+
 def _print_costs(s: dict[str, Any]) -> None:
     """The monthly cost lines (tune.cost): the priced N, and the scale study's larger Ns."""
     priced = [(label, b["cost"]) for label, b in s["backends"].items() if b.get("cost")]
@@ -230,6 +252,7 @@ def print_result(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None
     heads += ["bytes/vec"] * show_bytes + ["per month"] * show_cost
     print_table(rows, [*heads, "evals"])
     _print_costs(s)
+    _print_quality(s)
     from retrieval.tune.summary import miss_hint, missed_labels
 
     for label in missed_labels(s):

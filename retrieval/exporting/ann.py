@@ -178,12 +178,29 @@ def evidence(
                         int((manifest.get("builds") or {}).get("build_threads") or 1))
     if flag is not None:
         out["at_the_bound"] = flag
+    quality = _quality(summary, label)
+    if quality is not None:
+        out["quality"] = quality
     if b.backend not in own_backends(engine):
         out["note"] = (
             f"measured with rwb backend '{b.backend}', not with {engine} itself: the "
             f"parameters mean the same, the recall may differ slightly; re-measure there"
         )
     return out
+
+
+def _quality(summary: SweepSummary, label: str) -> dict[str, Any] | None:
+    """A quality target's evidence for ``label`` (retrieval.tune.quality): the exported recall
+    choice beside the cheapest knob non-inferior in nDCG@10, both with their costs."""
+    q = summary.quality
+    doc = None if q is None else q.by_index.get(label)
+    if q is None or doc is None:
+        return None
+    return {"metric": q.metric, "margin": q.margin, "alpha": q.alpha, "test": q.test,
+            **{k: doc.get(k) for k in ("knob", "knob_recall", "knob_quality", "agree", "exact",
+                                       "n_queries")},
+            "at_knob_recall": doc.get("recall"), "at_knob_quality": doc.get("quality"),
+            "note": "the config exported is the recall choice (knob_recall)"}
 
 
 def _dataset_ref(manifest: Mapping[str, Any], spec: Mapping[str, Any]) -> Any:

@@ -119,6 +119,16 @@ class SupportsDeadFraction(Protocol):
 
 
 @runtime_checkable
+class SupportsDistanceCount(Protocol):
+    """An index whose library counts the distance computations of its searches (Faiss HNSW:
+    ``faiss.cvar.hnsw_stats.ndis``). ``count_distances(queries, k)`` searches ``queries`` as one
+    batch with the search params already set and returns the distance computations made (a
+    count summed over the queries; untimed). hnswlib has no such counter."""
+
+    def count_distances(self, queries: np.ndarray, k: int) -> int: ...
+
+
+@runtime_checkable
 class SupportsReserve(Protocol):
     """An index that can make room ahead of inserts: after ``reserve(n)`` inserts up to ``n``
     vectors held in all never reallocate the library's storage (hnswlib's ``resize_index`` is

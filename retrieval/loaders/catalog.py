@@ -543,6 +543,12 @@ def dataset_ref(spec: str | Mapping[str, Any], base_dir: Path | None = None
     return out
 
 
+def dataset_spec(spec: str | Mapping[str, Any], *, where: str = "dataset",
+                 base_dir: Path | None = None) -> DatasetSpec:
+    """The parsed manifest of the dataset ``spec`` names (its ``kind``, ...; nothing loaded)."""
+    return _spec_from(spec, where, base_dir)[0]
+
+
 def resolve_text_dataset(
     spec: str | Mapping[str, Any], *, where: str = "dataset", base_dir: Path | None = None
 ) -> TextDataset:
@@ -580,6 +586,7 @@ __all__ = [
     "TextDataset",
     "TextSpec",
     "dataset_ref",
+    "dataset_spec",
     "list_datasets",
     "load_manifest",
     "load_text_collection",

@@ -95,6 +95,9 @@ class Measurer:
     #: what is measured: None (or a plain workload) for plain search; a filtered workload
     #: (buckets with their exact filtered ground truth) is timed by a FilteredBench
     workload: Workload | None = None
+    #: a quality target (:class:`retrieval.tune.quality.QualitySearch`): each target unit's
+    #: quality knob is searched beside its recall knob at :meth:`decide`
+    quality: Any = None
     bench: FilteredBench | None = field(default=None, init=False)
     #: tune.query_subset: share of the tuning queries the knob search runs on after its first
     #: step (1.0: every query; :mod:`retrieval.tune.subset`)
@@ -166,6 +169,15 @@ class Measurer:
                 self.split.tune, ms[0].per_query_recall, self.subset, self.seed))
         return self._result(ms, search, built), ms[0].per_query_recall
 
+    def retrieve(self, built: BuiltIndex, search: Search, query_idx: np.ndarray) -> np.ndarray:
+        """The base rows ``search`` retrieves for the queries ``query_idx`` (one untimed batch
+        pass; (n, k), -1 for no result)."""
+        with _one_pass(self.ev):
+            (m,) = self.ev.measure(built, search, modes=["batch"], query_idx=query_idx,
+                                   query_set="tune")
+        assert m.ids is not None
+        return np.asarray(m.ids)
+
     def keep(self, built: BuiltIndex, label: str, search: Search) -> None:
         """Save the ids ``search`` retrieves for every query (one untimed batch pass) in
         :attr:`retrieved`."""
@@ -231,6 +243,8 @@ class Measurer:
         if chosen is not None:
             heldout = self.heldout(built, config(chosen.search))
             self.keep(built, unit.label, config(chosen.search))
+        if self.quality is not None and unit.method == "target" and unit.knob2 is None:
+            extra["quality"] = self.quality.search_unit(self, built, unit, chosen, config)
         return UnitResult(chosen, len(points), infeasible, heldout, extra=extra)
 
     def _confirm(self, built: BuiltIndex, unit: Unit, points: Sequence[PointResult],

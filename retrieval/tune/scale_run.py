@@ -266,12 +266,13 @@ class Study:
         """The knob on :data:`st.UNSEEDED_REPEATS` - 1 more builds of a build that cannot be
         seeded (its spread widens the band); a repeat whose top misses counts as ``high``."""
         knobs = []
+        m = self.measurer(ev)
         for _ in range(st.UNSEEDED_REPEATS - 1):
             built = ev.build(b.backend, self._entry(b).build(build))
             cache: dict[int, Probe] = {}
 
             def meets(v: int, bi: BuiltIndex = built, c: dict[int, Probe] = cache) -> bool:
-                return self.probe(ev, bi, b, build, v, c).meets(self.target)
+                return self.probe(m, bi, b, build, v, c).meets(self.target)
 
             out = tgt.solve(low, high, meets)
             ev.release(built)

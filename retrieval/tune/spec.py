@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
@@ -25,6 +32,9 @@ from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
 from retrieval.tune.tenants import TenantsSpec
 from retrieval.tune.topology import TopologySpec
+
+#: the recall target solved beside a quality target when the spec gives no ``target_recall``
+DEFAULT_QUALITY_RECALL = 0.95
 
 
 class SpecModel(BaseModel):
@@ -47,6 +57,75 @@ class IndexBuildSpec(SpecModel):
     threads: int | None = Field(None, ge=1, le=512)
     cache: bool = True
     cache_max_mb: float | None = Field(None, gt=0)
+
+
+#: a quality target's keys -> (the metric against the qrels, the results it needs)
+QUALITY_KEYS: dict[str, tuple[str, int]] = {
+    "ndcg_non_inferior": ("ndcg@10", 10),
+    "mrr_non_inferior": ("mrr@10", 10),
+    "recall@100_non_inferior": ("recall@100", 100),
+}
+
+
+class QualityTarget(SpecModel):
+    """``target:`` a target in the user's metric, beside the recall target (issue 32 item 2).
+
+    Exactly one of ``ndcg_non_inferior`` (nDCG@10), ``mrr_non_inferior`` (MRR@10) or
+    ``recall@100_non_inferior`` (recall@100 of the qrels): the margin M in (0, 1), in that
+    metric's points. The cheapest knob value whose metric against the dataset's qrels is
+    non-inferior to exact search's by M, by a paired one-sided t-test over the judged tuning
+    queries at level ``alpha`` (the lower ``1 - alpha`` confidence bound of mean(metric_knob -
+    metric_exact) > -M). Needs a dataset with relevance judgments (``kind: text`` with
+    ``scifact``, ``cranfield`` or ``beir:<folder>``) and ``k`` >= the metric's depth.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
+
+    ndcg_non_inferior: float | None = Field(None, gt=0.0, lt=1.0)
+    mrr_non_inferior: float | None = Field(None, gt=0.0, lt=1.0)
+    recall_at_100_non_inferior: float | None = Field(None, gt=0.0, lt=1.0,
+                                                     alias="recall@100_non_inferior")
+    alpha: float = Field(0.05, gt=0.0, lt=0.5)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> QualityTarget:
+        given = [k for k in QUALITY_KEYS if self._margin_of(k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"exactly one of {', '.join(QUALITY_KEYS)}; received "
+                             f"{', '.join(given) or 'none'}")
+        return self
+
+    def _margin_of(self, key: str) -> float | None:
+        value: float | None = getattr(self, key.replace("@", "_at_"))
+        return value
+
+    @property
+    def key(self) -> str:
+        """The target's key as written, e.g. ``ndcg_non_inferior``."""
+        return next(k for k in QUALITY_KEYS if self._margin_of(k) is not None)
+
+    @property
+    def margin(self) -> float:
+        """M, in the metric's points."""
+        value = self._margin_of(self.key)
+        assert value is not None
+        return value
+
+    @property
+    def metric(self) -> str:
+        """The metric against the qrels: ``ndcg@10``, ``mrr@10`` or ``recall@100``."""
+        return QUALITY_KEYS[self.key][0]
+
+    @property
+    def depth(self) -> int:
+        """Results the metric reads per query (``k`` must be at least this)."""
+        return QUALITY_KEYS[self.key][1]
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The key given and ``alpha`` (the others are None)."""
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if v is not None}
 
 
 class IndexEntry(BaseEntry):
@@ -83,6 +162,10 @@ class SweepSpec(SpecModel):
     #: recall@k target in (0, 1]; with a target and no ``tune.strategy``, ``rwb sweep`` runs
     #: ``target`` (the cheapest setting whose recall lower bound meets it)
     target_recall: float | None = Field(None, gt=0.0, le=1.0)
+    #: a target in the user's metric (retrieval.tune.quality): ``{ndcg_non_inferior: M}`` (or
+    #: ``mrr_non_inferior`` / ``recall@100_non_inferior``); the recall target
+    #: (``target_recall``, default 0.95 then) is solved beside it
+    target: QualityTarget | None = None
     #: the indexes: each a ``backend`` (``rwb backends``) with ``build`` and ``search`` params,
     #: a list value being a grid
     indexes: list[IndexEntry] = Field(min_length=1)
@@ -110,7 +193,7 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants", "topology", "workload"):
+        for key in ("filters", "scale", "tenants", "topology", "workload", "target"):
             if out.get(key, 0) is None:
                 out.pop(key)
         if out.get("cold") is False:
@@ -143,6 +226,8 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
         from retrieval.tune.workloads import workload_of
 
         workload_of(spec)
+    if spec.target is not None and spec.target_recall is None:
+        spec = spec.model_copy(update={"target_recall": DEFAULT_QUALITY_RECALL})
     return resolve_strategy(spec)
 
 
@@ -179,6 +264,7 @@ __all__ = [
     "IndexBuildSpec",
     "IndexEntry",
     "Params",
+    "QualityTarget",
     "Scalar",
     "SweepSpec",
     "build_grid",

@@ -8,7 +8,9 @@ Keys beyond ``rwb eval``'s: ``kind: "sweep"``, ``strategy``, ``target_recall``, 
 index entry), ``rows`` (every measured config) and ``pareto`` (both fronts). ``node_hours`` (in
 ``builds`` and ``backends``): wall hours workers spent on the unit's points (build, measurement,
 decision) wherever they ran; a backend's is the sum over its builds, the cost of finding its
-configuration. Time lost with a killed worker is not counted.
+configuration. Time lost with a killed worker is not counted. ``quality`` (a spec with
+``target: {ndcg_non_inferior: M}``, :mod:`retrieval.tune.quality`): ``knob_recall``,
+``knob_quality``, ``agree`` and both knobs' nDCG@10, test and costs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from retrieval.tune.derived import (
     derivation_plan,
 )
 from retrieval.tune.pareto import pareto
+from retrieval.tune.quality import quality_section
 from retrieval.tune.results import PointResult, UnitResult
 from retrieval.tune.spec import SweepSpec
 from retrieval.tune.subset import subset_summary
@@ -155,6 +158,51 @@ class ScaleSection(SummaryPart):
     messages: list[str] = Field(default_factory=list)
 
 
+class QualityPoint(SummaryPart):
+    """One knob of a quality target's comparison (``quality.recall`` / ``quality.quality``):
+    ``value``, its mean ``quality.metric`` (0..1, judged tuning queries), the paired test
+    against exact search, and its cost: ``distance_computations`` per query (None where the
+    engine does not count them) and ``p50_ms`` (single-query, ms)."""
+
+    search: dict[str, Any] = Field(default_factory=dict)
+    knob_value: int | None = None
+    value: float | None = None  # the metric's mean (``quality.metric``, e.g. nDCG@10)
+    n_queries: int | None = None
+    mean_diff: float | None = None
+    sd: float | None = None
+    lower_bound: float | None = None
+    p_value: float | None = None
+    non_inferior: bool | None = None
+    distance_computations: float | None = None
+    p50_ms: float | None = None
+    recall: float | None = None
+
+
+class QualitySection(SummaryPart):
+    """``quality`` of a sweep with ``target: {ndcg_non_inferior: M}`` (retrieval.tune.quality):
+    the recall choice's knob ``knob_recall`` beside the cheapest knob non-inferior in nDCG@10
+    ``knob_quality``, ``agree`` (the same knob), both knobs' costs, for the first index entry
+    (``label``) and per entry in ``by_index``."""
+
+    metric: str | None = None
+    margin: float | None = None
+    alpha: float | None = None
+    test: str | None = None
+    reference: str | None = None
+    distance_unit: str | None = None
+    latency_unit: str | None = None
+    label: str | None = None
+    knob: str | None = None
+    knob_recall: int | None = None
+    knob_quality: int | None = None
+    agree: bool | None = None
+    exact: float | None = None  # exact search's mean of ``metric``
+    n_queries: int | None = None
+    recall: QualityPoint | None = None
+    quality: QualityPoint | None = None
+    by_index: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 @run_summary
 class SweepSummary(RunSummary):
     """summary.json of ``rwb sweep`` (see the module doc for what each key holds)."""
@@ -188,6 +236,7 @@ class SweepSummary(RunSummary):
     this_worker: dict[str, Any] | None = None
     workload: Workload | None = None  # set for a filtered run and a scale study
     scale: ScaleSection | None = None  # a scale study only
+    quality: QualitySection | None = None  # a quality target only (``target`` in the spec)
 
 
 def missed_labels(s: Mapping[str, Any]) -> list[str]:
@@ -374,6 +423,10 @@ def build_summary(
     ]
     tune = spec.tune
     states = Counter(t.state.name for t in trials)
+    backends = with_costs(_best_per_label(builds, tune.objective, tune.slo_p95_ms),
+                          tune.cost, ds.n_base)
+    quality = ({} if spec.target is None
+               else {"quality": quality_section(spec.target, backends, builds)})
     return {
         "kind": SweepSummary.KIND,
         "run_id": run_id,
@@ -392,8 +445,7 @@ def build_summary(
         "cheapest_rule": CHEAPEST_RULE,
         "evaluations": len(rows),
         "study": {"storage": storage, "name": study_name, "trials": dict(states)},
-        "backends": with_costs(_best_per_label(builds, tune.objective, tune.slo_p95_ms),
-                               tune.cost, ds.n_base),
+        "backends": backends,
         "builds": builds,
         "rows": rows,
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
@@ -403,6 +455,7 @@ def build_summary(
         "answer": answer,
         **({"query_subset": subset_summary(builds, tune.query_subset)}
            if tune.query_subset < 1.0 else {}),
+        **quality,
     }
 
 

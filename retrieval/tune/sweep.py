@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,14 @@ from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, check_answer
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
+from retrieval.tune.quality import (
+    Judgments,
+    QualitySearch,
+    check_judged,
+    check_quality_spec,
+    judgments_of,
+    load_judged,
+)
 from retrieval.tune.retrieved import IDS_LOG, RetrievedIds
 from retrieval.tune.runner import dataset_info, load_vectors
 from retrieval.tune.spec import SweepSpec, resolved, validate_spec
@@ -177,12 +185,15 @@ def run_sweep(
     force: bool = False,
     executor: str = "local",
     ray_address: str | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
 ) -> SweepResult:
     """Run (or join, or resume) the sweep of ``spec`` and write its run directory. A non-empty
     ``out`` is refused unless it holds this sweep (same study and storage; resumed) or
     ``force``; manifest.json records the run's status. ``executor`` ``"ray"`` runs each unit
     as a Ray task on the cluster at ``ray_address`` (:mod:`retrieval.tune.cluster`; default: a
-    local Ray); ``"local"`` (the default) measures in this process."""
+    local Ray); ``"local"`` (the default) measures in this process. ``qrels`` (query id -> doc
+    id -> grade, the ids of ``dataset``): the judgments of an in-memory dataset, for a spec's
+    quality ``target`` (:mod:`retrieval.tune.quality`)."""
     from retrieval.tune.cluster import check_executor, check_ray_address
     from retrieval.tune.preflight import check_services
 
@@ -195,6 +206,9 @@ def run_sweep(
     check_executor(executor, spec, in_memory=dataset is not None)
     if executor == "ray":
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
+    check_quality_spec(spec, executor)
+    if spec.target is not None:
+        check_judged(spec, dataset is not None, qrels)
     check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
     kind = workload_of(spec)  # the spec's workload kind: its hooks run it (retrieval.tune.kinds)
     request = SweepRequest(executor, storage, study)
@@ -215,13 +229,14 @@ def run_sweep(
     run = RunDir.create(out, spec.name, force=force, resumable=resumable)
     with run.recording():
         return _sweep_into(run, spec, plan, name, storage, dataset, progress, poll_s, started,
-                           cluster, kind)
+                           cluster, kind, qrels)
 
 
 def _sweep_into(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, storage: str | None,
     dataset: VectorDataset | None, progress: Progress | None, poll_s: float, started: float,
     cluster: Cluster | None = None, kind: WorkloadKindDef | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
 ) -> SweepResult:
     if storage is None:  # the run's own SQLite: never through a link planted in the folder
         for link in ("study.db", "study.db.lock", "study.db-wal", "study.db-shm"):
@@ -230,12 +245,17 @@ def _sweep_into(
                                   f"through links (remove it)")
     url = storage or default_url(run.path)
     opened = open_storage(url)
-    ds = dataset or load_vectors(spec)
+    judged: Judgments | None = None
+    if spec.target is not None and dataset is None:
+        ds, judged = load_judged(spec)
+    else:
+        ds = dataset or load_vectors(spec)
+        judged = None if spec.target is None else judgments_of(ds, qrels or {})
     cluster = cluster or Cluster()
     try:
         return _sweep_study(run, spec, plan, name, opened, ds, progress, poll_s, started,
                             recorded_ref(spec, dataset), cluster.with_url(url),
-                            kind or workload_of(spec))
+                            kind or workload_of(spec), judged)
     except Exception as exc:
         lost = storage_failure(exc)
         if lost is None:
@@ -246,7 +266,7 @@ def _sweep_into(
 def _sweep_study(
     run: RunDir, spec: SweepSpec, plan: list[Unit], name: str, opened: OpenedStorage,
     ds: VectorDataset, progress: Progress | None, poll_s: float, started: float,
-    ref: Any, cluster: Cluster, kind: WorkloadKindDef,
+    ref: Any, cluster: Cluster, kind: WorkloadKindDef, judged: Judgments | None = None,
 ) -> SweepResult:
     strategy = spec.tune.strategy
     labels = entry_labels(spec)
@@ -280,6 +300,8 @@ def _sweep_study(
         measurer = Measurer(
             ev, split, spec.modes, spec.target_recall, spec.tune.confidence, spec.seed,
             retrieved=saved, workload=workload, subset=spec.tune.query_subset,
+            quality=None if spec.target is None or judged is None else QualitySearch.create(
+                spec.target, judged, split.tune, spec.source),
         )
         book = tr.Book(optuna_study, opened.storage, tr.this_worker())
         if created:

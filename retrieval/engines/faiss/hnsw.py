@@ -123,6 +123,15 @@ class FaissHnswIndex(fc.MappedOpen, InProcessFilter, SnapshotIndex, HnswChecks):
         res = fc.to_result(d, i, self.metric)
         return res.distances, res.ids
 
+    def count_distances(self, queries: np.ndarray, k: int) -> int:
+        """Distance computations of one batch search of ``queries`` at the current
+        ``ef_search`` (``faiss.cvar.hnsw_stats.ndis``, reset before; a process-wide counter:
+        not for concurrent searches)."""
+        stats = fc.faiss_module().cvar.hnsw_stats
+        stats.reset()
+        self._search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return int(stats.ndis)
+
     def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
         """``SearchParametersHNSW(efSearch, sel=IDSelectorBitmap)``: the graph walk skips
         non-matching ids as results (it still traverses them)."""

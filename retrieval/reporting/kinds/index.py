@@ -267,9 +267,35 @@ def eval_tables(run: Run) -> Tables:
     return [("Summary", head_table(run)), ("Measured configs", index_table(run))]
 
 
+def quality_table(run: Run) -> Table | None:
+    """A quality target's comparison: per index entry, the recall knob and the nDCG knob with
+    nDCG@10, the test's lower bound, distance computations per query and p50 ms."""
+    s = _index_summary(run)
+    qs = s.quality if isinstance(s, SweepSummary) else None
+    if qs is None:
+        return None
+    rows: list[list[Any]] = []
+    for label, q in qs.by_index.items():
+        for role in ("recall", "quality"):
+            p = q.get(role) or {}
+            rows.append([label, f"knob_{role}", q.get(f"knob_{role}"), p.get("value"),
+                         p.get("lower_bound"), p.get("non_inferior"),
+                         p.get("distance_computations"), p.get("p50_ms"), q.get("agree")])
+    return Table(["index", "choice", qs.knob or "knob", qs.metric or "metric", "diff lower bound",
+                  "non-inferior", "distance computations / query", "p50 ms", "agree"], rows,
+                 caption=f"{qs.metric} non-inferior to exact search ({_num(qs.exact)}) by "
+                         f"{qs.margin}: {qs.test}, alpha {qs.alpha}")
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
 @renders_tables(SweepSummary.KIND)
 def sweep_tables(run: Run) -> Tables:
-    return [*eval_tables(run), *exports_section(run)]
+    quality = quality_table(run)
+    return [*eval_tables(run), *([("Quality target", quality)] if quality else []),
+            *exports_section(run)]
 
 
 __all__ = [
