@@ -85,6 +85,25 @@ def first_line(exc: BaseException, *urls: str | None) -> str:
     return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
+#: SQLSTATEs of a server going away: admin / crash shutdown, cannot connect now (class 08 too)
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def connection_lost(exc: BaseException, conn: Any = None) -> bool:
+    """Whether ``exc`` (raised by a psycopg call) means the server went away during the call:
+    an OperationalError with no server SQLSTATE (the socket closed: "server closed the
+    connection unexpectedly", "the connection is lost"), a connection-class or shutdown
+    SQLSTATE, or ``conn`` left broken or closed. A statement the server refused is not."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if conn is not None and (getattr(conn, "broken", False) or getattr(conn, "closed", False)):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _GONE_STATES
+
+
 class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
     """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
     Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
@@ -168,6 +187,13 @@ class PgVectorIndex(SlotWrites, PgVectorFilter, InProcessIndex):
         return redact_uri(target)
 
     def _fail(self, what: str, exc: BaseException) -> BackendError:
+        """The one-line error of a failed call: NotReachable (exit 3) when the connection was
+        lost during the call (the server killed or gone), else BackendError (exit 2)."""
+        if connection_lost(exc, self._conn):
+            return NotReachable(
+                f"{self._where()}: {what} failed, PostgreSQL at {self.where} is not reachable "
+                f"(connection lost): {type(exc).__name__}: {first_line(exc)}"
+            )
         return BackendError(
             f"{self._where()}: {what} failed on PostgreSQL at {self.where}: "
             f"{type(exc).__name__}: {first_line(exc)}"

@@ -69,7 +69,13 @@ from retrieval.engines.redis.owned import (
     new_run_id,
     set_marker,
 )
-from retrieval.errors import BackendError, ConfigError, param_error, unknown_name_error
+from retrieval.errors import (
+    BackendError,
+    ConfigError,
+    NotReachable,
+    param_error,
+    unknown_name_error,
+)
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
@@ -152,8 +158,8 @@ def connect(url: str, timeout_s: float, *, client_name: str | None = None) -> An
     except redis.ResponseError as exc:
         raise BackendError(f"{WHERE}: Redis at {shown} has no vector search (FT._LIST: "
                            f"{str(exc)[:120]}); it needs Redis 8 or Redis Stack") from None
-    except Exception as exc:
-        raise BackendError(f"{WHERE}: cannot reach Redis at {shown} "
+    except Exception as exc:  # refused, timed out, credentials refused: not reachable (exit 3)
+        raise NotReachable(f"{WHERE}: cannot reach Redis at {shown} "
                            f"({type(exc).__name__}: {str(exc)[:160]})") from None
     return client
 
@@ -252,6 +258,12 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         except (BackendError, ConfigError):
             raise
         except Exception as exc:
+            import redis
+
+            if isinstance(exc, redis.ConnectionError):  # the server went away mid-call: exit 3
+                raise NotReachable(f"{WHERE}: {what} failed, Redis at {self.where} is not "
+                                   f"reachable (connection lost): {type(exc).__name__}: "
+                                   f"{str(exc)[:200]}") from None
             raise BackendError(f"{WHERE}: {what} failed on Redis at {self.where}: "
                                f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
