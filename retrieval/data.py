@@ -180,6 +180,21 @@ def base_chunks(
                 release_pages(rows_view)
 
 
+def _check_magnitude(part: np.ndarray, name: str) -> None:
+    """Refuse values so large that float32 distances overflow (every neighbour then ties at
+    infinity and recall means nothing): |x| * 2 * sqrt(dim) must stay below sqrt(float32 max)."""
+    if part.size == 0:
+        return
+    top = float(np.max(np.abs(part)))
+    limit = float(np.sqrt(np.finfo(np.float32).max)) / (2.0 * np.sqrt(part.shape[1]))
+    if top > limit:
+        raise DataError(
+            f"{name}: values up to {top:.3g} in magnitude; distances between such vectors "
+            f"overflow float32 (every neighbour ties at infinity): values must stay within "
+            f"{limit:.3g} at dimension {part.shape[1]}; rescale the vectors"
+        )
+
+
 def _check_chunks(arr: np.ndarray, name: str) -> None:
     """The finiteness check of :func:`as_matrix`, one chunk at a time."""
     step = chunk_rows(int(arr.shape[1]))
@@ -190,6 +205,7 @@ def _check_chunks(arr: np.ndarray, name: str) -> None:
         if not finite.all():
             bad = lo + int(np.argwhere(~finite.all(axis=1))[0, 0])
             raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
+        _check_magnitude(part, name)
 
 
 def as_matrix(x: object, name: str, *, dim: int | None = None,
@@ -228,6 +244,7 @@ def as_matrix(x: object, name: str, *, dim: int | None = None,
     if not finite.all():
         bad = int(np.argwhere(~finite.all(axis=1))[0, 0])
         raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
+    _check_magnitude(arr, name)
     return arr
 
 

@@ -1,0 +1,87 @@
+"""Issue 34, list 9 of the hostile pass (LOW): each case is one clear line (exit 2) or a hint
+that says what is wrong, not a traceback or a misleading hint. Tiny in-memory data only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from retrieval.cli import main
+from retrieval.data import as_matrix
+from retrieval.errors import DataError
+from retrieval.tune.summary import miss_hint
+
+
+def _spec(tmp_path: Path, base: str = "base.npy") -> Path:
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "base.npy", rng.standard_normal((200, 8)).astype(np.float32))
+    np.save(tmp_path / "q.npy", rng.standard_normal((10, 8)).astype(np.float32))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "low", "k": 5, "warmup": 1, "batch_repeats": 1,
+        "dataset": {"kind": "npy", "base": str(tmp_path / base),
+                    "queries": str(tmp_path / "q.npy"), "metric": "l2"},
+        "indexes": [{"backend": "faiss-flat"}],
+    }))
+    return spec
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("rwb: error:"), err
+    return err
+
+
+def test_a_non_utf8_out_name_is_one_line_before_any_work(tmp_path, capsys):
+    spec = _spec(tmp_path)
+    out = os.fsdecode(os.fsencode(str(tmp_path)) + b"/run\xff")  # a byte name Linux allows
+    assert main(["eval", str(spec), "--out", out]) == 2
+    err = _one_error_line(capsys)
+    assert "not valid UTF-8" in err and "--out" in err and "\\udcff" in err
+    assert not Path(out).exists()  # refused before anything was written
+
+
+def test_a_symlink_loop_data_path_is_one_line(tmp_path, capsys):
+    spec = _spec(tmp_path, base="loop.npy")
+    (tmp_path / "loop.npy").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop.npy")
+    assert main(["eval", str(spec), "--out", str(tmp_path / "run")]) == 2
+    err = _one_error_line(capsys)
+    assert "symbolic link loop" in err and "loop.npy" in err
+
+
+def test_out_dir_whose_work_is_a_file_keeps_the_file(tmp_path, capsys):
+    spec = _spec(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "work").write_text("the user's file\n")
+    assert main(["eval", str(spec), "--out", str(out), "--force"]) == 0
+    assert (out / "work").read_text() == "the user's file\n"
+
+
+@pytest.mark.parametrize("scale", [1e37, 1e20])
+def test_a_base_whose_distances_overflow_float32_is_refused(scale):
+    x = np.random.default_rng(0).standard_normal((50, 8)) * scale
+    with pytest.raises(DataError, match="overflow float32.*rescale the vectors"):
+        as_matrix(x, "base")
+    as_matrix(x / scale * 1e6, "base")  # large but safe magnitudes are fine
+
+
+def test_a_tied_base_is_called_degenerate_not_widen_the_range():
+    """All-zero base: every base vector is an exact neighbour (recall_tie 1.0) while recall by
+    id is 0: the hint names the data, not the search range."""
+    summary = {
+        "target_recall": 0.9,
+        "rows": [{"label": "hnswlib", "search": {"ef_search": 50}, "recall": 0.0,
+                  "recall_lb": 0.0, "recall_tie": 1.0}],
+        "builds": [{"label": "hnswlib", "method": "target", "knob": "ef_search",
+                    "range": [10, 50]}],
+    }
+    hint = miss_hint(summary, "hnswlib")
+    assert "degenerate" in hint and "widen" not in hint.split("(widening")[0], hint
+    summary["rows"][0]["recall_tie"] = 0.05  # a real miss: the range hint as before
+    assert "widen tune.search_range" in miss_hint(summary, "hnswlib")
