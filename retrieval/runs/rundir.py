@@ -92,7 +92,7 @@ def check_utf8_path(path: Path | str, what: str = "--out") -> None:
         full.encode("utf-8")
     except UnicodeEncodeError:
         raise ConfigError(
-            f"{what} {ascii(os.fspath(path))} is not valid UTF-8 (rwb records paths in UTF-8 "
+            f"{what} {os.fspath(path)!a} is not valid UTF-8 (rwb records paths in UTF-8 "
             f"JSON and YAML): choose a name in UTF-8 (the folder it is in too)"
         ) from None
 

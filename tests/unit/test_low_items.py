@@ -66,7 +66,7 @@ def test_out_dir_whose_work_is_a_file_keeps_the_file(tmp_path, capsys):
 @pytest.mark.parametrize("scale", [1e37, 1e20])
 def test_a_base_whose_distances_overflow_float32_is_refused(scale):
     x = np.random.default_rng(0).standard_normal((50, 8)) * scale
-    with pytest.raises(DataError, match="overflow float32.*rescale the vectors"):
+    with pytest.raises(DataError, match=r"overflow float32.*rescale the vectors"):
         as_matrix(x, "base")
     as_matrix(x / scale * 1e6, "base")  # large but safe magnitudes are fine
 
