@@ -85,3 +85,50 @@ def test_a_tied_base_is_called_degenerate_not_widen_the_range():
     assert "degenerate" in hint and "widen" not in hint.split("(widening")[0], hint
     summary["rows"][0]["recall_tie"] = 0.05  # a real miss: the range hint as before
     assert "widen tune.search_range" in miss_hint(summary, "hnswlib")
+
+
+# --- settings that cannot apply are warned, not silently ignored ------------------------------
+def test_redis_flat_with_hnsw_params_is_warned(caplog):
+    from retrieval.engines.redis.index import RedisBuild
+    from retrieval.params import validate_params
+
+    with caplog.at_level("WARNING"):
+        validate_params(RedisBuild, {"algorithm": "FLAT", "M": 8})
+    assert "M ignored: algorithm FLAT is an exact scan" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        validate_params(RedisBuild, {"algorithm": "HNSW", "M": 8})
+        validate_params(RedisBuild, {"algorithm": "FLAT"})
+    assert "ignored" not in caplog.text
+
+
+def test_rescore_knob_on_a_build_without_refine_is_warned(caplog):
+    from retrieval.indexes.registry import get_backend
+    from retrieval.params import validate_params
+    from retrieval.tune.config import TuneSpec
+    from retrieval.tune.units import rescore_knob
+
+    cls = get_backend("faiss-ivf")
+    tune = TuneSpec(rescore_knobs={"faiss-ivf": "k_factor"})
+    plain = validate_params(cls.BuildParams, {"nlist": 16})
+    with caplog.at_level("WARNING"):
+        assert rescore_knob(cls, plain, 10, tune, "faiss-ivf", "nprobe") == (None, ())
+    assert "tune.rescore_knobs.faiss-ivf: 'k_factor' cannot apply" in caplog.text
+    caplog.clear()
+    refined = validate_params(cls.BuildParams, {"nlist": 16, "refine": True})
+    with caplog.at_level("WARNING"):
+        name, ladder = rescore_knob(cls, refined, 10, tune, "faiss-ivf", "nprobe")
+    assert name == "k_factor" and len(ladder) > 1 and "cannot apply" not in caplog.text
+
+
+def test_tune_cost_without_measured_bytes_is_warned(caplog):
+    from retrieval.tune.config import CostSpec
+    from retrieval.tune.cost import with_costs
+
+    prices = CostSpec(ram_gb_month=5.0)
+    backends = {"hnswlib": {"chosen": {"recall": 0.95}},  # no bytes_per_vector measured
+                "faiss": {"chosen": {"bytes_per_vector": 600.0, "memory": {"n": 10}}}}
+    with caplog.at_level("WARNING"):
+        out = with_costs(backends, prices, 1_000_000)
+    assert out["hnswlib"]["cost"] is None and out["faiss"]["cost"]["per_month"] > 0
+    assert "tune.cost: no monthly cost for hnswlib" in caplog.text and "faiss," not in caplog.text

@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from retrieval.data import Metric
 from retrieval.engines.redis.filter import RedisFilter, hash_fields, schema_fields
@@ -113,6 +113,15 @@ class RedisBuild(Params):
     M: int = Field(16, ge=2, le=1024)
     EF_CONSTRUCTION: int = Field(200, ge=1, le=16384)
     EPSILON: float = Field(0.01, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _flat_takes_no_graph_params(self) -> RedisBuild:
+        """FLAT is an exact scan: HNSW's params given with it cannot apply (warned, ignored)."""
+        given = sorted({"M", "EF_CONSTRUCTION", "EPSILON"} & self.model_fields_set)
+        if self.algorithm == "FLAT" and given:
+            log.warning("%s: %s ignored: algorithm FLAT is an exact scan with no graph (only "
+                        "HNSW takes them)", WHERE, ", ".join(given))
+        return self
 
 
 class RedisSearch(Params):
