@@ -132,3 +132,14 @@ def test_tune_cost_without_measured_bytes_is_warned(caplog):
         out = with_costs(backends, prices, 1_000_000)
     assert out["hnswlib"]["cost"] is None and out["faiss"]["cost"]["per_month"] > 0
     assert "tune.cost: no monthly cost for hnswlib" in caplog.text and "faiss," not in caplog.text
+
+
+def test_storage_lost_promises_kept_trials_only_where_the_storage_persists():
+    from retrieval.tune.storage import storage_lost
+
+    cause = ConnectionError("Connection refused")
+    redis = str(storage_lost("redis://127.0.0.1:6390/0", cause, None))
+    assert "every trial finished before is kept" not in redis
+    assert "kept only if that Redis persists its data" in redis and "\n" not in redis
+    pg = str(storage_lost("postgresql+psycopg://***@127.0.0.1:5432/s", cause, None))
+    assert "every trial finished before is kept there" in pg
