@@ -143,3 +143,30 @@ def test_storage_lost_promises_kept_trials_only_where_the_storage_persists():
     assert "kept only if that Redis persists its data" in redis and "\n" not in redis
     pg = str(storage_lost("postgresql+psycopg://***@127.0.0.1:5432/s", cause, None))
     assert "every trial finished before is kept there" in pg
+
+
+def test_stale_temp_folders_of_a_killed_run_are_removed_and_no_other(tmp_path, monkeypatch):
+    """kill -9 leaves rwb-gt-* / rwb-pr-* folders: the next run removes those carrying rwb's
+    marker whose process is gone; a look-alike without the marker and a live one are kept."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from retrieval.paths import TEMP_MARK, rwb_tempdir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / "rwb-gt-killed"
+    stale.mkdir()
+    (stale / TEMP_MARK).write_text(f"{dead}\n")
+    (stale / "shard.npy").write_bytes(b"x")
+    foreign = tmp_path / "rwb-gt-users-own"
+    foreign.mkdir()
+    live = tmp_path / "rwb-gt-live"
+    live.mkdir()
+    (live / TEMP_MARK).write_text(f"{os.getpid()}\n")
+    with rwb_tempdir("rwb-gt-") as mine:
+        assert (mine / TEMP_MARK).is_file() and mine.parent == tmp_path
+        assert not stale.exists() and foreign.is_dir() and live.is_dir()
+    assert not mine.exists()
