@@ -185,7 +185,7 @@ def _check_magnitude(part: np.ndarray, name: str) -> None:
     infinity and recall means nothing): |x| * 2 * sqrt(dim) must stay below sqrt(float32 max)."""
     if part.size == 0:
         return
-    top = float(np.max(np.abs(part)))
+    top = max(float(part.max()), -float(part.min()))  # no |x| copy of a large matrix
     limit = float(np.sqrt(np.finfo(np.float32).max)) / (2.0 * np.sqrt(part.shape[1]))
     if top > limit:
         raise DataError(
@@ -201,11 +201,14 @@ def _check_chunks(arr: np.ndarray, name: str) -> None:
     for lo, hi in row_chunks(int(arr.shape[0]), step):
         part = np.asarray(arr[lo:hi])
         finite = np.isfinite(part)
-        release_pages(arr[lo:hi])
+        try:
+            if finite.all():  # read while the pages are in, before they are released
+                _check_magnitude(part, name)
+        finally:
+            release_pages(arr[lo:hi])
         if not finite.all():
             bad = lo + int(np.argwhere(~finite.all(axis=1))[0, 0])
             raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
-        _check_magnitude(part, name)
 
 
 def as_matrix(x: object, name: str, *, dim: int | None = None,
