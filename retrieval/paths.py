@@ -138,9 +138,22 @@ def spec_base_dir(source: str) -> Path:
 
 
 def resolve_spec_path(value: str, source: str) -> str:
-    """``value`` (``~`` expanded) made absolute against :func:`spec_base_dir` of ``source``."""
+    """``value`` (``~`` expanded) made absolute by the one rule of every spec (sweep, churn,
+    load, rerank, cache): relative to the current directory, where users run rwb from their
+    data folder. The rule rerank and cache specs had (the spec file's folder,
+    :func:`spec_base_dir`) is still accepted, with a warning, where only it finds the file."""
     p = Path(value).expanduser()
-    return str(p if p.is_absolute() else (spec_base_dir(source) / p).resolve())
+    if p.is_absolute():
+        return str(p)
+    new = (Path.cwd() / p).resolve()
+    old = (spec_base_dir(source) / p).resolve()
+    if old == new or new.exists() or not old.exists():
+        return str(new)
+    logging.getLogger(__name__).warning(
+        "%s: '%s' found relative to the spec's folder (%s), not to the working directory "
+        "(%s), the rule of every spec: write it relative to where rwb runs, or absolute",
+        source, value, old, new)
+    return str(old)
 
 
 #: the marker file inside a temporary folder rwb made (:func:`rwb_tempdir`): its pid

@@ -170,3 +170,26 @@ def test_stale_temp_folders_of_a_killed_run_are_removed_and_no_other(tmp_path, m
         assert (mine / TEMP_MARK).is_file() and mine.parent == tmp_path
         assert not stale.exists() and foreign.is_dir() and live.is_dir()
     assert not mine.exists()
+
+
+def test_inline_paths_of_rerank_and_cache_specs_resolve_against_the_working_directory(
+        tmp_path, monkeypatch, caplog):
+    """One rule for every spec (as sweep / churn / load): relative to the working directory;
+    the spec folder's file is still accepted, with a warning, where only it exists."""
+    from retrieval.cache.spec import parse_cache_spec
+
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "pairs.csv").write_text("a,b,1\n")
+    (tmp_path / "pairs.csv").write_text("a,b,1\n")
+    spec_file = tmp_path / "specs" / "c.yaml"
+    spec_file.write_text("x: 1\n")  # parse_cache_spec takes the file as its source
+    monkeypatch.chdir(tmp_path)
+    doc = {"name": "c", "pairs": {"path": "pairs.csv"}}
+    with caplog.at_level("WARNING"):
+        got = parse_cache_spec(doc, source=str(spec_file))
+    assert got.pairs.path == str(tmp_path / "pairs.csv") and "spec's folder" not in caplog.text
+    (tmp_path / "pairs.csv").unlink()  # only the spec's folder has it: the old rule, warned
+    with caplog.at_level("WARNING"):
+        got = parse_cache_spec(doc, source=str(spec_file))
+    assert got.pairs.path == str(tmp_path / "specs" / "pairs.csv")
+    assert "found relative to the spec's folder" in caplog.text
