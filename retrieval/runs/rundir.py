@@ -138,6 +138,7 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
     """Refuse an ``--out`` file that is a symbolic link, or an existing file rwb did not write
     (``ours``) unless ``force``. One line, exit 2."""
     path = Path(out)
+    check_utf8_path(path)
     if path.is_symlink():
         raise ConfigError(f"--out '{path}' is a symbolic link; rwb never writes through links")
     if path.is_file() and not force and not ours(path):

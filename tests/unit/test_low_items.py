@@ -193,3 +193,13 @@ def test_inline_paths_of_rerank_and_cache_specs_resolve_against_the_working_dire
         got = parse_cache_spec(doc, source=str(spec_file))
     assert got.pairs.path == str(tmp_path / "specs" / "pairs.csv")
     assert "found relative to the spec's folder" in caplog.text
+
+
+def test_a_non_utf8_export_out_file_is_one_line(tmp_path, capsys):
+    spec = _spec(tmp_path)
+    assert main(["eval", str(spec), "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    out = os.fsdecode(os.fsencode(str(tmp_path)) + b"/cfg\xfe.yaml")
+    assert main(["export", str(tmp_path / "run"), "--engine", "faiss", "--out", out]) == 2
+    err = _one_error_line(capsys)
+    assert "not valid UTF-8" in err and "\\udcfe" in err
