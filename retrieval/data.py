@@ -180,13 +180,32 @@ def base_chunks(
                 release_pages(rows_view)
 
 
+def _check_magnitude(part: np.ndarray, name: str) -> None:
+    """Refuse values so large that float32 distances overflow (every neighbour then ties at
+    infinity and recall means nothing): |x| * 2 * sqrt(dim) must stay below sqrt(float32 max)."""
+    if part.size == 0:
+        return
+    top = max(float(part.max()), -float(part.min()))  # no |x| copy of a large matrix
+    limit = float(np.sqrt(np.finfo(np.float32).max)) / (2.0 * np.sqrt(part.shape[1]))
+    if top > limit:
+        raise DataError(
+            f"{name}: values up to {top:.3g} in magnitude; distances between such vectors "
+            f"overflow float32 (every neighbour ties at infinity): values must stay within "
+            f"{limit:.3g} at dimension {part.shape[1]}; rescale the vectors"
+        )
+
+
 def _check_chunks(arr: np.ndarray, name: str) -> None:
     """The finiteness check of :func:`as_matrix`, one chunk at a time."""
     step = chunk_rows(int(arr.shape[1]))
     for lo, hi in row_chunks(int(arr.shape[0]), step):
         part = np.asarray(arr[lo:hi])
         finite = np.isfinite(part)
-        release_pages(arr[lo:hi])
+        try:
+            if finite.all():  # read while the pages are in, before they are released
+                _check_magnitude(part, name)
+        finally:
+            release_pages(arr[lo:hi])
         if not finite.all():
             bad = lo + int(np.argwhere(~finite.all(axis=1))[0, 0])
             raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
@@ -228,6 +247,7 @@ def as_matrix(x: object, name: str, *, dim: int | None = None,
     if not finite.all():
         bad = int(np.argwhere(~finite.all(axis=1))[0, 0])
         raise DataError(f"{name}: contains NaN or inf values (first at row {bad})")
+    _check_magnitude(arr, name)
     return arr
 
 

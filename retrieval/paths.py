@@ -7,7 +7,12 @@ pyproject.toml) and the data folder defaults to ``$XDG_DATA_HOME/rwb/data``.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from retrieval.errors import ConfigError
@@ -133,6 +138,67 @@ def spec_base_dir(source: str) -> Path:
 
 
 def resolve_spec_path(value: str, source: str) -> str:
-    """``value`` (``~`` expanded) made absolute against :func:`spec_base_dir` of ``source``."""
+    """``value`` (``~`` expanded) made absolute by the one rule of every spec (sweep, churn,
+    load, rerank, cache): relative to the current directory, where users run rwb from their
+    data folder. The rule rerank and cache specs had (the spec file's folder,
+    :func:`spec_base_dir`) is still accepted, with a warning, where only it finds the file."""
     p = Path(value).expanduser()
-    return str(p if p.is_absolute() else (spec_base_dir(source) / p).resolve())
+    if p.is_absolute():
+        return str(p)
+    new = (Path.cwd() / p).resolve()
+    old = (spec_base_dir(source) / p).resolve()
+    if old == new or new.exists() or not old.exists():
+        return str(new)
+    logging.getLogger(__name__).warning(
+        "%s: '%s' found relative to the spec's folder (%s), not to the working directory "
+        "(%s), the rule of every spec: write it relative to where rwb runs, or absolute",
+        source, value, old, new)
+    return str(old)
+
+
+#: the marker file inside a temporary folder rwb made (:func:`rwb_tempdir`): its pid
+TEMP_MARK = ".rwb-temp"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def clean_stale_tempdirs(prefix: str, parent: Path | None = None) -> int:
+    """Remove ``<tmp>/<prefix>*`` folders left by an rwb process that was killed (kill -9):
+    only those holding rwb's :data:`TEMP_MARK` whose recorded process is gone; a folder without
+    the marker is never touched. Returns how many were removed."""
+    root = Path(parent or tempfile.gettempdir())
+    removed = 0
+    for d in root.glob(f"{prefix}*"):
+        mark = d / TEMP_MARK
+        try:
+            if d.is_symlink() or not d.is_dir() or not mark.is_file():
+                continue
+            pid = int(mark.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            removed += 1
+    if removed:
+        logging.getLogger(__name__).info("removed %d stale %s* folders of killed rwb runs",
+                                         removed, prefix)
+    return removed
+
+
+@contextlib.contextmanager
+def rwb_tempdir(prefix: str) -> Iterator[Path]:
+    """A temporary folder (``tempfile.TemporaryDirectory(prefix=prefix)``) marked as rwb's
+    (:data:`TEMP_MARK`, this process's pid), removed at exit; stale ones of killed runs with the
+    same prefix are removed first (:func:`clean_stale_tempdirs`)."""
+    clean_stale_tempdirs(prefix)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        (Path(tmp) / TEMP_MARK).write_text(f"{os.getpid()}\n")
+        yield Path(tmp)

@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from retrieval.engines.redis.owned import index_missing
-from retrieval.errors import BackendError, ConfigError, param_error
+from retrieval.errors import BackendError, ConfigError, NotReachable, param_error
 from retrieval.params import Params
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def connect_redis(url: str, *, connect_timeout_s: float = 2.0,
     except redis.AuthenticationError as exc:
         raise BackendError(f"Redis at {shown}: authentication failed ({exc})") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise BackendError(
+        raise NotReachable(
             f"cannot reach Redis at {shown} ({exc}); start one with `python -m "
             f"retrieval.engines.redis.server start --dir .services/redis` or set REDIS_URL"
         ) from None
@@ -323,7 +323,7 @@ def open_cache(
         raise
     except Exception as exc:
         if is_outage(exc):
-            raise BackendError(f"Redis at {url} went away during set-up: {exc}") from None
+            raise NotReachable(f"Redis at {url} went away during set-up: {exc}") from None
         raise BackendError(f"semantic cache '{name}' at {url}: {exc}") from exc
     return index, cache
 

@@ -22,7 +22,7 @@ from retrieval.specfile import load_model
 class PairsSource(Params):
     """A file of labelled pairs: ``format`` jsonl | csv | tsv (None: from the suffix), the
     columns holding the two texts and the label (0/1 or true/false). A relative ``path``
-    resolves against the spec file's folder."""
+    resolves against the working directory (as in every spec)."""
 
     path: str = Field(min_length=1)
     format: Literal["jsonl", "csv", "tsv"] | None = None

@@ -88,14 +88,15 @@ class ConfigRun:
             self.knob_range = (lo, max(lo, min(hi, cap)))
 
     # --- index lifetime --------------------------------------------------------------------------
-    def _new_index(self, tag: str) -> Any:
+    def _new_index(self, tag: str, seed: int | None = None) -> Any:
         kwargs: dict[str, Any] = {}
         if self.cfg.server and (serve := local_server_of(self.cfg.backend)) is not None:
             if self.uri is None:
                 self.uri = self._stack.enter_context(
                     serve(self.workdir / f"server-{self.label}", threads=self.spec.threads))
             kwargs["uri"] = self.uri
-        return self.ce.cls(self.ds.dim, self.ds.metric, self.bp, seed=self.spec.seed,
+        return self.ce.cls(self.ds.dim, self.ds.metric, self.bp,
+                           seed=self.spec.seed if seed is None else seed,
                            threads=self.spec.threads, workdir=self.workdir / f"{self.label}-{tag}",
                            **kwargs)
 
@@ -213,20 +214,35 @@ class ConfigRun:
         return out.value
 
     def _control(self, exact: np.ndarray) -> dict[str, Any]:
+        """A fresh build of the live set (the run's seed), and a second one with the next seed:
+        ``control_spread`` (recall fraction) is how far two builds of the same data differ (an
+        IVF k-means or HNSW level seed alone moves recall), the uncertainty of damage."""
         ids = np.fromiter(self.live.keys(), dtype=np.int64, count=len(self.live))
         rows = np.fromiter(self.live.values(), dtype=np.int64, count=len(self.live))
+        x = np.asarray(self.ds.base[rows], dtype=np.float32)
         ctl = self._new_index("control")
         try:
-            info = ctl.build(np.asarray(self.ds.base[rows], dtype=np.float32), ids)
+            info = ctl.build(x, ids)
             self._use(ctl, self.value)
             found = ctl.search(self.queries, self.spec.k).ids
             st = recall_stats(live_recall(found, exact, self.spec.k), self.spec.k,
                               self.spec.confidence, self.spec.seed)
-            return {"control_recall": st["recall"], "control_lower": st["recall_lower"],
-                    "control_build_s": info.build_s,
-                    "control_tuned_knob": self._tuned(ctl, exact)}
+            out = {"control_recall": st["recall"], "control_lower": st["recall_lower"],
+                   "control_build_s": info.build_s,
+                   "control_tuned_knob": self._tuned(ctl, exact)}
         finally:
             ctl.close()
+        second = self._new_index("control-seed2", seed=self.spec.seed + 1)
+        try:
+            second.build(x, ids)
+            self._use(second, self.value)
+            again = float(live_recall(second.search(self.queries, self.spec.k).ids, exact,
+                                      self.spec.k).mean())
+        finally:
+            second.close()
+        out.update(control_recall_seed2=again,
+                   control_spread=abs(float(out["control_recall"]) - again))
+        return out
 
     def search(self, st: Step, control: bool) -> Searched:
         """The search step ``st``: timed single-query searches, recall against the live set's
@@ -257,9 +273,16 @@ class ConfigRun:
         row["reference_recall"] = self.reference
         row.update(self._control(exact) if control else
                    {"control_recall": None, "control_lower": None, "control_build_s": None,
-                    "control_tuned_knob": None})
+                    "control_tuned_knob": None, "control_recall_seed2": None,
+                    "control_spread": None})
         drift, damage = split(self.reference, row["control_recall"], row["recall"])
-        row.update(drift=drift, damage=damage, tuned_knob=self._tuned(self.index, exact))
+        spread = row["control_spread"]
+        # damage no larger than two fresh builds differ is no damage: reported as 0 (measured
+        # value kept in damage_measured)
+        within = damage is not None and spread is not None and abs(damage) <= spread
+        row.update(drift=drift, damage=0.0 if within else damage, damage_measured=damage,
+                   damage_within_spread=within if damage is not None else None,
+                   tuned_knob=self._tuned(self.index, exact))
         return Searched(found, row)
 
     def probe_maintain(self, last: Step) -> tuple[str, float, float] | None:

@@ -71,6 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RwbError as exc:
         print(f"rwb: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        if not str(exc).startswith("Symlink loop from "):  # pathlib's resolve() on a loop
+            raise
+        print(f"rwb: error: {redact_text(str(exc).replace('Symlink loop from ', ''))} is a "
+              f"symbolic link loop (it never reaches a file or folder); point it at the data",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("rwb: interrupted", file=sys.stderr)
         return 130

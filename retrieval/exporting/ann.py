@@ -24,7 +24,13 @@ from retrieval._version import __version__
 from retrieval.bench.load.evidence import capacity_for
 from retrieval.errors import ConfigError, unknown_name_error
 from retrieval.exporting.engines import ANN_ENGINES, own_backends, translate
-from retrieval.exporting.files import FORMAT_VERSION, full_search, tidy, write_config
+from retrieval.exporting.files import (
+    FORMAT_VERSION,
+    full_search,
+    recorded_digest,
+    tidy,
+    write_config,
+)
 from retrieval.exporting.filtered import FilteredExported, export_filtered
 from retrieval.exporting.portable import portable
 from retrieval.exporting.registry import NothingToExport, register_exporter
@@ -47,7 +53,7 @@ EVIDENCE_FIELDS = (
     "memory_bytes", "strategy", "evaluations", "cheapest_rule", "measured_with", "measured_on",
     "dataset", "cpu", "library_versions", "rwb_version", "git_sha", "run_id", "measured_at",
     "exported_at", "exported_by", "note", "capacity_at_slo", "scale_rule", "under_churn",
-    "bytes_per_vector", "memory", "at_the_bound",
+    "bytes_per_vector", "memory", "at_the_bound", "recorded_digest",
 )
 
 
@@ -292,12 +298,14 @@ def export_sweep(run: RunDir, engine: str, out: Path | str, backend: str | None
         rule = scale_rule(summary, label)
         if rule is not None:  # a scale study: the knob as a rule of N (rwb verify at another N)
             proof["scale_rule"] = rule
+        sealed = tidy(proof)
+        sealed["recorded_digest"] = recorded_digest(sealed)
         doc = {
             "rwb_export": FORMAT_VERSION,
             "kind": FILE_KIND,
             "engine": engine,
             "config": native,
-            "evidence": tidy(proof),
+            "evidence": sealed,
             "source": source(summary, spec, label, manifest),
         }
         path = write_config(out, doc)

@@ -33,6 +33,22 @@ def tidy(obj: Any) -> Any:
     return obj
 
 
+#: the evidence figures `rwb verify` cannot re-measure exactly (machine-dependent timings,
+#: the build's bytes): the export seals them with :func:`recorded_digest`
+RECORDED_FIGURES = ("latency_ms", "qps", "build_s", "memory_bytes")
+
+
+def recorded_digest(evidence: Mapping[str, Any]) -> str:
+    """sha256 (16 hex) of the :data:`RECORDED_FIGURES` of a tidied ``evidence``: `rwb verify`
+    recomputes it, so a figure edited after the export fails the check (no secret: a seal
+    against hand edits, not against a forger)."""
+    import hashlib
+
+    body = json.dumps({f: evidence.get(f) for f in RECORDED_FIGURES}, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 def full_search(backend: str, search: Mapping[str, Any]) -> dict[str, Any]:
     """``search`` as ``backend`` validates it, every default filled in (JSON values)."""
     cls = get_backend(backend)

@@ -361,7 +361,7 @@ def verify_rerank(path: Path | str, *, reranker: Any = None,
             raise ConfigError(f"{where}: field 'reranker.callable' is empty (the run's callable "
                               f"had no import path): pass it as retrieval.verify(..., "
                               f"reranker=fn)")
-        quality_rr, _, _ = build_rerankers(spec, embedder, corpus, dense, reranker)
+        quality_rr, _, _ = build_rerankers(spec, embedder, corpus, dense, reranker, held_texts)
         scores = score_candidates(quality_rr, held_texts, corpus, cands, depth)
         rankings = reranked_rankings(cands, scores, depth, heldout, corpus_ids,
                                      k=spec.recall_k)

@@ -253,6 +253,17 @@ def evidence_checks(ev: Mapping[str, Any], res: RemeasuredBound, held: Remeasure
     ``threads``: 1 when the index is the one the evidence was measured on (a seeded one-thread
     build, or that build loaded from the cache), else the build threads of a fresh rebuild."""
     out = []
+    sealed = ev.get("recorded_digest")
+    if sealed is not None:  # exports since issue 34: figures verify cannot re-measure exactly
+        from retrieval.exporting.files import RECORDED_FIGURES, recorded_digest
+
+        now_digest = recorded_digest(ev)
+        if now_digest != sealed:
+            out.append({"check": "evidence.recorded_digest", "passed": False,
+                        "measured": now_digest,
+                        "expected": f"{sealed} (the figures the export recorded: "
+                                    f"{', '.join(RECORDED_FIGURES)}; one was edited since)",
+                        "fields": [f"evidence.{f}" for f in RECORDED_FIGURES]})
     measured_on = ev.get("measured_on")
     if measured_on is not None and measured_on != backend:
         out.append({"check": "evidence.measured_on", "passed": False, "measured": backend,

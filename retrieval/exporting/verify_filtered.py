@@ -77,6 +77,23 @@ def _source_of(op: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {**src, "build": stated_build(str(src["backend"]), src.get("build") or {})}
 
 
+#: the fields of one operating point as the export writes them (retrieval/exporting/filtered.py;
+#: ``hybrid_query``: Redis's filter-only knobs)
+OP_FIELDS = ("bucket", "selectivity", "strategy", "measured_with", "source", "evidence",
+             "config", "search", "note", "filter_in_engine", "hybrid_query")
+OP_EVIDENCE_FIELDS = ("p95_ms", "qps", "recall", "recall_lower_bound", "heldout_recall")
+OP_SOURCE_FIELDS = ("backend", "build", "search", "overfetch")
+
+
+def _known_keys(entry: Mapping[str, Any], allowed: tuple[str, ...], field: str,
+                where: str) -> None:
+    """A key the export never writes is refused (one line, exit 2): an edited file."""
+    unknown = sorted(str(k) for k in entry if k not in allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field '{field}.{unknown[0]}' (an rwb export never "
+                          f"writes it); allowed: {', '.join(allowed)}")
+
+
 @register_verifier(FILE_KIND)
 def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
                          ) -> FilteredVerifyReport | NotMeasurable:
@@ -93,6 +110,10 @@ def verify_filtered_file(doc: Mapping[str, Any], path: Path | str
     for i, op in enumerate(ops):  # the export writes only points with a strategy
         if not isinstance(op, Mapping):
             raise param_error(f"operating_points[{i}]", "a mapping", op, where=where)
+        _known_keys(op, OP_FIELDS, f"operating_points[{i}]", where)
+        for part, allowed in (("evidence", OP_EVIDENCE_FIELDS), ("source", OP_SOURCE_FIELDS)):
+            if isinstance(op.get(part), Mapping):
+                _known_keys(op[part], allowed, f"operating_points[{i}].{part}", where)
         if op.get("strategy") not in STRATEGIES:
             raise param_error(f"operating_points[{i}].strategy", f"one of "
                               f"{', '.join(STRATEGIES)}", op.get("strategy"), where=where)

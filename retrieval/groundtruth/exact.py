@@ -117,9 +117,10 @@ def _out_of_core(ds: VectorDataset, depth: int, final: Path | None,
     """Out-of-core exact top-``depth`` (work under ``final``'s folder; None when another
     worker wrote ``final`` meanwhile)."""
     from retrieval.groundtruth.ooc import cleanup, ooc_exact, plan_shards, work_dir
+    from retrieval.paths import rwb_tempdir
 
-    with tempfile.TemporaryDirectory(prefix="rwb-gt-") as tmp:
-        where = final.parent if final is not None else Path(tmp)
+    with rwb_tempdir("rwb-gt-") as tmp:
+        where = final.parent if final is not None else tmp
         got = ooc_exact(ds, depth, cache=where, shards=shards,
                         finished=None if final is None else final.exists)
         if got is None:

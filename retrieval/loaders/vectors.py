@@ -45,7 +45,11 @@ HDF5_METRICS: dict[str, Metric] = {
 def _existing_file(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.is_file():
-        where = p.resolve()
+        try:
+            where = p.resolve()
+        except RuntimeError:  # pathlib: "Symlink loop from ..."
+            raise DataError(f"{what}: {path} is a symbolic link loop (it never reaches a "
+                            f"file); point it at the data file") from None
         if p.is_dir():
             raise DataError(f"{what}: file is a folder, not a file: {path} (looked in {where})")
         raise DataNotFound(f"{what}: file not found: {path} (looked in {where})")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.paths import rwb_tempdir
 from retrieval.profiling.pipeline import Built, Pipeline, QuerySet, build_pipeline, load_queries
 from retrieval.profiling.spec import ProfileSpec
 from retrieval.profiling.stats import (
@@ -298,7 +298,7 @@ def run_profile(spec: ProfileSpec, *, queries_file: Path | str | None = None,
     with contextlib.ExitStack() as stack:
         if tracing is not None:
             stack.callback(tracing.close)
-        base = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rwb-pr-")))
+        base = workdir or stack.enter_context(rwb_tempdir("rwb-pr-"))
         note("building the pipeline")
         built = stack.enter_context(build_pipeline(spec, base, tracing))
         pipe = built.pipeline

@@ -59,13 +59,14 @@ def recall_over_steps(summary: Mapping[str, Any]) -> Figure:
                ylabel=f"recall@{summary.get('k')}", legend_loc="lower left")
     note(fig, "Recall against the exact top-k of the live set at each search step; control = a "
          "fresh build of the same params on the live set (drift = first recall - control, "
-         "damage = control - recall). p99: single-query search, ms.")
+         "damage = control - recall, 0 when within control_spread, how far a second fresh build "
+         "with another seed differs). p99: single-query search, ms.")
     return fig
 
 
 def churn_tables(summary: Mapping[str, Any]) -> list[tuple[str, Table]]:
-    cols = ["step", "live", "recall", "recall_lower", "control_recall", "drift", "damage",
-            "p99_ms", "short_queries", "dead_fraction", "tuned_knob"]
+    cols = ["step", "live", "recall", "recall_lower", "control_recall", "control_spread",
+            "drift", "damage", "p99_ms", "short_queries", "dead_fraction", "tuned_knob"]
     out = []
     for c in summary.get("configs") or []:
         rows = [[r.get(k) for k in cols] for r in c.get("steps") or [] if r.get("op") == "search"]

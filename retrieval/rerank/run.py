@@ -106,13 +106,15 @@ def judged_queries(coll: TextCollection, spec: RerankSweepSpec) -> list[str]:
 
 def build_rerankers(
     spec: RerankSweepSpec, embedder: CachedEmbedder, corpus: Sequence[str], dense: DenseStage,
-    reranker: Any = None,
+    reranker: Any = None, queries: Sequence[str] = (),
 ) -> tuple[Reranker, Reranker, dict[str, Any]]:
     """(reranker for the quality pass, reranker for timing, description).
 
     Cross-encoders: the same object. Bi-encoder: the quality pass looks up corpus passage
-    vectors already computed with the same model (identical scores, no re-encoding); the timing
-    reranker encodes query and passages for real on every call.
+    vectors already computed with the same model (identical scores, no re-encoding), and the
+    vectors of ``queries`` (the dense stage embedded them in one batch: read back from the
+    embedding cache, not encoded again one by one in the quality pass and the router); the
+    timing reranker encodes query and passages for real on every call.
     """
     r = spec.reranker
     if r.is_custom or reranker is not None:
@@ -132,9 +134,14 @@ def build_rerankers(
             texts = [t for t in corpus if t.strip()]
             vectors = emb.embed(texts, batch_size=spec.embedder.batch_size)
         known, embedder = dict(zip(texts, vectors)), emb
+        if queries and emb.model_id == dense.embedder.model_id:
+            qs = list(queries)
+            known.update(zip(qs, emb.embed(qs, batch_size=spec.embedder.batch_size)))
+    note = ("corpus passage and query vectors looked up (same model)" if queries
+            else "corpus passage vectors looked up (same model), query encoded")
     return make_rerankers(
         r.kind, r.model, batch_size=r.batch_size, max_length=r.max_length, embedder=embedder,
-        known=known, quality_note="corpus passage vectors looked up (same model), query encoded",
+        known=known, quality_note=note,
     )
 
 
@@ -305,7 +312,7 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
     fs = _first_stages(spec, q)
     # one scoring pass at the largest depth
     quality_rr, timing_rr, rr_info = build_rerankers(spec, fs.embedder, q.corpus, fs.dense,
-                                                     reranker)
+                                                     reranker, q.qtexts)
     main = fs.cands[spec.first_stage_name]
     rscores = score_candidates(quality_rr, q.qtexts, q.corpus, main, spec.max_depth,
                                progress=progress)

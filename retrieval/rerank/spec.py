@@ -109,7 +109,7 @@ class RouterSpec(Params):
 class RunFileStage(Params):
     """The user's own first stage: a TREC run file (``qid Q0 docid rank score tag``) produced by
     their production retriever; rwb reranks each query's top ``max(depths)`` of it. A relative
-    path resolves against the spec file's folder."""
+    path resolves against the working directory (as in every spec)."""
 
     run: str = Field(min_length=1)
 

@@ -84,6 +84,19 @@ def _describe_run(path: Path) -> str:
     return ""
 
 
+def check_utf8_path(path: Path | str, what: str = "--out") -> None:
+    """Refuse a path that is not valid UTF-8 (a byte name the file system allowed): rwb
+    records paths in UTF-8 JSON / YAML, so such a run could not be written. One line, exit 2."""
+    full = os.fspath(Path(path).absolute())
+    try:
+        full.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{what} {os.fspath(path)!a} is not valid UTF-8 (rwb records paths in UTF-8 "
+            f"JSON and YAML): choose a name in UTF-8 (the folder it is in too)"
+        ) from None
+
+
 def check_out_dir(
     out: Path | str | None, *, force: bool = False,
     resumable: Callable[[Path], bool] | None = None,
@@ -93,6 +106,7 @@ def check_out_dir(
     if not out:
         return
     path = Path(out)
+    check_utf8_path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out '{path}' exists and is not a folder; choose a folder")
     if not path.is_dir() or force or not any(path.iterdir()):
@@ -124,6 +138,7 @@ def check_out_file(out: Path | str, *, force: bool, ours: Callable[[Path], bool]
     """Refuse an ``--out`` file that is a symbolic link, or an existing file rwb did not write
     (``ours``) unless ``force``. One line, exit 2."""
     path = Path(out)
+    check_utf8_path(path)
     if path.is_symlink():
         raise ConfigError(f"--out '{path}' is a symbolic link; rwb never writes through links")
     if path.is_file() and not force and not ours(path):

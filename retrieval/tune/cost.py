@@ -6,12 +6,15 @@ Pure functions over summary rows; the prices and N come from the spec's ``tune.c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from retrieval.tune.config import CostSpec
 
 GB = 1e9
+
+log = logging.getLogger(__name__)
 
 
 def monthly_cost(point: Mapping[str, Any], cost: CostSpec, n: int) -> dict[str, Any] | None:
@@ -38,9 +41,17 @@ def with_costs(backends: dict[str, dict[str, Any]], cost: CostSpec | None,
         return backends
     n = cost.n or n_default
     out = {}
+    unpriced = []
     for label, b in backends.items():
         chosen = b.get("chosen")
-        out[label] = {**b, "cost": None if chosen is None else monthly_cost(chosen, cost, n)}
+        priced = None if chosen is None else monthly_cost(chosen, cost, n)
+        if chosen is not None and priced is None:
+            unpriced.append(label)
+        out[label] = {**b, "cost": priced}
+    if unpriced:  # a setting that cannot apply is said, not silently ignored
+        log.warning("tune.cost: no monthly cost for %s: the chosen point has no measured bytes "
+                    "per vector (set tune.memory: resident, or objective bytes_per_vector, "
+                    "to measure it)", ", ".join(unpriced))
     return out
 
 

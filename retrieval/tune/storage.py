@@ -133,9 +133,17 @@ def storage_lost(display: str, cause: BaseException, run_path: Path | None) -> S
     why = f"{type(cause).__name__}: {why}" if why else type(cause).__name__
     if len(why) > 200:
         why = why[:197] + "..."
-    return StorageLost(
-        f"--storage '{display}' stopped answering mid-sweep ({why}); every trial finished "
-        f"before is kept there (the one in flight is failed when the sweep resumes)", run_path)
+    if _scheme(display) in ("redis", "rediss", "unix"):
+        # a Redis keeps what it held only if it persists (RDB / AOF): rwb's own
+        # (`rwb services start`, tests) runs with --save '' --appendonly no and restarts empty
+        kept = ("the trials finished before are kept only if that Redis persists its data "
+                "(RDB or AOF; the Redis `rwb services start` runs does not: restarted, it is "
+                "empty and the sweep starts over)")
+    else:
+        kept = ("every trial finished before is kept there (the one in flight is failed when "
+                "the sweep resumes)")
+    return StorageLost(f"--storage '{display}' stopped answering mid-sweep ({why}); {kept}",
+                       run_path)
 
 
 def default_url(run_dir: Path) -> str:

@@ -258,6 +258,13 @@ def miss_hint(s: Mapping[str, Any], label: str) -> str:
     seen = "nothing measured" if best is None else (
         "best measured: " + (",".join(f"{k}={v}" for k, v in best["search"].items()) or "-")
         + f" recall {best['recall']:.4f} (lower bound {best['recall_lb']:.4f})")
+    tie = None if best is None else best.get("recall_tie")
+    if best is not None and tie is not None and target is not None and tie >= target \
+            and tie - best["recall"] >= 0.1:
+        return (f"{seen}; the base is degenerate: tie-aware recall is {tie:.4f} (the exact "
+                f"neighbours' distances are tied: all-zero or duplicate vectors, or magnitudes "
+                f"that overflow float32), so no setting can raise recall by id: check the data "
+                f"(widening the range will not help)")
     builds = [b for b in s.get("builds") or [] if b.get("label") == label]
     ranged = [b for b in builds if b.get("method") == "target" and b.get("range")]
     if ranged:

@@ -240,7 +240,11 @@ def rescore_knob(
             f"field 'tune.rescore_knobs.{label}': '{name}' is not a second monotone knob of "
             f"backend '{cls.name}' for build {build.model_dump()}; allowed: {allowed}")
     low, high = knob_bounds(cls, name, build, k, tune)
-    if low >= high:
+    if low >= high:  # e.g. k_factor on a build without refine: nothing to tune, say so
+        log.warning("tune.rescore_knobs.%s: '%s' cannot apply to build %s of backend '%s' "
+                    "(its range is the one value %s: e.g. a build without refine has no "
+                    "rescoring); ignored for this build", label, name, build.model_dump(),
+                    cls.name, low)
         return None, ()
     ladder = [low]
     while ladder[-1] * 2 <= high:

@@ -188,7 +188,7 @@ def test_cli_tune_cache_json_and_bad_input(
     assert "field 'tuning.max_false_hit' must be < 1.0; received 1.5" in capsys.readouterr().err
     port = free_port()
     assert main(["tune", "cache", str(spec), "--redis-url",
-                 f"redis://u:hunter2@127.0.0.1:{port}"]) == 2
+                 f"redis://u:hunter2@127.0.0.1:{port}"]) == 3  # not reachable
     err = capsys.readouterr().err
     assert f"cannot reach Redis at redis://***@127.0.0.1:{port}" in err
     assert "hunter2" not in err

@@ -71,12 +71,12 @@ def test_redis_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
         assert proc.poll() is None, "the sweep ended before the server could be killed"
         srv.kill()  # SIGKILL, as in a crash
         _stdout, err = proc.communicate(timeout=120)
-        assert proc.returncode == 2, err
+        assert proc.returncode == 3, err  # the server gone mid-call: not reachable
         line = err.strip().splitlines()[-1]
         assert "backend 'redis'" in line and f"127.0.0.1:{srv.port}" in line, line
         study = optuna.load_study(study_name="redis-fault", storage=db)
         failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
-        assert failed and "BackendError" in failed[0].user_attrs["rwb:note"], \
+        assert failed and "NotReachable" in failed[0].user_attrs["rwb:note"], \
             [(t.state, t.user_attrs) for t in study.trials]
         before = _complete(db)
         assert len(before) >= 3

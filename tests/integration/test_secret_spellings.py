@@ -79,6 +79,6 @@ def test_a_milvus_uri_with_a_password_shows_none(tmp_path: Path) -> None:
          "search": {"ef": [10]}}])
     proc = rwb(tmp_path, "eval", name, "--out", "run",
                env={"RWB_MILVUS_URI": "http://root:Pl4nted#S3cret@127.0.0.1:1"})
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # not reachable: exit 3
     assert "cannot connect to Milvus at http://***@127.0.0.1:1" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and leaks(tmp_path, proc) == []

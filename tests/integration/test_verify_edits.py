@@ -358,3 +358,29 @@ def test_an_unreproducible_build_at_the_bound_is_flagged_and_judged_within_toler
     assert judge_bound(0.95, 0.8899, 250, 10, 0.95, 0.9505, False) == (False, None)  # beyond
     assert judge_bound(0.95, 0.9301, 250, 10, 0.95, 0.9505, True) == (False, None)  # exact
     assert judge_bound(0.95, 0.9301, 250, 10, 0.95, 0.94, False) == (False, None)  # never met
+
+
+# --- issue 34 list 9: figures verify cannot re-measure, and unknown keys of a table entry ----
+@pytest.mark.parametrize(("field", "edit"), [
+    ("qps", lambda v: v * 3), ("build_s", lambda v: v / 10), ("memory_bytes", lambda v: v // 2),
+    ("latency_ms", lambda v: {**v, "p95": v["p95"] / 5}),
+])
+def test_an_edited_recorded_figure_fails(ann_run: Path, tmp_path: Path, field: str, edit: Any,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The export seals qps / build_s / memory_bytes / latency_ms (evidence.recorded_digest):
+    an edit fails verify (exit 1) naming the seal, where it HELD before."""
+    path, doc = _export(ann_run, tmp_path)
+    doc["evidence"][field] = edit(doc["evidence"][field])
+    rep = _fails(_write(path, doc), capsys)
+    assert _failed_ann(rep) == {"evidence.recorded_digest"}
+
+
+@pytest.mark.parametrize("part", [None, "evidence", "source"])
+def test_an_unknown_key_in_an_operating_point_is_refused(
+        filtered_run: Path, tmp_path: Path, part: str | None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, doc = _export(filtered_run, tmp_path)
+    entry = doc["operating_points"][0]
+    (entry if part is None else entry[part])["recall_floor"] = 0.99
+    where = "operating_points[0]" + ("" if part is None else f".{part}")
+    _refused(_write(path, doc), capsys, f"unknown field '{where}.recall_floor'")

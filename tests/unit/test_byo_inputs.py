@@ -148,10 +148,13 @@ def test_rerank_spec_takes_beir_manifest_and_run_file_forms(tmp_path, monkeypatc
     _beir(tmp_path / "specs" / "data" / "mine")
     spec_file = tmp_path / "specs" / "r.yaml"
     spec_file.write_text("dataset: beir:data/mine\nfirst_stage: {run: data/run.trec}\n")
-    spec = load_rerank_spec(spec_file)  # relative paths: against the spec file's folder
+    monkeypatch.chdir(tmp_path)
+    # relative paths: against the working directory (issue 34, one rule for every spec); the
+    # BEIR folder only the spec file's folder holds is still found there (with a warning)
+    spec = load_rerank_spec(spec_file)
     assert spec.dataset == f"beir:{tmp_path / 'specs' / 'data' / 'mine'}"
     assert spec.first_stage_name == "run"
-    assert spec.first_stage.run == str(tmp_path / "specs" / "data" / "run.trec")
+    assert spec.first_stage.run == str(tmp_path / "data" / "run.trec")
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     (manifests / "my-text.yaml").write_text(f"kind: text\ncollection: beir:{tmp_path}/x\n")
@@ -185,8 +188,10 @@ def test_rerank_missing_beir_file_and_unknown_queries_are_one_line(tmp_path, cap
     assert "'q7'" in err
 
 
-def test_cache_spec_pairs_forms_and_errors(tmp_path):
+def test_cache_spec_pairs_forms_and_errors(tmp_path, monkeypatch):
     from retrieval.cache.spec import load_cache_spec, parse_cache_spec
+
+    monkeypatch.chdir(tmp_path)  # relative paths: against the working directory (issue 34)
 
     spec_file = tmp_path / "c.yaml"
     spec_file.write_text("pairs: {path: p.jsonl}\nheldout: {path: h.csv, label: same}\n"
@@ -220,8 +225,10 @@ def test_cache_tune_bad_pairs_file_is_one_line_before_any_redis(tmp_path, capsys
     assert "'question1'" in err
 
 
-def test_study_spec_takes_the_same_forms(tmp_path):
+def test_study_spec_takes_the_same_forms(tmp_path, monkeypatch):
     import yaml
+
+    monkeypatch.chdir(tmp_path)  # relative paths: against the working directory (issue 34)
 
     from retrieval.study.spec import load_study_spec
 

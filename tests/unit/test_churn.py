@@ -103,7 +103,14 @@ def test_recall_per_step_equals_numpy_brute_force_over_the_live_set(tmp_path: Pa
             # the split: reference - recall = drift + damage, control measured at every step
             assert rec["control_recall"] is not None
             assert rec["drift"] == pytest.approx(searches[0]["recall"] - rec["control_recall"])
-            assert rec["damage"] == pytest.approx(rec["control_recall"] - rec["recall"])
+            measured = rec["control_recall"] - rec["recall"]
+            assert rec["damage_measured"] == pytest.approx(measured)
+            # issue 34: a second control with the next seed; damage within their spread is none
+            spread = abs(rec["control_recall"] - rec["control_recall_seed2"])
+            assert rec["control_spread"] == pytest.approx(spread)
+            within = abs(measured) <= spread
+            assert rec["damage_within_spread"] is within
+            assert rec["damage"] == (0.0 if within else pytest.approx(measured))
     flat_steps = [r for r in res.summary["configs"][1]["steps"] if r["op"] == "search"]
     assert all(r["recall"] == 1.0 and r["control_recall"] == 1.0 and r["damage"] == 0.0
                for r in flat_steps)  # an exact index under writes: recall 1.0 at every step

@@ -24,11 +24,19 @@ from retrieval.engines.milvus.common import (
     redact_uri,
 )
 from retrieval.engines.milvus.lite import InProcessLite
-from retrieval.errors import BackendError, ConfigError, DataError
+from retrieval.errors import BackendError, ConfigError, DataError, NotReachable
 from retrieval.redact import redact_text, url_secrets
 
 log = logging.getLogger(__name__)
 
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a pymilvus failure means the server stopped answering (gRPC UNAVAILABLE,
+    pymilvus's "Fail connecting to server" code 2), not a refused request."""
+    text = str(exc)
+    return (getattr(exc, "code", None) == 2 or "UNAVAILABLE" in text
+            or "Fail connecting to server" in text or "Connection refused" in text)
 
 class MilvusConnection:
     """Mixin: the client side of :class:`~retrieval.engines.milvus.index.MilvusIndex`."""
@@ -85,9 +93,9 @@ class MilvusConnection:
                     uri=self._uri, token=self._token, timeout=self.connect_timeout_s,
                     dedicated=True,
                 )
-        except Exception as exc:
+        except Exception as exc:  # nothing answering there: not reachable (exit 3)
             waited = time.perf_counter() - t0
-            raise BackendError(
+            raise NotReachable(
                 f"{WHERE}: cannot connect to Milvus at {self.where} (timeout "
                 f"{self.connect_timeout_s:g} s, gave up after {waited:.1f} s): "
                 f"{self._scrub(str(exc))[:300]}"
@@ -140,6 +148,11 @@ class MilvusConnection:
         except Exception as exc:
             if isinstance(exc, BackendError | ConfigError | DataError):
                 raise
+            if not self._embedded and connection_lost(exc):  # the server went away mid-call
+                raise NotReachable(
+                    f"{WHERE}: {what} failed, Milvus at {self.where} is not reachable "
+                    f"(connection lost): {type(exc).__name__}: {self._scrub(str(exc))[:300]}"
+                ) from None
             raise BackendError(
                 f"{WHERE}: {what} failed on {self.where}: {type(exc).__name__}: "
                 f"{self._scrub(str(exc))[:300]}"

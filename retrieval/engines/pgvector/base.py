@@ -45,6 +45,7 @@ import numpy as np
 
 from retrieval.data import Metric
 from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
+from retrieval.engines.pgvector.lost import connection_lost
 from retrieval.engines.pgvector.owned import pg_mark, pg_unlock
 from retrieval.engines.pgvector.params import (
     OPERATOR,
@@ -169,6 +170,13 @@ class PgVectorIndex(SlotWrites, PgSegments, PgVectorFilter, InProcessIndex):
         return redact_uri(target)
 
     def _fail(self, what: str, exc: BaseException) -> BackendError:
+        """The one-line error of a failed call: NotReachable (exit 3) when the connection was
+        lost during the call (the server killed or gone), else BackendError (exit 2)."""
+        if connection_lost(exc, self._conn):
+            return NotReachable(
+                f"{self._where()}: {what} failed, PostgreSQL at {self.where} is not reachable "
+                f"(connection lost): {type(exc).__name__}: {first_line(exc)}"
+            )
         return BackendError(
             f"{self._where()}: {what} failed on PostgreSQL at {self.where}: "
             f"{type(exc).__name__}: {first_line(exc)}"

@@ -203,15 +203,24 @@ def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
         entry = pwd.getpwnam(wsrv.system_user)
         os.chown(logfile, entry.pw_uid, entry.pw_gid)
     opts = f"-h {HOST} -p {port} -k {data}"
-    try:
-        pgexec("pg_ctl", ("-w", "-t", str(int(timeout_s)), "-o", opts, "-l", str(logfile),
-                          "-D", str(data), "start"),
-               bin_path=wsrv.bin_path, user=wsrv.system_user, timeout=timeout_s + 5)
-    except (subprocess.SubprocessError, OSError) as exc:
-        raise BackendError(
-            f"postgres failed to start on port {port}: {type(exc).__name__}; log: "
-            f"{log_tail(logfile)}"
-        ) from None
+    crashed = (data / "postmaster.pid").exists()  # a server of this folder was killed (-9)
+    for attempt in range(2 if crashed else 1):
+        try:
+            pgexec("pg_ctl", ("-w", "-t", str(int(timeout_s)), "-o", opts, "-l", str(logfile),
+                              "-D", str(data), "start"),
+                   bin_path=wsrv.bin_path, user=wsrv.system_user, timeout=timeout_s + 5)
+            break
+        except (subprocess.SubprocessError, OSError) as exc:
+            if attempt == 0 and crashed:
+                # right after a kill -9 the crash recovery can fail once (the killed server's
+                # processes still exiting): one retry, then the one-line error
+                log.warning("postgres in %s did not start after a crash; retrying once", data)
+                time.sleep(2.0)
+                continue
+            raise BackendError(
+                f"postgres failed to start on port {port}: {type(exc).__name__}; log: "
+                f"{log_tail(logfile)}"
+            ) from None
     try:
         pid = int((data / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):

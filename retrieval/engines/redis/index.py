@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from retrieval.data import Metric
 from retrieval.engines.redis.filter import RedisFilter, hash_fields, schema_fields
@@ -69,7 +69,13 @@ from retrieval.engines.redis.owned import (
     new_run_id,
     set_marker,
 )
-from retrieval.errors import BackendError, ConfigError, param_error, unknown_name_error
+from retrieval.errors import (
+    BackendError,
+    ConfigError,
+    NotReachable,
+    param_error,
+    unknown_name_error,
+)
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
 from retrieval.indexes.inprocess import InProcessIndex, check_k
@@ -107,6 +113,15 @@ class RedisBuild(Params):
     M: int = Field(16, ge=2, le=1024)
     EF_CONSTRUCTION: int = Field(200, ge=1, le=16384)
     EPSILON: float = Field(0.01, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _flat_takes_no_graph_params(self) -> RedisBuild:
+        """FLAT is an exact scan: HNSW's params given with it cannot apply (warned, ignored)."""
+        given = sorted({"M", "EF_CONSTRUCTION", "EPSILON"} & self.model_fields_set)
+        if self.algorithm == "FLAT" and given:
+            log.warning("%s: %s ignored: algorithm FLAT is an exact scan with no graph (only "
+                        "HNSW takes them)", WHERE, ", ".join(given))
+        return self
 
 
 class RedisSearch(Params):
@@ -152,8 +167,8 @@ def connect(url: str, timeout_s: float, *, client_name: str | None = None) -> An
     except redis.ResponseError as exc:
         raise BackendError(f"{WHERE}: Redis at {shown} has no vector search (FT._LIST: "
                            f"{str(exc)[:120]}); it needs Redis 8 or Redis Stack") from None
-    except Exception as exc:
-        raise BackendError(f"{WHERE}: cannot reach Redis at {shown} "
+    except Exception as exc:  # refused, timed out, credentials refused: not reachable (exit 3)
+        raise NotReachable(f"{WHERE}: cannot reach Redis at {shown} "
                            f"({type(exc).__name__}: {str(exc)[:160]})") from None
     return client
 
@@ -252,6 +267,12 @@ class RedisIndex(SlotWrites, RedisFilter, InProcessIndex):
         except (BackendError, ConfigError):
             raise
         except Exception as exc:
+            import redis
+
+            if isinstance(exc, redis.ConnectionError):  # the server went away mid-call: exit 3
+                raise NotReachable(f"{WHERE}: {what} failed, Redis at {self.where} is not "
+                                   f"reachable (connection lost): {type(exc).__name__}: "
+                                   f"{str(exc)[:200]}") from None
             raise BackendError(f"{WHERE}: {what} failed on Redis at {self.where}: "
                                f"{type(exc).__name__}: {str(exc)[:200]}") from None
 

@@ -105,11 +105,21 @@ class RedisLiveCollection:
             raise NotReachable(f"{self.where}: cannot reach Redis at {redact_uri(spec.url)!r}: "
                                f"{one_line(exc)}") from None
 
+    def _failed(self, what: str, exc: BaseException) -> BackendError:
+        """NotReachable (exit 3) when the connection was lost mid-call (the server went away),
+        else BackendError (exit 2)."""
+        import redis
+
+        if isinstance(exc, redis.ConnectionError):
+            return NotReachable(f"{self.where}: {what} failed, Redis is not reachable "
+                                f"(connection lost): {one_line(exc)}")
+        return BackendError(f"{self.where}: {what} failed: {one_line(exc)}")
+
     def _cmd(self, *args: Any) -> Any:
         try:
             return self._r.execute_command(*args)
         except Exception as exc:
-            raise BackendError(f"{self.where}: Redis {args[0]} failed: {one_line(exc)}") from None
+            raise self._failed(f"Redis {args[0]}", exc) from None
 
     def _inspect(self, spec: RedisLive, where: str | None) -> None:
         names = sorted(_text(n) for n in self._cmd("FT._LIST"))
@@ -161,7 +171,7 @@ class RedisLiveCollection:
         except ConfigError:
             raise
         except Exception as exc:
-            raise BackendError(f"{self.where}: Redis SCAN failed: {one_line(exc)}") from None
+            raise self._failed("Redis SCAN", exc) from None
 
     # --- LiveCollection ---------------------------------------------------------------------
     def _algorithm(self) -> str:
@@ -212,7 +222,7 @@ class RedisLiveCollection:
         try:
             replies = pipe.execute()
         except Exception as exc:
-            raise BackendError(f"{self.where}: Redis FT.SEARCH failed: {one_line(exc)}") from None
+            raise self._failed("Redis FT.SEARCH", exc) from None
         hits = []
         for rep in replies:
             ids, dist = [], []
@@ -246,7 +256,7 @@ class RedisLiveCollection:
         except ConfigError:
             raise
         except Exception as exc:
-            raise BackendError(f"{self.where}: Redis SCAN failed: {one_line(exc)}") from None
+            raise self._failed("Redis SCAN", exc) from None
         ident = self._field["identifier"]
         for s in range(0, len(keys), batch):
             part = keys[s:s + batch]
