@@ -4,7 +4,6 @@ run folder is written, and no password reaches the output."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,10 @@ import pytest
 import yaml
 
 from retrieval.cli import main
+from tests.helpers import dead_port
 
 DIM = 8
 
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +54,7 @@ def test_lancedb_bad_input_exit_2(lance_db: Path, tmp_path: Path, over: dict[str
 
 def test_unreachable_engines_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                     ) -> None:
-    port = _dead_port()
+    port = dead_port()
     for live in ({"engine": "lancedb", "uri": str(tmp_path / "gone"), "table": "t",
                   "vector_column": "v"},
                  {"engine": "milvus", "uri": f"http://127.0.0.1:{port}", "collection": "c",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes import create_index
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.testing.conformance import exact_neighbours
+from tests.helpers import dead_port, one_line
 
 pytest.importorskip("qdrant_edge", reason="qdrant-edge-py not installed (extra 'qdrant')")
 needs_redis = pytest.mark.skipif(not os.environ.get("REDIS_URL"),
@@ -28,13 +28,6 @@ def data():
     ds = make_synthetic(2000, 16, 40, seed=3, cluster_spread=3)
     return ds, exact_neighbours(ds, K)[0]
 
-
-def _one_line(exc: pytest.ExceptionInfo[BaseException], *needles: str) -> str:
-    text = str(exc.value)
-    assert "\n" not in text
-    for n in needles:
-        assert n in text, (n, text)
-    return text
 
 
 def test_rwb_backends_lists_both_as_available(capsys):
@@ -70,7 +63,7 @@ def test_qdrant_full_scan_is_caught(data):
         index.build(ds.base)
         with pytest.raises(BackendError) as e:
             index.verify_not_brute_force(ds.queries, K, exact)
-        _one_line(e, "brute force", "full_scan_threshold 10000000 KB")
+        one_line(e, "brute force", "full_scan_threshold 10000000 KB")
     finally:
         index.close()
 
@@ -82,7 +75,7 @@ def test_qdrant_unindexed_collection_is_refused(data):
     try:
         with pytest.raises(BackendError) as e:
             index.build(ds.base)
-        _one_line(e, f"of {ds.n_base} vectors", "indexing_threshold 10000 KB")
+        one_line(e, f"of {ds.n_base} vectors", "indexing_threshold 10000 KB")
     finally:
         index.close()
 
@@ -98,28 +91,28 @@ def test_qdrant_unindexed_collection_is_refused(data):
 def test_qdrant_build_limits(build, needles):
     with pytest.raises(ConfigError) as e:
         create_index("qdrant", 16, "l2", build)
-    _one_line(e, *needles)
+    one_line(e, *needles)
 
 
 def test_qdrant_search_limits_and_dimension(data):
     ds, _ = data
     with pytest.raises(ConfigError) as e:
         create_index("qdrant", 70000, "l2")
-    _one_line(e, "'dim'", "[1, 65536]", "received 70000")
+    one_line(e, "'dim'", "[1, 65536]", "received 70000")
     with pytest.raises(ConfigError) as e:
         create_index("qdrant", 16, "hamming")
-    _one_line(e, "'metric'", "received 'hamming'")
+    one_line(e, "'metric'", "received 'hamming'")
     index = create_index("qdrant", ds.dim, ds.metric, {"m": 4, "ef_construct": 8})
     try:
         index.build(ds.base[:200])
         index.set_search_params(hnsw_ef=5)
         with pytest.raises(ConfigError) as e:
             index.search(ds.queries[:2], K)
-        _one_line(e, "'hnsw_ef'", ">= k (10)", "received 5")
+        one_line(e, "'hnsw_ef'", ">= k (10)", "received 5")
         index.set_search_params(hnsw_ef=10, oversampling=2.0)
         with pytest.raises(ConfigError) as e:
             index.search(ds.queries[:2], K)
-        _one_line(e, "'oversampling'", "quantization is 'none'")
+        one_line(e, "'oversampling'", "quantization is 'none'")
     finally:
         index.close()
 
@@ -145,21 +138,16 @@ def test_qdrant_quantization_knobs(data):
 # --- redis ----------------------------------------------------------------------------------
 
 
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def test_redis_down_at_start_is_one_line_without_the_password(data):
     ds, _ = data
-    url = f"redis://bob:hunter2@127.0.0.1:{_dead_port()}/0"
+    url = f"redis://bob:hunter2@127.0.0.1:{dead_port()}/0"
     from retrieval.engines.redis.index import RedisIndex
 
     index = RedisIndex(ds.dim, ds.metric, url=url)
     with pytest.raises(BackendError) as e:
         index.build(ds.base)
-    text = _one_line(e, "cannot reach Redis at redis://***@127.0.0.1:")
+    text = one_line(e, "cannot reach Redis at redis://***@127.0.0.1:")
     assert "hunter2" not in text and "bob" not in text
     index.close()
 
@@ -168,11 +156,11 @@ def test_redis_url_unset_is_one_line(monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
     with pytest.raises(BackendError) as e:
         create_index("redis", 16, "l2")
-    _one_line(e, "set REDIS_URL")
+    one_line(e, "set REDIS_URL")
 
 
 def test_redis_down_through_the_cli(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("REDIS_URL", f"redis://:s3cret@127.0.0.1:{_dead_port()}")
+    monkeypatch.setenv("REDIS_URL", f"redis://:s3cret@127.0.0.1:{dead_port()}")
     spec = tmp_path / "s.yaml"
     spec.write_text("name: r\ndataset: synthetic-small\nk: 10\nwarmup: 2\nbatch_repeats: 1\n"
                     "indexes:\n  - {backend: redis, search: {EF_RUNTIME: 20}}\n")
@@ -193,7 +181,7 @@ def test_redis_build_limits(build, needles, monkeypatch):
     monkeypatch.setenv("REDIS_URL", os.environ.get("REDIS_URL") or "redis://127.0.0.1:1")
     with pytest.raises(ConfigError) as e:
         create_index("redis", 16, "l2", build)
-    _one_line(e, *needles)
+    one_line(e, *needles)
 
 
 @needs_redis
@@ -210,7 +198,7 @@ def test_redis_hnsw_knob_flat_exact_and_memory(data):
         hnsw.set_search_params(EF_RUNTIME=9)
         with pytest.raises(ConfigError) as e:
             hnsw.search(ds.queries[:2], K)
-        _one_line(e, "'EF_RUNTIME'", ">= k (10)", "received 9")
+        one_line(e, "'EF_RUNTIME'", ">= k (10)", "received 9")
         flat.build(ds.base)
         got = flat.search(ds.queries, K).ids
         assert np.mean([len(set(a) & set(b)) / K for a, b in zip(got, exact)]) == 1.0

@@ -25,6 +25,7 @@ from retrieval.indexes.registry import get_backend
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
+from tests.helpers import export_cli
 
 KNOB = {"hnswlib": "ef_search", "faiss-hnsw": "ef_search", "faiss-ivf": "nprobe"}
 
@@ -152,16 +153,10 @@ def test_exported_values_are_the_chosen_ones(sweep, tmp_path, engine, label):
     assert doc["source"]["search"][knob] == chosen["search"][knob]
 
 
-def _export(run, tmp, name: str) -> Any:
-    path = tmp / name
-    assert main(["export", str(run), "--engine", "hnswlib", "--backend", "hnswlib",
-                 "--out", str(path)]) == 0
-    return path
-
 
 def test_verify_fails_when_the_data_changed(sweep, tmp_path, capsys):
     tmp, run, _ = sweep
-    path = _export(run, tmp_path, "h.yaml")
+    path = export_cli(run, tmp_path, "hnswlib", "hnswlib", "h.yaml")
     capsys.readouterr()
     assert main(["verify", str(path), "--json"]) == 0
     before = json.loads(capsys.readouterr().out)
@@ -193,7 +188,7 @@ def test_verify_fails_when_the_data_changed(sweep, tmp_path, capsys):
 
 def test_verify_fails_without_a_recorded_fingerprint(sweep, tmp_path, capsys):
     _, run, _ = sweep
-    path = _export(run, tmp_path, "h.yaml")
+    path = export_cli(run, tmp_path, "hnswlib", "hnswlib", "h.yaml")
     doc = yaml.safe_load(path.read_text())
     del doc["evidence"]["dataset"]["fingerprint"]
     path.write_text(yaml.safe_dump(doc))

@@ -21,6 +21,7 @@ from retrieval.indexes.registry import create_index
 from retrieval.loaders.synthetic import make_synthetic
 from retrieval.paths import REPO_ROOT
 from retrieval.testing.conformance import exact_neighbours
+from tests.helpers import export_cli, verify_json
 
 pytest.importorskip("lancedb", reason="lancedb not installed (extra 'lancedb')")
 
@@ -41,18 +42,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield out
 
 
-def _export(run: Path, tmp_path: Path, backend: str, engine: str = "lancedb") -> Path:
-    path = tmp_path / f"{engine}-{backend}.yaml"
-    assert main(["export", str(run), "--engine", engine, "--backend", backend,
-                 "--out", str(path)]) == 0
-    return path
-
-
-def _verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
-    capsys.readouterr()
-    code = main(["verify", *args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
 
 def test_engine_descriptor_names_its_backends_and_knobs():
     desc = get_engine("lancedb")
@@ -71,7 +60,7 @@ def test_target_strategy_tunes_both_backends(run):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_export_in_lancedb_names_and_verify_holds(run, tmp_path, capsys, backend):
-    path = _export(run, tmp_path, backend)
+    path = export_cli(run, tmp_path, "lancedb", backend)
     doc = read_config(path)
     cfg = doc["config"]
     assert doc["engine"] == "lancedb" and doc["evidence"]["measured_on"] == backend
@@ -79,7 +68,7 @@ def test_export_in_lancedb_names_and_verify_holds(run, tmp_path, capsys, backend
                                                  "lancedb-hnsw": "IVF_HNSW_SQ"}[backend]
     assert cfg["create_index"]["distance_type"] == cfg["query"]["distance_type"] == "l2"
     assert cfg["dim"] == 32 and cfg["query"]["nprobes"] >= 1
-    code, report = _verify(capsys, str(path))
+    code, report = verify_json(capsys, str(path))
     assert report["backend"] == backend and report["engine"] == "lancedb"
     failed = [c for c in report["file_checks"] if not c["passed"]]
     assert not failed, failed
@@ -97,11 +86,11 @@ def test_export_in_lancedb_names_and_verify_holds(run, tmp_path, capsys, backend
     ("lancedb-hnsw", lambda c: c["create_index"].update(m=8), "config.create_index.m"),
 ])
 def test_edited_config_fails_naming_the_field(run, tmp_path, capsys, backend, edit, field):
-    path = _export(run, tmp_path, backend)
+    path = export_cli(run, tmp_path, "lancedb", backend)
     doc = yaml.safe_load(path.read_text())
     edit(doc["config"])
     path.write_text(yaml.safe_dump(doc))
-    code, report = _verify(capsys, str(path))
+    code, report = verify_json(capsys, str(path))
     assert code == 1 and not report["holds"]
     failed = [f for c in report["file_checks"] if not c["passed"] for f in c["fields"]]
     assert field in failed
@@ -114,7 +103,7 @@ def test_edited_config_fails_naming_the_field(run, tmp_path, capsys, backend, ed
     (lambda c: c["create_index"].update(index_type="IVF_FLAT"), "config.create_index.index_type"),
 ])
 def test_config_outside_the_rules_is_one_line(run, tmp_path, capsys, edit, field):
-    path = _export(run, tmp_path, "lancedb-ivfpq")
+    path = export_cli(run, tmp_path, "lancedb", "lancedb-ivfpq")
     doc = yaml.safe_load(path.read_text())
     edit(doc["config"])
     path.write_text(yaml.safe_dump(doc))
@@ -125,8 +114,8 @@ def test_config_outside_the_rules_is_one_line(run, tmp_path, capsys, edit, field
 
 
 def test_ivfpq_result_translates_to_faiss_ivf_pq_with_refine(run, tmp_path):
-    cfg = read_config(_export(run, tmp_path, "lancedb-ivfpq", engine="faiss"))["config"]
-    q = read_config(_export(run, tmp_path, "lancedb-ivfpq"))["config"]["query"]
+    cfg = read_config(export_cli(run, tmp_path, "faiss", "lancedb-ivfpq"))["config"]
+    q = read_config(export_cli(run, tmp_path, "lancedb", "lancedb-ivfpq"))["config"]["query"]
     assert cfg["index_factory"] == "IVF8,PQ8x8np,RFlat"
     assert cfg["parameter_space"] == (f"nprobe={q['nprobes']},"
                                       f"k_factor_rf={q['refine_factor']}")

@@ -32,6 +32,7 @@ import pytest
 from retrieval.errors import ConfigError, NotReachable
 from retrieval.indexes.engine import get_engine
 from retrieval.indexes.live import LiveCollection, SupportsExactSearch, SupportsSnapshot
+from tests.helpers import recall_at
 
 N, DIM, NQ, K = 3000, 24, 40, 10
 IDS = 1_000_000 + 7 * np.arange(N, dtype=np.int64)
@@ -290,9 +291,6 @@ def _numpy_exact(ids: np.ndarray, vecs: np.ndarray, q: np.ndarray, metric: str, 
     return ids[order], np.take_along_axis(d, order, 1)
 
 
-def _recall(got: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(got, truth)]))
-
 
 # --- attach, describe, refusals --------------------------------------------------------------
 def test_attach_describes_the_collection(live: Live) -> None:
@@ -343,7 +341,7 @@ def test_exact_path_equals_numpy_over_the_snapshot(live: Live) -> None:
         assert tail.tolist() == ids[2100:].tolist()  # a resumed snapshot: the same order
         want_ids, want_d = _numpy_exact(ids, vecs, Q, live.metric, K)
         got = coll.search_exact(Q, K)
-        assert _recall(got.ids, want_ids) == 1.0
+        assert recall_at(got.ids, want_ids) == 1.0
         np.testing.assert_allclose(got.distances, want_d, rtol=1e-4, atol=1e-4)
     finally:
         coll.close()
@@ -355,9 +353,9 @@ def test_recall_moves_with_the_knob(live: Live) -> None:
         truth = coll.search_exact(Q, K).ids
         name, low, high = live.knob
         coll.set_search_params(**{name: low})
-        r_low = _recall(coll.search(Q, K).ids, truth)
+        r_low = recall_at(coll.search(Q, K).ids, truth)
         coll.set_search_params(**{name: high})
-        r_high = _recall(coll.search(Q, K).ids, truth)
+        r_high = recall_at(coll.search(Q, K).ids, truth)
         assert r_low + 0.05 < r_high, (r_low, r_high)
         one = coll.search(Q[:1], K)
         assert one.ids.shape == (1, K) and set(one.ids[0]) <= set(IDS.tolist())
@@ -442,8 +440,8 @@ c.close()
     got = json.loads(out.strip().splitlines()[-1])
     assert (got["rows"], got["kind"]) == (N, "HNSW")
     want, _ = _numpy_exact(IDS, X, Q, "cosine", K)
-    assert _recall(np.array(got["exact"]), want) == 1.0
-    assert _recall(np.array(got["ann"]), want) > 0.9
+    assert recall_at(np.array(got["exact"]), want) == 1.0
+    assert recall_at(np.array(got["ann"]), want) > 0.9
     assert _folder_state(db) == before
 
 
@@ -517,7 +515,7 @@ def test_sweep_in_place_export_verify(live: Live, tmp_path: Path) -> None:
     finally:
         coll.close()
     want, _ = _numpy_exact(IDS, X, Q, live.metric, K)
-    assert _recall(got, want) == pytest.approx(chosen["recall"], abs=1e-9)
+    assert recall_at(got, want) == pytest.approx(chosen["recall"], abs=1e-9)
 
     other = tmp_path / "elsewhere"
     other.mkdir()
@@ -583,11 +581,11 @@ def test_lancedb_hnsw_and_qdrant_quantized_knobs(tmp_path: Path) -> None:
             assert knob in {kb.name for kb in coll.knobs()}
             truth = coll.search_exact(Q, K).ids
             want, _ = _numpy_exact(IDS, X, Q, "cosine", K)
-            assert _recall(truth, want) == 1.0
+            assert recall_at(truth, want) == 1.0
             coll.set_search_params(**fixed, **{knob: low})
-            r_low = _recall(coll.search(Q, K).ids, truth)
+            r_low = recall_at(coll.search(Q, K).ids, truth)
             coll.set_search_params(**{knob: high})
-            r_high = _recall(coll.search(Q, K).ids, truth)
+            r_high = recall_at(coll.search(Q, K).ids, truth)
             assert r_low + 0.05 < r_high, (section["engine"], r_low, r_high)
         finally:
             coll.close()

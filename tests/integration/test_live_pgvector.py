@@ -34,6 +34,7 @@ from retrieval.live.pace import Pacer
 from retrieval.live.spec import BudgetSpec
 from retrieval.live.truth import Snapshot, engine_truth, snapshot_truth
 from retrieval.tune.decide import split_queries
+from tests.helpers import caller_ids
 
 pytestmark = pytest.mark.pgvector
 
@@ -41,13 +42,10 @@ N, DIM, K = 3000, 16, 10
 PASSWORD = "Zq8-live-secret-7731"
 
 
-def _ids(n: int = N) -> np.ndarray:
-    return 1_000_000 + 7 * np.arange(n, dtype=np.int64)
-
 
 def _brute(x: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
     d = ((q[:, None, :] - x[None, :, :]) ** 2).sum(-1)
-    return _ids(x.shape[0])[np.argsort(d, axis=1, kind="stable")[:, :k]]
+    return caller_ids(x.shape[0])[np.argsort(d, axis=1, kind="stable")[:, :k]]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +66,7 @@ def coll(pg_url: str):
         with conn.cursor().copy(f"COPY {table} (item_id, emb, note) FROM STDIN "
                                 f"(FORMAT BINARY)") as cp:
             cp.set_types(["int8", "vector", "text"])
-            for i, v in zip(_ids(), x):
+            for i, v in zip(caller_ids(N), x):
                 cp.write_row((int(i), v, "n"))
         conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (emb vector_l2_ops) "
                      f"WITH (m = 4, ef_construction = 16)")
@@ -355,13 +353,13 @@ def test_tenant_where_and_iterative_scan(coll):
         q = np.random.default_rng(9).standard_normal((10, DIM)).astype(np.float32)
         odd = np.arange(N) % 2 == 1
         d = ((q[:, None, :] - coll["x"][None, odd]) ** 2).sum(-1)
-        truth = _ids()[odd][np.argsort(d, axis=1, kind="stable")[:, :K]]
+        truth = caller_ids(N)[odd][np.argsort(d, axis=1, kind="stable")[:, :K]]
         assert (col.search_exact(q, K).ids == truth).all()
         col.set_search_params(ef_search=10, iterative_scan="relaxed_order")
         got = col.search(q, K).ids
         assert (got >= 0).all() and (got % 2 == 1).all()  # k rows, all of the tenant
         ids = np.concatenate([i for i, _ in col.iter_vectors(batch=400)])
-        assert (ids == _ids()[odd]).all()
+        assert (ids == caller_ids(N)[odd]).all()
     finally:
         col.close()
     assert state(coll) == before

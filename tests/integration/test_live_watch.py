@@ -18,7 +18,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ pytest.importorskip("pgvector", reason="pgvector not installed (extra 'pgvector'
 pytest.importorskip("prometheus_client", reason="prometheus-client not installed (extra 'watch')")
 
 from retrieval.cli import main
+from tests.helpers import caller_ids, dead_port
 
 pytestmark = pytest.mark.pgvector
 
@@ -45,9 +45,6 @@ N, DIM, K = 3000, 16, 10
 WINDOW, TARGET, EF = 50, 0.8, 80
 PASSWORD = "Wt7-watch-secret-4410"
 
-
-def _ids(n: int = N) -> np.ndarray:
-    return 1_000_000 + 7 * np.arange(n, dtype=np.int64)
 
 
 def _make(pg_url: str) -> dict[str, Any]:
@@ -65,7 +62,7 @@ def _make(pg_url: str) -> dict[str, Any]:
                      f"WITH (autovacuum_enabled = false)")
         with conn.cursor().copy(f"COPY {table} (item_id, emb) FROM STDIN (FORMAT BINARY)") as cp:
             cp.set_types(["int8", "vector"])
-            for i, v in zip(_ids(), x):
+            for i, v in zip(caller_ids(N), x):
                 cp.write_row((int(i), v))
         conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (emb vector_l2_ops) "
                      f"WITH (m = 4, ef_construction = 16)")
@@ -160,11 +157,6 @@ def write_export(tmp: Path, coll: dict[str, Any], ef: int = EF) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def start_watch(args: list[str], coll: dict[str, Any], cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "RWB_LIVE_DSN": coll["reader"], "PYTHONPATH": str(Path.cwd())}
@@ -200,7 +192,7 @@ def test_metrics_scraped_over_http_while_the_log_grows(coll, tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 
     before = state(coll)
-    log, out, port = tmp_path / "prod.jsonl", tmp_path / "out", free_port()
+    log, out, port = tmp_path / "prod.jsonl", tmp_path / "out", dead_port()
     log.write_text("")
     spec = write_spec(tmp_path, coll, log)
     proc = start_watch([str(spec), "--config", str(write_export(tmp_path, coll)),

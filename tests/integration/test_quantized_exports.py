@@ -23,21 +23,10 @@ from retrieval.loaders.catalog import resolve_dataset
 from retrieval.stats.metrics import recall_by_id
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
+from tests.helpers import export_cli, verify_json
 
 K = 10
 
-
-def _export(run: Path, tmp_path: Path, engine: str, label: str) -> Path:
-    path = tmp_path / f"{engine}-{label}.yaml"
-    assert main(["export", str(run), "--engine", engine, "--backend", label,
-                 "--out", str(path)]) == 0
-    return path
-
-
-def _verify(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dict]:
-    capsys.readouterr()
-    code = main(["verify", str(path), "--json"])
-    return code, json.loads(capsys.readouterr().out)
 
 
 def _checks(report: dict) -> dict[str, dict]:
@@ -83,7 +72,7 @@ def test_milvus_quantized_export_taken_by_pymilvus_and_verified(
     bpv = {lab: summary["backends"][lab]["chosen"]["bytes_per_vector"] for lab in MILVUS}
     # measured from Milvus Lite's own index files: 1 byte a dimension instead of 4
     assert bpv[label] < bpv["milvus-hnsw"] - 2 * 32  # synthetic-small: 32 dimensions
-    path = _export(milvus_run, tmp_path, "milvus", label)
+    path = export_cli(milvus_run, tmp_path, "milvus", label)
     doc = read_config(path)
     cfg, ev = doc["config"], doc["evidence"]
     build = MILVUS[label]
@@ -125,7 +114,7 @@ def test_milvus_quantized_export_taken_by_pymilvus_and_verified(
     finally:
         client.close()
 
-    code, report = _verify(capsys, path)
+    code, report = verify_json(capsys, path)
     checks = _checks(report)
     assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
     assert "memory doctor" not in checks
@@ -142,11 +131,11 @@ def test_milvus_quantized_export_taken_by_pymilvus_and_verified(
 def test_milvus_edited_quantized_export_fails_naming_the_field(
         milvus_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any,
         field: str) -> None:
-    path = _export(milvus_run, tmp_path, "milvus", "milvus-ivf-sq8")
+    path = export_cli(milvus_run, tmp_path, "milvus", "milvus-ivf-sq8")
     doc = yaml.safe_load(path.read_text())
     edit(doc)  # float vectors instead of SQ8 codes; bytes the index does not hold
     path.write_text(yaml.safe_dump(doc))
-    code, report = _verify(capsys, path)
+    code, report = verify_json(capsys, path)
     assert code == 1 and not report["holds"]
     failed = [f for c in report["file_checks"] if not c["passed"] for f in c["fields"]]
     assert failed == [field], report["file_checks"]
@@ -190,7 +179,7 @@ def test_lancedb_ivfpq_refine_export_taken_by_lancedb_and_verified(
     assert len(searched) >= 2 or chosen["search"]["refine_factor"] == 1  # solved, not fixed
     # PQ8x8 codes + row ids + codebooks: far below the 128 bytes of a float32 vector
     assert chosen["bytes_per_vector"] < 0.5 * 4 * 32
-    path = _export(lance_run, tmp_path, "lancedb", "lancedb-ivfpq")
+    path = export_cli(lance_run, tmp_path, "lancedb", "lancedb-ivfpq")
     doc = read_config(path)
     cfg, ev = doc["config"], doc["evidence"]
     assert cfg["create_index"]["index_type"] == "IVF_PQ"
@@ -216,7 +205,7 @@ def test_lancedb_ivfpq_refine_export_taken_by_lancedb_and_verified(
     own = float(recall_by_id(ids, exact, K).mean())
     assert abs(own - ev["recall"]) <= 0.1, (own, ev["recall"])  # unseeded k-means: a margin
 
-    code, report = _verify(capsys, path)
+    code, report = verify_json(capsys, path)
     checks = _checks(report)
     assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
     assert "memory doctor" not in checks
@@ -227,7 +216,7 @@ def test_lancedb_ivfpq_refine_export_taken_by_lancedb_and_verified(
 def test_lancedb_refine_factor_below_1_is_one_line(
         lance_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # in an exported file, through rwb verify
-    path = _export(lance_run, tmp_path, "lancedb", "lancedb-ivfpq")
+    path = export_cli(lance_run, tmp_path, "lancedb", "lancedb-ivfpq")
     doc = yaml.safe_load(path.read_text())
     doc["config"]["query"]["refine_factor"] = 0
     path.write_text(yaml.safe_dump(doc))
@@ -306,7 +295,7 @@ def test_pgvector_bit_rerank_export_taken_by_psycopg_and_verified(
     assert set(chosen["pg-bit"]["search"]) == {"ef_search", "oversample"}
     # measured by pg_relation_size: one bit a dimension instead of 4 bytes (the links stay)
     assert chosen["pg-bit"]["bytes_per_vector"] < chosen["pg-float"]["bytes_per_vector"] - 150
-    path = _export(run, tmp_path, "pgvector", "pg-bit")
+    path = export_cli(run, tmp_path, "pgvector", "pg-bit")
     doc = read_config(path)
     cfg, ev = doc["config"], doc["evidence"]
     over = chosen["pg-bit"]["search"]["oversample"]
@@ -343,7 +332,7 @@ def test_pgvector_bit_rerank_export_taken_by_psycopg_and_verified(
     assert abs(own - ev["recall"]) <= 0.05, (own, ev["recall"])
 
     monkeypatch.setenv("RWB_PG_URL", pg_url)
-    code, report = _verify(capsys, path)
+    code, report = verify_json(capsys, path)
     checks = _checks(report)
     assert checks["evidence.bytes_per_vector"]["passed"], checks["evidence.bytes_per_vector"]
     assert report["holds"] and code == 0, (report["measured"], report["file_checks"])
@@ -355,7 +344,7 @@ def test_pgvector_bit_edited_oversample_fails_naming_the_query(
         pg_bit_run: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str],
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     run, _ = pg_bit_run
-    path = _export(run, tmp_path, "pgvector", "pg-bit")
+    path = export_cli(run, tmp_path, "pgvector", "pg-bit")
     doc = yaml.safe_load(path.read_text())
     cfg = doc["config"]
     over = cfg["search_params"]["oversample"]

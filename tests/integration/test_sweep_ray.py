@@ -29,6 +29,7 @@ import yaml
 
 from retrieval.testing.fake import fake_recall
 from retrieval.tune.target import solve
+from tests.helpers import chosen_searches
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'retrieval-workbench[ray]')")
 
@@ -160,9 +161,6 @@ def sweep(spec: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
                             env={**env, "PYTHONUNBUFFERED": "1"})
 
 
-def chosen(summary: dict) -> dict:
-    return {b["build"]["quality"]: (b["chosen"] or {}).get("search") for b in summary["builds"]}
-
 
 def worker_pid(trial: optuna.trial.FrozenTrial) -> int:
     """The pid of the worker process that took ``trial`` (0 when none is recorded)."""
@@ -179,7 +177,7 @@ def test_sweep_on_two_ray_nodes_survives_losing_one(tmp_path, ray_cluster):
     local = sweep(spec, ray_cluster.env, "--out", str(tmp_path / "local"))
     out, err = local.communicate(timeout=300)
     assert local.returncode == 0, err
-    in_process = chosen(json.loads(out))
+    in_process = chosen_searches(json.loads(out))
     assert in_process[1.0] == {"ef_search": 16} and in_process[0.5] is None
 
     db = f"sqlite:///{tmp_path / 'ray.db'}"
@@ -214,7 +212,7 @@ def test_sweep_on_two_ray_nodes_survives_losing_one(tmp_path, ray_cluster):
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads(out)
-    assert chosen(summary) == in_process  # the same choices as in process
+    assert chosen_searches(summary) == in_process  # the same choices as in process
     study = optuna.load_study(study_name="workers", storage=db)
     # every trial the second node held when it died is failed as stale; the one seen running
     # may have finished between the look and the kill (seen once on a loaded CI machine): then

@@ -18,6 +18,7 @@ import yaml
 
 from retrieval.testing.fake import fake_recall
 from retrieval.tune.target import solve
+from tests.helpers import chosen_searches
 
 QUALITIES = [1.0, 1.2, 0.5]
 RANGE = (1, 24)
@@ -84,9 +85,6 @@ def point_keys(study: optuna.Study) -> list[tuple[str, str]]:
     ]
 
 
-def chosen(summary: dict) -> dict:
-    return {b["build"]["quality"]: (b["chosen"] or {}).get("search") for b in summary["builds"]}
-
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal",
                                   pytest.param("postgres", marks=pytest.mark.pgvector)])
@@ -109,7 +107,7 @@ def test_two_workers_share_one_study(tmp_path, kind, request):
     states = Counter(t.state.name for t in study.trials)
     assert set(states) == {"COMPLETE"}, states
     summaries = [json.loads(out) for out, _ in outs]
-    assert chosen(summaries[0]) == chosen(summaries[1]) == expected_choice()
+    assert chosen_searches(summaries[0]) == chosen_searches(summaries[1]) == expected_choice()
     assert expected_choice()[1.0] == {"ef_search": 16} and expected_choice()[0.5] is None
 
 
@@ -161,4 +159,4 @@ def test_sigkill_then_resume_keeps_every_finished_trial(tmp_path, kind, request)
     keys = point_keys(load(db))
     assert len(keys) == len(set(keys)) == expected_evaluations()
     assert not [t for t in after.values() if t.state.name in ("RUNNING", "WAITING")]
-    assert chosen(json.loads(stdout)) == expected_choice()
+    assert chosen_searches(json.loads(stdout)) == expected_choice()

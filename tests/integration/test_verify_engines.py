@@ -16,6 +16,7 @@ from retrieval.exporting.files import read_config
 from retrieval.exporting.inverse import INVERSES, inverse_for
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
+from tests.helpers import export_cli, verify_json
 
 pytest.importorskip("qdrant_edge", reason="qdrant-edge-py not installed (extra 'qdrant')")
 REDIS = bool(os.environ.get("REDIS_URL"))
@@ -44,18 +45,6 @@ def run(tmp_path_factory):
     return out
 
 
-def _export(run, tmp_path, engine: str, backend: str) -> object:
-    path = tmp_path / f"{engine}-{backend}.yaml"
-    assert main(["export", str(run), "--engine", engine, "--backend", backend,
-                 "--out", str(path)]) == 0
-    return path
-
-
-def _verify(capsys, *args: str) -> tuple[int, dict]:
-    capsys.readouterr()
-    code = main(["verify", *args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
 
 def test_target_strategy_chose_a_config_per_engine(run):
     summary = json.loads((run / "summary.json").read_text())
@@ -65,7 +54,7 @@ def test_target_strategy_chose_a_config_per_engine(run):
 
 
 def test_qdrant_export_carries_optimizers_and_verifies_on_qdrant(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "qdrant", "qdrant")
+    path = export_cli(run, tmp_path, "qdrant", "qdrant")
     doc = read_config(path)
     cfg = doc["config"]
     ms = cfg["measurement_settings"]  # labelled; the production body keeps Qdrant's defaults
@@ -73,7 +62,7 @@ def test_qdrant_export_carries_optimizers_and_verifies_on_qdrant(run, tmp_path, 
     assert ms["hnsw_config"]["full_scan_threshold"] == 1
     assert "optimizers_config" not in cfg["create_collection"]
     assert doc["evidence"]["measured_on"] == "qdrant" and "note" not in doc["evidence"]
-    _code, report = _verify(capsys, str(path))
+    _code, report = verify_json(capsys, str(path))
     assert report["backend"] == "qdrant" and report["engine"] == "qdrant"
     assert report["build"]["m"] == 8 and report["search"]["hnsw_ef"] == cfg[
         "search"]["params"]["hnsw_ef"]
@@ -90,7 +79,7 @@ def _holds_iff_the_target_is_reached(path, capsys) -> None:
     for target, expected in ((0.6, 0), (0.99999, 1)):
         doc["evidence"]["target_recall"] = target
         path.write_text(yaml.safe_dump(doc))
-        code, report = _verify(capsys, str(path))
+        code, report = verify_json(capsys, str(path))
         assert 0.75 <= report["measured"]["recall_lb"] < 0.999, report["measured"]
         assert (code, report["holds"]) == (expected, expected == 0), (target, report)
 
@@ -109,11 +98,11 @@ def _holds_iff_the_target_is_reached(path, capsys) -> None:
     ("hnswlib", lambda d: d["config"].update(M=2), "config.M"),
 ])
 def test_edited_file_fails_naming_the_field(run, tmp_path, capsys, engine, edit, field):
-    path = _export(run, tmp_path, engine, engine)
+    path = export_cli(run, tmp_path, engine, engine)
     doc = yaml.safe_load(path.read_text())
     edit(doc)
     path.write_text(yaml.safe_dump(doc))
-    code, report = _verify(capsys, str(path))
+    code, report = verify_json(capsys, str(path))
     assert code == 1 and not report["holds"]
     failed = [f for c in report["file_checks"] if not c["passed"] for f in c["fields"]]
     assert field in failed
@@ -123,7 +112,7 @@ def test_edited_file_fails_naming_the_field(run, tmp_path, capsys, engine, edit,
 
 
 def test_hnswlib_file_with_ef_below_k_is_one_line(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "hnswlib", "hnswlib")
+    path = export_cli(run, tmp_path, "hnswlib", "hnswlib")
     doc = yaml.safe_load(path.read_text())
     doc["config"]["ef"] = 1
     path.write_text(yaml.safe_dump(doc))
@@ -134,7 +123,7 @@ def test_hnswlib_file_with_ef_below_k_is_one_line(run, tmp_path, capsys):
 
 
 def test_a_dimension_the_data_does_not_have_is_one_line(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "qdrant", "qdrant")
+    path = export_cli(run, tmp_path, "qdrant", "qdrant")
     doc = yaml.safe_load(path.read_text())
     doc["config"]["create_collection"]["vectors"]["size"] = 70000  # over Qdrant's limit
     path.write_text(yaml.safe_dump(doc))
@@ -147,10 +136,10 @@ def test_a_dimension_the_data_does_not_have_is_one_line(run, tmp_path, capsys):
 
 def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, tmp_path,
                                                                          capsys):
-    path = _export(run, tmp_path, "qdrant", "hnswlib")
+    path = export_cli(run, tmp_path, "qdrant", "hnswlib")
     ev = read_config(path)["evidence"]
     assert ev["measured_on"] == "hnswlib" and "not with qdrant itself" in ev["note"]
-    _code, report = _verify(capsys, str(path))
+    _code, report = verify_json(capsys, str(path))
     assert report["backend"] == "qdrant"  # the file's config, on Qdrant's engine
     assert report["recorded"]["measured_on"] == "hnswlib"
     assert all(c["passed"] for c in report["file_checks"])  # evidence reproduced on hnswlib
@@ -158,19 +147,19 @@ def test_translated_export_says_measured_on_and_verify_measures_the_engine(run, 
 
 
 def test_weaviate_is_not_measurable_here_but_transfers_by_engine(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "weaviate", "hnswlib")
-    code, report = _verify(capsys, str(path))
+    path = export_cli(run, tmp_path, "weaviate", "hnswlib")
+    code, report = verify_json(capsys, str(path))
     assert code == 3 and report == {**report, "holds": False, "measurable": False}
     assert main(["verify", str(path)]) == 3
     assert "NOT MEASURABLE HERE" in capsys.readouterr().out
     assert inverse_for("weaviate") is None and "weaviate" not in INVERSES
-    code, report = _verify(capsys, str(path), "--engine", "hnswlib")
+    code, report = verify_json(capsys, str(path), "--engine", "hnswlib")
     assert report["backend"] == "hnswlib" and report["transfer_to"] == "hnswlib"
 
 
 def test_engine_option_measures_the_same_settings_elsewhere(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "hnswlib", "hnswlib")
-    code, report = _verify(capsys, str(path), "--engine", "qdrant")
+    path = export_cli(run, tmp_path, "hnswlib", "hnswlib")
+    code, report = verify_json(capsys, str(path), "--engine", "qdrant")
     cfg = read_config(path)["config"]
     assert report["backend"] == "qdrant" and report["transfer_to"] == "qdrant"
     assert (report["build"]["m"], report["build"]["ef_construct"],
@@ -184,11 +173,11 @@ def test_engine_option_measures_the_same_settings_elsewhere(run, tmp_path, capsy
 
 @needs_redis
 def test_redis_export_round_trip_and_tampered_ft_create(run, tmp_path, capsys):
-    path = _export(run, tmp_path, "redis", "redis")
+    path = export_cli(run, tmp_path, "redis", "redis")
     doc = read_config(path)
     assert doc["config"]["ft_create"].startswith("FT.CREATE idx ON HASH")
     assert "EF_RUNTIME $EF_RUNTIME" in doc["config"]["query"]
-    _code, report = _verify(capsys, str(path))
+    _code, report = verify_json(capsys, str(path))
     assert report["backend"] == "redis" and report["build"]["M"] == 8
     assert all(c["passed"] for c in report["file_checks"]), report["file_checks"]
     raw = yaml.safe_load(path.read_text())

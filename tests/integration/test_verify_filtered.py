@@ -4,7 +4,6 @@ judged by the sweep's own rules; edits, other data and translations do not pass.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from retrieval.cli import main
 from retrieval.exporting import export_run
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
+from tests.helpers import verify_json
 
 K = 10
 #: one build thread: an HNSW graph built with several threads differs from run to run (insertion
@@ -46,17 +46,13 @@ def _export(run_path: Path, tmp_path: Path, engine: str = "hnswlib") -> tuple[Pa
     return out, yaml.safe_load(out.read_text())
 
 
-def _verify(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
-    code = main(["verify", str(path), "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
 
 def test_the_exported_table_holds_bucket_by_bucket(run_path: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out, doc = _export(run_path, tmp_path)
     assert doc["source"]["spec"]["filters"]["attribute"] == "clustered"
     assert all(op["source"]["backend"] == "hnswlib" for op in doc["operating_points"])
-    code, rep = _verify(out, capsys)
+    code, rep = verify_json(capsys, out)
     assert code == 0 and rep["holds"] is True and rep["fingerprint_matches"] is True
     names = [c["check"] for c in rep["checks"]]
     for bucket in ("sel=0.01", "sel=0.1", "sel=0.5"):
@@ -74,7 +70,7 @@ def test_an_edited_config_or_evidence_fails_naming_it(run_path: Path, tmp_path: 
     op["config"]["ef"] = int(op["config"]["ef"]) + 7
     doc["operating_points"][2]["evidence"]["recall_lower_bound"] = 0.2
     out.write_text(yaml.safe_dump(doc))
-    code, rep = _verify(out, capsys)
+    code, rep = verify_json(capsys, out)
     assert code == 1 and rep["holds"] is False
     failed = {c["check"]: c for c in rep["checks"] if not c["passed"]}
     b1, b2 = (doc["operating_points"][i]["bucket"] for i in (1, 2))
@@ -88,7 +84,7 @@ def test_other_data_fails_on_the_fingerprint(run_path: Path, tmp_path: Path,
     out, doc = _export(run_path, tmp_path)
     doc["source"]["spec"]["dataset"]["seed"] = 99  # the same workload on other vectors
     out.write_text(yaml.safe_dump(doc))
-    code, rep = _verify(out, capsys)
+    code, rep = verify_json(capsys, out)
     assert code == 1 and rep["fingerprint_matches"] is False
     assert not next(c for c in rep["checks"] if c["check"] == "dataset fingerprint")["passed"]
 
@@ -101,7 +97,7 @@ def test_a_translation_is_measured_on_its_engine(run_path: Path, tmp_path: Path,
     at ef candidates, so the same ef reaches a recall far below the target on Faiss (measured:
     0.03-0.33 bounds; both builds are seeded, one thread: the outcome is fixed)."""
     out, _ = _export(run_path, tmp_path, "faiss")
-    code, rep = _verify(out, capsys)
+    code, rep = verify_json(capsys, out)
     assert code == 1 and rep["measurable"] is True and rep["holds"] is False
     assert {(p["backend"], p["measured_with"]) for p in rep["points"]} == {
         ("faiss-hnsw", "hnswlib")}
@@ -116,7 +112,7 @@ def test_a_translation_is_measured_on_its_engine(run_path: Path, tmp_path: Path,
 def test_an_engine_rwb_cannot_run_is_not_measurable(run_path: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     out, _ = _export(run_path, tmp_path, "weaviate")
-    code, rep = _verify(out, capsys)
+    code, rep = verify_json(capsys, out)
     assert code == 3 and rep["measurable"] is False and "weaviate" in rep["reason"]
 
 

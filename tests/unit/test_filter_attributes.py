@@ -15,16 +15,11 @@ from retrieval.cli import main
 from retrieval.errors import ConfigError, DataError
 from retrieval.loaders.attributes import beir_attributes, read_attribute_file
 from retrieval.loaders.catalog import resolve_dataset
-
-
-def _vectors(folder: Path, n: int = 50) -> None:
-    rng = np.random.default_rng(0)
-    np.save(folder / "base.npy", rng.standard_normal((n, 8)).astype(np.float32))
-    np.save(folder / "queries.npy", rng.standard_normal((5, 8)).astype(np.float32))
+from tests.helpers import write_vectors
 
 
 def test_parquet_and_npy_attribute_files(tmp_path: Path) -> None:
-    _vectors(tmp_path)
+    write_vectors(tmp_path, 50)
     pd.DataFrame({"year": np.arange(50) % 7, "lang": ["en", "de"] * 25,
                   "tags": [["a", "b"] if i % 3 else [] for i in range(50)]}
                  ).to_parquet(tmp_path / "attrs.parquet")

@@ -19,12 +19,7 @@ from retrieval.errors import ConfigError, DataError
 from retrieval.filtering.attrs import Attributes, LabelColumn
 from retrieval.filtering.spec import Where
 from retrieval.loaders.attributes import read_attribute_file
-
-
-def _vectors(folder: Path, n: int = 60) -> None:
-    rng = np.random.default_rng(0)
-    np.save(folder / "base.npy", rng.standard_normal((n, 8)).astype(np.float32))
-    np.save(folder / "queries.npy", rng.standard_normal((5, 8)).astype(np.float32))
+from tests.helpers import write_vectors
 
 
 def _npy_spec(folder: Path, attributes: str, filters: dict[str, object],
@@ -66,7 +61,7 @@ def test_label_lists_of_equal_length_are_label_columns(tmp_path: Path) -> None:
 def test_filtered_eval_on_a_one_label_per_row_list_column(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
-    _vectors(tmp_path)
+    write_vectors(tmp_path, 60)
     pd.DataFrame({"topic": [[f"t{i % 4}"] for i in range(60)]}).to_parquet(
         tmp_path / "a.parquet")
     spec = _npy_spec(tmp_path, "a.parquet",
@@ -84,7 +79,7 @@ def test_filtered_eval_on_a_one_label_per_row_list_column(tmp_path: Path,
 def test_corrupt_attribute_file_is_one_line_exit_2(tmp_path: Path, name: str, content: bytes,
                                                    message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    _vectors(tmp_path)
+    write_vectors(tmp_path, 60)
     (tmp_path / name).write_bytes(content)
     spec = _npy_spec(tmp_path, name, {"fixed": [{"name": "f", "where": {"attr": "x", "eq": 1}}]})
     code = main(["eval", spec, "--out", str(tmp_path / "run")])
@@ -103,7 +98,7 @@ def test_integer_filter_values_outside_int64_are_one_line(tmp_path: Path,
                                                           where: dict[str, object],
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
-    _vectors(tmp_path)
+    write_vectors(tmp_path, 60)
     pd.DataFrame({"year": np.arange(60)}).to_parquet(tmp_path / "a.parquet")
     spec = _npy_spec(tmp_path, "a.parquet", {"fixed": [{"name": "big", "where": where}]})
     code = main(["eval", spec, "--out", str(tmp_path / "run")])

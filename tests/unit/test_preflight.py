@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 import yaml
 
 from retrieval.cli import main
+from tests.helpers import dead_port
 
 pytest.importorskip("psycopg")
 
@@ -22,11 +22,6 @@ SPEC = {
 }
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.mark.parametrize("verb", ["eval", "sweep"])
 @pytest.mark.parametrize("url", ["unset", "refused"])
@@ -36,7 +31,7 @@ def test_no_reachable_postgresql_is_exit_3_before_any_work(
     if url == "unset":
         monkeypatch.delenv("RWB_PG_URL", raising=False)
     else:
-        monkeypatch.setenv("RWB_PG_URL", f"postgresql://u:pw@127.0.0.1:{_closed_port()}/x")
+        monkeypatch.setenv("RWB_PG_URL", f"postgresql://u:pw@127.0.0.1:{dead_port()}/x")
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
     built: list[str] = []

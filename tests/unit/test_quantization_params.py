@@ -16,25 +16,20 @@ from retrieval.engines.redis.index import RedisIndex
 from retrieval.errors import ConfigError
 from retrieval.indexes.portable import Hnsw
 from retrieval.params import validate_params
-
-
-def _one_line(exc: pytest.ExceptionInfo[ConfigError]) -> str:
-    msg = str(exc.value)
-    assert "\n" not in msg
-    return msg
+from tests.helpers import one_line
 
 
 def test_qdrant_oversampling_below_one_is_refused() -> None:
     with pytest.raises(ConfigError) as exc:
         validate_params(QdrantSearch, {"oversampling": 0.5}, where="qdrant search params")
-    assert "oversampling" in _one_line(exc) and "0.5" in _one_line(exc)
+    assert "oversampling" in one_line(exc) and "0.5" in one_line(exc)
 
 
 def test_qdrant_oversampling_without_rescore_is_refused() -> None:
     build = QdrantBuild(quantization="scalar")
     with pytest.raises(ConfigError) as exc:
         check_search(build, QdrantSearch(oversampling=2.0, rescore=False), 10)
-    assert "rescore is false" in _one_line(exc)
+    assert "rescore is false" in one_line(exc)
     check_search(build, QdrantSearch(oversampling=2.0, rescore=True), 10)
 
 
@@ -42,7 +37,7 @@ def test_faiss_k_factor_without_a_refine_store_is_refused() -> None:
     with pytest.raises(ConfigError) as exc:
         FaissIvfIndex.check_combination(IvfBuild(nlist=8, encoding="rabitq"),
                                         IvfSearch(nprobe=2, k_factor=4), 10)
-    assert "k_factor" in _one_line(exc) and "refine" in _one_line(exc)
+    assert "k_factor" in one_line(exc) and "refine" in one_line(exc)
 
 
 @pytest.mark.parametrize("encoding,code", [("sq4", "SQ4"), ("rabitq", "RaBitQ")])
@@ -85,7 +80,7 @@ def test_pgvector_halfvec_export_round_trip_and_edits() -> None:
 def test_an_encoding_an_engine_lacks_is_refused_in_one_line() -> None:
     with pytest.raises(ConfigError) as exc:
         to_qdrant(Hnsw(16, 64, 40, "FP16"), "cosine", 64, 10)
-    assert "FP16" in _one_line(exc)
+    assert "FP16" in one_line(exc)
     with pytest.raises(ConfigError) as exc:
         to_pgvector(Hnsw(16, 64, 40, "SQ8"), "cosine", 64, 10)
-    assert "SQ8" in _one_line(exc)
+    assert "SQ8" in one_line(exc)
