@@ -34,7 +34,7 @@ from retrieval.live.pace import Pacer
 from retrieval.live.spec import BudgetSpec
 from retrieval.live.truth import Snapshot, engine_truth, snapshot_truth
 from retrieval.tune.decide import split_queries
-from tests.helpers import caller_ids
+from tests.helpers import caller_ids, rwb
 
 pytestmark = pytest.mark.pgvector
 
@@ -117,11 +117,6 @@ def write_spec(path: Path, coll: dict, queries: dict, **extra) -> Path:
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
-
-def rwb(*args: str, cwd: Path, env_dsn: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RWB_LIVE_DSN": env_dsn, "PYTHONPATH": str(Path.cwd())}
-    return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=600)
 
 
 # --- attach ------------------------------------------------------------------------------------
@@ -255,7 +250,7 @@ def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
     spec = write_spec(tmp_path / "live.yaml", coll, {"log": "prod.jsonl"},
                       heldout_fraction=0.0, ground_truth={"method": "snapshot", "batch": 1000})
     swept = rwb("sweep", str(spec), "--out", str(tmp_path / "run"), "--json", cwd=tmp_path,
-                env_dsn=coll["reader"])
+                env={"RWB_LIVE_DSN": coll["reader"]})
     assert swept.returncode == 0, swept.stderr
     s = json.loads(swept.stdout)
     assert s["kind"] == "live-sweep" and s["live"]["not_production_traffic"] is False
@@ -283,16 +278,16 @@ def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
     other = tmp_path / "elsewhere"
     other.mkdir()
     exp = rwb("export", str(tmp_path / "run"), "--engine", "pgvector", "--out",
-              str(other / "pg.yaml"), cwd=tmp_path, env_dsn=coll["reader"])
+              str(other / "pg.yaml"), cwd=tmp_path, env={"RWB_LIVE_DSN": coll["reader"]})
     assert exp.returncode == 0, exp.stderr
     doc = yaml.safe_load((other / "pg.yaml").read_text())
     assert doc["settings"] == {"hnsw.ef_search": ef} and doc["live"]["dsn"] == "${RWB_LIVE_DSN}"
-    ver = rwb("verify", "pg.yaml", cwd=other, env_dsn=coll["reader"])
+    ver = rwb("verify", "pg.yaml", cwd=other, env={"RWB_LIVE_DSN": coll["reader"]})
     assert ver.returncode == 0 and "HOLDS" in ver.stdout, ver.stdout + ver.stderr
     parts = urlsplit(coll["reader"])
     dead = urlunsplit((parts.scheme, f"{coll['role']}:{PASSWORD}@127.0.0.1:1", parts.path,
                        "", ""))
-    gone = rwb("verify", "pg.yaml", cwd=other, env_dsn=dead)
+    gone = rwb("verify", "pg.yaml", cwd=other, env={"RWB_LIVE_DSN": dead})
     assert gone.returncode == 3 and "NOT MEASURABLE" in gone.stdout
     for proc in (swept, exp, ver, gone):
         assert PASSWORD not in proc.stdout + proc.stderr
@@ -304,7 +299,7 @@ def test_sample_queries_are_labelled_not_production(coll, tmp_path):
     spec = write_spec(tmp_path / "live.yaml", coll, {"sample": 30}, heldout_fraction=0.3,
                       budget={"max_qps": 5000, "concurrency": 2})  # two connections
     out = rwb("sweep", str(spec), "--out", str(tmp_path / "run"), cwd=tmp_path,
-              env_dsn=coll["reader"])
+              env={"RWB_LIVE_DSN": coll["reader"]})
     assert out.returncode == 0, out.stderr
     assert "NOT PRODUCTION TRAFFIC" in out.stdout
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -313,7 +308,7 @@ def test_sample_queries_are_labelled_not_production(coll, tmp_path):
         "source"], "not_production_traffic": True}
     assert s["chosen"] is None or isinstance(s["heldout_meets"], bool)
     exp = rwb("export", str(tmp_path / "run"), "--engine", "pgvector", "--out",
-              str(tmp_path / "pg.yaml"), cwd=tmp_path, env_dsn=coll["reader"])
+              str(tmp_path / "pg.yaml"), cwd=tmp_path, env={"RWB_LIVE_DSN": coll["reader"]})
     assert exp.returncode == 0, exp.stderr
     assert yaml.safe_load((tmp_path / "pg.yaml").read_text())["evidence"][
         "not_production_traffic"] is True

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +15,7 @@ import yaml
 
 import retrieval.testing.fake  # noqa: F401  (registers backend "fake")
 from retrieval.cli import main
+from tests.helpers import rwb
 
 SECRET = "Pl4ntedS3cretXyz"
 SPEC = {
@@ -51,11 +50,6 @@ def files_holding(root: Path, secret: str) -> list[str]:
             found.append(str(f))
     return found
 
-
-def rwb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real command line: ``python -m retrieval ARGS`` (sys.argv is what gets recorded)."""
-    return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, **(env or {})})
 
 
 REAL = {**SPEC, "indexes": [{"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40},
