@@ -218,6 +218,24 @@ PLACES: dict[str, str] = {
     "integration/test_tune_workers.py": "tune/test_tune_workers.py",
     "unit/test_validate_once.py": "tune/test_validate_once.py",
 }
+#: tests moved from ``integration`` / ``e2e`` are marked ``slow`` (module level) unless every
+#: test of theirs that needs no service and no model ran in under 3 s in all (measured under
+#: load: a run of the fast-tier expression over those folders, --durations=0): these
+FAST_FROM_SLOW_TIERS = frozenset({
+    "e2e/test_cli_bench.py",
+    "e2e/test_cli_profile.py",
+    "e2e/test_live_engines_exit.py",
+    "e2e/test_notebooks.py",
+    "e2e/test_sweep_specs.py",
+    "integration/test_export_own_clients.py",
+    "integration/test_filter_odd_labels.py",
+    "integration/test_filtered_reuters.py",
+    "integration/test_load_writes.py",
+    "integration/test_memory_sweep.py",
+    "integration/test_owned_services.py",
+    "integration/test_quantized_exports.py",
+    "integration/test_services_cli.py",
+})
 #: text files whose references to a moved test are rewritten
 _TEXT = (".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".cfg", ".ini", ".sh", ".ipynb")
 _TEXT_NAMES = ("Makefile", "run")
@@ -251,6 +269,34 @@ def place(rel: str) -> str:
             return f"{mod}/{name}"
         return f"{FLAT}/{name}"
     return f"project/{name}"
+
+
+def mark_slow(path: Path) -> bool:
+    """Add ``slow`` to the module's ``pytestmark`` (created after the imports when absent)."""
+    src = path.read_text(encoding="utf-8")
+    tree = ast.parse(src)
+    lines = src.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [
+                "pytestmark"]:
+            value = ast.get_source_segment(src, node.value) or ""
+            if "mark.slow" in value:
+                return False
+            if isinstance(node.value, ast.List):
+                new = "pytestmark = [pytest.mark.slow, " + value[1:]
+            else:
+                new = "pytestmark = [pytest.mark.slow, " + value + "]"
+            lines[node.lineno - 1:node.end_lineno] = [new + "\n"]
+            break
+    else:
+        last = max((n.end_lineno or 0 for n in tree.body
+                    if isinstance(n, ast.Import | ast.ImportFrom)), default=0)
+        lines.insert(last, "\npytestmark = pytest.mark.slow  # cost tier: docs/development.md\n")
+        if not any(isinstance(n, ast.Import) and any(a.name == "pytest" for a in n.names)
+                   for n in tree.body):
+            lines.insert(last, "import pytest\n")
+    path.write_text("".join(lines), encoding="utf-8")
+    return True
 
 
 def _rewrite_refs(moves: dict[str, str], dry: bool) -> int:
@@ -295,13 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     if clash:
         print(f"refusing: two tests would land on the same path: {clash}", file=sys.stderr)
         return 2
+    slow = 0
     for old, new in moves.items():
-        print(f"tests/{old} -> tests/{new}")
+        tier = old.split("/")[0]
+        marks = tier in ("integration", "e2e") and old not in FAST_FROM_SLOW_TIERS
+        print(f"tests/{old} -> tests/{new}" + (" (slow)" if marks else ""))
         if not args.dry_run:
             (ROOT / "tests" / new).parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "mv", f"tests/{old}", f"tests/{new}"], cwd=ROOT, check=True)
+            if marks:
+                slow += mark_slow(ROOT / "tests" / new)
     n = _rewrite_refs(moves, args.dry_run)
-    print(f"{len(moves)} test files moved, references rewritten in {n} files")
+    print(f"{len(moves)} test files moved ({slow} marked slow), references rewritten in {n} "
+          f"files")
     return 0
 
 
