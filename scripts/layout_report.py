@@ -315,6 +315,9 @@ def main() -> int:
     print(f"test helpers copied (the same body) in more than one test file: {len(copies)}")
     for first, where in copies.items():
         print(f"  {first}: {where[1:]}")
+    asserts = sum(isinstance(x, ast.Assert) for p in (root / "tests").rglob("*.py")
+                  for x in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))
+    print(f"assert statements in tests/: {asserts}")
     odd, tiers = test_layout(root)
     print(f"test folders that mirror no package of retrieval/ (core, project aside): {len(odd)} "
           f"{odd}")

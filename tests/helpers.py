@@ -40,6 +40,7 @@ def export_cli(run: Path | str, folder: Path, engine: str, backend: str | None =
     if backend is not None:
         args[3:3] = ["--backend", backend]
     assert main(args) == 0
+    assert path.is_file(), f"rwb export exited 0 but wrote no {path}"
     return path
 
 
@@ -49,7 +50,9 @@ def verify_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[
 
     capsys.readouterr()
     code = main(["verify", *map(str, args), "--json"])
-    return code, json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out)
+    assert isinstance(report, dict), report
+    return code, report
 
 
 def one_line(error: BaseException | pytest.ExceptionInfo[Any] | str, *needles: str) -> str:
@@ -68,7 +71,9 @@ def dead_port() -> int:
     """A loopback port nothing listens on (bound once, then released)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        port = int(s.getsockname()[1])
+    assert port > 0
+    return port
 
 
 def caller_ids(n: int) -> np.ndarray:
@@ -79,6 +84,7 @@ def caller_ids(n: int) -> np.ndarray:
 def recall_at(got: Sequence[Sequence[Any]] | np.ndarray,
               truth: Sequence[Sequence[Any]] | np.ndarray) -> float:
     """Mean over queries of |got & truth| / |truth| (recall@k with k = len(truth row))."""
+    assert len(got) == len(truth), (len(got), len(truth))
     return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(got, truth,
                                                                          strict=True)]))
 
