@@ -351,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "mv", f"tests/{old}", f"tests/{new}"], cwd=ROOT, check=True)
             if marks:
                 slow += mark_slow(ROOT / "tests" / new)
-    n = _rewrite_refs(moves, args.dry_run)
+    # references to any test moved so far (this run's, and the table's: a file added later
+    # may still name an old path)
+    known = {old: new for old, new in PLACES.items() if (ROOT / "tests" / new).exists()}
+    n = _rewrite_refs({**known, **moves}, args.dry_run)
     print(f"{len(moves)} test files moved ({slow} marked slow), references rewritten in {n} "
           f"files")
     return 0
