@@ -37,13 +37,12 @@ demo: venv
 test: venv
 	bash scripts/run_tests.sh $(PYTEST_ARGS)
 
-# the fast tier: the unit and contract tests that need no server (services), no model (model)
-# and are not slow; no lint (make lint). The same marker expression over the whole suite (add
-# tests/integration tests/e2e to PYTEST_ARGS) takes about 10 minutes on 2 cores.
+# the fast tier: the tests that need no server (services), no model (model) and are not slow,
+# over the whole of tests/ (the markers say the cost; docs/development.md); no lint (make lint)
 FAST_TIER := not services and not model and not slow
 test-unit: venv
-	RWB_TEST_SERVICES=0 RWB_TEST_LINT=0 bash scripts/run_tests.sh -m "$(FAST_TIER)" \
-	  tests/unit tests/contract $(PYTEST_ARGS)
+	RWB_TEST_SERVICES=0 RWB_TEST_LINT=0 bash scripts/run_tests.sh -m "$(FAST_TIER)" tests \
+	  $(PYTEST_ARGS)
 
 test-fast: venv
 	bash scripts/run_tests.sh -m "not slow" $(PYTEST_ARGS)
@@ -54,7 +53,7 @@ lint: venv
 	$(BIN)/lint-imports
 
 notebooks: venv
-	bash scripts/run_tests.sh tests/e2e/test_notebooks.py
+	bash scripts/run_tests.sh tests/project/test_notebooks.py
 
 bench: venv
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -7,7 +7,7 @@ holds at the stable points. Each point runs a few seconds of real time.
 Wall-clock physics (queueing bounds, achieved rates): a benchmark, not a test (a loaded machine
 moves every figure). Usage: python benchmarks/load_faults.py (runs these checks with pytest;
 exit 0 when they all hold). The drivers' schedule logic is tested deterministically in
-tests/unit/test_load_schedule.py and tests/unit/test_load_logic.py."""
+tests/bench/test_load_schedule.py and tests/bench/test_load_logic.py."""
 
 from __future__ import annotations
 

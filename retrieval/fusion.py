@@ -7,7 +7,7 @@ which uses ``score = -distance``; for cosine that is ``cos - 1``, in -2..0).
 - :func:`score_merge`: union of the lists, a doc appearing more than once keeps its best score,
   sorted by score. When every list comes from the same metric and embedding model (comparable
   scores), and each list is the exact top-k of its collection, the result equals the exact top-k
-  of one index over the union of the collections (tested in tests/unit/test_fusion.py).
+  of one index over the union of the collections (tested in tests/core/test_fusion.py).
 - :func:`rrf`: reciprocal rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009),
   ``score(d) = sum_i w_i / (k + rank_i(d))`` with ranks **starting at 1** (the best doc of a
   list has rank 1) and ``k`` = 60 by default. A doc appearing in several lists is counted once

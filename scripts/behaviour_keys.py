@@ -9,7 +9,7 @@ runs, with the code of CHECKOUT (default this one) through ``python -m retrieval
 filtered sweep of a small filtered spec, ``export`` of both in hnswlib's and Faiss's names, and
 ``verify`` of the unfiltered hnswlib export. ``tests/data/behaviour_keys_before.json`` was
 written by this script on the commit before the engine-folder redesign (issue 19); the test
-``tests/e2e/test_behaviour_keys.py`` checks that every file and key written then is still
+``tests/project/test_behaviour_keys.py`` checks that every file and key written then is still
 written (new ones may be added).
 """
 

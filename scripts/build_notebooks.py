@@ -3,7 +3,7 @@
     .venv/bin/python scripts/build_notebooks.py        # regenerate after editing a cell here
 
 The notebooks use only the public API (`import retrieval`: the verbs, their typed results and
-`retrieval.plots`; tests/e2e/test_notebooks.py checks that no other rwb module is imported);
+`retrieval.plots`; tests/project/test_notebooks.py checks that no other rwb module is imported);
 every plot is a `retrieval.plots` function, the same ones `rwb report` draws. Each notebook
 reads a run directory given by an environment variable, else makes a small run itself:
 

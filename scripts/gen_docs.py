@@ -6,7 +6,7 @@
 
     python scripts/gen_docs.py          write the pages
     python scripts/gen_docs.py --check  exit 1 when a page differs from what the code says
-                                        (tests/unit/test_docs_reference.py runs this)
+                                        (tests/project/test_docs_reference.py runs this)
 """
 
 from __future__ import annotations

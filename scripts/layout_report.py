@@ -262,6 +262,36 @@ def shared_test_helpers(root: Path) -> dict[str, list[str]]:
     return {k: v for k, v in sorted(where.items()) if len(v) > 1}
 
 
+def copied_test_helpers(root: Path) -> dict[str, list[str]]:
+    """Top-level test helpers whose body (the AST, name aside) is the same in 2+ test files:
+    copies, as opposed to helpers that only share a name."""
+    where: dict[str, list[str]] = {}
+    for p in sorted((root / "tests").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for n in tree.body:
+            if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if n.name.startswith("test") or any(
+                    "fixture" in ast.unparse(d) for d in n.decorator_list):
+                continue
+            key = ast.dump(ast.Module(body=n.body, type_ignores=[]))
+            where.setdefault(key, []).append(f"{p.relative_to(root).as_posix()}:{n.name}")
+    return {v[0]: v for v in where.values()
+            if len({x.split(":")[0] for x in v}) > 1}
+
+
+def test_layout(root: Path) -> tuple[list[str], list[str]]:
+    """Test folders that mirror no package of retrieval/ (``core``: its flat modules,
+    ``project``: docs / packaging / wheel aside), and test files still in a cost-tier folder."""
+    packages = {p.name for p in (root / "retrieval").iterdir() if (p / "__init__.py").exists()}
+    folders = sorted({p.parent.name for p in (root / "tests").glob("*/test_*.py")})
+    odd = [f for f in folders if f not in packages and f not in ("core", "project")]
+    tiers = sorted(p.relative_to(root).as_posix() for t in ("unit", "integration", "e2e",
+                                                            "contract")
+                   for p in (root / "tests" / t).glob("test_*.py"))
+    return odd, tiers
+
+
 def main() -> int:
     global _ROOT
     root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1])
@@ -361,6 +391,18 @@ def main() -> int:
           f"{sum(len(v) for v in helpers.values())} definitions")
     for name, paths in helpers.items():
         print(f"  {name}: {len(paths)} files")
+    copies = copied_test_helpers(root)
+    print(f"test helpers copied (the same body) in more than one test file: {len(copies)}")
+    for first, where in copies.items():
+        print(f"  {first}: {where[1:]}")
+    asserts = sum(isinstance(x, ast.Assert) for p in (root / "tests").rglob("*.py")
+                  for x in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))
+    print(f"assert statements in tests/: {asserts}")
+    odd, tiers = test_layout(root)
+    print(f"test folders that mirror no package of retrieval/ (core, project aside): {len(odd)} "
+          f"{odd}")
+    print(f"test files still in a cost-tier folder (unit / integration / e2e / contract): "
+          f"{len(tiers)}")
     return 0
 
 

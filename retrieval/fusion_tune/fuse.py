@@ -1,7 +1,7 @@
 """Pure fusion logic (numpy): the legs' candidates in one table, RRF / convex fusion with
 min-max, z-score and DBSF normalisation, top-k, and the paired randomisation test.
 
-Conventions (golden-tested in tests/unit/test_fusion_tune.py):
+Conventions (golden-tested in tests/fusion_tune/test_fusion_tune_logic.py):
 
 - A *leg* is one ranked list per query: corpus positions best first with similarities (higher is
   better). A leg at depth ``d`` contributes only its top ``d``.

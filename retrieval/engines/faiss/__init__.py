@@ -9,7 +9,7 @@ from retrieval.engines.faiss.common import thread_settings
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 HNSW = {"M": 16, "ef_construction": 64}
-#: the conformance suite's cases (tests/contract/test_conformance.py)
+#: the conformance suite's cases (tests/engines/test_conformance.py)
 CONFORMANCE: tuple[dict[str, Any], ...] = (
     *({"backend": "faiss-hnsw", "metric": m, "build": HNSW} for m in ("l2", "ip", "cosine")),
     {"backend": "faiss-ivf", "metric": "l2", "build": {"nlist": 32}, "label": "faiss-ivf-flat-l2"},

@@ -6,7 +6,7 @@ from typing import Any
 from retrieval.engines.hnswlib import export, index  # noqa: F401  (registers the backend)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
-#: the conformance suite's cases (tests/contract/test_conformance.py)
+#: the conformance suite's cases (tests/engines/test_conformance.py)
 CONFORMANCE: tuple[dict[str, Any], ...] = tuple(
     {"backend": "hnswlib", "metric": m, "build": {"M": 16, "ef_construction": 64}}
     for m in ("l2", "ip", "cosine"))

@@ -7,7 +7,7 @@ from typing import Any
 from retrieval.engines.lancedb import export, index, live  # noqa: F401  (registers the backends)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
-#: the conformance suite's cases (tests/contract/test_conformance.py): IVF_PQ (exact distances
+#: the conformance suite's cases (tests/engines/test_conformance.py): IVF_PQ (exact distances
 #: by refine_factor); IVF_HNSW_SQ (SQ distances). 7 partitions: the writes check builds on 2/3 of
 #: the 3000 rows (LanceDB: <= n // 256)
 CONFORMANCE: tuple[dict[str, Any], ...] = (

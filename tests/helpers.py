@@ -1,0 +1,101 @@
+"""Helpers shared by test modules (``from tests.helpers import ...``): one definition each,
+instead of a copy per test file. Fixtures live in tests/conftest.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rwb(*args: str, cwd: Path | str | None = None, env: Mapping[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The real command line, ``python -m retrieval ARGS``, in a child process (this checkout's
+    code first on its path; ``PWD`` follows ``cwd``)."""
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    if cwd is not None:
+        full["PWD"] = str(cwd)
+    return subprocess.run([sys.executable, "-m", "retrieval", *args], capture_output=True,
+                          text=True, cwd=cwd, env=full, timeout=timeout)
+
+
+def export_cli(run: Path | str, folder: Path, engine: str, backend: str | None = None,
+               name: str | None = None) -> Path:
+    """``rwb export RUN --engine E [--backend B] --out FOLDER/NAME`` in process (exit 0 asserted);
+    NAME defaults to ``E-B.yaml``."""
+    from retrieval.cli import main
+
+    path = folder / (name or f"{engine}-{backend or engine}.yaml")
+    args = ["export", str(run), "--engine", engine, "--out", str(path)]
+    if backend is not None:
+        args[3:3] = ["--backend", backend]
+    assert main(args) == 0
+    assert path.is_file(), f"rwb export exited 0 but wrote no {path}"
+    return path
+
+
+def verify_json(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, dict]:
+    """``rwb verify ARGS --json`` in process: its exit code and its JSON report."""
+    from retrieval.cli import main
+
+    capsys.readouterr()
+    code = main(["verify", *map(str, args), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert isinstance(report, dict), report
+    return code, report
+
+
+def one_line(error: BaseException | pytest.ExceptionInfo[Any] | str, *needles: str) -> str:
+    """The message of ``error`` (an exception, pytest's ExceptionInfo or a text), asserted to be
+    one line holding every needle."""
+    if isinstance(error, pytest.ExceptionInfo):
+        error = error.value
+    text = str(error)
+    assert "\n" not in text, text
+    for needle in needles:
+        assert needle in text, (needle, text)
+    return text
+
+
+def dead_port() -> int:
+    """A loopback port nothing listens on (bound once, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    assert port > 0
+    return port
+
+
+def caller_ids(n: int) -> np.ndarray:
+    """``n`` int64 ids that are not row numbers (1,000,000 + 7 * row)."""
+    return 1_000_000 + 7 * np.arange(n, dtype=np.int64)
+
+
+def recall_at(got: Sequence[Sequence[Any]] | np.ndarray,
+              truth: Sequence[Sequence[Any]] | np.ndarray) -> float:
+    """Mean over queries of |got & truth| / |truth| (recall@k with k = len(truth row))."""
+    assert len(got) == len(truth), (len(got), len(truth))
+    return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(got, truth,
+                                                                         strict=True)]))
+
+
+def chosen_searches(summary: dict) -> dict:
+    """A sweep summary's chosen search params per build, keyed by the build's ``quality``."""
+    return {b["build"]["quality"]: (b["chosen"] or {}).get("search") for b in summary["builds"]}
+
+
+def write_vectors(folder: Path, n: int, dim: int = 8, n_queries: int = 5, seed: int = 0) -> None:
+    """``base.npy`` (n x dim) and ``queries.npy`` (n_queries x dim), float32 normals, in folder."""
+    rng = np.random.default_rng(seed)
+    np.save(folder / "base.npy", rng.standard_normal((n, dim)).astype(np.float32))
+    np.save(folder / "queries.npy", rng.standard_normal((n_queries, dim)).astype(np.float32))
