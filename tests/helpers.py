@@ -99,3 +99,20 @@ def write_vectors(folder: Path, n: int, dim: int = 8, n_queries: int = 5, seed: 
     rng = np.random.default_rng(seed)
     np.save(folder / "base.npy", rng.standard_normal((n, dim)).astype(np.float32))
     np.save(folder / "queries.npy", rng.standard_normal((n_queries, dim)).astype(np.float32))
+
+
+def export_and_verify(run: Path, engine: str, out: Path, capsys: pytest.CaptureFixture[str]
+                      ) -> tuple[dict[str, Any], str]:
+    """``rwb export RUN --engine E --out OUT`` then ``rwb verify OUT`` (exit 0 asserted): the
+    exported document and verify's printed text."""
+    import yaml
+
+    from retrieval.cli import main
+
+    assert main(["export", str(run), "--engine", engine, "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    capsys.readouterr()
+    code = main(["verify", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    return doc, text

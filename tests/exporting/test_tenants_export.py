@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from retrieval.cli import main
+from tests.helpers import export_and_verify
 
 pytestmark = pytest.mark.slow  # cost tier: docs/development.md
 
@@ -25,23 +26,13 @@ def _sweep(tmp_path: Path, entry: dict[str, Any], tenants: dict[str, Any]) -> Pa
     return tmp_path / "run"
 
 
-def _export_verify(run: Path, engine: str, out: Path, capsys: pytest.CaptureFixture[str]
-                   ) -> tuple[dict[str, Any], str]:
-    assert main(["export", str(run), "--engine", engine, "--out", str(out)]) == 0
-    doc = yaml.safe_load(out.read_text())
-    capsys.readouterr()
-    code = main(["verify", str(out)])
-    text = capsys.readouterr().out
-    assert code == 0, text
-    return doc, text
-
 
 def test_hnswlib_tenants_export_has_layout_knobs_crossover_and_verifies(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _sweep(tmp_path, {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40},
                             "search": {"ef_search": [10, 40]}}, {})
     summary = yaml.safe_load((run / "summary.json").read_text())
-    doc, text = _export_verify(run, "hnswlib", tmp_path / "export.yaml", capsys)
+    doc, text = export_and_verify(run, "hnswlib", tmp_path / "export.yaml", capsys)
     assert doc["kind"] == "ann-tenants"
     assert {p["layout"] for p in doc["layouts"]} == {"shared", "per_tenant", "flat_index"}
     by = {p["layout"]: p for p in summary["layouts"]}
@@ -65,7 +56,7 @@ def test_redis_tag_layout_exported_and_verified(
     monkeypatch.setenv("REDIS_URL", redis_url)
     run = _sweep(tmp_path, {"backend": "redis", "build": {"M": 8, "EF_CONSTRUCTION": 32},
                             "search": {"EF_RUNTIME": [10, 40]}}, {"layouts": ["shared"]})
-    doc, text = _export_verify(run, "redis", tmp_path / "r.yaml", capsys)
+    doc, text = export_and_verify(run, "redis", tmp_path / "r.yaml", capsys)
     assert doc["layout"] == "shared" and doc["tenant_filter"]
     assert doc["layouts"][0]["filter"] == "engine"
     assert "HOLDS" in text

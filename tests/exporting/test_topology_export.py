@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from retrieval.cli import main
+from tests.helpers import export_and_verify
 
 pytestmark = pytest.mark.slow  # cost tier: docs/development.md
 
@@ -25,22 +26,12 @@ def _sweep(tmp_path: Path, entry: dict[str, Any], topology: dict[str, Any]) -> P
     return tmp_path / "run"
 
 
-def _export_verify(run: Path, engine: str, out: Path, capsys: pytest.CaptureFixture[str]
-                   ) -> tuple[dict[str, Any], str]:
-    assert main(["export", str(run), "--engine", engine, "--out", str(out)]) == 0
-    doc = yaml.safe_load(out.read_text())
-    capsys.readouterr()
-    code = main(["verify", str(out)])
-    text = capsys.readouterr().out
-    assert code == 0, text
-    return doc, text
-
 
 def test_hnswlib_topology_export_for_an_unmeasured_count_warns_and_verifies(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _sweep(tmp_path, {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40}},
                  {"segments": [1, 4], "collection_segments": 8, "maintain": False})
-    doc, text = _export_verify(run, "hnswlib", tmp_path / "h.yaml", capsys)
+    doc, text = export_and_verify(run, "hnswlib", tmp_path / "h.yaml", capsys)
     assert doc["kind"] == "ann-topology" and doc["segments"] == 8
     assert [e["segments"] for e in doc["by_segments"]] == [1, 4]
     assert doc["knob_source"] == "rule" and doc["knob_name"] == "ef_search"
@@ -59,7 +50,7 @@ def test_pgvector_partitions_export_the_measured_knob_and_verify(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _sweep(tmp_path, {"backend": "pgvector", "build": {"m": 8, "ef_construction": 40}},
                  {"segments": [1, 4], "collection_segments": 4, "maintain": False})
-    doc, text = _export_verify(run, "pgvector", tmp_path / "p.yaml", capsys)
+    doc, text = export_and_verify(run, "pgvector", tmp_path / "p.yaml", capsys)
     assert doc["segments"] == 4 and doc["knob_source"] == "measured"
     assert doc["evidence"]["segments_warning"] is None
     four = next(e for e in doc["by_segments"] if e["segments"] == 4)
