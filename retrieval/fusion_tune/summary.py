@@ -58,6 +58,8 @@ class FusionTuneSummary(RunSummary):
     legs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     bm25: dict[str, Any] | None = None
     dense: dict[str, Any] | None = None
+    #: the sparse leg (``engine``), when the spec has one
+    sparse: dict[str, Any] | None = None
     candidates: list[FusionPoint] = Field(default_factory=list)
     baselines: dict[str, FusionPoint] = Field(default_factory=dict)
     best_single_leg: str | None = None

@@ -3,7 +3,7 @@ LanceDB's own names (``create_index`` arguments + the query's knobs) with its in
 
 from typing import Any
 
-from retrieval.engines.lancedb import export, index, live  # noqa: F401  (registers the backends)
+from retrieval.engines.lancedb import export, hybrid, index, live  # noqa: F401  (registers the backends)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 #: the conformance suite's cases (tests/contract/test_conformance.py): IVF_PQ (exact distances
@@ -29,4 +29,5 @@ ENGINE = register_engine(EngineDescriptor(
     attach=live.attach,
     summary="LanceDB embedded: IVF_PQ and IVF_HNSW_SQ (nprobes / refine_factor / ef)",
     conformance=CONFORMANCE,
+    hybrid=hybrid.HYBRID,
 ))
