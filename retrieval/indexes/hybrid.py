@@ -10,7 +10,9 @@ RRF ``k`` or the ``normalisation``). An engine that runs hybrid search registers
   ``hybrid`` block of an export; keys are users' contract: do not rename);
 - ``run(form, collection, workdir)``: loads that block with the engine's own client on a
   :class:`HybridCollection` built under ``workdir`` and returns each query's fused top
-  ``form['limit']`` corpus positions (used by tests; None where not written).
+  ``form['limit']`` corpus positions (used by tests; None where not written);
+- ``refused``: why rwb writes no export for this engine (one line), when it cannot (the
+  engine's hybrid command is not available to test here); None otherwise.
 
 An engine that holds BM25 weights in a sparse vector index registers ``sparse=`` (a
 :data:`SparseFactory`): ``factory(workdir)`` gives a :class:`SparseIndex`.
@@ -64,6 +66,7 @@ class HybridSearch:
     expressible: Expressible
     form: HybridForm
     run: HybridRun | None = None
+    refused: str | None = None
 
 
 class SparseIndex(Protocol):

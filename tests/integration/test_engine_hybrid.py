@@ -104,7 +104,9 @@ def _legs(coll: HybridCollection, depth: int) -> dict[str, tuple[np.ndarray, np.
     return {"dense": dense, "bm25": (bm_ids, bm_sc)}
 
 
-CASES = [(e, Candidate("rrf", (1.0, 1.0), (10, 20), rrf_k=20)) for e in sorted(hybrid_engines())]
+CASES = [(e, Candidate("rrf", (1.0, 1.0), (10, 20), rrf_k=20))
+         for e, h in sorted(hybrid_engines().items()) if h.run is not None]
+assert [e for e, _ in CASES] == ["lancedb", "milvus", "qdrant"]  # an engine lost is a failure
 CASES.append(("qdrant", Candidate("convex", (0.5, 0.5), (20, 20), normalisation="dbsf")))
 
 
@@ -129,3 +131,28 @@ def test_engine_runs_its_hybrid_form(engine: str, cand: Candidate, coll: HybridC
         # the same fused scores in the same order (an engine may order exact ties otherwise)
         np.testing.assert_allclose([score[d] for d in got[i]], [score[d] for d in ref],
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_redis_export_is_refused_with_the_reason() -> None:
+    from retrieval.errors import ConfigError
+    from retrieval.exporting.fusion import hybrid_form
+
+    cand = Candidate("rrf", (1.0, 1.0), (10, 20), rrf_k=20)
+    with pytest.raises(ConfigError, match=r"--engine redis: .*FT\.HYBRID.*--engine "
+                                          r"lancedb, milvus, qdrant"):
+        hybrid_form("redis", cand, "cosine")
+
+
+@pytest.mark.services
+def test_the_redis_here_has_no_ft_hybrid(redis_url: str) -> None:
+    """The reason the Redis export is refused; when this fails, the module here takes
+    FT.HYBRID: write the export (engines/redis/hybrid.py) and load it in a test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with pytest.raises(redis.ResponseError, match="unknown command"):
+            client.execute_command("FT.HYBRID", "rwb-no-index", "SEARCH", "x", "VSIM", "@v",
+                                   "$v")
+    finally:
+        client.close()
