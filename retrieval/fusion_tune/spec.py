@@ -163,13 +163,14 @@ def _check(spec: FusionTuneSpec, source: str) -> FusionTuneSpec:
         raise param_error("fusion.methods", "rrf and/or convex", spec.fusion.methods,
                           where=source)
     dense_index(spec, source)
-    if spec.sparse is not None:
+    sparse = spec.sparse
+    if sparse is not None:
         if "fusion" not in spec.model_fields_set:
             spec = spec.model_copy(update={"fusion": FusionGrid(**THREE_LEG_GRID)})
         engines = sparse_engines()
-        if spec.sparse.engine not in engines:
+        if sparse.engine not in engines:
             raise param_error("sparse.engine", f"one of {', '.join(engines) or 'none here'}",
-                              spec.sparse.engine, where=source)
+                              sparse.engine, where=source)
         if spec.bm25.implementation != "bm25s":
             raise param_error("bm25.implementation", "bm25s (the sparse leg holds bm25s' "
                               "weights)", spec.bm25.implementation, where=source)

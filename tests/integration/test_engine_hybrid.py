@@ -156,3 +156,30 @@ def test_the_redis_here_has_no_ft_hybrid(redis_url: str) -> None:
                                    "$v")
     finally:
         client.close()
+
+
+@pytest.mark.services
+def test_pgvector_sparsevec_scores_equal_bm25(coll: HybridCollection, pg_url: str,
+                                              tmp_path: Path) -> None:
+    import psycopg
+
+    assert "pgvector" in sparse_engines()
+    bm = _bm25(coll)
+    from retrieval.engines.pgvector.sparse import PgSparse
+
+    assert get_engine("pgvector").sparse is PgSparse
+    index = PgSparse(tmp_path)
+    table = index.table
+    try:
+        index.add(coll.sparse)
+        for i, q in enumerate(coll.query_texts):
+            ids, scores = index.search(coll.query_sparse[i], 20)
+            want = bm.scores(q)
+            assert len(ids) == min(20, int(np.count_nonzero(want > 0)))
+            np.testing.assert_allclose(scores, want[ids], rtol=1e-5)  # float32 in sparsevec
+            np.testing.assert_allclose(scores, np.sort(want)[::-1][: len(ids)], rtol=1e-5)
+    finally:
+        index.close()
+    with psycopg.connect(pg_url) as conn:  # the table it created is gone
+        row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+        assert row is not None and row[0] is None

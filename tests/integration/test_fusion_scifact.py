@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.data import TextCollection
 from retrieval.errors import DataError
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def scifact():  # type: ignore[no-untyped-def]
+def scifact() -> TextCollection:
     from retrieval.loaders.shared import load_scifact
 
     try:
@@ -28,8 +29,8 @@ def scifact():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def summary(scifact, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no-untyped-def]
-            ) -> tuple[dict, Path]:
+def summary(scifact: TextCollection,
+            tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     from retrieval.api import tune_fusion
     from retrieval.testing.byo import write_beir
 
@@ -42,7 +43,7 @@ def summary(scifact, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no
     return tune_fusion(spec, out=base / "run").to_dict(), base / "run"
 
 
-def test_bm25_leg_reproduces_the_reference_figure(scifact) -> None:  # type: ignore[no-untyped-def]
+def test_bm25_leg_reproduces_the_reference_figure(scifact: TextCollection) -> None:
     from retrieval.fusion_tune.spec import parse_fusion_spec
     from retrieval.rerank.firststage import BM25Stage
     from retrieval.stats.irmetrics import evaluate_rankings
