@@ -35,6 +35,7 @@ from retrieval.fusion_tune.judge import (
     judge,
     ranx_per_query,
     scored_run,
+    without_leg,
 )
 from retrieval.fusion_tune.sparse import SparseStage
 from retrieval.fusion_tune.spec import FusionTuneSpec, grid_of, legs_of
@@ -159,29 +160,36 @@ def _tune_into(rd: RunDir, spec: FusionTuneSpec, spec_source: str,
               run_depth=spec.run_depth, rrf_depth=max(g.depths), resamples=spec.resamples,
               alpha=spec.alpha, seed=spec.seed, progress=progress)
     log.info("%d fusion candidates judged in %.1f s", len(cands), time.perf_counter() - t0)
-    summary = _summarise(rd, spec, d, legs, j)
+    summary = _summarise(rd, spec, d, legs, j, split)
     _write(rd, spec, spec_source, d, legs, j, summary)
     return FusionRunResult(summary=summary.to_json_dict(), run_dir=rd)
 
 
+def _gains(spec: FusionTuneSpec, legs: _Legs, j: Judgement,
+           split: Split) -> dict[str, tuple[float, str]]:
+    """Each leg's (gain, meaning). Two legs: the chosen fusion's test metric minus the other leg
+    alone (as the TREC files score it). Three: minus the chosen fusion without this leg (its
+    weight 0; top 10 of the fused order)."""
+    test, names, m = j.test, legs_of(spec), spec.metric
+    if len(names) == 2:
+        other = {names[0]: names[1], names[1]: names[0]}
+        return {leg: (test["fused"] - test[other[leg]], f"chosen fusion's test {m} minus "
+                      f"{other[leg]} alone: what adding this leg brings") for leg in names}
+    chosen = j.cands[j.chosen]
+    return {leg: (j.scores[j.chosen]["test"] - without_leg(legs.table, chosen, leg, split, m),
+                  f"chosen fusion's test {m} minus the same fusion without {leg} (its weight "
+                  "0): what adding this leg brings") for leg in names}
+
+
 def _summarise(rd: RunDir, spec: FusionTuneSpec, d: _Data, legs: _Legs,
-               j: Judgement) -> FusionTuneSummary:
+               j: Judgement, split: Split) -> FusionTuneSummary:
     test = j.test
     lat = {leg: latency_summary(ms) for leg, ms in legs.ms.items()}
     names = legs_of(spec)
-
-    def best_other(leg: str) -> str:  # two legs: the other one
-        return max((o for o in names if o != leg), key=lambda o: (test[o], -names.index(o)))
-
+    gains = _gains(spec, legs, j, split)
     legs_out = {leg: {"test": test[leg], "dev": j.dev[leg],
                       "p50_ms": lat[leg]["p50_ms"], "p95_ms": lat[leg]["p95_ms"],
-                      "latency": lat[leg],
-                      "gain": test["fused"] - test[best_other(leg)],
-                      "gain_meaning": (
-                          f"chosen fusion's test {spec.metric} minus {best_other(leg)} alone: "
-                          "what adding this leg brings" if len(names) == 2 else
-                          f"chosen fusion's test {spec.metric} minus the best other leg alone "
-                          f"({best_other(leg)})")}
+                      "latency": lat[leg], "gain": gains[leg][0], "gain_meaning": gains[leg][1]}
                 for leg in names}
     extra: dict[str, Any] = {}
     if spec.sparse is not None:

@@ -61,8 +61,11 @@ def test_the_sparse_leg_is_tuned_like_the_others(tuned: dict[str, Any]) -> None:
     assert any(c["params"]["weights"]["sparse"] > 0.4 for c in s["candidates"])
     assert {"rrf60", "dense", "bm25", "sparse"} <= set(s["baselines"])
     assert set(s["chosen"]["params"]["weights"]) == {"dense", "bm25", "sparse"}
-    for leg in s["legs"].values():
-        assert leg["p95_ms"] > 0 and "gain" in leg
+    weights = s["chosen"]["params"]["weights"]
+    for name, leg in s["legs"].items():
+        assert leg["p95_ms"] > 0 and "without " + name in leg["gain_meaning"]
+        if weights[name] == 0:  # a leg the chosen fusion does not use brings nothing
+            assert leg["gain"] == 0.0
     # the same BM25 scores: the sparse leg ranks as the bm25 leg does (float32 near-ties aside)
     b = s["baselines"]
     assert b["sparse"]["test"] == pytest.approx(b["bm25"]["test"], abs=0.02)
