@@ -52,10 +52,12 @@ def test_sparse_weights_are_bm25s_scores(coll: HybridCollection) -> None:
     assert coll.sparse[7] == {}
 
 
-def test_qdrant_sparse_index_scores_equal_bm25(coll: HybridCollection, tmp_path: Path) -> None:
-    assert "qdrant" in sparse_engines()
+@pytest.mark.parametrize("engine", ["qdrant", "milvus"])
+def test_sparse_index_scores_equal_bm25(engine: str, coll: HybridCollection,
+                                        tmp_path: Path) -> None:
+    assert engine in sparse_engines()
     bm = _bm25(coll)
-    index = get_engine("qdrant").sparse(tmp_path)  # type: ignore[misc]
+    index = sparse_engines()[engine](tmp_path)
     try:
         index.add(coll.sparse)
         for i, q in enumerate(coll.query_texts):

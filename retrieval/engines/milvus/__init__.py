@@ -6,6 +6,7 @@ from typing import Any
 
 from retrieval.engines.milvus import export, hybrid, index, live  # noqa: F401  (registers the backend)
 from retrieval.engines.milvus.server import SERVICE, milvus_lite_server
+from retrieval.engines.milvus.sparse import MilvusSparse
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 
@@ -29,6 +30,7 @@ ENGINE = register_engine(EngineDescriptor(
     service=SERVICE,
     takes_auto=True,
     hybrid=hybrid.HYBRID,
+    sparse=MilvusSparse,
     attach=live.attach,
     summary="Milvus Lite embedded, or a Milvus server by URI",
     filter_call=_filter_call,
