@@ -5,7 +5,9 @@
 - ``fusion``: the setting exported: ``method`` (rrf / convex), ``params`` (per-leg ``weights``
   and ``depths``, RRF ``k`` or the normalisation), whether it is the run's chosen fusion
   (``same_as_chosen``) and its dev / test nDCG@10 as measured by the run;
-- ``hybrid``: the engine's own form of that setting:
+- ``hybrid``: the engine's own form of that setting, written by the ``hybrid`` hook of the
+  engine's descriptor (``retrieval/engines/<engine>/hybrid.py``; this module names no engine;
+  an engine whose hook is ``refused`` - Redis ``FT.HYBRID`` here - answers its reason, one line):
 
   - **milvus**: ``hybrid_search`` with one ``AnnSearchRequest`` per leg (``limit`` = the leg's
     depth) and ``ranker`` ``{strategy: rrf, params: {k}}`` (``pymilvus.RRFRanker(k)``);
