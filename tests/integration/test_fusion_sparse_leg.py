@@ -93,3 +93,12 @@ def test_qdrant_export_has_three_prefetches_and_verify_holds(tuned: dict[str, An
     assert [p["using"] for p in doc["hybrid"]["prefetch"]] == ["dense", "bm25", "bm25"]
     assert doc["legs"]["sparse"]["engine"] == "qdrant"
     assert "HOLDS" in _cli("verify", str(path))
+
+
+def test_redis_export_is_one_line_exit_2(tuned: dict[str, Any], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "redis.yaml"
+    assert main(["export", str(tuned["out"]), "--engine", "redis", "--out", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "FT.HYBRID" in err[0] and "--engine lancedb, milvus, qdrant" in err[0]
+    assert not path.exists()
