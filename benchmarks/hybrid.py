@@ -103,7 +103,9 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG on its own logger
+    import bm25s  # noqa: F401  (it sets DEBUG on its own logger when imported)
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     out = Path(args.out or tempfile.mkdtemp(prefix="rwb-bench-hybrid-"))
     print(f"CPU {_cpu()}, {os.cpu_count()} cores; load average before: "
           f"{tuple(round(x, 2) for x in os.getloadavg())}")
