@@ -41,18 +41,23 @@ def _cpu() -> str:
     return cpu
 
 
+def _judged(dataset: str) -> Any:
+    """The collection, or DataError when it has no relevance judgments (qrels)."""
+    from retrieval.errors import DataError
+    from retrieval.rerank.dataset import check_dataset, load_dataset
+
+    coll = load_dataset(check_dataset(dataset, "test", "benchmarks/hybrid.py"), "test")
+    if not any(coll.qrels.values()):
+        raise DataError(f"{dataset}: the collection has no relevance judgments (qrels)")
+    return coll
+
+
 def _cut(dataset: str, n_queries: int, n_docs: int, out: Path) -> str:
     """A seeded BEIR cut of ``dataset`` (``beir:FOLDER``)."""
-    from retrieval.rerank.dataset import load_dataset
     from retrieval.testing.byo import write_beir
 
-    coll = load_dataset(dataset, "test")
-    if not any(coll.qrels.values()):
-        from retrieval.errors import DataError
-
-        raise DataError(f"{dataset}: the collection has no relevance judgments (qrels)")
-    return "beir:" + str(write_beir(coll, out / f"{dataset}-cut", n_queries=n_queries,
-                                    n_docs=n_docs, seed=0))
+    return "beir:" + str(write_beir(_judged(dataset), out / f"{dataset}-cut",
+                                    n_queries=n_queries, n_docs=n_docs, seed=0))
 
 
 def one(dataset: str, args: argparse.Namespace, out: Path) -> dict[str, Any] | str:
@@ -69,8 +74,10 @@ def one(dataset: str, args: argparse.Namespace, out: Path) -> dict[str, Any] | s
         if args.max_docs:
             spec["dataset"] = _cut(dataset, args.max_queries or 40, args.max_docs, out)
             spec["latency"] = {"sample_queries": 5}
-        elif args.max_queries:
-            spec["max_queries"] = args.max_queries
+        else:
+            _judged(dataset)  # a collection without qrels says so before anything is embedded
+            if args.max_queries:
+                spec["max_queries"] = args.max_queries
         return tune_fusion(spec, out=out / dataset).to_dict()
     except (ConfigError, DataError) as exc:
         return f"not measurable: {exc}"
