@@ -30,6 +30,8 @@ OLD_TIERS = ("unit", "integration", "e2e", "contract")
 FLAT = "core"
 #: old path (under tests/) -> new path (under tests/); names that collided across tiers renamed
 PLACES: dict[str, str] = {
+    "integration/test_fusion_sparse_leg.py": "fusion_tune/test_fusion_sparse_leg.py",
+    "integration/test_engine_hybrid.py": "engines/test_engine_hybrid.py",
     "integration/test_portable_exports.py": "exporting/test_portable_exports.py",
     "integration/test_tenants_engines.py": "tune/test_tenants_engines.py",
     "integration/test_tenants_export.py": "exporting/test_tenants_export.py",

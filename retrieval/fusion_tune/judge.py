@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -129,6 +129,16 @@ def _means(table: LegTable, cand: Candidate, s: Split, metric: str) -> dict[str,
             for split, ids in (("dev", s.dev), ("test", s.test))}
 
 
+def without_leg(table: LegTable, cand: Candidate, leg: str, s: Split,
+                metric: str = "ndcg@10") -> float:
+    """Test-split ``metric`` of ``cand`` with ``leg``'s weight set to 0 (the others unchanged):
+    the fusion without that leg (0 when no leg is left)."""
+    w = tuple(0.0 if g == leg else x for g, x in zip(cand.legs, cand.weights))
+    if not any(w):
+        return 0.0
+    return _means(table, replace(cand, weights=w), s, metric)["test"]
+
+
 def judge(table: LegTable, s: Split, cands: list[Candidate], *, metric: str = "ndcg@10",
           leg_runs: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
           run_depth: int = 100, rrf_depth: int = 100, resamples: int = 10_000,
@@ -176,4 +186,4 @@ def candidate_point(c: Candidate, **extra: Any) -> dict[str, Any]:
 
 
 __all__ = ["Judgement", "Split", "Written", "candidate_point", "judge", "ranx_per_query",
-           "rounded", "scored_run"]
+           "rounded", "scored_run", "without_leg"]

@@ -27,7 +27,7 @@ import numpy as np
 from retrieval.data import TextCollection
 from retrieval.embed import get_embedder
 from retrieval.errors import DataError
-from retrieval.fusion_tune.fuse import Candidate, LegTable, fuse, grid, leg_table, top_k
+from retrieval.fusion_tune.fuse import Candidate, LegTable, fuse, leg_table, top_k
 from retrieval.fusion_tune.judge import (
     Judgement,
     Split,
@@ -35,8 +35,10 @@ from retrieval.fusion_tune.judge import (
     judge,
     ranx_per_query,
     scored_run,
+    without_leg,
 )
-from retrieval.fusion_tune.spec import FusionTuneSpec
+from retrieval.fusion_tune.sparse import SparseStage
+from retrieval.fusion_tune.spec import FusionTuneSpec, grid_of, legs_of
 from retrieval.fusion_tune.summary import FusionTuneSummary
 from retrieval.rerank.dataset import dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
@@ -49,12 +51,12 @@ from retrieval.stats.metrics import latency_summary
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int, str], None]
-LEGS = ("dense", "bm25")
 FUSION_RULES = (
     "rrf: sum of w_leg / (k + rank), rank from 1; convex: sum of w_leg * normalised score over "
-    "the leg's top depth (min-max, z-score, or dbsf = (s - (mean - 3 std)) / (6 std) clipped to "
-    "[0, 1]); a leg not returning a doc adds 0; dense weight w, bm25 1 - w; ties by corpus "
-    "position"
+    "the leg's top depth (min-max, z-score with the population std, or dbsf = (s - (mean - 3 "
+    "std)) / (6 std) clipped to [0, 1] with the sample std, as Qdrant); a leg not returning a doc "
+    "adds 0; dense weight w, bm25 1 - w (three legs: weight triples normalised to sum 1); ties "
+    "by corpus position"
 )
 EVAL_POLICY = (
     "ranx ndcg@10 (gain = grade), judged queries only (grade >= 1), a judged query without "
@@ -108,10 +110,14 @@ def _legs(spec: FusionTuneSpec, d: _Data, *, timed: bool = True) -> _Legs:
     dense = DenseStage(embedder, backend=spec.dense.backend, metric=spec.dense.metric,
                        build_params=spec.dense.build, search_params=spec.dense.search,
                        batch_size=spec.embedder.batch_size)
+    sparse = SparseStage(spec.sparse.engine, bm25.index) if spec.sparse is not None else None
     try:
         dense.build(corpus)
         k = spec.fetch_k
         cands = {"dense": dense.search(qtexts, k), "bm25": bm25.search(qtexts, k)}
+        if sparse is not None:
+            sparse.build()
+            cands["sparse"] = sparse.search(qtexts, k)
         ms: dict[str, np.ndarray] = {}
         pos = {q: i for i, q in enumerate(d.qids)}
         n = 0 if not timed else min(spec.latency.sample_queries, len(d.test))
@@ -121,8 +127,12 @@ def _legs(spec: FusionTuneSpec, d: _Data, *, timed: bool = True) -> _Legs:
         if sample:
             ms = {"dense": dense.time_queries(sample, k)[1],
                   "bm25": bm25.time_queries(sample, k)[1]}
+            if sparse is not None:
+                ms["sparse"] = sparse.time_queries(sample, k)
     finally:
         dense.close()
+        if sparse is not None:
+            sparse.close()
     table = leg_table({leg: (c.doc_idx, c.scores) for leg, c in cands.items()})
     return _Legs(cands, table, ms, embedder.model_id)
 
@@ -142,7 +152,7 @@ def _tune_into(rd: RunDir, spec: FusionTuneSpec, spec_source: str,
     d = _data(spec)
     legs = _legs(spec, d)
     g = spec.fusion
-    cands = grid(g.methods, g.normalisations, g.weights, g.rrf_k, g.depths, LEGS)
+    cands = grid_of(spec)
     t0 = time.perf_counter()
     split = Split(d.coll.qrels, d.qids, d.corpus_ids, d.dev, d.test)
     j = judge(legs.table, split, cands, metric=spec.metric,
@@ -150,23 +160,41 @@ def _tune_into(rd: RunDir, spec: FusionTuneSpec, spec_source: str,
               run_depth=spec.run_depth, rrf_depth=max(g.depths), resamples=spec.resamples,
               alpha=spec.alpha, seed=spec.seed, progress=progress)
     log.info("%d fusion candidates judged in %.1f s", len(cands), time.perf_counter() - t0)
-    summary = _summarise(rd, spec, d, legs, j)
+    summary = _summarise(rd, spec, d, legs, j, split)
     _write(rd, spec, spec_source, d, legs, j, summary)
     return FusionRunResult(summary=summary.to_json_dict(), run_dir=rd)
 
 
+def _gains(spec: FusionTuneSpec, legs: _Legs, j: Judgement,
+           split: Split) -> dict[str, tuple[float, str]]:
+    """Each leg's (gain, meaning). Two legs: the chosen fusion's test metric minus the other leg
+    alone (as the TREC files score it). Three: minus the chosen fusion without this leg (its
+    weight 0; top 10 of the fused order)."""
+    test, names, m = j.test, legs_of(spec), spec.metric
+    if len(names) == 2:
+        other = {names[0]: names[1], names[1]: names[0]}
+        return {leg: (test["fused"] - test[other[leg]], f"chosen fusion's test {m} minus "
+                      f"{other[leg]} alone: what adding this leg brings") for leg in names}
+    chosen = j.cands[j.chosen]
+    return {leg: (j.scores[j.chosen]["test"] - without_leg(legs.table, chosen, leg, split, m),
+                  f"chosen fusion's test {m} minus the same fusion without {leg} (its weight "
+                  "0): what adding this leg brings") for leg in names}
+
+
 def _summarise(rd: RunDir, spec: FusionTuneSpec, d: _Data, legs: _Legs,
-               j: Judgement) -> FusionTuneSummary:
+               j: Judgement, split: Split) -> FusionTuneSummary:
     test = j.test
     lat = {leg: latency_summary(ms) for leg, ms in legs.ms.items()}
-    other = {"dense": "bm25", "bm25": "dense"}
+    names = legs_of(spec)
+    gains = _gains(spec, legs, j, split)
     legs_out = {leg: {"test": test[leg], "dev": j.dev[leg],
                       "p50_ms": lat[leg]["p50_ms"], "p95_ms": lat[leg]["p95_ms"],
-                      "latency": lat[leg],
-                      "gain": test["fused"] - test[other[leg]],
-                      "gain_meaning": f"chosen fusion's test {spec.metric} minus {other[leg]} "
-                                      "alone: what adding this leg brings"}
-                for leg in LEGS}
+                      "latency": lat[leg], "gain": gains[leg][0], "gain_meaning": gains[leg][1]}
+                for leg in names}
+    extra: dict[str, Any] = {}
+    if spec.sparse is not None:
+        extra["sparse"] = {"engine": spec.sparse.engine, "weights": "bm25s per-term BM25 "
+                           "weights of the bm25 leg's convention; query: token counts"}
     chosen = j.cands[j.chosen]
     return FusionTuneSummary.model_validate({
         "name": spec.name, "run_dir": str(rd.path), "dataset": d.coll.name,
@@ -180,7 +208,7 @@ def _summarise(rd: RunDir, spec: FusionTuneSpec, d: _Data, legs: _Legs,
                   "embedder": legs.embedder_id},
         "candidates": [candidate_point(c, **sc) for c, sc in zip(j.cands, j.scores)],
         "baselines": {role: candidate_point(j.roles[role], dev=j.dev[role], test=test[role])
-                      for role in ("rrf60", "dense", "bm25")},
+                      for role in ("rrf60", *names)},
         "best_single_leg": j.best_leg,
         "chosen": {**candidate_point(chosen, dev=j.scores[j.chosen]["dev"], test=test["fused"]),
                    "p_value": j.vs_rrf60.p_value, "significant": j.significant,
@@ -188,11 +216,11 @@ def _summarise(rd: RunDir, spec: FusionTuneSpec, d: _Data, legs: _Legs,
                    "vs_best_leg": {**j.vs_best_leg.to_dict(), "leg": j.best_leg,
                                    "significant": j.significant_vs_leg}},
         "verdict": j.verdict(spec.metric),
-        "trec_runs": {"dense": "dense.test.trec", "bm25": "bm25.test.trec",
+        "trec_runs": {**{leg: f"{leg}.test.trec" for leg in names},
                       "fused": "fused.test.trec"},
         "qrels_file": "qrels.test.trec",
         "fusion_rules": FUSION_RULES, "evaluation_policy": EVAL_POLICY,
-        "latency_mode": LATENCY_MODE,
+        "latency_mode": LATENCY_MODE, **extra,
     })
 
 
@@ -200,14 +228,18 @@ def _write(rd: RunDir, spec: FusionTuneSpec, spec_source: str, d: _Data, legs: _
            j: Judgement, summary: FusionTuneSummary) -> None:
     from retrieval.loaders.trec import write_run
 
-    for role in ("dense", "bm25", "fused"):
+    names = legs_of(spec)
+    for role in (*names, "fused"):
         ranked, sc = j.runs[role]
         write_run(rd.path / f"{role}.test.trec", ranked, f"rwb-{role}", sc)
     with (rd.path / "qrels.test.trec").open("w", encoding="utf-8") as fh:
         for q, docs in relevant_qrels(d.coll.qrels, d.test).items():
             for doc, grade in docs.items():
                 fh.write(f"{q} 0 {doc} {grade}\n")
-    rd.write_yaml("spec.yaml", {**spec.model_dump(mode="json"), "source": spec_source})
+    dumped = spec.model_dump(mode="json")
+    if dumped.get("sparse") is None:
+        dumped.pop("sparse", None)  # a two-leg spec reads as before
+    rd.write_yaml("spec.yaml", {**dumped, "source": spec_source})
     rd.write_manifest(spec_source=spec_source, kind=FusionTuneSummary.KIND, seed=spec.seed,
                       dataset={"name": d.coll.name, "fingerprint": d.coll.fingerprint,
                                "source": d.coll.source, "spec": spec.dataset},
@@ -215,8 +247,8 @@ def _write(rd: RunDir, spec: FusionTuneSpec, spec_source: str, d: _Data, legs: _
                       evaluation_policy=EVAL_POLICY, latency_mode=LATENCY_MODE)
     rd.write_table("candidates.parquet", [
         {"method": c.method, "label": c.label, "rrf_k": c.rrf_k,
-         "normalisation": c.normalisation, "w_dense": c.weights[0], "w_bm25": c.weights[1],
-         "depth_dense": c.depths[0], "depth_bm25": c.depths[1], **sc}
+         "normalisation": c.normalisation, **{f"w_{g}": w for g, w in zip(names, c.weights)},
+         **{f"depth_{g}": x for g, x in zip(names, c.depths)}, **sc}
         for c, sc in zip(j.cands, j.scores)])
     rd.write_table("per_query.parquet", [
         {"query_id": q, **{role: pq[q] for role, pq in j.per_query.items()}}

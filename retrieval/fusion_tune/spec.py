@@ -14,11 +14,14 @@ fusion:
   weights: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]   # the dense leg's weight w
   rrf_k: [10, 20, 40, 60, 100]
   depths: [10, 20, 50, 100]                                  # candidates per leg
+sparse: {engine: qdrant}    # optional third leg: the BM25 weights in an engine's sparse index
 ```
 
 Units: ``weights`` are the dense leg's share w in [0, 1] (BM25 gets 1 - w; for ``convex`` w is
-``alpha``); ``rrf_k`` is RRF's rank offset (``w / (k + rank)``, rank from 1); ``depths`` are
-candidates taken from each leg (each leg's depth tuned separately); latency is milliseconds.
+``alpha``); with a ``sparse`` leg, every triple of ``weights`` (one per leg) normalised to sum 1
+(duplicates dropped); ``rrf_k`` is RRF's rank offset (``w / (k + rank)``, rank from 1);
+``depths`` are candidates taken from each leg (each leg's depth tuned separately); latency is
+milliseconds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from retrieval.errors import param_error
+from retrieval.fusion_tune.fuse import Candidate, grid
+from retrieval.indexes.engine import sparse_engines
 from retrieval.indexes.entry import CheckedEntry, check_entry
 from retrieval.params import Params, RunName
 from retrieval.rerank.bm25 import BM25Params
@@ -94,6 +99,20 @@ class FusionGrid(Params):
         return _distinct(v, "depths")
 
 
+class SparseLegSpec(Params):
+    """The third leg: the BM25 weights (the ``bm25`` leg's convention, bm25s) in ``engine``'s
+    own sparse vector index (an engine whose descriptor has a ``sparse`` hook)."""
+
+    engine: str = Field(min_length=1)
+
+
+#: a grid larger than this is refused (the three-leg grid grows with the cube of each list)
+MAX_CANDIDATES = 20_000
+#: the grid of a three-leg spec without a ``fusion`` block (the two-leg defaults would make
+#: 326,144 candidates): 19 weight triples x 27 depth triples x 5 = 2,565 candidates
+THREE_LEG_GRID = {"weights": [0.25, 0.5, 1.0], "depths": [20, 50, 100], "rrf_k": [20, 60]}
+
+
 class FusionLatencySpec(Params):
     """Single-query calls of each leg on ``sample_queries`` seeded test-split queries (ms)."""
 
@@ -118,6 +137,7 @@ class FusionTuneSpec(Params):
     bm25: BM25Params = BM25Params(implementation="bm25s", method="lucene", k1=1.2, b=0.75)
     metric: Literal["ndcg@10"] = "ndcg@10"  # chosen on dev, judged on test
     fusion: FusionGrid = FusionGrid()  # the candidates tried (every combination)
+    sparse: SparseLegSpec | None = None  # optional third leg (an engine's sparse index)
     alpha: float = Field(0.05, gt=0.0, lt=1.0, description="significance level (two-sided)")
     resamples: int = Field(10_000, ge=100, le=1_000_000,
                            description="sign flips of the paired randomisation test")
@@ -143,7 +163,33 @@ def _check(spec: FusionTuneSpec, source: str) -> FusionTuneSpec:
         raise param_error("fusion.methods", "rrf and/or convex", spec.fusion.methods,
                           where=source)
     dense_index(spec, source)
+    sparse = spec.sparse
+    if sparse is not None:
+        if "fusion" not in spec.model_fields_set:
+            spec = spec.model_copy(update={"fusion": FusionGrid(**THREE_LEG_GRID)})
+        engines = sparse_engines()
+        if sparse.engine not in engines:
+            raise param_error("sparse.engine", f"one of {', '.join(engines) or 'none here'}",
+                              sparse.engine, where=source)
+        if spec.bm25.implementation != "bm25s":
+            raise param_error("bm25.implementation", "bm25s (the sparse leg holds bm25s' "
+                              "weights)", spec.bm25.implementation, where=source)
+    n = len(grid_of(spec))
+    if n > MAX_CANDIDATES:
+        raise param_error("fusion", f"a grid of at most {MAX_CANDIDATES} candidates (shorten "
+                          "weights / depths / rrf_k)", f"{n} candidates", where=source)
     return spec
+
+
+def legs_of(spec: FusionTuneSpec) -> tuple[str, ...]:
+    """The legs fused: dense, bm25, and sparse when the spec names one."""
+    return ("dense", "bm25", "sparse") if spec.sparse is not None else ("dense", "bm25")
+
+
+def grid_of(spec: FusionTuneSpec) -> list[Candidate]:
+    """Every candidate of the spec's grid (:func:`retrieval.fusion_tune.fuse.grid`)."""
+    g = spec.fusion
+    return grid(g.methods, g.normalisations, g.weights, g.rrf_k, g.depths, legs_of(spec))
 
 
 def parse_fusion_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> FusionTuneSpec:
@@ -156,5 +202,18 @@ def load_fusion_spec(path: str | Path) -> FusionTuneSpec:
     return load_model(path, FusionTuneSpec, check=lambda spec: _check(spec, str(path)))
 
 
-__all__ = ["METHODS", "NORMALISATIONS", "FusionGrid", "FusionLatencySpec", "FusionTuneSpec",
-           "dense_index", "load_fusion_spec", "parse_fusion_spec"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "METHODS",
+    "NORMALISATIONS",
+    "THREE_LEG_GRID",
+    "FusionGrid",
+    "FusionLatencySpec",
+    "FusionTuneSpec",
+    "SparseLegSpec",
+    "dense_index",
+    "grid_of",
+    "legs_of",
+    "load_fusion_spec",
+    "parse_fusion_spec",
+]

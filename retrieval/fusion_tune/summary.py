@@ -58,6 +58,8 @@ class FusionTuneSummary(RunSummary):
     legs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     bm25: dict[str, Any] | None = None
     dense: dict[str, Any] | None = None
+    #: the sparse leg (``engine``), when the spec has one
+    sparse: dict[str, Any] | None = None
     candidates: list[FusionPoint] = Field(default_factory=list)
     baselines: dict[str, FusionPoint] = Field(default_factory=dict)
     best_single_leg: str | None = None
@@ -83,8 +85,8 @@ def summary_lines(s: dict[str, Any], top: int = 8) -> list[str]:
                    f"p95 {_fmt(info['p95_ms'])} ms  gain it brings to the chosen fusion "
                    f"{info['gain']:+.4f}")
     b = s["baselines"]
-    out.append(f"baselines (test): rrf60 {_fmt(b['rrf60']['test'])}  "
-               f"dense {_fmt(b['dense']['test'])}  bm25 {_fmt(b['bm25']['test'])}")
+    out.append(f"baselines (test): rrf60 {_fmt(b['rrf60']['test'])}  " + "  ".join(
+        f"{leg} {_fmt(b[leg]['test'])}" for leg in s["legs"] if leg in b))
     ranked = sorted(s["candidates"], key=lambda c: -c["dev"])[:top]
     out.append(f"top {len(ranked)} of {len(s['candidates'])} candidates by dev {s['metric']}:")
     out += [f"  {c['label']:<52} dev {_fmt(c['dev'])}  test {_fmt(c['test'])}" for c in ranked]

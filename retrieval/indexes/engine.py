@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.errors import param_error, unknown_name_error
+from retrieval.indexes.hybrid import HybridSearch, SparseFactory
 from retrieval.indexes.portable import Inverse, PortableReader, Translator
 from retrieval.indexes.servers import LocalService
 from retrieval.runs.provenance import track_packages, track_threads
@@ -102,7 +103,10 @@ class EngineDescriptor:
     without any is checked with the defaults); ``takes_auto``: whether it accepts a
     let-the-engine-choose (AUTOINDEX) config; ``roles``: (role, backend) pairs this engine
     fills by default (:data:`ROLES`); ``filter_call``: see :data:`FilterCall`; ``attach``: see
-    :mod:`retrieval.indexes.live`."""
+    :mod:`retrieval.indexes.live`; ``hybrid``: its own hybrid search (export form and the
+    client call that runs it; :class:`~retrieval.indexes.hybrid.HybridSearch`); ``sparse``:
+    its sparse vector index holding BM25 weights (a fusion leg; see
+    :mod:`retrieval.indexes.hybrid`)."""
 
     name: str
     backends: tuple[str, ...] = ()
@@ -129,6 +133,8 @@ class EngineDescriptor:
     leftovers: Leftovers | None = None
     thread_settings: ThreadSettings | None = None
     conformance: tuple[Mapping[str, Any], ...] = ()
+    hybrid: HybridSearch | None = None
+    sparse: SparseFactory | None = None
 
 
 _ENGINES: dict[str, EngineDescriptor] = {}
@@ -163,6 +169,16 @@ def server_backends() -> tuple[str, ...]:
 def services() -> dict[str, LocalService]:
     """The engines that can start a local server (``rwb services start NAME``), by name."""
     return {name: d.service for name, d in all_engines().items() if d.service is not None}
+
+
+def hybrid_engines() -> dict[str, HybridSearch]:
+    """The engines that run a hybrid (dense + sparse) search of their own, by name."""
+    return {name: d.hybrid for name, d in all_engines().items() if d.hybrid is not None}
+
+
+def sparse_engines() -> dict[str, SparseFactory]:
+    """The engines that hold BM25 weights in a sparse vector index, by name."""
+    return {name: d.sparse for name, d in all_engines().items() if d.sparse is not None}
 
 
 def leftover_hooks() -> dict[str, Leftovers]:
@@ -308,6 +324,7 @@ __all__ = [
     "engine_names",
     "engine_of_backend",
     "get_engine",
+    "hybrid_engines",
     "install_hint",
     "leftover_hooks",
     "local_server_of",
@@ -315,4 +332,5 @@ __all__ = [
     "search_knobs",
     "server_backends",
     "services",
+    "sparse_engines",
 ]

@@ -228,6 +228,37 @@ class BM25Index:
         # both libraries expose get_scores(list of tokens) -> one score per document
         return np.asarray(self._model.get_scores(tokens), dtype=np.float64)
 
+    def doc_weights(self) -> list[dict[int, float]]:
+        """Each document's BM25 weight per term (term id -> bm25s' per-term score: idf, k1, b
+        and the document's length folded in), so that the inner product with
+        :meth:`query_terms` is :meth:`scores`. bm25s only."""
+        if self._model is None:
+            raise ConfigError("BM25Index: doc_weights() called before build()")
+        if self.params.implementation != "bm25s":
+            raise ConfigError("bm25.implementation: a sparse leg takes BM25 weights from "
+                              f"'bm25s'; received '{self.params.implementation}'")
+        m = self._model.scores
+        data, indices, indptr = (np.asarray(m[k]) for k in ("data", "indices", "indptr"))
+        docs: list[dict[int, float]] = [{} for _ in range(self._n)]
+        for t in range(len(indptr) - 1):
+            for j in range(int(indptr[t]), int(indptr[t + 1])):
+                docs[int(indices[j])][t] = float(data[j])
+        return docs
+
+    def query_terms(self, queries: Sequence[str]) -> list[dict[int, float]]:
+        """Each query's count of every indexed term (term id -> count; bm25s only)."""
+        if self._model is None or self.params.implementation != "bm25s":
+            self.doc_weights()  # the same one-line errors
+        vocab = self._model.vocab_dict
+        out: list[dict[int, float]] = []
+        for toks in self.tokenize(queries):
+            counts: dict[int, float] = {}
+            for t in toks:
+                if t in vocab:
+                    counts[int(vocab[t])] = counts.get(int(vocab[t]), 0.0) + 1.0
+            out.append(counts)
+        return out
+
     def search(self, queries: Sequence[str], k: int) -> BM25Hits:
         """Top-``k`` documents per query, ties broken by document position (stable)."""
         queries = _check_texts(queries, "BM25 queries", allow_blank=True)

@@ -80,8 +80,9 @@ def test_normalisations_hand_values() -> None:
     np.testing.assert_allclose(z[0, :3], (np.array([4.0, 2.0, 1.0]) - mean) / std)
     assert z[0, 3] == 0.0 and (z[1] == 0.0).all()  # absent -> 0; std 0 -> 0
     dbsf = normalise(s, present, "dbsf")
-    np.testing.assert_allclose(dbsf[0, :3], (np.array([4.0, 2.0, 1.0]) - (mean - 3 * std))
-                               / (6 * std))
+    sd = np.std([4.0, 2.0, 1.0], ddof=1)  # Qdrant's DBSF: the sample std
+    np.testing.assert_allclose(dbsf[0, :3], (np.array([4.0, 2.0, 1.0]) - (mean - 3 * sd))
+                               / (6 * sd))
     np.testing.assert_allclose(dbsf[1], [0.5, 0.5, 0.0, 0.0])
 
 

@@ -4,7 +4,7 @@ LanceDB's own names (``create_index`` arguments + the query's knobs) with its in
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval.engines.lancedb import export, index, live  # noqa: F401  (registers the backends)
+from retrieval.engines.lancedb import export, hybrid, index, live  # noqa: F401  (registers the backends)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 #: the conformance suite's cases (tests/engines/test_conformance.py): IVF_PQ (exact distances
@@ -38,4 +38,5 @@ ENGINE = register_engine(EngineDescriptor(
     summary="LanceDB embedded: IVF_PQ and IVF_HNSW_SQ (nprobes / refine_factor / ef)",
     filter_call=_filter_call,
     conformance=CONFORMANCE,
+    hybrid=hybrid.HYBRID,
 ))

@@ -4,8 +4,9 @@ filter expressions, export and inverse, and the local Milvus Lite server."""
 from collections.abc import Mapping
 from typing import Any
 
-from retrieval.engines.milvus import export, index, live  # noqa: F401  (registers the backend)
+from retrieval.engines.milvus import export, hybrid, index, live  # noqa: F401  (registers the backend)
 from retrieval.engines.milvus.server import SERVICE, milvus_lite_server
+from retrieval.engines.milvus.sparse import MilvusSparse
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 
@@ -28,6 +29,8 @@ ENGINE = register_engine(EngineDescriptor(
     local_server=milvus_lite_server,
     service=SERVICE,
     takes_auto=True,
+    hybrid=hybrid.HYBRID,
+    sparse=MilvusSparse,
     attach=live.attach,
     summary="Milvus Lite embedded, or a Milvus server by URI",
     filter_call=_filter_call,

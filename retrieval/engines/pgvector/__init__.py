@@ -6,6 +6,7 @@ from retrieval.engines.pgvector import export, hnsw, ivfflat  # noqa: F401  (reg
 from retrieval.engines.pgvector.live import attach as _attach
 from retrieval.engines.pgvector.owned import collect_leftovers
 from retrieval.engines.pgvector.server import ENV_URL, SERVICE
+from retrieval.engines.pgvector.sparse import PgSparse
 from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -27,4 +28,5 @@ ENGINE = register_engine(EngineDescriptor(
                         collect=collect_leftovers),
     summary="PostgreSQL + pgvector (HNSW, IVFFlat) over a server URL",
     attach=_attach,
+    sparse=PgSparse,
 ))

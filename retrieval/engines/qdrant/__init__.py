@@ -1,7 +1,12 @@
 """Qdrant's engine in process (qdrant-edge-py): the backend with scalar / binary / product
 quantization, payload filters, and the collection-config export with its inverse."""
 
-from retrieval.engines.qdrant import export, index, live  # noqa: F401  (registers the backend)
+from retrieval.engines.qdrant import (  # noqa: F401  (registers the backend)
+    export,
+    hybrid,
+    index,
+    live,
+)
 from retrieval.indexes.engine import EngineDescriptor, register_engine
 
 ENGINE = register_engine(EngineDescriptor(
@@ -17,4 +22,6 @@ ENGINE = register_engine(EngineDescriptor(
     filter_form="QueryRequest(filter=Filter(must=[FieldCondition(...)]))",
     attach=live.attach,
     summary="Qdrant's engine in process (qdrant-edge-py)",
+    hybrid=hybrid.HYBRID,
+    sparse=hybrid.QdrantSparse,
 ))

@@ -1,7 +1,7 @@
 """Redis with vector search (RediSearch HNSW / FLAT): the backend, TAG / NUMERIC filters, the
 ``FT.CREATE`` + KNN export with its inverse, and the local server (PyPI wheels)."""
 
-from retrieval.engines.redis import export, index, live
+from retrieval.engines.redis import export, hybrid, index, live
 from retrieval.engines.redis.owned import collect_leftovers
 from retrieval.engines.redis.server import SERVICE
 from retrieval.indexes.engine import EngineDescriptor, Leftovers, register_engine
@@ -25,4 +25,5 @@ ENGINE = register_engine(EngineDescriptor(
                         collect=collect_leftovers),
     attach=live.attach,
     summary="Redis 8 / Redis Stack vector search over a URL",
+    hybrid=hybrid.HYBRID,
 ))
