@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from retrieval.adaptive.spec import AdaptiveSpec
 from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
@@ -98,6 +99,9 @@ class SweepSpec(SpecModel):
     topology: TopologySpec | None = None
     #: a cold run (retrieval.tune.cold): index file pages dropped before the first queries
     cold: bool = False
+    #: adaptive per-query policies (retrieval.adaptive), judged against the tuned fixed
+    #: ef_search on the held-out queries
+    adaptive: AdaptiveSpec | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -107,7 +111,7 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants", "topology"):
+        for key in ("filters", "scale", "tenants", "topology", "adaptive"):
             if out.get(key, 0) is None:
                 out.pop(key)
         if out.get("cold") is False:

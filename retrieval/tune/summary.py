@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from retrieval.adaptive.result import AdaptiveEntry
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
@@ -161,6 +162,8 @@ class SweepSummary(RunSummary):
     this_worker: dict[str, Any] | None = None
     workload: Workload | None = None  # set for a filtered run and a scale study
     scale: ScaleSection | None = None  # a scale study only
+    #: adaptive policies judged against the tuned fixed setting (spec ``adaptive:`` only)
+    adaptive: list[AdaptiveEntry] | None = None
 
 
 def missed_labels(s: Mapping[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from retrieval.reporting import ann
 from retrieval.reporting.common import scalar_table
 from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Table
+from retrieval.reporting.kinds.adaptive import adaptive_section
 from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.load import Run
 from retrieval.reporting.perquery import per_query_recall
@@ -269,7 +270,7 @@ def eval_tables(run: Run) -> Tables:
 
 @renders_tables(SweepSummary.KIND)
 def sweep_tables(run: Run) -> Tables:
-    return [*eval_tables(run), *exports_section(run)]
+    return [*eval_tables(run), *exports_section(run), *adaptive_section(run)]
 
 
 __all__ = [
