@@ -45,6 +45,8 @@ class AdaptiveSpec(BaseModel):
     ef_values: list[int] = Field(default_factory=lambda: list(DEFAULT_EFS), min_length=1)
     #: difficulty bins of ada_ef (quantiles of the feature over the tuning queries)
     bins: int = Field(4, ge=1, le=32)
+    #: the pre-search feature mapped to ef: ``gap`` (d_k - d_1) / |d_k|, ``first`` d_1,
+    #: ``ndis`` the pre-search's distance computations
     feature: Feature = "gap"
     #: mean recall@k over the tuning queries ada_ef's table aims at (None: the spec's
     #: target_recall, else 0.95)
