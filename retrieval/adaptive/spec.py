@@ -60,3 +60,17 @@ class AdaptiveSpec(BaseModel):
         if any(e < 1 for e in v):
             raise ValueError("every ef value must be >= 1")
         return sorted(set(v))
+
+
+class CacheAdaptiveSpec(BaseModel):
+    """The ``adaptive:`` section of an ``rwb tune cache`` spec: per-entry thresholds judged
+    against the global threshold under the same false-hit upper bound
+    (:mod:`retrieval.adaptive.cache`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: ``per_entry_threshold``: one threshold per bin of the entry's distance to its own
+    #: nearest other cached entry (cosine distance)
+    policies: list[Literal["per_entry_threshold"]] = Field(min_length=1)
+    #: bins of the entry feature (quantiles over the tuning probes' nearest entries)
+    bins: int = Field(4, ge=1, le=32)

@@ -19,8 +19,8 @@ def print_adaptive(entries: Sequence[dict[str, Any]] | None) -> None:
     if not entries:
         return
     unit = next((e.get("cost_unit") for e in entries if e.get("cost_unit")), "cost")
-    print(f"\nadaptive policies vs the tuned fixed setting at the same mean and p5 (held-out "
-          f"queries; cost: {unit} per query, lower is cheaper)")
+    print(f"\nadaptive policies vs the tuned fixed setting at the same quality (held-out; "
+          f"cost: {unit}, per query; lower is cheaper)")
     rows = []
     for e in entries:
         vs = e.get("vs_fixed") or {}
