@@ -34,6 +34,22 @@ def max_false_hits(n: int, cap: float, confidence: float, bound: str) -> int:
     return int(ok.max()) if ok.size else -1
 
 
+def neighbourhood(probes: np.ndarray, nn: np.ndarray, entries: np.ndarray,
+                  nbr_qids: np.ndarray, nbr_dists: np.ndarray) -> np.ndarray:
+    """The entry feature per probe: the cosine distance from the probe's nearest entry ``nn``
+    to that entry's own nearest other entry, the probe itself left out (as it is from its own
+    lookup). ``entries``: the sorted distinct nearest entries; ``nbr_qids`` / ``nbr_dists``:
+    their k >= 3 nearest cached entries (-1 / inf: none). NaN where there is none."""
+    out = np.full(nn.size, np.nan)
+    rows = np.flatnonzero(nn >= 0)
+    at = np.searchsorted(entries, nn[rows])
+    for j in range(nbr_qids.shape[1] - 1, -1, -1):  # the leftmost column that is neither wins
+        col = nbr_qids[at, j]
+        ok = (col >= 0) & (col != nn[rows]) & (col != probes[rows])
+        out[rows[ok]] = nbr_dists[at[ok], j]
+    return np.where(np.isfinite(out), out, np.nan)
+
+
 def _counts(dist: np.ndarray, correct: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, ...]:
     order = np.argsort(dist, kind="stable")
     cum = np.concatenate([[0], np.cumsum(correct[order].astype(np.int64))])

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.adaptive.cache import judge_entries
+from retrieval.adaptive.cache import judge_entries, neighbourhood
 from retrieval.cache.data import data_record, load_labels
 from retrieval.cache.fill import QidVectors, embed_questions, fill_cache
 from retrieval.cache.live import SemanticCache
@@ -242,22 +242,15 @@ def tune_on_cache(
 def entry_neighbourhood(cache: SemanticCache, vecs: Any, probes: np.ndarray, nn: np.ndarray,
                         spec: CacheTuneSpec) -> np.ndarray:
     """Per probe, the cosine distance from its nearest entry to that entry's own nearest other
-    entry, the probe left out as it is from its own lookup (one pipelined KNN fetch, k=3, for
-    each distinct nearest entry; NaN without one)."""
+    entry, the probe left out (:func:`retrieval.adaptive.cache.neighbourhood`; one pipelined
+    KNN fetch, k=3, for each distinct nearest entry)."""
     entries = np.unique(nn[nn >= 0])
-    out = np.full(nn.size, np.nan)
     if not entries.size:
-        return out
+        return np.full(nn.size, np.nan)
     keys, dists = cache.nearest(vecs[entries], k=3, batch_size=spec.cache.knn_batch)
     qids = np.vectorize(lambda k: -1 if k is None else int(str(k).rsplit(":", 1)[1]),
                         otypes=[np.int64])(keys)
-    rows = np.flatnonzero(nn >= 0)
-    at = np.searchsorted(entries, nn[rows])
-    for j in range(qids.shape[1] - 1, -1, -1):  # the leftmost column that is neither wins
-        col = qids[at, j]
-        ok = (col >= 0) & (col != nn[rows]) & (col != probes[rows])
-        out[rows[ok]] = dists[at[ok], j]
-    return np.where(np.isfinite(out), out, np.nan)
+    return neighbourhood(probes, nn, entries, qids, dists)
 
 
 def adaptive_entries(spec: CacheTuneSpec, sweep: SweepResult, nd: np.ndarray,

@@ -79,3 +79,11 @@ def test_no_feasible_threshold_is_said() -> None:
     e = judge_entries(dist, np.zeros_like(correct), feature, heldout, GRID, None,
                       max_false_hit=CAP, confidence=CONF, bound=BOUND)
     assert "no threshold meets the false-hit cap" in e["skipped"]
+
+
+def test_the_entry_feature_leaves_out_the_entry_and_the_probe() -> None:
+    from retrieval.adaptive.cache import neighbourhood
+
+    got = neighbourhood(np.array([5, 6, 8]), np.array([1, 2, -1]), np.array([1, 2]),
+                        np.array([[1, 5, 7], [2, 9, 6]]), np.array([[0, .1, .2], [0, .3, .4]]))
+    assert got[:2].tolist() == [0.2, 0.3] and np.isnan(got[2])
