@@ -96,6 +96,7 @@ def run_adaptive(
     if not isinstance(index, SupportsCountedSearch):
         why = (f"backend {meta.get('backend')} cannot count distance computations "
                f"(no SupportsCountedSearch; hnswlib has no counter): use faiss-hnsw")
+        log.info("adaptive: %s", why)
         return [{**meta, "policy": p, "cost_unit": COST_UNIT, "skipped": why}
                 for p in spec.policies], []
     if spec.pre_ef < k:
@@ -118,7 +119,8 @@ def run_adaptive(
     entries, rows = [], []
     for policy in spec.policies:
         if policy == "ada_ef":
-            table = fit_ef_table(tune[spec.pre_ef], {e: tune[e] for e in grid}, spec.feature,
+            table = fit_ef_table(tune[spec.pre_ef],
+                                 {e: tune[e] for e in grid if e >= spec.pre_ef}, spec.feature,
                                  spec.bins, target, spec.target_p5)
             out = run_ada_ef(table, held_all[spec.pre_ef], held_all)
         else:

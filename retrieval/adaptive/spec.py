@@ -40,8 +40,8 @@ class AdaptiveSpec(BaseModel):
     policies: list[Policy] = Field(min_length=1)
     #: ef_search of the pre-search (ada_ef) and of the first round (early_stop)
     pre_ef: int = Field(16, ge=1, le=4096)
-    #: the ef_search values ada_ef's table picks from (the fixed setting is searched over every
-    #: integer up to the largest)
+    #: the ef_search values ada_ef's table picks from (those >= pre_ef; the fixed setting is
+    #: searched over every integer from k up to 8 x the largest)
     ef_values: list[int] = Field(default_factory=lambda: list(DEFAULT_EFS), min_length=1)
     #: difficulty bins of ada_ef (quantiles of the feature over the tuning queries)
     bins: int = Field(4, ge=1, le=32)

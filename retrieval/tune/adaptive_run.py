@@ -13,6 +13,8 @@ from typing import Any
 from retrieval.adaptive.run import run_adaptive
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
+from retrieval.indexes.base import SupportsCountedSearch
+from retrieval.indexes.registry import get_backend
 from retrieval.tune import trials as tr
 from retrieval.tune.decide import QuerySplit
 from retrieval.tune.spec import SweepSpec, build_grid
@@ -67,8 +69,9 @@ def run_sweep_adaptive(spec: SweepSpec, ds: VectorDataset, ev: Any, split: Query
     rows: list[dict[str, Any]] = []
     for label, backend, build in chosen_builds(spec, ds, split, book):
         log.info("adaptive policies on %s %s", label, build)
-        built = ev.build(backend, build)
-        e, r = run_adaptive(spec.adaptive, built.index, ds.queries, exact, spec.k, split.tune,
+        counts = issubclass(get_backend(backend), SupportsCountedSearch)
+        index = ev.build(backend, build).index if counts else None  # None: skipped, with why
+        e, r = run_adaptive(spec.adaptive, index, ds.queries, exact, spec.k, split.tune,
                             split.heldout, target_recall=spec.target_recall, where=spec.source,
                             meta={"label": label, "backend": backend, "build": build})
         entries += e

@@ -20,7 +20,9 @@ SPEC = {
     "name": "adaptive-small", "dataset": "synthetic-small", "k": 10, "modes": ["single"],
     "warmup": 0, "target_recall": 0.9,
     "indexes": [{"backend": "faiss-hnsw", "build": {"M": 8, "ef_construction": 40},
-                 "search": {"ef_search": [10, 20, 40]}}],
+                 "search": {"ef_search": [10, 20, 40]}},
+                {"backend": "hnswlib", "build": {"M": 8, "ef_construction": 40},
+                 "search": {"ef_search": [10, 20]}}],
     "tune": {"strategy": "grid", "heldout_fraction": 0.5},
     "adaptive": {"policies": ["ada_ef", "early_stop"], "pre_ef": 10, "bins": 2,
                  "ef_values": [10, 16, 24, 32, 48, 64]},
@@ -33,12 +35,17 @@ def test_sweep_summary_has_the_adaptive_entries_of_its_per_query_table(tmp_path,
     assert main(["sweep", str(spec), "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     assert "adaptive policies vs the tuned fixed setting" in out
-    assert out.count("ada_ef:") == 1 and out.count("early_stop:") == 1
+    assert out.count("ada_ef:") == 2 and out.count("early_stop:") == 2
+    assert "hnswlib has no counter" in out
     typed = SweepSummary.model_validate(json.loads((tmp_path / "run" / "summary.json").read_text()))
-    assert typed.adaptive is not None and [e.policy for e in typed.adaptive] == ["ada_ef",
-                                                                                 "early_stop"]
+    assert typed.adaptive is not None
+    assert [(e.backend, e.policy) for e in typed.adaptive] == [
+        ("faiss-hnsw", "ada_ef"), ("faiss-hnsw", "early_stop"), ("hnswlib", "ada_ef"),
+        ("hnswlib", "early_stop")]
+    for e in typed.adaptive[2:]:  # hnswlib counts nothing: listed, with the reason
+        assert e.skipped and "hnswlib has no counter" in e.skipped and e.vs_fixed is None
     table = pd.read_parquet(tmp_path / "run" / "adaptive_queries.parquet")
-    for e in typed.adaptive:
+    for e in typed.adaptive[:2]:
         assert e.cost_unit == "distance computations" and e.build == {"M": 8,
                                                                       "ef_construction": 40}
         mine = table[table.policy == e.policy]
