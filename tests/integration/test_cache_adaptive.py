@@ -15,11 +15,11 @@ from retrieval.paths import data_dir
 pytestmark = [
     pytest.mark.redis,
     pytest.mark.model,
-    pytest.mark.slow,  # embeds ~3.5k questions unless the embedding cache has them
     pytest.mark.skipif(not (data_dir() / "gptcache_qqp").is_dir(),
                        reason=f"shared data folder {data_dir() / 'gptcache_qqp'} is absent"),
 ]
 
+# the same 2,000 pairs as test_cache_tune.py: their embeddings are shared (about 14 s with them)
 SPEC = {
     "name": "qqp-cache-adaptive",
     "pairs": {"limit": 2000, "seed": 0},
