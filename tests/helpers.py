@@ -116,3 +116,16 @@ def export_and_verify(run: Path, engine: str, out: Path, capsys: pytest.CaptureF
     text = capsys.readouterr().out
     assert code == 0, text
     return doc, text
+
+
+def cli_ok(*argv: str) -> str:
+    """``rwb ARGV`` in process, exit 0 asserted: what it printed on stdout."""
+    import contextlib
+    import io
+
+    from retrieval.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()

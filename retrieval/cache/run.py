@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.adaptive.cache import judge_entries, neighbourhood
 from retrieval.cache.data import data_record, load_labels
 from retrieval.cache.fill import QidVectors, embed_questions, fill_cache
 from retrieval.cache.live import SemanticCache
@@ -246,6 +247,34 @@ def tune_on_cache(
     return nn, nd, correct, sweep, knn_s, time.perf_counter() - t0
 
 
+def entry_neighbourhood(cache: SemanticCache, vecs: Any, probes: np.ndarray, nn: np.ndarray,
+                        spec: CacheTuneSpec) -> np.ndarray:
+    """Per probe, the cosine distance from its nearest entry to that entry's own nearest other
+    entry, the probe left out (:func:`retrieval.adaptive.cache.neighbourhood`; one pipelined
+    KNN fetch, k=3, for each distinct nearest entry)."""
+    entries = np.unique(nn[nn >= 0])
+    if not entries.size:
+        return np.full(nn.size, np.nan)
+    keys, dists = cache.nearest(vecs[entries], k=3, batch_size=spec.cache.knn_batch)
+    qids = np.vectorize(lambda k: -1 if k is None else int(str(k).rsplit(":", 1)[1]),
+                        otypes=[np.int64])(keys)
+    return neighbourhood(probes, nn, entries, qids, dists)
+
+
+def adaptive_entries(spec: CacheTuneSpec, sweep: SweepResult, nd: np.ndarray,
+                     correct: np.ndarray, design: ProbeDesign,
+                     feature: np.ndarray) -> list[dict[str, Any]]:
+    """The ``adaptive`` entries of the summary: per-entry thresholds vs the chosen global one
+    (:func:`retrieval.adaptive.cache.judge_entries`, the same grid and bound)."""
+    assert spec.adaptive is not None
+    t = spec.tuning
+    grid = np.round(np.arange(round(t.max_threshold / t.grid_step) + 1) * t.grid_step, 10)
+    g = None if sweep.threshold is None else sweep.threshold.cosine_distance
+    return [judge_entries(nd, correct, feature, design.heldout, grid, g,
+                          max_false_hit=t.max_false_hit, confidence=t.confidence, bound=t.bound,
+                          bins=spec.adaptive.bins)]
+
+
 def _transfer(url: str, sweep: SweepResult, spec: CacheTuneSpec,
               embedder: Any) -> list[dict[str, Any]]:
     """The chosen threshold measured on each ``transfer`` pairs file (none when no threshold)."""
@@ -298,6 +327,11 @@ def run_cache_tuning(
             load_s, latency = fill_cache(cache, labels, design, vecs, spec)
             phase = "the KNN fetch"
             nn, nd, correct, sweep, knn_s, sweep_s = tune_on_cache(cache, vecs, design, spec)
+            adaptive = None
+            if spec.adaptive is not None:
+                phase = "the entries' KNN fetch (adaptive)"
+                feature = entry_neighbourhood(cache, vecs, design.probes, nn, spec)
+                adaptive = adaptive_entries(spec, sweep, nd, correct, design, feature)
             live = None
             phase = "the live lookup replay"
             if sweep.threshold is not None:
@@ -323,7 +357,8 @@ def run_cache_tuning(
                       "timing)"}
     extra = {"embedder": vecs.model_id, "dim": vecs.dim, SERVER_KEY: redis_meta,
              "index": spec.cache.index.model_dump(), "live_lookup_agreement": live,
-             "dataset": data_record(spec, labels), "transfer": transfer}
+             "dataset": data_record(spec, labels), "transfer": transfer,
+             **({"adaptive": adaptive} if adaptive is not None else {})}
     typed = summarise(spec, sweep, design, latency, timing, check, extra)
     summary = typed.to_json_dict()
     run_dir = None

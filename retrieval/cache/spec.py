@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from retrieval.adaptive.spec import CacheAdaptiveSpec
 from retrieval.cache.redis import IndexParams
 from retrieval.cache.thresholds import ThresholdSpec
 from retrieval.params import Params, RunName, Seed
@@ -158,6 +159,8 @@ class CacheTuneSpec(Params):
     latency: LatencySpec = LatencySpec()
     cost: CostSpec = CostSpec()
     export: ExportSpec = ExportSpec()
+    #: per-entry thresholds judged against the global one (retrieval.adaptive.cache)
+    adaptive: CacheAdaptiveSpec | None = None
     source: str = Field("<memory>", exclude=True)
 
     @model_validator(mode="before")

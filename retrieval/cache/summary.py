@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from retrieval.adaptive.result import AdaptiveEntry
 from retrieval.runs import RunKind, RunSummary, SummaryPart, run_summary
 
 
@@ -67,3 +68,5 @@ class CacheTuneSummary(RunSummary):
     dataset: dict[str, Any] | None = None  # name, files, fingerprint of the labelled data
     transfer: list[dict[str, Any]] = Field(default_factory=list)  # the transfer checks
     curve: list[dict[str, Any]] = Field(default_factory=list)
+    #: per-entry thresholds vs the global one (spec ``adaptive:`` only)
+    adaptive: list[AdaptiveEntry] | None = None

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from retrieval.cli._adaptive import print_adaptive
 from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
 from retrieval.cli.printers import prints, strict_checks
 from retrieval.errors import ConfigError
@@ -253,6 +254,7 @@ def print_result(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None
     print_table(rows, [*heads, "evals"])
     _print_costs(s)
     _print_quality(s)
+    print_adaptive(s.get("adaptive"))
     from retrieval.tune.summary import miss_hint, missed_labels
 
     for label in missed_labels(s):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from retrieval.cli._adaptive import print_adaptive
 from retrieval.cli._common import fmt, print_json, print_table
 
 
@@ -98,5 +99,6 @@ def _print(s: dict[str, Any]) -> None:
           f"{t['sweep_s']:.2f} s)")
     for t in s.get("transfer") or []:
         print(f"transfer check: {t['verdict']}")
+    print_adaptive(s.get("adaptive"))
     if s.get("run_dir"):
         print(f"run: {s['run_dir']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from retrieval.cli._adaptive import print_adaptive
 from retrieval.cli._common import close_bar, fmt, print_json, print_table, progress_bar
 
 
@@ -74,6 +75,7 @@ def print_summary(s: dict[str, Any]) -> None:
               f"vs never {fmt(h['never']['quality'])} / always {fmt(h['always']['quality'])}; "
               f"mean ms {fmt(h['chosen']['mean_ms'])} vs never {fmt(h['never']['mean_ms'])}; "
               f"routed {fmt(h['chosen']['routed_share'])}")
+    print_adaptive(s.get("adaptive"))
     runs = s.get("trec_runs") or {}
     if runs:
         print("TREC runs: " + ", ".join(f"{role} {name}" for role, name in runs.items()))

@@ -250,6 +250,30 @@ class SupportsHotSearch(Protocol):
     ) -> tuple[Callable[[np.ndarray], Any], Callable[[Any], SearchResult]]: ...
 
 
+@dataclass(frozen=True, eq=False)
+class CountedSearch:
+    """What :class:`SupportsCountedSearch` returns: the result, per query the distance
+    computations the library made (int64) and the single-query latency in ms (float64)."""
+
+    result: SearchResult
+    ndis: np.ndarray
+    latency_ms: np.ndarray
+
+
+@runtime_checkable
+class SupportsCountedSearch(Protocol):
+    """A search that counts its work: ``counted_search(queries, k, search)`` runs each query
+    alone (one thread, timed with :mod:`retrieval.timing`) with the search params ``search`` (a
+    mapping of this backend's search fields, e.g. ``{"ef_search": 32}``; the index's own
+    settings are left as they are) and counts its distance computations with the library's
+    own counter (Faiss ``hnsw_stats.ndis``). Used by the adaptive per-query policies
+    (:mod:`retrieval.adaptive`), whose cost unit is distance computations."""
+
+    def counted_search(
+        self, queries: np.ndarray, k: int, search: Mapping[str, Any]
+    ) -> CountedSearch: ...
+
+
 @runtime_checkable
 class SupportsBruteForceCheck(Protocol):
     """A backend that can silently fall back to brute force (Milvus Lite) proves it did not:

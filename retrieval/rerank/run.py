@@ -26,6 +26,7 @@ import numpy as np
 
 from retrieval.data import TextCollection
 from retrieval.embed import CachedEmbedder, get_embedder
+from retrieval.rerank.adaptive import router_vs_fixed_depth
 from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
 from retrieval.rerank.rerankers import (
@@ -326,7 +327,7 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
     router_rows: list[dict[str, Any]] = []
     if spec.router.enabled:
         router_summary, router_rows = _tune_router(
-            spec, q, fs, rscores, quality_rr, latency.rr_ms, choice.depth, progress
+            spec, q, fs, rscores, quality_rr, latency, choice.depth, progress, depths
         )
     summary = _summarise(spec, rd, q, fs, rr_info, depths, latency, choice, router_summary)
     summary = summary.model_copy(update={"trec_runs": write_trec_runs(rd, spec, q, main, depths,
@@ -439,7 +440,8 @@ def _summarise(spec: RerankSweepSpec, rd: RunDir, q: _Queries, fs: _FirstStages,
         "evaluation_policy": EVAL_POLICY,
         "evaluation_counts": fs.policy,
         "unknown_judged_doc_ids": fs.unknown,
-        "router": router,
+        "router": router and {k: v for k, v in router.items() if k != "adaptive"},
+        **({"adaptive": [router["adaptive"]]} if router and router.get("adaptive") else {}),
     })
 
 
@@ -505,12 +507,12 @@ def _router_inputs(
 
 def _tune_router(
     spec: RerankSweepSpec, q: _Queries, fs: _FirstStages, rscores: RerankScores,
-    quality_rr: Reranker, rr_ms: dict[int, np.ndarray], chosen_depth: int,
-    progress: Progress | None,
+    quality_rr: Reranker, latency: _Latency, chosen_depth: int,
+    progress: Progress | None, depths: _Depths,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     depth = spec.router.rerank_depth if spec.router.rerank_depth is not None else chosen_depth
-    inputs, primary, fallback = _router_inputs(spec, q, fs, rscores, quality_rr, rr_ms, depth,
-                                               progress)
+    inputs, primary, fallback = _router_inputs(spec, q, fs, rscores, quality_rr, latency.rr_ms,
+                                               depth, progress)
     tune_in = inputs.subset(q.splits["tuning"])
     held_in = inputs.subset(q.splits["heldout"])
     thresholds = spec.router.thresholds or candidate_thresholds(tune_in.top1,
@@ -546,6 +548,9 @@ def _tune_router(
         "heldout_metrics": _metrics_row(held_all.means),
         "heldout_verdict": router_verdict(held["chosen"].quality, held["never"].quality,
                                           spec.router.tolerance, len(q.splits["heldout"])),
+        "adaptive": router_vs_fixed_depth(held_in, route_mask(held_in.top1, chosen.threshold),
+                                          depth, spec.metric, depths.per_query_rows,
+                                          spec.first_stage_name, latency.by_depth),
     }
     return summary, rows
 

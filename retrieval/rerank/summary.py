@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from retrieval.adaptive.result import AdaptiveEntry
 from retrieval.runs import RunKind, RunSummary, SummaryPart, run_summary
 
 
@@ -85,6 +86,9 @@ class RerankSweepSummary(RunSummary):
     evaluation_counts: dict[str, Any] = Field(default_factory=dict)
     unknown_judged_doc_ids: dict[str, list[str]] = Field(default_factory=dict)
     router: RouterSummary | None = None
+    #: the router vs the tuned fixed rerank depth at equal mean and p5 quality (held-out;
+    #: retrieval.rerank.adaptive), when the router ran
+    adaptive: list[AdaptiveEntry] | None = None
 
     def curve_at(self, depth: int | None) -> DepthPoint | None:
         """The curve's row at ``depth`` (None when the curve has none)."""

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from retrieval.adaptive.spec import AdaptiveSpec
 from retrieval.filtering.spec import FilterSpec
 from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry, expand
 from retrieval.indexes.entry import IndexEntry as BaseEntry
@@ -184,6 +185,9 @@ class SweepSpec(SpecModel):
     #: a registered workload kind without a section of its own, by name
     #: (:mod:`retrieval.tune.workloads`); absent: the kind the sections above declare
     workload: str | None = None
+    #: adaptive per-query policies (retrieval.adaptive), judged against the tuned fixed
+    #: ef_search on the held-out queries
+    adaptive: AdaptiveSpec | None = None
 
     # set by load_spec; not part of the YAML
     source: str = Field("<memory>", exclude=True)
@@ -193,7 +197,8 @@ class SweepSpec(SpecModel):
         """An unfiltered spec dumps exactly as before (no ``filters`` key; no ``scale`` key
         without a scale study)."""
         out: dict[str, Any] = handler(self)
-        for key in ("filters", "scale", "tenants", "topology", "workload", "target"):
+        for key in ("filters", "scale", "tenants", "topology", "workload", "target",
+                    "adaptive"):
             if out.get(key, 0) is None:
                 out.pop(key)
         if out.get("cold") is False:

@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
+from retrieval.adaptive.result import AdaptiveEntry
 from retrieval.data import VectorDataset
 from retrieval.indexes.registry import get_backend
 from retrieval.params import validate_params
@@ -237,6 +238,8 @@ class SweepSummary(RunSummary):
     workload: Workload | None = None  # set for a filtered run and a scale study
     scale: ScaleSection | None = None  # a scale study only
     quality: QualitySection | None = None  # a quality target only (``target`` in the spec)
+    #: adaptive policies judged against the tuned fixed setting (spec ``adaptive:`` only)
+    adaptive: list[AdaptiveEntry] | None = None
 
 
 def missed_labels(s: Mapping[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from retrieval.redact import mask, redact_uri
 from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
+from retrieval.tune.adaptive_run import QUERIES_TABLE, check_adaptive_spec, run_sweep_adaptive
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, check_answer
@@ -204,6 +205,7 @@ def run_sweep(
     if ray_address is not None and executor != "ray":
         raise ConfigError("--ray-address applies to --executor ray only")
     check_executor(executor, spec, in_memory=dataset is not None)
+    check_adaptive_spec(spec, executor)
     if executor == "ray":
         check_ray_address(ray_address)  # before the run folder: nothing left "running"
     check_quality_spec(spec, executor)
@@ -320,6 +322,8 @@ def _sweep_study(
         )
         with tr.Heartbeat(optuna_study, book.worker):
             worker.run(plan_owner=created)
+        adaptive = (run_sweep_adaptive(spec, ds, ev, split, book)
+                    if spec.adaptive is not None else None)
         if spec.tune.build_search == "derived" and created and kind.checks_derived:
             _check_derived_answer(spec, ds, split, book, ev, measurer, plan, run, name,
                                   opened.display)
@@ -350,6 +354,9 @@ def _sweep_study(
                     "index; build_s above is this worker's time building or loading",
         },
     }
+    if adaptive is not None:
+        summary["adaptive"] = adaptive[0]
+        run.write_table(QUERIES_TABLE, adaptive[1])
     typed = SweepSummary.model_validate(summary)
     run.write_summary(typed)
     summary = typed.to_json_dict()

@@ -151,7 +151,7 @@ def test_infeasible_cap_is_reported_not_raised() -> None:
          r"\[0, 2\] for unit cosine_distance"),
         ({"probe_side": "text_c"}, r"field 'probe_side' must be 'text_a' or 'text_b'"),
         ({"cache": {"index": {"algorithm": "ivf"}}}, r"field 'cache.index.algorithm'"),
-        ({"threshold": 0.2}, r"qqp.yaml: unknown parameter 'threshold'.*allowed: cache"),
+        ({"threshold": 0.2}, r"qqp.yaml: unknown parameter 'threshold'.*allowed: adaptive, cache"),
     ],
 )
 def test_spec_errors_name_field_and_value(data: dict[str, object], message: str) -> None:

@@ -6,8 +6,6 @@ three prefetches and `rwb verify` re-measures it."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -17,15 +15,10 @@ import yaml
 
 from retrieval.cli import main
 from retrieval.errors import DataError
+from tests.helpers import cli_ok
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-
-def _cli(*argv: str) -> str:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(list(argv)) == 0
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +40,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                    "weights": [0.5, 1.0], "rrf_k": [60], "depths": [10, 20]},
     }))
     out = base / "run"
-    summary = json.loads(_cli("tune", "fusion", str(spec), "--out", str(out), "--json"))
+    summary = json.loads(cli_ok("tune", "fusion", str(spec), "--out", str(out), "--json"))
     return {"summary": summary, "out": out}
 
 
@@ -88,11 +81,11 @@ def test_trec_files_agree_with_the_summary(tuned: dict[str, Any]) -> None:
 def test_qdrant_export_has_three_prefetches_and_verify_holds(tuned: dict[str, Any],
                                                              tmp_path: Path) -> None:
     path = tmp_path / "qdrant.yaml"
-    _cli("export", str(tuned["out"]), "--engine", "qdrant", "--out", str(path))
+    cli_ok("export", str(tuned["out"]), "--engine", "qdrant", "--out", str(path))
     doc = yaml.safe_load(path.read_text())
     assert [p["using"] for p in doc["hybrid"]["prefetch"]] == ["dense", "bm25", "bm25"]
     assert doc["legs"]["sparse"]["engine"] == "qdrant"
-    assert "HOLDS" in _cli("verify", str(path))
+    assert "HOLDS" in cli_ok("verify", str(path))
 
 
 def test_redis_export_is_one_line_exit_2(tuned: dict[str, Any], tmp_path: Path,

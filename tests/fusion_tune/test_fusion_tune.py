@@ -19,6 +19,7 @@ import yaml
 
 from retrieval.cli import main
 from retrieval.errors import DataError
+from tests.helpers import cli_ok
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -39,12 +40,6 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
                       n_docs=300, seed=3)
 
 
-def _cli(*argv: str) -> str:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert main(list(argv)) == 0
-    return buf.getvalue()
-
 
 @pytest.fixture(scope="module")
 def tuned(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -56,7 +51,7 @@ def tuned(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "fusion": {"weights": [0.3, 0.5, 0.7], "rrf_k": [20, 60], "depths": [10, 50]},
     }))
     out = base / "run"
-    summary = json.loads(_cli("tune", "fusion", str(spec), "--out", str(out), "--json"))
+    summary = json.loads(cli_ok("tune", "fusion", str(spec), "--out", str(out), "--json"))
     return {"summary": summary, "out": out}
 
 
@@ -151,7 +146,7 @@ def engine_data(tuned: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def _export(tuned: dict[str, Any], engine: str, tmp_path: Path) -> dict[str, Any]:
     path = tmp_path / f"{engine}.yaml"
-    _cli("export", str(tuned["out"]), "--engine", engine, "--out", str(path))
+    cli_ok("export", str(tuned["out"]), "--engine", engine, "--out", str(path))
     return yaml.safe_load(path.read_text())
 
 
@@ -268,7 +263,7 @@ def test_lancedb_takes_its_export(tuned: dict[str, Any], engine_data: dict[str, 
 
 def test_verify_holds(tuned: dict[str, Any], tmp_path: Path) -> None:
     _export(tuned, "qdrant", tmp_path)
-    out = _cli("verify", str(tmp_path / "qdrant.yaml"))
+    out = cli_ok("verify", str(tmp_path / "qdrant.yaml"))
     assert "HOLDS" in out
 
 

@@ -141,7 +141,7 @@ def test_top_level_unknown_and_missing_fields_hide_internal_ones():
     with pytest.raises(ConfigError) as info:
         parse_spec({**BASE, "bogus": 1, "indexes": [{"backend": "faiss-flat"}]},
                    source="x.yaml")
-    assert "allowed: batch_repeats, cold, dataset," in str(info.value)
+    assert "allowed: adaptive, batch_repeats, cold, dataset," in str(info.value)
     assert "source" not in str(info.value)  # internal (excluded) field, never offered
     with pytest.raises(ConfigError) as info:
         parse_spec({"k": 10, "indexes": [{"backend": "faiss-flat"}]}, source="x.yaml")

@@ -11,7 +11,7 @@ distances by :func:`retrieval.engines.faiss.common.to_result`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,13 @@ import numpy as np
 from retrieval.engines.faiss import common as fc
 from retrieval.errors import ConfigError
 from retrieval.filtering.rows import RowFilter
-from retrieval.indexes.base import BuildInfo, MemoryClaim
+from retrieval.indexes.base import BuildInfo, CountedSearch, MemoryClaim, SearchResult
 from retrieval.indexes.filter_common import InProcessFilter
 from retrieval.indexes.hnsw_common import HnswBuild, HnswChecks, HnswSearch
 from retrieval.indexes.inprocess import SnapshotIndex
 from retrieval.indexes.registry import register
-from retrieval.params import Params
+from retrieval.params import Params, validate_params
+from retrieval.timing import time_each
 
 
 @register
@@ -131,6 +132,37 @@ class FaissHnswIndex(fc.MappedOpen, InProcessFilter, SnapshotIndex, HnswChecks):
         stats.reset()
         self._search(np.ascontiguousarray(queries, dtype=np.float32), k)
         return int(stats.ndis)
+
+    def counted_search(
+        self, queries: np.ndarray, k: int, search: Mapping[str, Any]
+    ) -> CountedSearch:
+        """Each query alone, timed (ms), on one thread so that the global
+        ``faiss.cvar.hnsw_stats`` counts that query only, with
+        ``SearchParametersHNSW(efSearch=search["ef_search"])``; per query the distance
+        computations ``hnsw_stats.ndis`` (every level)."""
+        sp = validate_params(self.SearchParams, dict(search), where=f"{self.name} search")
+        assert isinstance(sp, HnswSearch)
+        x = fc.prepare(self._validated_queries(queries, k), self.metric)
+        faiss = fc.faiss_module()
+        params = faiss.SearchParametersHNSW(efSearch=sp.ef_search)
+        stats, index = faiss.cvar.hnsw_stats, self._index
+
+        def one(r: int) -> tuple[Any, Any, int]:
+            stats.reset()
+            d, i = index.search(x[r : r + 1], k, params=params)
+            return d, i, stats.ndis
+
+        faiss.omp_set_num_threads(1)
+        try:
+            out, ms = time_each(one, range(len(x)), warmup=min(len(x), 8))
+        finally:
+            faiss.omp_set_num_threads(self.threads)
+        res = fc.to_result(np.concatenate([o[0] for o in out]),
+                           np.concatenate([o[1] for o in out]), self.metric)
+        ids = res.ids if self._ids is None else np.where(
+            res.ids >= 0, self._ids[np.maximum(res.ids, 0)], -1)
+        ndis = np.array([o[2] for o in out], dtype=np.int64)
+        return CountedSearch(SearchResult(ids, res.distances), ndis, ms)
 
     def _filtered(self, x: np.ndarray, k: int, flt: RowFilter) -> tuple[np.ndarray, np.ndarray]:
         """``SearchParametersHNSW(efSearch, sel=IDSelectorBitmap)``: the graph walk skips

@@ -6,6 +6,7 @@ from __future__ import annotations
 from retrieval.cache.summary import CacheTuneSummary
 from retrieval.reporting import rag
 from retrieval.reporting.common import summary_table
+from retrieval.reporting.kinds.adaptive import adaptive_section
 from retrieval.reporting.load import Run
 from retrieval.reporting.registry import Figures, Tables, renders_figures, renders_tables
 
@@ -19,4 +20,4 @@ def cache_figures(run: Run, remeasure: bool) -> Figures:
 
 @renders_tables(CacheTuneSummary.KIND)
 def cache_tables(run: Run) -> Tables:
-    return [("Summary", summary_table(run.summary, "curve"))]
+    return [("Summary", summary_table(run.summary, "curve")), *adaptive_section(run)]

@@ -15,6 +15,7 @@ from retrieval.reporting import ann
 from retrieval.reporting.common import scalar_table
 from retrieval.reporting.exports import exports_table
 from retrieval.reporting.html import Table
+from retrieval.reporting.kinds.adaptive import adaptive_section
 from retrieval.reporting.knob import recall_vs_knob
 from retrieval.reporting.load import Run
 from retrieval.reporting.perquery import per_query_recall
@@ -295,7 +296,7 @@ def _num(v: float | None) -> str:
 def sweep_tables(run: Run) -> Tables:
     quality = quality_table(run)
     return [*eval_tables(run), *([("Quality target", quality)] if quality else []),
-            *exports_section(run)]
+            *exports_section(run), *adaptive_section(run)]
 
 
 __all__ = [

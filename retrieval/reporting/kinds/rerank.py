@@ -8,6 +8,7 @@ from retrieval.reporting import rag
 from retrieval.reporting.bands import per_query_bands
 from retrieval.reporting.common import run_rows, summary_table, typed
 from retrieval.reporting.html import Table
+from retrieval.reporting.kinds.adaptive import adaptive_section
 from retrieval.reporting.load import Run
 from retrieval.reporting.registry import Figures, Tables, renders_figures, renders_tables
 from retrieval.rerank.summary import RerankSweepSummary
@@ -33,7 +34,7 @@ def rerank_tables(run: Run) -> Tables:
         hl.append(c.depth == r.chosen_depth)
     return [("Depths", Table(["depth", f"{metric} tuning", f"{metric} held-out", "p50 ms",
                               "p95 ms"], rows, hl, caption="chosen depth highlighted")),
-            ("Summary", summary_table(run.summary, "curve"))]
+            ("Summary", summary_table(run.summary, "curve")), *adaptive_section(run)]
 
 
 def rerank_bands(run: Run) -> dict[str, dict[int, tuple[float, float]]]:
