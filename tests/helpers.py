@@ -36,9 +36,8 @@ def export_cli(run: Path | str, folder: Path, engine: str, backend: str | None =
     from retrieval.cli import main
 
     path = folder / (name or f"{engine}-{backend or engine}.yaml")
-    args = ["export", str(run), "--engine", engine, "--out", str(path)]
-    if backend is not None:
-        args[3:3] = ["--backend", backend]
+    args = ["export", str(run), "--engine", engine,
+            *(["--backend", backend] if backend is not None else []), "--out", str(path)]
     assert main(args) == 0
     assert path.is_file(), f"rwb export exited 0 but wrote no {path}"
     return path
