@@ -128,3 +128,38 @@ def cli_ok(*argv: str) -> str:
     with contextlib.redirect_stdout(buf):
         assert main(list(argv)) == 0
     return buf.getvalue()
+
+
+def sweep_process(spec: Path, out: Path, env: Mapping[str, str]) -> subprocess.Popen[str]:
+    """``rwb sweep SPEC --out OUT --json`` in a child process (unbuffered, pipes open) with
+    ``env`` added: for tests that kill a server or the sweep while it runs."""
+    return subprocess.Popen([sys.executable, "-m", "retrieval", "sweep", str(spec), "--out",
+                             str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
+
+
+def complete_trials(db: str, study: str) -> dict[int, tuple]:
+    """The COMPLETE trials of Optuna study ``study`` in storage ``db``: number -> (params,
+    values); empty while the study does not exist yet."""
+    import optuna
+
+    try:
+        trials = optuna.load_study(study_name=study, storage=db).trials
+    except Exception:  # not created yet
+        return {}
+    return {t.number: (t.params, t.values) for t in trials
+            if t.state == optuna.trial.TrialState.COMPLETE}
+
+
+def cranfield_beir(folder: Path, n_queries: int, n_docs: int, seed: int = 3) -> Path:
+    """A seeded Cranfield cut (graded qrels) written as a BEIR folder at ``folder``; the test
+    is skipped when the shared Cranfield data is absent."""
+    from retrieval.errors import DataError
+    from retrieval.loaders.shared import load_cranfield
+    from retrieval.testing.byo import write_beir
+
+    try:
+        coll = load_cranfield(relevance="gain")
+    except DataError as exc:
+        pytest.skip(f"Cranfield data folder absent: {exc}")
+    return write_beir(coll, folder, n_queries=n_queries, n_docs=n_docs, seed=seed)

@@ -7,11 +7,7 @@ for the session); the service and crash tests start servers of their own.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import optuna
@@ -25,6 +21,7 @@ from retrieval.cli import main
 from retrieval.engines.pgvector import server as pg_server
 from retrieval.errors import BackendError, ConfigError
 from retrieval.indexes import create_index
+from tests.helpers import complete_trials, sweep_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.pgvector]
 
@@ -180,21 +177,6 @@ def test_server_down_at_start_is_one_line_without_credentials(tmp_path, capsys, 
     assert "s3cret" not in err and "alice" not in err
 
 
-def _sweep(spec: Path, out: Path, url: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "RWB_PG_URL": url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "retrieval", "sweep", str(spec), "--out",
-                             str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
-
-
-def _complete(db: str) -> dict[int, tuple]:
-    try:
-        trials = optuna.load_study(study_name="pg-fault", storage=db).trials
-    except Exception:  # not created yet
-        return {}
-    return {t.number: (t.params, t.values) for t in trials
-            if t.state == optuna.trial.TrialState.COMPLETE}
-
 
 def test_server_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
     _need_binaries()
@@ -204,11 +186,11 @@ def test_server_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
     db = f"sqlite:///{out / 'study.db'}"
     srv = pg_server.start_pg(d)
     try:
-        proc = _sweep(spec, out, srv.url)
+        proc = sweep_process(spec, out, {"RWB_PG_URL": srv.url})
         deadline, done = time.monotonic() + 120, {}
         while time.monotonic() < deadline and proc.poll() is None and len(done) < 3:
             time.sleep(0.05)
-            done = _complete(db)
+            done = complete_trials(db, "pg-fault")
         assert proc.poll() is None, "the sweep ended before the server could be killed"
         srv.kill()  # every server process quits at once, as in a crash
         _stdout, err = proc.communicate(timeout=120)
@@ -221,14 +203,14 @@ def test_server_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
         failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
         note = failed[0].user_attrs["rwb:note"] if failed else ""
         assert "NotReachable" in note, note
-        before = _complete(db)
+        before = complete_trials(db, "pg-fault")
         assert len(before) >= 3
 
         srv = pg_server.start_pg(d, srv.port)  # back on the same port: the sweep resumes
-        resumed = _sweep(spec, out, srv.url)
+        resumed = sweep_process(spec, out, {"RWB_PG_URL": srv.url})
         stdout, err = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, err
-        after = _complete(db)
+        after = complete_trials(db, "pg-fault")
         assert all(after[n] == v for n, v in before.items())  # finished trials kept as they were
         summary = json.loads(stdout)
         assert len(summary["builds"]) == 7 and all(b["chosen"] for b in summary["builds"])

@@ -7,11 +7,7 @@ restarted on the same port resumes the study, keeping every finished trial as it
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import optuna
 import pytest
@@ -20,6 +16,7 @@ import yaml
 pytest.importorskip("redis", reason="redis-py not installed (extra 'redis')")
 
 from retrieval.engines.redis.server import binaries_available, start_redis
+from tests.helpers import complete_trials, sweep_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -38,21 +35,6 @@ SPEC = {
 }
 
 
-def _sweep(spec: Path, out: Path, url: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "REDIS_URL": url, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "retrieval", "sweep", str(spec), "--out",
-                             str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
-
-
-def _complete(db: str) -> dict[int, tuple]:
-    try:
-        trials = optuna.load_study(study_name="redis-fault", storage=db).trials
-    except Exception:  # not created yet
-        return {}
-    return {t.number: (t.params, t.values) for t in trials
-            if t.state == optuna.trial.TrialState.COMPLETE}
-
 
 def test_redis_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
     if not binaries_available():
@@ -63,11 +45,11 @@ def test_redis_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
     db = f"sqlite:///{out / 'study.db'}"
     srv = start_redis(d)
     try:
-        proc = _sweep(spec, out, srv.url)
+        proc = sweep_process(spec, out, {"REDIS_URL": srv.url})
         deadline, done = time.monotonic() + 120, {}
         while time.monotonic() < deadline and proc.poll() is None and len(done) < 3:
             time.sleep(0.05)
-            done = _complete(db)
+            done = complete_trials(db, "redis-fault")
         assert proc.poll() is None, "the sweep ended before the server could be killed"
         srv.kill()  # SIGKILL, as in a crash
         _stdout, err = proc.communicate(timeout=120)
@@ -78,14 +60,14 @@ def test_redis_killed_mid_sweep_is_recorded_then_resumed(tmp_path):
         failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
         assert failed and "NotReachable" in failed[0].user_attrs["rwb:note"], \
             [(t.state, t.user_attrs) for t in study.trials]
-        before = _complete(db)
+        before = complete_trials(db, "redis-fault")
         assert len(before) >= 3
 
         srv = start_redis(d, srv.port)  # back on the same port (empty): the sweep resumes
-        resumed = _sweep(spec, out, srv.url)
+        resumed = sweep_process(spec, out, {"REDIS_URL": srv.url})
         stdout, err = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, err
-        after = _complete(db)
+        after = complete_trials(db, "redis-fault")
         assert all(after[n] == v for n, v in before.items())  # finished trials kept as they were
         summary = json.loads(stdout)
         assert len(summary["builds"]) == 5 and all(b["chosen"] for b in summary["builds"])

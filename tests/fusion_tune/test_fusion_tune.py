@@ -18,8 +18,7 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.errors import DataError
-from tests.helpers import cli_ok
+from tests.helpers import cli_ok, cranfield_beir
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -29,15 +28,7 @@ ENGINE_TOLERANCE = 0.01
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from retrieval.loaders.shared import load_cranfield
-    from retrieval.testing.byo import write_beir
-
-    try:
-        coll = load_cranfield(relevance="gain")
-    except DataError as exc:
-        pytest.skip(f"Cranfield data folder absent: {exc}")
-    return write_beir(coll, tmp_path_factory.mktemp("fusion") / "beir", n_queries=40,
-                      n_docs=300, seed=3)
+    return cranfield_beir(tmp_path_factory.mktemp("fusion") / "beir", n_queries=40, n_docs=300)
 
 
 

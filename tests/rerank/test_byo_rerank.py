@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from retrieval.cli import main
-from retrieval.errors import DataError
+from tests.helpers import cranfield_beir
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +31,7 @@ SPEC = {
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from retrieval.loaders.shared import load_cranfield
-    from retrieval.testing.byo import write_beir
-
-    try:
-        coll = load_cranfield(relevance="gain")
-    except DataError as exc:
-        pytest.skip(f"Cranfield data folder absent: {exc}")
-    return write_beir(coll, tmp_path_factory.mktemp("byo") / "my-beir", n_queries=24,
-                      n_docs=200, seed=3)
+    return cranfield_beir(tmp_path_factory.mktemp("byo") / "my-beir", n_queries=24, n_docs=200)
 
 
 @pytest.fixture(scope="module")
