@@ -163,3 +163,23 @@ def cranfield_beir(folder: Path, n_queries: int, n_docs: int, seed: int = 3) -> 
     except DataError as exc:
         pytest.skip(f"Cranfield data folder absent: {exc}")
     return write_beir(coll, folder, n_queries=n_queries, n_docs=n_docs, seed=seed)
+
+
+def pg_collection_state(coll: Mapping[str, Any]) -> dict[str, Any]:
+    """What rwb must never change in a live pgvector collection (``coll``: ``url``,
+    ``table``): rows, a checksum of the vectors, index definitions, the
+    schema's relations."""
+    import psycopg
+
+    t = coll["table"]
+    with psycopg.connect(coll["url"], autocommit=True) as conn:
+        rows = conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        digest = conn.execute(f"SELECT md5(string_agg(item_id::text || ':' || emb::text, ',' "
+                              f"ORDER BY item_id)) FROM {t}").fetchone()[0]
+        idx = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s "
+                           "ORDER BY indexname", (t,)).fetchall()
+        rels = conn.execute("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n "
+                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+                            "ORDER BY 1").fetchall()
+        ext = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
+    return {"rows": rows, "md5": digest, "indexes": idx, "relations": rels, "extensions": ext}

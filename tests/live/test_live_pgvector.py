@@ -34,7 +34,7 @@ from retrieval.live.pace import Pacer
 from retrieval.live.spec import BudgetSpec
 from retrieval.live.truth import Snapshot, engine_truth, snapshot_truth
 from retrieval.tune.decide import split_queries
-from tests.helpers import caller_ids, rwb
+from tests.helpers import caller_ids, pg_collection_state, rwb
 
 pytestmark = [pytest.mark.slow, pytest.mark.pgvector]
 
@@ -84,24 +84,6 @@ def coll(pg_url: str):
         conn.execute(f"DROP ROLE IF EXISTS {role}")
 
 
-def state(coll: dict) -> dict:
-    """What must never change: rows, a checksum of the vectors, index definitions, the
-    schema's relations."""
-    import psycopg
-
-    t = coll["table"]
-    with psycopg.connect(coll["url"], autocommit=True) as conn:
-        rows = conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        digest = conn.execute(f"SELECT md5(string_agg(item_id::text || ':' || emb::text, ',' "
-                              f"ORDER BY item_id)) FROM {t}").fetchone()[0]
-        idx = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s "
-                           "ORDER BY indexname", (t,)).fetchall()
-        rels = conn.execute("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
-                            "ORDER BY 1").fetchall()
-        ext = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
-    return {"rows": rows, "md5": digest, "indexes": idx, "relations": rels, "extensions": ext}
-
 
 def section(coll: dict, **over) -> dict:
     return {"engine": "pgvector", "dsn": coll["url"], "table": coll["table"],
@@ -121,7 +103,7 @@ def write_spec(path: Path, coll: dict, queries: dict, **extra) -> Path:
 
 # --- attach ------------------------------------------------------------------------------------
 def test_attach_describes_from_the_catalog_and_searches(coll):
-    before = state(coll)
+    before = pg_collection_state(coll)
     col = attach(section(coll), "t.yaml")
     try:
         d = col.describe()
@@ -147,7 +129,7 @@ def test_attach_describes_from_the_catalog_and_searches(coll):
         assert col._run("show", "SHOW transaction_read_only") == [("on",)]  # every statement
     finally:
         col.close()
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
 
 
 @pytest.mark.parametrize("over, field", [
@@ -210,7 +192,7 @@ class _Dies:
 
 
 def test_exact_ground_truth_both_ways_equal(coll, tmp_path):
-    before = state(coll)
+    before = pg_collection_state(coll)
     q = np.random.default_rng(3).standard_normal((25, DIM)).astype(np.float32)
     col = attach(section(coll, dsn=coll["reader"]))
     try:
@@ -228,7 +210,7 @@ def test_exact_ground_truth_both_ways_equal(coll, tmp_path):
         col.close()
     assert (a.ids == b.ids).all() and (a.ids == _brute(coll["x"], q)).all()
     np.testing.assert_allclose(a.distances, b.distances, rtol=1e-5)
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
 
 
 # --- tune in place, export, verify ------------------------------------------------------------
@@ -241,7 +223,7 @@ def _files_text(root: Path) -> str:
 
 
 def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
-    before = state(coll)
+    before = pg_collection_state(coll)
     rng = np.random.default_rng(11)
     q = rng.standard_normal((40, DIM)).astype(np.float32)
     with (tmp_path / "prod.jsonl").open("w") as fh:
@@ -292,7 +274,7 @@ def test_sweep_in_place_export_verify_with_a_select_only_role(coll, tmp_path):
     for proc in (swept, exp, ver, gone):
         assert PASSWORD not in proc.stdout + proc.stderr
     assert PASSWORD not in _files_text(tmp_path)
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
 
 
 def test_sample_queries_are_labelled_not_production(coll, tmp_path):
@@ -315,7 +297,7 @@ def test_sample_queries_are_labelled_not_production(coll, tmp_path):
 
 
 def test_killed_sweep_leaves_the_collection_unchanged(coll, tmp_path):
-    before = state(coll)
+    before = pg_collection_state(coll)
     np.save(tmp_path / "q.npy", np.random.default_rng(5).standard_normal((200, DIM))
             .astype(np.float32))
     spec = write_spec(tmp_path / "live.yaml", coll, {"log": "q.npy"},
@@ -337,11 +319,11 @@ def test_killed_sweep_leaves_the_collection_unchanged(coll, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
 
 
 def test_tenant_where_and_iterative_scan(coll):
-    before = state(coll)
+    before = pg_collection_state(coll)
     col = attach(section(coll, where="item_id % 2 = 1", dsn=coll["reader"]))
     try:
         assert col.describe().rows == N // 2
@@ -357,7 +339,7 @@ def test_tenant_where_and_iterative_scan(coll):
         assert (ids == caller_ids(N)[odd]).all()
     finally:
         col.close()
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
 
 
 def test_ivfflat_and_partitions_are_described(pg_url):

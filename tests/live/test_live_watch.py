@@ -37,7 +37,7 @@ pytest.importorskip("pgvector", reason="pgvector not installed (extra 'pgvector'
 pytest.importorskip("prometheus_client", reason="prometheus-client not installed (extra 'watch')")
 
 from retrieval.cli import main
-from tests.helpers import caller_ids, dead_port
+from tests.helpers import caller_ids, dead_port, pg_collection_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.pgvector]
 
@@ -99,23 +99,6 @@ def own_coll(pg_url: str):
     yield c
     _drop(c)
 
-
-def state(coll: dict[str, Any]) -> dict[str, Any]:
-    """What watch must never change: rows, a checksum of the vectors, index definitions, the
-    schema's relations."""
-    import psycopg
-
-    t = coll["table"]
-    with psycopg.connect(coll["url"], autocommit=True) as conn:
-        rows = conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        digest = conn.execute(f"SELECT md5(string_agg(item_id::text || ':' || emb::text, ',' "
-                              f"ORDER BY item_id)) FROM {t}").fetchone()[0]
-        idx = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s "
-                           "ORDER BY indexname", (t,)).fetchall()
-        rels = conn.execute("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
-                            "ORDER BY 1").fetchall()
-    return {"rows": rows, "md5": digest, "indexes": idx, "relations": rels}
 
 
 def queries(coll: dict[str, Any], n: int, seed: int) -> np.ndarray:
@@ -191,7 +174,7 @@ def no_password(*texts: str, folder: Path | None = None) -> None:
 def test_metrics_scraped_over_http_while_the_log_grows(coll, tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 
-    before = state(coll)
+    before = pg_collection_state(coll)
     log, out, port = tmp_path / "prod.jsonl", tmp_path / "out", dead_port()
     log.write_text("")
     spec = write_spec(tmp_path, coll, log)
@@ -215,7 +198,7 @@ def test_metrics_scraped_over_http_while_the_log_grows(coll, tmp_path):
         samples["rwb_watch_latency_p95_ms"].value <= samples["rwb_watch_latency_p99_ms"].value
     assert samples["rwb_watch_checked_queries_total"].value == 2 * WINDOW
     assert samples["rwb_watch_alarm"].value == 0
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
     result = json.loads((out / "watch.json").read_text())
     assert result["stopped"] == "interrupted" and result["checked"] == 2 * WINDOW
     no_password(stdout, stderr, text, folder=out)
@@ -286,7 +269,7 @@ def test_alarm_fires_when_the_application_degrades_its_collection(own_coll, tmp_
 
 def test_stable_collection_twenty_windows_no_alarm_once_exits_0(coll, tmp_path, monkeypatch,
                                                                 capsys):
-    before = state(coll)
+    before = pg_collection_state(coll)
     log, out = tmp_path / "prod.jsonl", tmp_path / "out"
     append_log(log, queries(coll, 20 * WINDOW, seed=3), 0)
     monkeypatch.setenv("RWB_LIVE_DSN", coll["reader"])
@@ -299,12 +282,12 @@ def test_stable_collection_twenty_windows_no_alarm_once_exits_0(coll, tmp_path, 
     assert not any(w["alarm"] for w in result["windows"])
     assert result["search_params"] == {"ef_search": EF} and result["stopped"] == "log-end"
     assert len((out / "windows.jsonl").read_text().splitlines()) == 20
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
     no_password(cap.out, cap.err, folder=out)
 
 
 def test_once_exits_1_on_alarm_and_names_the_knob(coll, tmp_path, monkeypatch, capsys):
-    before = state(coll)
+    before = pg_collection_state(coll)
     log, out = tmp_path / "prod.jsonl", tmp_path / "out"
     append_log(log, queries(coll, 3 * WINDOW, seed=4), 0)
     monkeypatch.setenv("RWB_LIVE_DSN", coll["reader"])
@@ -314,7 +297,7 @@ def test_once_exits_1_on_alarm_and_names_the_knob(coll, tmp_path, monkeypatch, c
     assert rc == 1
     assert "ALARM" in cap.err and "re-tune ef_search 10 -> " in cap.err
     assert "alarm RAISED" in cap.out
-    assert state(coll) == before
+    assert pg_collection_state(coll) == before
     no_password(cap.out, cap.err, folder=out)
 
 
