@@ -14,6 +14,7 @@ import pytest
 
 import retrieval.testing.fake as fake
 from retrieval.data import VectorDataset
+from retrieval.tune import scale as sc
 from retrieval.tune import scale_trust as st
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import lower_bound, split_queries
@@ -124,3 +125,41 @@ def test_the_spread_of_unseeded_repeats_widens_the_band(tmp_path, monkeypatch) -
     assert spread >= 0.75
     lo, hi = gentle["band"]
     assert lo < gentle["predicted"] < hi  # a band from one build would be a single value
+
+
+def test_the_band_comes_from_resampling_the_tuning_queries() -> None:
+    """A hand-computed band with two distinct values (issue 34 pin 1: a band that ignores the
+    resampling passed while every fixture's band was a single value). Two tuning queries; at
+    each size the knob is the low probe (N / 100) only when a resample draws query 0 twice
+    (its mean at the low probe is 1.0 there, 0.5 otherwise: the target 0.9 is missed), else
+    the high probe (N / 50). The same draw at every size, so a resample's knobs are (4, 8, 16)
+    or (8, 16, 32), whose power fits predict exactly 32 or 64 at N = 3,200."""
+    sizes = (400, 800, 1600)
+    curves = [sc.Curve(n, (n // 100, n // 50), np.array([[1.0, 0.0], [1.0, 1.0]]), (0.0, 0.0),
+                       64) for n in sizes]
+    resamples, level, seed = 40, 0.9, 5
+    # by hand: which resamples draw query 0 twice (numpy's generator, as the band draws them)
+    rng = np.random.default_rng(seed)
+    preds = [32.0 if not rng.integers(0, 2, size=2).any() else 64.0 for _ in range(resamples)]
+    assert 3 <= preds.count(32.0) <= resamples - 3  # both values beyond each 5% tail
+    want = (float(np.quantile(preds, 0.05)), float(np.quantile(preds, 0.95)))
+    assert want == (32.0, 64.0)
+    (lo, hi), = sc.bootstrap_band(curves, TARGET, "power", [FULL], lambda n, knob: knob,
+                                  resamples=resamples, level=level, seed=seed)
+    assert (lo, hi) == pytest.approx(want)  # ignoring the resampling gives (64, 64)
+
+
+def test_the_ceiling_field_carries_the_measured_ceiling_where_it_stopped(study) -> None:
+    """The steep build stops at the middle sample (N = 800, half_ef 80 above the range's 64):
+    its ``ceiling`` is the lower bound measured there at the top of the range (the fake keeps
+    floor(20 * 64 / 144) = 8 true neighbours, +-1 per query: mean recall about 0.8), with the N
+    where it stopped; never the trend's guess at the full N."""
+    steep = next(b for b in study["builds"] if b["label"] == "steep")
+    stop = steep["samples"][1]
+    assert fake.fake_hits(64, 2.0, K, fake.fake_half_ef(16, SLOW, 800)) == 8
+    assert stop["n"] == 800 and stop["high"] == 64 and stop["stopped"]
+    assert stop["ceiling_recall"] == pytest.approx(0.8, abs=0.02)
+    assert stop["ceiling"] < stop["ceiling_recall"] and stop["ceiling"] < TARGET
+    assert steep["ceiling"] == stop["ceiling"] and steep["ceiling_n"] == 800
+    assert steep["ceiling_measured"] is True
+    assert f"ceiling {stop['ceiling']:.3f}" in steep["stopped"]
