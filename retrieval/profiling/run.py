@@ -185,20 +185,50 @@ REMEDY_STAGE = {"parallel collections": "retrieve", "tuned knobs": "retrieve",
                 "batched query embedding": "embed", "smaller rerank depth": "rerank"}
 
 
-#: passes of a remedy that can be switched off again (parallel collections, batched
-#: embedding, rerank depth): before and after, interleaved this many times each
+#: passes of every remedy, interleaved with the setting before it: before (the previous step's
+#: pass), after, before, after ... this many passes of each
 INTERLEAVE_ROUNDS = 2
-_STATE = {"parallel": "mode", "embed_batch": "embed_batch", "rerank_depth": "rerank_depth"}
+#: the pipeline attributes the remedies change (besides the collections' search knobs)
+_SWITCHED = ("mode", "embed_batch", "rerank_depth", "cache", "cache_threshold", "bm25")
 
 
-def _state(key: str, pipe: Pipeline) -> Any:
-    """The pipeline setting a switchable remedy changes (None for the others)."""
-    attr = _STATE.get(key)
-    return None if attr is None else getattr(pipe, attr)
+@dataclass(frozen=True)
+class Setting:
+    """The pipeline's remedy-controlled state at one moment: its switched attributes, the
+    per-collection deadline (s) and the tuned search knobs applied per collection."""
+
+    attrs: dict[str, Any]
+    timeout_s: float
+    knobs: dict[str, dict[str, Any]]
 
 
-def _set_state(key: str, pipe: Pipeline, value: Any) -> None:
-    setattr(pipe, _STATE[key], value)
+def setting_of(pipe: Pipeline) -> Setting:
+    """What :func:`restore` puts back: the state every remedy changes."""
+    return Setting({a: getattr(pipe, a) for a in _SWITCHED}, pipe.fan.timeout_s,
+                   {name: dict(v) for name, v in pipe.knobs.items()})
+
+
+def restore(built: Built, spec: ProfileSpec, to: Setting) -> None:
+    """Put the pipeline back in setting ``to`` (a remedy switched off or on again, so that
+    its passes interleave with those of the setting before it); the collections' search
+    knobs are applied again only when they differ."""
+    pipe = built.pipeline
+    for name, value in to.attrs.items():
+        setattr(pipe, name, value)
+    pipe.fan.timeout_s = to.timeout_s
+    if pipe.knobs == to.knobs:
+        return
+    from retrieval.indexes.entry import apply_search, check_entry
+
+    for i, c in enumerate(built.collections):
+        if pipe.knobs.get(c.name) == to.knobs.get(c.name):
+            continue
+        search = {**dict(c.search or {}), **to.knobs.get(c.name, {})}
+        ce = check_entry(c.model_copy(update={"search": search}), pipe.fan.k, where=spec.source,
+                         field=f"remedies.knobs.{c.name}")
+        (bp,) = ce.builds()
+        apply_search(built.members[i].index, ce.configs(bp)[0])
+    pipe.knobs = {name: dict(v) for name, v in to.knobs.items()}
 
 
 def remedy_steps(spec: ProfileSpec) -> list[tuple[str, str]]:
@@ -358,7 +388,7 @@ def _remedies(built: Built, spec: ProfileSpec, qs: QuerySet, base: list[RequestR
 
     steps.append(row("baseline", f"as specified ({pipe.mode})", base))
     for key, label in remedy_steps(spec):
-        before = _state(key, pipe)
+        before = setting_of(pipe)
         applied, what = apply_remedy(key, built, spec, stack)
         if not applied:
             steps.append(row(label, what, None))
@@ -366,18 +396,21 @@ def _remedies(built: Built, spec: ProfileSpec, qs: QuerySet, base: list[RequestR
         note(f"remedy: {label}")
         recs = one_at_a_time(pipe, qs, spec.warmup)
         passes[label] = recs
-        prev_again: list[RequestRecord] = []
-        if before is not None:  # interleaved: before, after, before, after
-            after = _state(key, pipe)
-            for _ in range(INTERLEAVE_ROUNDS - 1):
-                _set_state(key, pipe, before)
-                prev_again += one_at_a_time(pipe, qs, spec.warmup)
-                _set_state(key, pipe, after)
-                recs = recs + one_at_a_time(pipe, qs, spec.warmup)
+        prev_ms = next(s for s in reversed(steps) if s["applied"])["request_ms"]
+        before_passes: list[list[float]] = [list(prev_ms[-len(qs.queries):])]
+        after_passes: list[list[float]] = [[x.ms for x in recs]]
+        after = setting_of(pipe)  # interleaved: before, after, before, after ...
+        for _ in range(INTERLEAVE_ROUNDS - 1):
+            restore(built, spec, before)
+            before_passes.append([x.ms for x in one_at_a_time(pipe, qs, spec.warmup)])
+            restore(built, spec, after)
+            again = one_at_a_time(pipe, qs, spec.warmup)
+            after_passes.append([x.ms for x in again])
+            recs = recs + again
         r = row(label, what, recs)
-        if prev_again:
-            prev_ms = next(s for s in reversed(steps) if s["applied"])["request_ms"]
-            r["before_ms"] = [*prev_ms, *(x.ms for x in prev_again)]
+        if len(before_passes) > 1:
+            r["before_ms"] = [ms for p in before_passes for ms in p]
+            r["before_passes"], r["after_passes"] = before_passes, after_passes
             r["passes"] = INTERLEAVE_ROUNDS
         steps.append(r)
     has_q = any(s.get(f"ndcg@{spec.k}") is not None for s in steps)

@@ -253,19 +253,37 @@ def p95_change_band(before: Sequence[float], after: Sequence[float], seed: int =
     return float(np.quantile(diffs, lo)), float(np.quantile(diffs, 1 - lo))
 
 
+def _p95(ms: Sequence[float]) -> float:
+    return float(np.percentile(np.asarray(ms, dtype=np.float64), 95, method="inverted_cdf"))
+
+
 def credited_gain(prev: Mapping[str, Any], cur: Mapping[str, Any]) -> dict[str, Any]:
     """What a remedy step is credited with (ms of P95): the measured change, capped at the P95
     of the stage it acts on in the previous step (``cur['stage']`` in ``prev['stages']``: a
     remedy cannot save more than its stage takes), and 0 when the change lies inside the noise
     (:func:`p95_change_band` of the two passes' ``request_ms``, when both have them). A step
     whose previous setting was measured again interleaved with it (``cur['before_ms']``: the
-    previous step's requests and the repeats) is compared with all of those."""
+    previous step's requests and the repeats) is compared with all of those; with the passes
+    themselves (``cur['before_passes']`` / ``cur['after_passes']``: per-request ms of each pass,
+    before / after / before / after ...) the change is the median of the passes' P95s, and a
+    change no larger than the spread between passes of one setting is noise too (a pass that was
+    slow by chance, e.g. a busy moment, is not a gain)."""
     before_ms = cur.get("before_ms") or prev.get("request_ms")
     before_p95 = prev["p95_ms"] or 0.0
+    after_p95 = cur["p95_ms"] or 0.0
     if cur.get("before_ms"):  # the previous setting measured again, interleaved with this one
-        before_p95 = float(np.percentile(cur["before_ms"], 95, method="inverted_cdf"))
-    measured = before_p95 - (cur["p95_ms"] or 0.0)
-    out: dict[str, Any] = {"p95_change_ms": measured}
+        before_p95 = _p95(cur["before_ms"])
+    out: dict[str, Any] = {}
+    spread = None
+    bp, ap = cur.get("before_passes") or [], cur.get("after_passes") or []
+    if len(bp) >= 2 and len(ap) >= 2:  # interleaved passes: judged pass by pass
+        b, a = [_p95(x) for x in bp], [_p95(x) for x in ap]
+        before_p95, after_p95 = float(np.median(b)), float(np.median(a))
+        spread = max(float(np.ptp(b)), float(np.ptp(a)))
+        out["pass_p95_ms"] = {"before": b, "after": a}
+        out["between_pass_spread_ms"] = spread
+    measured = before_p95 - after_p95
+    out["p95_change_ms"] = measured
     gain = measured
     stage = cur.get("stage")
     stage_ms = (prev.get("stages") or {}).get(stage) if stage else None
@@ -276,8 +294,10 @@ def credited_gain(prev: Mapping[str, Any], cur: Mapping[str, Any]) -> dict[str, 
         lo, hi = p95_change_band(before_ms, cur["request_ms"])
         out["noise_band_ms"] = [lo, hi]
         out["within_noise"] = lo <= 0.0 <= hi
-        if out["within_noise"]:
-            gain = 0.0
+    if spread is not None and abs(measured) <= spread:
+        out["within_noise"] = True  # the passes of one setting differ by more than the change
+    if out.get("within_noise"):
+        gain = 0.0
     out["p95_saved_ms"] = gain
     return out
 
@@ -293,7 +313,8 @@ def waterfall(steps: Sequence[Mapping[str, Any]], quality_key: str | None) -> di
     prev: Mapping[str, Any] | None = None
     first = steps[0] if steps else None
     for s in steps:
-        row = {k: v for k, v in s.items() if k not in ("request_ms", "before_ms")}
+        row = {k: v for k, v in s.items()
+               if k not in ("request_ms", "before_ms", "before_passes", "after_passes")}
         if prev is not None and s.get("applied", True):
             row.update(credited_gain(prev, s))
             saved = row["p95_saved_ms"]
