@@ -7,7 +7,14 @@ for the session); the service and crash tests start servers of their own.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -57,6 +64,38 @@ def test_service_cli_start_status_stop(tmp_path, capsys):
     assert pg_server.main(["status", "--dir", str(d)]) == 1
     with pytest.raises(BackendError, match=r"127\.0\.0\.1"):
         pg_server.connect(url, timeout_s=1)
+
+
+def _service(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m retrieval.services.pg_server ARGS`` (the command scripts and make use)."""
+    return subprocess.run([sys.executable, "-m", "retrieval.services.pg_server", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_start_right_after_a_kill_9_is_one_success_no_dump():
+    """Issue 34 hostile 9: ``pg_server start`` right after a kill -9 of the server failed once
+    with a 20-line dump (the crash recovery, the killed server's processes still exiting). Now:
+    started again at once, with no wait, it answers in one line, exit 0, no traceback."""
+    _need_binaries()
+    d = Path(tempfile.mkdtemp(prefix="rwb-test-pg-kill-"))  # PostgreSQL's own user reads it
+    try:
+        first = _service("start", "--dir", str(d / "pg"))
+        assert first.returncode == 0, first.stderr[-2000:]
+        killed = json.loads((d / "pg" / "pg.json").read_text())["pid"]
+        os.kill(killed, signal.SIGKILL)
+        again = _service("start", "--dir", str(d / "pg"))  # at once
+        assert again.returncode == 0, again.stderr[-3000:]
+        out = again.stdout.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith("RWB_PG_URL=postgresql://"), out
+        err = again.stderr.strip().splitlines()  # nothing, or the one "retrying once" warning
+        assert len(err) <= 1 and all("retrying once" in x for x in err), again.stderr[-3000:]
+        state = json.loads((d / "pg" / "pg.json").read_text())
+        assert state["pid"] != killed and state["url"] == out[0].split("=", 1)[1]
+        with pg_server.connect(state["url"]) as conn:
+            assert conn.execute("SELECT '[1,2]'::vector <-> '[4,6]'::vector").fetchone()[0] == 5.0
+    finally:
+        _service("stop", "--dir", str(d / "pg"))
+        shutil.rmtree(d, ignore_errors=True)
 
 
 # --- bad input: one line each, before anything reaches the server ---------------------------------

