@@ -93,6 +93,13 @@ def chosen_searches(summary: dict) -> dict:
     return {b["build"]["quality"]: (b["chosen"] or {}).get("search") for b in summary["builds"]}
 
 
+def point_keys(study: Any) -> list[tuple[str, str]]:
+    """(unit key, search config as sorted JSON) of every COMPLETE trial of an rwb sweep's
+    Optuna study, in trial order: a point measured twice appears twice."""
+    return [(t.user_attrs["rwb:unit"], json.dumps(t.user_attrs["rwb:search"], sort_keys=True))
+            for t in study.trials if t.state.name == "COMPLETE"]
+
+
 def write_vectors(folder: Path, n: int, dim: int = 8, n_queries: int = 5, seed: int = 0) -> None:
     """``base.npy`` (n x dim) and ``queries.npy`` (n_queries x dim), float32 normals, in folder."""
     rng = np.random.default_rng(seed)

@@ -191,15 +191,30 @@ def _node_id() -> str | None:
 
 
 def drive_unit(worker: Any, unit: Unit, poll_s: float) -> None:
-    """Claim and run ``unit``'s points until it is decided: recover its trials from dead
-    workers, queue its next point when nothing is in flight, wait while a live worker holds it."""
+    """Claim and run ``unit``'s points until it is decided and none of its trials is still
+    held: recover its trials from dead workers, queue its next point when nothing is in
+    flight, wait while a live worker holds it. A retried task whose unit was decided just
+    before its node died still closes the trial the dead attempt held (completed with its
+    recorded point, :meth:`~retrieval.tune.trials.Book.fail_stale`)."""
     from optuna.trial import TrialState
 
     from retrieval.tune import trials as tr
     from retrieval.tune.worker import Claim
 
     book = worker.book
-    while unit.key not in book.done():
+
+    def held() -> bool:  # a trial of this unit still held by a worker (a dead one: recovered)
+        return any(t.user_attrs.get(tr.UNIT) == unit.key and tr.WORKER in t.system_attrs
+                   for t in book.trials((TrialState.RUNNING,)))
+
+    while True:
+        if unit.key in book.done():
+            if not held():
+                return
+            book.fail_stale(worker.s.grace_s)  # the trial a dead attempt held
+            if held():
+                time.sleep(poll_s)  # its worker is not known dead yet (another host)
+            continue
         claim = None
         for t in book.trials((TrialState.WAITING,)):
             if t.user_attrs.get(tr.UNIT) == unit.key and book.try_pop(t):

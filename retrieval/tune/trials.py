@@ -10,9 +10,12 @@ Conventions (all in the study, so any worker on any machine sees the same state)
   written before its last trial is told; ``rwb:hb:<worker>``: heartbeats (seconds since epoch).
 
 Claiming work is Optuna's own atomic step (a WAITING trial set to RUNNING succeeds for exactly
-one worker). A unit in progress always has a WAITING or RUNNING trial: its owner creates the
-next trial before telling the current one. A RUNNING trial whose worker died is *stale*: it is
-marked FAIL and its unit re-queued from its finished trials, which are kept.
+one worker). A unit in progress always has a WAITING or RUNNING trial: its owner records the
+measured point on its trial (system attr ``rwb:recorded``, the objective value, written last),
+then creates the next trial (or decides the unit), then tells the current one. A RUNNING trial
+whose worker died is *stale*: recorded in full, it is completed with its own measurement (a
+unit decided just before its worker died keeps every probe); otherwise it is marked FAIL and
+its unit re-queued from its finished trials, which are kept.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ WORKER = "rwb:worker"
 #: trial user attr: wall seconds the worker spent on this point (its share of the build, the
 #: measurement and, for a unit's last point, the decision); summed into node-hours per config
 NODE_S = "rwb:node_s"
+#: trial system attr: the objective value of a point whose measurement is recorded in full on
+#: its trial (written last by :meth:`Book.record`); a stale trial carrying it is completed
+RECORDED = "rwb:recorded"
 DONE = "rwb:done:"
 HEARTBEAT = "rwb:hb:"
 PLAN_DONE = "rwb:plan_done"
@@ -233,7 +239,7 @@ class Book:
         self.storage.set_trial_user_attr(trial_id, UNIT_DEF, unit_to_dict(unit))
         self.storage.set_trial_user_attr(trial_id, SEARCH, dict(search))
 
-    def finish(
+    def record(
         self,
         trial_id: int,
         result: PointResult,
@@ -242,8 +248,9 @@ class Book:
         target: float | None,
         node_s: float | None = None,
     ) -> None:
-        """Record a measured point and tell it (COMPLETE), with the recall constraint and the
-        worker's wall seconds spent on it (``node_s``)."""
+        """Write a measured point onto its RUNNING trial, with the recall constraint and the
+        worker's wall seconds spent on it (``node_s``); ``value`` (the objective) last, as the
+        mark that the record is whole. Not told yet: see :meth:`tell_recorded`."""
         import optuna
 
         trial = optuna.Trial(self.study, trial_id)
@@ -257,7 +264,44 @@ class Book:
             slack = float(target - result.recall_lb)
             trial.set_constraint(CONSTRAINT, slack)
             self.storage.set_trial_system_attr(trial_id, DASHBOARD_CONSTRAINTS, [slack])
-        self.study.tell(trial, value)
+        self.storage.set_trial_system_attr(trial_id, RECORDED, float(value))
+
+    def tell_recorded(self, trial_id: int, value: float) -> None:
+        """Tell (COMPLETE) a trial whose point :meth:`record` wrote."""
+        import optuna
+
+        self.study.tell(optuna.Trial(self.study, trial_id), value)
+
+    def finish(
+        self,
+        trial_id: int,
+        result: PointResult,
+        value: float,
+        value_name: str,
+        target: float | None,
+        node_s: float | None = None,
+    ) -> None:
+        """Record a measured point and tell it (COMPLETE): :meth:`record` then
+        :meth:`tell_recorded`."""
+        self.record(trial_id, result, value, value_name, target, node_s)
+        self.tell_recorded(trial_id, value)
+
+    def complete_recorded(self, trial_id: int, note: str) -> bool:
+        """Complete a RUNNING trial whose point was recorded in full (its worker died or was
+        interrupted before telling it), with ``note``; False when it is not recorded or is
+        already finished."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        value = self.storage.get_trial_system_attrs(trial_id).get(RECORDED)
+        if value is None:
+            return False
+        try:
+            self.storage.set_trial_user_attr(trial_id, NOTE, note)
+            return bool(self.storage.set_trial_state_values(
+                trial_id, state=TrialState.COMPLETE, values=[float(value)]))
+        except UpdateFinishedTrialError:
+            return False
 
     def describe(self, metric_name: str, description: str, target: float | None) -> None:
         """Name the study's objective (``study.metric_names``, with its unit) and say what the
@@ -297,7 +341,8 @@ class Book:
         self.study.set_user_attr(DONE + unit.key, result.to_dict())
 
     def fail_stale(self, grace_s: float) -> list[str]:
-        """Mark RUNNING trials of dead workers FAIL; returns the keys of their units."""
+        """Close the RUNNING trials of dead workers: COMPLETE when their point was recorded in
+        full (:meth:`record`), else FAIL; returns the keys of their units."""
         from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
         from optuna.trial import TrialState
 
@@ -308,6 +353,13 @@ class Book:
             if owner is None or owner == self.worker or alive(owner, attrs, grace_s):
                 continue
             try:
+                if RECORDED in t.system_attrs and self.complete_recorded(
+                        t._trial_id, f"stale: worker {owner} died after recording this point "
+                                     f"(completed with its own measurement)"):
+                    log.info("trial %d of dead worker %s completed from its record", t.number,
+                             owner)
+                    units.append(str(t.user_attrs.get(UNIT)))
+                    continue
                 self.storage.set_trial_user_attr(t._trial_id, NOTE, f"stale: worker {owner} died")
                 if self.storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
                     log.info("trial %d of dead worker %s marked FAIL", t.number, owner)

@@ -309,13 +309,17 @@ class Worker:
             self.timing["measure_s"] += time.perf_counter() - t0
 
     def run_unit(self, claim: Claim) -> None:
-        """Measure ``claim`` and the unit's following points until it is decided."""
+        """Measure ``claim`` and the unit's following points until it is decided. Each point is
+        recorded on its trial before the next trial is created (or the unit decided) and told
+        after, so a worker killed in between leaves a trial that recovery completes with its
+        own measurement (:meth:`~retrieval.tune.trials.Book.fail_stale`): never a lost probe."""
         unit, tid, search = claim.unit, claim.trial_id, claim.search
         if unit.key in self.book.done():  # queued twice by racing recoveries: nothing to do
             self.book.fail(tid, "not measured: this unit was already decided")
             return
         measured = self.book.points(unit.key)
         nid: int | None = None
+        recorded: float | None = None  # tid's objective value once recorded, until told
         clock = time.perf_counter()  # node time is charged to the points measured
         try:
             built = self.built(unit)
@@ -328,6 +332,12 @@ class Worker:
                     res = self.measure(unit, built, search)
                     measured[key] = res
                     self.points_measured += 1
+                    metric = self.s.metric
+                    value = objective_of(res, metric)
+                    now = time.perf_counter()
+                    self.book.record(tid, res, value, metric.name, self.s.target,
+                                     node_s=now - clock)
+                    recorded, clock = value, now
                 nxt = unit.next_point(measured)
                 nid = None
                 if nxt is None:
@@ -335,13 +345,9 @@ class Worker:
                 else:
                     params = trial_params(self.spec, unit, nxt, self.labels)
                     nid = self.book.create_running(unit, nxt, params)
-                if res is not None:
-                    metric = self.s.metric
-                    value = objective_of(res, metric)
-                    now = time.perf_counter()
-                    self.book.finish(tid, res, value, metric.name, self.s.target,
-                                     node_s=now - clock)
-                    clock = now
+                if recorded is not None:
+                    self.book.tell_recorded(tid, recorded)
+                    recorded = None
                 self._report(unit, search, res)
                 if nxt is None or nid is None:
                     break
@@ -352,6 +358,9 @@ class Worker:
             for t in (tid, nid):
                 if t is not None:
                     try:
+                        if t == tid and recorded is not None and self.book.complete_recorded(
+                                t, f"{note} (completed with its own measurement)"):
+                            continue  # measured and recorded: kept, never measured again
                         self.book.fail(t, note)
                     except Exception as also:  # the storage itself failed: the original
                         log.info("trial %s not marked failed: %s", t,  # error is the one

@@ -29,6 +29,7 @@ from retrieval.tune.cluster import (
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.target import solve
 from retrieval.tune.units import plan_units, trial_params
+from tests.helpers import point_keys
 
 RANGE = (1, 24)
 TARGET = 0.8
@@ -178,3 +179,57 @@ def test_task_body_runs_its_unit_and_takes_over_a_dead_workers_trial(tmp_path):
     assert trial.state.name == "FAIL" and "stale" in trial.user_attrs[tr.NOTE]
     spent = [t.user_attrs[tr.NODE_S] for t in book.trials() if t.state.name == "COMPLETE"]
     assert spent and all(s >= 0 for s in spent)  # node time recorded on every measured point
+
+
+DIE_AFTER_DECIDING = """
+import json, os, signal, sys
+import retrieval.testing.fake
+from retrieval.tune import trials as tr
+from retrieval.tune.cluster import TaskJob, backend_modules, run_unit_task
+from retrieval.tune.spec import parse_spec
+from retrieval.tune.units import plan_units
+spec = parse_spec(json.loads(sys.argv[1]))
+unit = plan_units(spec, "target")[0]
+real = tr.Book.mark_done
+def mark_done_then_die(self, u, result):  # the node dies once the unit is decided
+    real(self, u, result)
+    os.kill(os.getpid(), signal.SIGKILL)
+tr.Book.mark_done = mark_done_then_die
+run_unit_task(TaskJob(spec, "synthetic-small", sys.argv[2], spec.name, tr.unit_to_dict(unit),
+                      tuple(backend_modules(spec)), poll_s=0.05))
+"""
+
+
+def test_a_task_killed_once_its_unit_is_decided_loses_no_probe(tmp_path):
+    """The Ray node-loss defect (issue 34 pin 7): a task killed -9 between deciding its unit and
+    telling the unit's last trial left that probe FAIL, so the sweep completed one evaluation
+    fewer than an in-process run. The point is recorded on its trial before the decision, and
+    the retried task completes that trial with its own measurement."""
+    import subprocess
+
+    spec = parse_spec(spec_doc())
+    plan = plan_units(spec, "target")
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study, opened = _study(spec, url)
+    killed = subprocess.run([sys.executable, "-c", DIE_AFTER_DECIDING, json.dumps(spec_doc()),
+                             url], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    book = tr.Book(study, opened.storage, "reader")
+    assert plan[0].key in book.done()  # decided, then killed before its last trial was told
+    held = [t for t in book.trials() if t.state.name == "RUNNING"]
+    assert len(held) == 1 and held[0].user_attrs[tr.UNIT] == plan[0].key
+    for unit in plan:  # Ray's retry of the killed task, then the other unit's task
+        job = TaskJob(spec, "synthetic-small", url, spec.name, tr.unit_to_dict(unit),
+                      tuple(backend_modules(spec)), poll_s=0.05)
+        run_unit_task(job)
+    lost = book.storage.get_trial(held[0]._trial_id)
+    assert lost.state.name == "COMPLETE" and "died after recording" in lost.user_attrs[tr.NOTE]
+    assert lost.user_attrs[tr.RESULT] and lost.values
+    import optuna
+
+    got = point_keys(optuna.load_study(study_name=spec.name, storage=url))
+    want = [(u.key, json.dumps({"ef_search": ef}, sort_keys=True)) for u in plan
+            for ef in solve(*RANGE, lambda ef, q=u.build["quality"]: fake_recall(
+                ef, q, 10, 4) >= TARGET).probes]
+    assert len(got) == len(set(got)) and sorted(got) == sorted(want)  # each probe once, none lost
+    assert not [t for t in book.trials() if t.state.name in ("RUNNING", "WAITING")]
