@@ -39,3 +39,14 @@ def test_the_readme_is_a_users_page() -> None:
     text = (ROOT / "README.md").read_text("utf-8")
     assert len(text.splitlines()) < 250
     assert "issue #" not in text.lower()
+
+
+def test_the_manifest_page_is_linked_from_the_docs() -> None:
+    """Issue 34 new user 9: datasets/README.md, the one page that explains ``kind: text`` +
+    ``beir:`` for index tuning, was linked from nowhere in docs/."""
+    import re
+
+    linked = [p for p in sorted((ROOT / "docs").rglob("*.md"))
+              if any((p.parent / t).resolve() == (ROOT / "datasets" / "README.md").resolve()
+                     for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", p.read_text("utf-8")))]
+    assert linked, "no page under docs/ links datasets/README.md"
