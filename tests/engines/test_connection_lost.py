@@ -76,3 +76,36 @@ def test_redis_server_killed_mid_session_is_not_reachable(tmp_path):
             index.close()
     finally:
         srv.stop()
+
+
+@pytest.mark.milvus
+def test_milvus_server_killed_mid_session_is_not_reachable(tmp_path):
+    """Milvus reached by URI (a Milvus Lite server in its own process), SIGKILLed after the
+    build: the next search is NotReachable in one line naming the URI, not a BackendError."""
+    pytest.importorskip("pymilvus", reason="pymilvus not installed (extra 'milvus')")
+    pytest.importorskip("milvus_lite", reason="milvus-lite not installed (extra 'milvus')")
+    import os
+    import signal
+
+    from retrieval.engines.milvus.index import MilvusIndex
+    from retrieval.engines.milvus.params import FlatBuild
+    from retrieval.engines.milvus.server import start_milvus, stop_milvus
+
+    x, q = _data()
+    srv = start_milvus(tmp_path / "milvus")
+    try:
+        index = MilvusIndex(x.shape[1], "l2", FlatBuild(), uri=srv.url,
+                            connect_timeout_s=3.0)
+        try:
+            index.build(x)
+            assert index.search(q, 3).ids.shape == (5, 3)
+            os.kill(srv.pid, signal.SIGKILL)  # as in a crash
+            with pytest.raises(NotReachable) as e:
+                index.search(q, 3)
+            text = str(e.value)
+            assert "\n" not in text and f"127.0.0.1:{srv.port}" in text, text
+            assert "connection lost" in text or "not reachable" in text, text
+        finally:
+            index.close()
+    finally:
+        stop_milvus(tmp_path / "milvus")
