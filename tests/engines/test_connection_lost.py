@@ -1,9 +1,9 @@
 """A server connection lost in the middle of a call is "not reachable" (NotReachable, exit 3),
 like a connection refused, and not a BackendError (exit 2, "the engine failed"): issue 34, B.
 PostgreSQL: the index's own server backend is terminated from a second session
-(pg_terminate_backend, what a server kill does to each client); Redis: a private server
-SIGKILLed after the build. A statement the server refuses stays a
-BackendError."""
+(pg_terminate_backend, what a server kill does to each client); Redis and Milvus (a Milvus Lite
+server reached by URI): a private server SIGKILLed after the build. A statement the server
+refuses stays a BackendError."""
 
 from __future__ import annotations
 
