@@ -98,6 +98,35 @@ def test_start_right_after_a_kill_9_is_one_success_no_dump():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_the_documented_start_line_exports_the_url_to_later_commands():
+    """Issue 34 new user 4: the documented ``eval "$(... pg_server start ...)"`` set
+    ``RWB_PG_URL`` without exporting it, so ``rwb`` run next never saw it. The set-up line of
+    docs/engines.md, run as written in bash, gives a child process the URL."""
+    _need_binaries()
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "engines.md").read_text("utf-8")
+    section = doc.split("## PostgreSQL + pgvector: set-up", 1)[1]
+    start = next(x for x in section.splitlines() if "pg_server start" in x)
+    assert start.startswith("export "), start
+    folder = re.search(r"--dir (\S+?)\)", start)
+    assert folder is not None, start
+    d = Path(tempfile.mkdtemp(prefix="rwb-test-pg-doc-"))  # PostgreSQL's own user reads it
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("RWB_PG_URL", None)
+    script = f'{start}\npython -c "import os; print(os.environ[\'RWB_PG_URL\'])"\n'
+    try:
+        done = subprocess.run(["bash", "-e", "-c", script], cwd=d, env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+        url = done.stdout.strip()
+        assert url.startswith("postgresql://postgres@127.0.0.1:"), done.stdout
+        assert json.loads((d / folder.group(1) / "pg.json").read_text())["url"] == url
+    finally:
+        _service("stop", "--dir", str(d / folder.group(1)))
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # --- bad input: one line each, before anything reaches the server ---------------------------------
 @pytest.mark.parametrize(("backend", "build", "dim", "metric", "words"), [
     ("pgvector", {"m": 1}, 16, "l2", "'m' must be >= 2"),
