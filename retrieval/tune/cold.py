@@ -168,6 +168,13 @@ def resident_fraction(files: Sequence[Path]) -> float | None:
     return resident / total if total else None
 
 
+def file_bytes(files: Sequence[Path]) -> int:
+    """Bytes the files hold on disk: per file the smaller of its size and its allocated blocks
+    (a sparse, preallocated file, as Qdrant's, counts what was written); the RAM budgets are
+    shares of it."""
+    return int(sum(min(st.st_size, st.st_blocks * 512) for st in (f.stat() for f in files)))
+
+
 # --- the latency profile ---------------------------------------------------------------------
 def queries_to_warm(lat_ms: np.ndarray, warm_p99: float, window: int = COLD_WINDOW,
                     factor: float = WARM_FACTOR) -> int | None:
@@ -289,7 +296,7 @@ class ColdRun:
             pq = recall_by_id(ids, self.gt, spec.k)
             return {**cold_profile(cold, warm), "drop_method": method,
                     "resident_after_drop": resident,
-                    "index_file_bytes": int(sum(f.stat().st_size for f in files)),
+                    "index_file_bytes": file_bytes(files),
                     "recall": float(pq.mean()),
                     "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence, spec.seed),
                     "p95_ms": float(np.percentile(warm, 95))}
@@ -410,4 +417,5 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
 
 
 __all__ = ["BUDGETS", "COLD_WINDOW", "WARM_FACTOR", "SupportsColdOpen", "check_cold_spec",
-           "cold_profile", "drop_pages", "queries_to_warm", "resident_fraction", "run_cold"]
+           "cold_profile", "drop_pages", "file_bytes", "queries_to_warm", "resident_fraction",
+           "run_cold"]
