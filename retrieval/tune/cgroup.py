@@ -53,6 +53,7 @@ HEADROOM_BYTES = 4 << 20
 READY_TIMEOUT_S = 300.0
 RUN_TIMEOUT_S = 3600.0
 TOO_SMALL = "budget too small for this engine to serve"
+NOT_MOVED = 97  # the child's exit status when its shell could not join the group
 
 PREFIX = "rwb-cold-"
 
@@ -227,6 +228,8 @@ def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, timeout_s: float) ->
     end = time.monotonic() + timeout_s
     while not ready.is_file():
         if proc.poll() is not None:
+            if proc.returncode == NOT_MOVED:  # the kernel refused the move: no cgroup here
+                raise OSError("the kernel refused to move the child into rwb's memory group")
             raise RuntimeError(f"the cold-run child exited with {proc.returncode} before it "
                                f"was ready")
         if time.monotonic() > end:
@@ -256,7 +259,7 @@ def serve_in_group(info: dict[str, Any], job: dict[str, Any], queries: np.ndarra
         with open(folder / "job.pkl", "wb") as fh:
             pickle.dump(job, fh)
         np.save(folder / "queries.npy", np.ascontiguousarray(queries))
-        script = (f"echo $$ > {shlex.quote(str(group.procs))} && exec "
+        script = (f"echo $$ > {shlex.quote(str(group.procs))} || exit {NOT_MOVED}; exec "
                   f"{shlex.quote(sys.executable)} -m retrieval.tune.cold_child "
                   f"{shlex.quote(str(folder))}")
         proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE)

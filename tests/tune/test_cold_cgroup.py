@@ -79,3 +79,34 @@ def test_only_rwbs_own_dead_groups_are_leftovers(tmp_path):
     finally:
         group.remove()
     assert not group.path.exists()
+
+
+def test_a_group_the_kernel_refuses_falls_back_to_fadvise_window(tmp_path, monkeypatch):
+    """A parent folder that is no cgroup (mkdir works, no limit file appears): the budgets are
+    measured by fadvise-window, and the summary says why; rwb's folder is removed again."""
+    import retrieval.tune.cold as cold
+    from retrieval.data import VectorDataset
+    from retrieval.tune.spec import parse_spec
+    from retrieval.tune.sweep import run_sweep
+
+    fake = tmp_path / "not-a-cgroup"
+    fake.mkdir()
+    monkeypatch.setattr(cold, "memory_cgroup", lambda: {
+        "version": 1, "limit_file": "memory.limit_in_bytes", "path": str(fake),
+        "parent": str(fake), "writable": True, "usable": True, "why": "test"})
+    rng = np.random.default_rng(1)
+    ds = VectorDataset.from_arrays(rng.normal(size=(1500, 16)).astype(np.float32),
+                                   rng.normal(size=(40, 16)).astype(np.float32), "l2",
+                                   name="cold-fallback")
+    spec = parse_spec({
+        "name": "cold", "dataset": "synthetic-small", "k": 10, "warmup": 0, "cold": True,
+        "target_recall": 0.8, "index_build": {"threads": 1, "cache": False},
+        "indexes": [{"backend": "faiss-ivf", "build": {"nlist": 16}, "search": {"nprobe": 2}}]},
+        source="cold.yaml")
+    s = run_sweep(spec, tmp_path / "run", dataset=ds).summary
+    (row,) = s["cold"]
+    assert {b["method"] for b in row["budgets"]} == {"fadvise-window"}
+    assert s["cold_info"]["budget_method"].startswith("fadvise-window")
+    assert "no memory.limit_in_bytes" in s["cold_info"]["cgroup"]["why"]
+    assert s["cold_info"]["cgroup"]["used"] is False
+    assert list(fake.iterdir()) == []  # the folder rwb made there is gone
