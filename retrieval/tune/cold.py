@@ -16,11 +16,12 @@ Definitions (latencies in ms, single-query):
 - ``p99_curve``: that rolling p99 over the whole run (cold pass, then the warm passes), as
   ``[queries searched before the window, p99 ms]`` pairs (at most 200).
 
-RAM budgets (25 / 50 / 100% of the index files' bytes): where this machine lets rwb make a memory
+RAM budgets (25 / 50 / 100% of the index's bytes): where this machine lets rwb make a memory
 cgroup (:mod:`retrieval.tune.cgroup`: cgroup v2 ``memory.max`` or v1 ``memory.limit_in_bytes``),
-each budget is served by a child process in a group of rwb's whose limit is that child's own
-resident memory once loaded (everything except the index pages) + the budget's share of the
-index bytes (:mod:`retrieval.tune.cold_child`); the method is ``cgroup-v1`` / ``cgroup-v2``.
+each budget is served by a child process (:mod:`retrieval.tune.cold_child`) in a group of rwb's
+whose limit is that child's own resident memory once loaded (everything except the index pages)
++ the budget's share of the index pages a warm run keeps cached (``warm_resident_bytes``); the
+method is ``cgroup-v1`` / ``cgroup-v2``.
 Elsewhere the approximation ``fadvise-window`` is used: before every window of queries, the
 pages of each file beyond the budget's share of its bytes are dropped again, so at most that
 share (plus what one window touches) stays cached. ``cold_info.budget_method`` names the method
@@ -76,7 +77,8 @@ FADVISE_WINDOW = ("fadvise-window: before each window of queries the pages of ea
                   "(posix_fadvise DONTNEED); no cgroup memory limit")
 CGROUP_METHOD = ("{method}: each budget served by a child process in a memory cgroup of rwb's "
                  "whose limit is the child's resident bytes once loaded (everything but the "
-                 "index pages) + the budget's share of the index files' bytes + {headroom} MiB; "
+                 "index pages) + the budget's share of the index pages a warm run keeps cached "
+                 "(warm_resident_bytes) + {headroom} MiB; "
                  "index pages beyond it are reclaimed and read again")
 
 
@@ -294,9 +296,13 @@ class ColdRun:
                 warm, ids = timed_pass(idx, self.queries, spec.k, before)
             assert warm is not None and ids is not None
             pq = recall_by_id(ids, self.gt, spec.k)
+            warm_frac = resident_fraction(files) if budget is None else None
+            pages = sum(-(-f.stat().st_size // mmap.PAGESIZE) for f in files) * mmap.PAGESIZE
             return {**cold_profile(cold, warm), "drop_method": method,
                     "resident_after_drop": resident,
                     "index_file_bytes": file_bytes(files),
+                    "warm_resident_bytes": (None if warm_frac is None
+                                            else int(warm_frac * pages)),
                     "recall": float(pq.mean()),
                     "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence, spec.seed),
                     "p95_ms": float(np.percentile(warm, 95))}
@@ -304,11 +310,17 @@ class ColdRun:
             idx.close()
 
     def measure_budget(self, backend: str, bp: Any, snap: Path, search: dict[str, Any],
-                       budget: float, index_bytes: int) -> dict[str, Any]:
+                       budget: float, row: dict[str, Any]) -> dict[str, Any]:
         """One RAM budget: in a child process under a cgroup limit where the machine allows
-        it, else by the fadvise-window approximation (``method`` names which)."""
+        it (a share of the index pages the warm run kept cached, ``warm_resident_bytes``:
+        preallocated file space no query touches is not the index's), else by the
+        fadvise-window approximation (a share of each file's bytes); ``method`` names which,
+        ``budget_of`` what the share is of."""
         keys = ("cold_p99_ms", "warm_p99_ms", "queries_to_warm", "recall_lower")
-        head = {"budget": budget, "budget_bytes": int(budget * index_bytes)}
+        index_bytes, of = int(row["index_file_bytes"]), "index_file_bytes"
+        if self.cgroup.get("usable") and row.get("warm_resident_bytes"):
+            index_bytes, of = int(row["warm_resident_bytes"]), "warm_resident_bytes"
+        head = {"budget": budget, "budget_bytes": int(budget * index_bytes), "budget_of": of}
         if self.cgroup.get("usable"):
             from retrieval.tune.cgroup import serve_in_group
 
@@ -334,6 +346,8 @@ class ColdRun:
                         "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence,
                                                     spec.seed), **got}
         m = self.measure(backend, bp, snap, search, budget)
+        head.update(budget_bytes=int(budget * row["index_file_bytes"]),
+                    budget_of="index_file_bytes")
         return {**head, **{key: m[key] for key in keys}, "method": "fadvise-window",
                 "served": True}
 
@@ -344,8 +358,8 @@ class ColdRun:
                                "search": search}
         row.update(self.measure(backend, bp, snap, search, None))
         if self.spec.target_recall is not None:
-            row["budgets"] = [self.measure_budget(backend, bp, snap, search, f,
-                                                  row["index_file_bytes"]) for f in BUDGETS]
+            row["budgets"] = [self.measure_budget(backend, bp, snap, search, f, row)
+                              for f in BUDGETS]
         if self.progress:
             self.progress(self.evaluations, 0, f"{label} {search}: cold p99 "
                                                f"{row['cold_p99_ms']:.2f} ms, warm p99 "

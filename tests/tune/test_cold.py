@@ -95,6 +95,10 @@ def test_cold_run_summary_keys(tmp_path):
     used = {b["method"] for b in row["budgets"]}
     assert used == {"fadvise-window"} or used == {f"cgroup-v{s['cold_info']['cgroup']['version']}"}
     assert method.startswith(used.pop())
+    assert 0 < (row["warm_resident_bytes"] or 1) <= row["index_file_bytes"] + 4096
+    base = {"fadvise-window": "index_file_bytes"}.get(method.split(":")[0],
+                                                      "warm_resident_bytes")
+    assert {b["budget_of"] for b in row["budgets"]} == {base}
 
 
 def test_cold_refuses_a_backend_without_files():
