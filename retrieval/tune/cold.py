@@ -420,6 +420,7 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
         "backends": {}, "builds": [], "rows": [], "pareto": [],
         "cold": rows,
         "cold_info": {"definitions": DEFINITIONS, "budget_method": budget_method(cr.cgroup),
+                      "method": budget_method(cr.cgroup).split(":")[0],
                       "cgroup": {**cr.cgroup, "used": any(
                           str(b.get("method", "")).startswith("cgroup")
                           for r in rows for b in r.get("budgets") or [])}, "budgets": list(BUDGETS),
