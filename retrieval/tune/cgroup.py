@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.errors import BackendError
+
 log = logging.getLogger(__name__)
 
 ROOT = Path("/sys/fs/cgroup")
@@ -230,10 +232,10 @@ def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, timeout_s: float) ->
         if proc.poll() is not None:
             if proc.returncode == NOT_MOVED:  # the kernel refused the move: no cgroup here
                 raise OSError("the kernel refused to move the child into rwb's memory group")
-            raise RuntimeError(f"the cold-run child exited with {proc.returncode} before it "
-                               f"was ready")
+            raise BackendError(f"cold run: the child exited with {proc.returncode} before it "
+                               f"was ready (its stderr above says why)")
         if time.monotonic() > end:
-            raise RuntimeError(f"the cold-run child was not ready within {timeout_s:.0f} s")
+            raise BackendError(f"cold run: the child was not ready within {timeout_s:.0f} s")
         time.sleep(0.01)
     out: dict[str, Any] = json.loads(ready.read_text())
     return out
@@ -262,7 +264,9 @@ def serve_in_group(info: dict[str, Any], job: dict[str, Any], queries: np.ndarra
         script = (f"echo $$ > {shlex.quote(str(group.procs))} || exit {NOT_MOVED}; exec "
                   f"{shlex.quote(sys.executable)} -m retrieval.tune.cold_child "
                   f"{shlex.quote(str(folder))}")
-        proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE)
+        # its stdout is not rwb's (a --json summary stays clean); its stderr (logs) is
+        proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL)
         ready = _wait_ready(proc, folder / "ready.json", READY_TIMEOUT_S)
         out["child_pid"] = proc.pid
         out["child_cgroup"] = _memory_line(proc.pid)
@@ -285,7 +289,8 @@ def serve_in_group(info: dict[str, Any], job: dict[str, Any], queries: np.ndarra
             out.update(served=False, why=f"{TOO_SMALL} (OOM-killed at a limit of "
                                          f"{limit:,} bytes)")
         else:
-            raise RuntimeError(f"the cold-run child failed with exit status {rc}")
+            raise BackendError(f"cold run: the child serving budget {budget:.0%} failed with "
+                               f"exit status {rc} (its stderr above says why)")
         return out
     finally:
         if proc is not None and proc.poll() is None:
