@@ -9,7 +9,10 @@ names the method).
 
 Printed, never asserted: per index the knob, cold p99 (first 32 queries after the drop), warm
 p99, the ratio, queries to warm (1.2x of warm p99 over a window of 32), and per budget the cold
-and warm p99; with the CPU model and the load average (the machine should be otherwise idle).
+and warm p99 with the method (a cgroup memory limit on a child process where the machine allows
+it: then also the limit, how often it was hit and the child's major page faults; an engine
+OOM-killed at a budget is "budget too small for this engine to serve"); with the CPU model and
+the load average (the machine should be otherwise idle).
 
 Usage: python benchmarks/cold.py [--n 1000000] [--queries 1000]
 """
@@ -90,12 +93,19 @@ def main() -> None:
               f"queries to warm {r['queries_to_warm']}, recall lb {r['recall_lower']:.3f}, "
               f"drop {r['drop_method']}, resident after drop {r['resident_after_drop']}")
         for b in r.get("budgets") or []:
-            print(f"    budget {b['budget']:>4.0%}: cold p99 {b['cold_p99_ms']:.3f} ms, warm p99 "
-                  f"{b['warm_p99_ms']:.3f} ms, queries to warm {b['queries_to_warm']}")
+            if not b.get("served", True):
+                print(f"    budget {b['budget']:>4.0%} ({b.get('method')}): {b.get('why')}")
+                continue
+            extra = (f", limit {b['limit_bytes'] / 1e6:,.1f} MB, limit hit "
+                     f"{b.get('limit_failures')} times, major faults {b.get('major_faults')}"
+                     if b.get("limit_bytes") is not None else "")
+            print(f"    budget {b['budget']:>4.0%} ({b.get('method')}): cold p99 "
+                  f"{b['cold_p99_ms']:.3f} ms, warm p99 {b['warm_p99_ms']:.3f} ms, queries to "
+                  f"warm {b['queries_to_warm']}{extra}")
     print(f"RAM budgets: {s['cold_info']['budget_method']}")
     cg = s["cold_info"].get("cgroup") or {}
-    print(f"cgroup: version {cg.get('version')} ({cg.get('limit_file')}, writable "
-          f"{cg.get('writable')}): {cg.get('why')}")
+    print(f"cgroup: version {cg.get('version')} ({cg.get('limit_file')}, usable "
+          f"{cg.get('usable')}, used {cg.get('used')}): {cg.get('why')}")
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -77,11 +77,11 @@ def report(engine: str, s: dict[str, Any], elapsed: float) -> None:
     t = s["tenants"]
     print(f"\n== {engine}: {t['source']}, sizes {t['sizes']['min']}-{t['sizes']['max']} "
           f"(median {t['sizes']['median']:g}); {elapsed:.0f} s")
-    print(f"{'layout':<11} {'knob':<28} {'P5':>6} {'worst1%':>7} {'meeting':>7} {'p95 ms':>8} "
+    print(f"{'layout':<11} {'knob':<44} {'P5':>6} {'worst1%':>7} {'meeting':>7} {'p95 ms':>8} "
           f"{'p99 ms':>8} {'bytes/vec':>9} {'crossover':>9}")
     for p in s["layouts"]:
-        knob = ",".join(f"{k}={v}" for k, v in p["search"].items())[:28]
-        print(f"{p['layout']:<11} {knob:<28} {p['tenant_recall_p5']:>6.3f} "
+        knob = ",".join(f"{k}={v}" for k, v in p["search"].items())[:44]
+        print(f"{p['layout']:<11} {knob:<44} {p['tenant_recall_p5']:>6.3f} "
               f"{p['tenant_recall_worst1pct']:>7.3f} {p['tenants_meeting']:>7.3f} "
               f"{p['p95_ms']:>8.3f} {p['p99_ms']:>8.3f} "
               f"{(p['bytes_per_vector'] or float('nan')):>9.1f} "

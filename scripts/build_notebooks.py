@@ -301,7 +301,9 @@ Production collections are searched as many segments whose top-k are merged, and
 queries after a restart read the index from disk. `topology: {segments: [...]}` builds the same
 data as N segments and finds the cheapest knob per topology (with a per-segment rule and the
 recall change of a force-merge); `cold: true` drops the index files' pages before the run and
-measures the cold p99, the warm p99 and the queries until warm (docs/topology.md)."""),
+measures the cold p99, the warm p99 and the queries until warm, then the same under RAM budgets
+of 25 / 50 / 100% of the index bytes (a real cgroup memory limit on a child process where the
+machine allows it, else the fadvise-window approximation; docs/topology.md)."""),
     new_code_cell("""\
 TSPEC = {
     "name": "nb02-topology", "k": 10, "target_recall": TARGET, "warmup": 0,
@@ -319,7 +321,11 @@ CSPEC = {
 crun = retrieval.sweep(CSPEC, out=WORK / "cold", force=True).to_dict()
 display(retrieval.plots.cold_curve(crun))
 display(pd.DataFrame(crun["cold"])[["label", "search", "cold_p99_ms", "warm_p99_ms",
-                                    "queries_to_warm", "drop_method"]])"""),
+                                    "queries_to_warm", "drop_method"]])
+budgets = [{"label": r["label"], **b} for r in crun["cold"] for b in r.get("budgets") or []]
+display(pd.DataFrame(budgets).reindex(columns=["label", "budget", "method", "served",
+                                               "cold_p99_ms", "warm_p99_ms", "why"]))
+print("RAM budgets:", crun["cold_info"]["budget_method"])"""),
 ]
 
 NB03 = [

@@ -39,6 +39,8 @@ def print_live_sweep(s: dict[str, Any], path: str, as_json: bool = False) -> Non
                           f"({k.get('source')})" for k in seg.get("knobs") or [])
         print(f"segments: the collection has {seg.get('collection_segments')}, the lab "
               f"topology run measured {seg.get('lab_segments')}; lab knob here: {knobs}")
+    if seg.get("collection_segments") is None and seg.get("segments_source"):
+        print(f"segments: {seg['segments_source']}")
     if seg.get("warning"):
         print(f"WARNING: {seg['warning']}")
     q = s.get("queries") or {}

@@ -52,10 +52,14 @@ def print_cold(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
         for b in r.get("budgets") or []:
             rows.append((f"  budget {b['budget']:.0%}", "", _num(b["cold_p99_ms"]),
                          _num(b["warm_p99_ms"]), fmt(b["queries_to_warm"]),
-                         _num(b["recall_lower"]), "fadvise-window"))
+                         _num(b["recall_lower"]), b.get("method", "fadvise-window")))
     print_table(rows, ["index", "search", "cold p99 ms", "warm p99 ms", "queries to warm",
                        "recall lb", "drop"])
     print(info.get("definitions", ""))
     if any(r.get("budgets") for r in s.get("cold") or []):
         print(f"RAM budgets: {info.get('budget_method', '')}")
+    for r in s.get("cold") or []:
+        for b in r.get("budgets") or []:
+            if b.get("served") is False:
+                print(f"{r['label']} at budget {b['budget']:.0%}: {b.get('why')}")
     print(f"run: {run_dir}")

@@ -108,10 +108,14 @@ def _attached_segments(spec: Any, where: str) -> dict[str, Any] | None:
         desc = col.describe()
     finally:
         col.close()
+    from retrieval.live.tune import segments_source
+
+    source = segments_source(desc)
     if desc.segments is None:
-        log.warning("%s: the attached %s collection '%s' reports no segment count", where,
-                    desc.engine, desc.name)
-    return {"engine": desc.engine, "name": desc.name, "segments": desc.segments}
+        log.warning("%s: the attached %s collection '%s' reports no segment count (%s)", where,
+                    desc.engine, desc.name, source)
+    return {"engine": desc.engine, "name": desc.name, "segments": desc.segments,
+            "segments_source": source}
 
 
 @register_exporter(

@@ -25,7 +25,7 @@ import numpy as np
 
 from retrieval.errors import ConfigError, param_error
 from retrieval.groundtruth.exact import GroundTruth
-from retrieval.indexes.live import LiveCollection, LiveKnob
+from retrieval.indexes.live import LiveCollection, LiveDescription, LiveKnob
 from retrieval.live.pace import BudgetExhausted, Pacer
 from retrieval.live.queries import NOT_PRODUCTION, LiveQueries, load_queries
 from retrieval.live.shift import auroc, ladder, ood_scores, per_query_knob
@@ -262,7 +262,8 @@ def _summary(spec: LiveSweepSpec, desc: Any, knob: LiveKnob, low: int, high: int
         live["label"] = NOT_PRODUCTION
     if desc.untested:
         live["untested"] = desc.untested
-    live["segments"] = _segments(spec, desc.segments)
+    live["segments"] = {**_segments(spec, desc.segments),
+                        "segments_source": segments_source(desc)}
     return {
         "kind": "live-sweep", "workload": "live", "name": spec.name, "engine": desc.engine,
         "collection": desc.name, "metric": desc.metric, "k": spec.k, "strategy": "target",
@@ -277,6 +278,14 @@ def _summary(spec: LiveSweepSpec, desc: Any, knob: LiveKnob, low: int, high: int
         **out,
         "live": live,
     }
+
+
+def segments_source(desc: LiveDescription) -> str | None:
+    """How the engine's segment count was read, or why there is none (``unavailable: ...``)."""
+    source = desc.details.get("segments_source")
+    if source is None and desc.segments is None:
+        return f"unavailable: {desc.engine} reports no segment count"
+    return None if source is None else str(source)
 
 
 def _segments(spec: LiveSweepSpec, segments: int | None) -> dict[str, Any]:

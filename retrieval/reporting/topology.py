@@ -65,20 +65,30 @@ def cold_curve(summary: Mapping[str, Any]) -> Figure:
         ax.axhline(r["warm_p99_ms"], color=color, ls=":", lw=1)
         if r.get("queries_to_warm") is not None:
             ax.axvline(r["queries_to_warm"], color=color, ls="--", lw=0.8)
-        pts = [(b["budget"], b["cold_p99_ms"], b["warm_p99_ms"]) for b in r.get("budgets") or []]
+        budgets = r.get("budgets") or []
+        pts = [(b["budget"], b["cold_p99_ms"], b["warm_p99_ms"]) for b in budgets
+               if b.get("cold_p99_ms") is not None and b.get("warm_p99_ms") is not None]
+        for b in budgets:
+            if b.get("served") is False:  # OOM-killed: the budget is too small to serve
+                ax_b.annotate("OOM", (b["budget"], 0.02), xycoords=("data", "axes fraction"),
+                              color=color, ha="center", fontsize=7)
         if pts:
             x, cold, warm = zip(*pts, strict=True)
             ax_b.plot(x, cold, marker=colors.marker(name), color=color, label=f"{name} cold")
             ax_b.plot(x, warm, marker=colors.marker(name), color=color, ls=":", mfc="white")
+    shown = [b["budget"] for r in rows for b in r.get("budgets") or []]
+    if shown:  # every budget on the axis, an OOM-killed one too
+        ax_b.set_xlim(min(shown) - 0.05, max(shown) + 0.05)
     for a in (ax, ax_b):
         a.set_yscale("log")
     finish(ax, title="cold-to-warm p99", xlabel="queries searched since the page drop",
            ylabel="rolling p99 ms (32 queries)", legend_loc="below")
     finish(ax_b, title="p99 per RAM budget", xlabel="RAM budget (share of the index bytes)",
            ylabel="p99 ms", legend_loc="below")
+    method = str((summary.get("cold_info") or {}).get("budget_method") or "fadvise-window")
     note(fig, "left: dotted, the warm p99; dashed, queries to warm (p99 within 1.2x of warm). "
-              "right: solid, the first window after the drop; dotted, warm (fadvise-window "
-              "approximation of a RAM budget)")
+              "right: solid, the first window after the drop; dotted, warm; OOM: the budget "
+              f"was too small to serve (budgets by {method.split(':')[0]})")
     return fig
 
 

@@ -16,12 +16,16 @@ Definitions (latencies in ms, single-query):
 - ``p99_curve``: that rolling p99 over the whole run (cold pass, then the warm passes), as
   ``[queries searched before the window, p99 ms]`` pairs (at most 200).
 
-RAM budgets (25 / 50 / 100% of the index files' bytes): no cgroup limit is applied (cgroup v2
-``memory.max`` / v1 ``memory.limit_in_bytes`` would limit the whole process; which one the
-machine has is detected and named in ``cold_info.cgroup``, :mod:`retrieval.tune.cgroup`); the
-approximation used and named in the output is ``fadvise-window``: before every window of
-queries, the pages of each file beyond the budget's share of its bytes are dropped again, so
-at most that share (plus what one window touches) stays cached.
+RAM budgets (25 / 50 / 100% of the index's bytes): where this machine lets rwb make a memory
+cgroup (:mod:`retrieval.tune.cgroup`: cgroup v2 ``memory.max`` or v1 ``memory.limit_in_bytes``),
+each budget is served by a child process (:mod:`retrieval.tune.cold_child`) in a group of rwb's
+whose limit is that child's own resident memory once loaded (everything except the index pages)
++ the budget's share of the index pages a warm run keeps cached (``warm_resident_bytes``); the
+method is ``cgroup-v1`` / ``cgroup-v2``.
+Elsewhere the approximation ``fadvise-window`` is used: before every window of queries, the
+pages of each file beyond the budget's share of its bytes are dropped again, so at most that
+share (plus what one window touches) stays cached. ``cold_info.budget_method`` names the method
+and, for a fallback, why.
 """
 
 from __future__ import annotations
@@ -68,9 +72,24 @@ DEFINITIONS = (f"cold_p99_ms: p99 of the first {COLD_WINDOW} queries after the d
                f"warm_p99_ms: p99 of the last of {WARM_PASSES} further passes; queries_to_warm: "
                f"queries searched before the first window of {COLD_WINDOW} consecutive queries "
                f"whose p99 is within {WARM_FACTOR}x of warm_p99_ms")
-BUDGET_METHOD = ("fadvise-window: before each window of queries the pages of each index file "
-                 "beyond the budget's share of its bytes are dropped again "
-                 "(posix_fadvise DONTNEED); no cgroup memory.max")
+FADVISE_WINDOW = ("fadvise-window: before each window of queries the pages of each index file "
+                  "beyond the budget's share of its bytes are dropped again "
+                  "(posix_fadvise DONTNEED); no cgroup memory limit")
+CGROUP_METHOD = ("{method}: each budget served by a child process in a memory cgroup of rwb's "
+                 "whose limit is the child's resident bytes once loaded (everything but the "
+                 "index pages) + the budget's share of the index pages a warm run keeps cached "
+                 "(warm_resident_bytes) + {headroom} MiB; "
+                 "index pages beyond it are reclaimed and read again")
+
+
+def budget_method(info: dict[str, Any]) -> str:
+    """The budgets' method for this machine's cgroup ``info`` (:func:`memory_cgroup`)."""
+    from retrieval.tune.cgroup import HEADROOM_BYTES
+
+    if info.get("usable"):
+        return CGROUP_METHOD.format(method=f"cgroup-v{info['version']}",
+                                    headroom=HEADROOM_BYTES >> 20)
+    return f"{FADVISE_WINDOW} ({info.get('why')})"
 
 
 @runtime_checkable
@@ -151,6 +170,13 @@ def resident_fraction(files: Sequence[Path]) -> float | None:
     return resident / total if total else None
 
 
+def file_bytes(files: Sequence[Path]) -> int:
+    """Bytes the files hold on disk: per file the smaller of its size and its allocated blocks
+    (a sparse, preallocated file, as Qdrant's, counts what was written); the RAM budgets are
+    shares of it."""
+    return int(sum(min(st.st_size, st.st_blocks * 512) for st in (f.stat() for f in files)))
+
+
 # --- the latency profile ---------------------------------------------------------------------
 def queries_to_warm(lat_ms: np.ndarray, warm_p99: float, window: int = COLD_WINDOW,
                     factor: float = WARM_FACTOR) -> int | None:
@@ -224,6 +250,8 @@ class ColdRun:
         self.gt = ground_truth(ds, spec.k).ids[:, : spec.k]
         self.queries = np.ascontiguousarray(ds.queries)
         self.evaluations = 0
+        self.children = 0
+        self.cgroup = memory_cgroup()
 
     def knob_configs(self, i: int, label: str, built: Any, bp: Any) -> list[dict[str, Any]]:
         """With a target: the cheapest knob (warm, lower bound over all queries) with the
@@ -268,14 +296,60 @@ class ColdRun:
                 warm, ids = timed_pass(idx, self.queries, spec.k, before)
             assert warm is not None and ids is not None
             pq = recall_by_id(ids, self.gt, spec.k)
+            warm_frac = resident_fraction(files) if budget is None else None
+            pages = sum(-(-f.stat().st_size // mmap.PAGESIZE) for f in files) * mmap.PAGESIZE
             return {**cold_profile(cold, warm), "drop_method": method,
                     "resident_after_drop": resident,
-                    "index_file_bytes": int(sum(f.stat().st_size for f in files)),
+                    "index_file_bytes": file_bytes(files),
+                    "warm_resident_bytes": (None if warm_frac is None
+                                            else int(warm_frac * pages)),
                     "recall": float(pq.mean()),
                     "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence, spec.seed),
                     "p95_ms": float(np.percentile(warm, 95))}
         finally:
             idx.close()
+
+    def measure_budget(self, backend: str, bp: Any, snap: Path, search: dict[str, Any],
+                       budget: float, row: dict[str, Any]) -> dict[str, Any]:
+        """One RAM budget: in a child process under a cgroup limit where the machine allows
+        it (a share of the index pages the warm run kept cached, ``warm_resident_bytes``:
+        preallocated file space no query touches is not the index's), else by the
+        fadvise-window approximation (a share of each file's bytes); ``method`` names which,
+        ``budget_of`` what the share is of."""
+        keys = ("cold_p99_ms", "warm_p99_ms", "queries_to_warm", "recall_lower")
+        index_bytes, of = int(row["index_file_bytes"]), "index_file_bytes"
+        if self.cgroup.get("usable") and row.get("warm_resident_bytes"):
+            index_bytes, of = int(row["warm_resident_bytes"]), "warm_resident_bytes"
+        head = {"budget": budget, "budget_bytes": int(budget * index_bytes), "budget_of": of}
+        if self.cgroup.get("usable"):
+            from retrieval.tune.cgroup import serve_in_group
+
+            spec, ds = self.spec, self.ds
+            job = {"backend": backend, "dim": ds.dim, "metric": ds.metric, "build": bp,
+                   "seed": spec.seed, "threads": spec.threads, "snapshot": str(snap),
+                   "n": ds.n_base, "search": search, "k": spec.k}
+            self.children += 1
+            try:
+                got = serve_in_group(self.cgroup, job, self.queries, budget, index_bytes,
+                                     self.work / f"child-{self.children}")
+            except OSError as exc:  # the kernel refused the group or its limit
+                log.warning("cold run: cgroup not usable (%s); budgets use fadvise-window", exc)
+                self.cgroup = {**self.cgroup, "usable": False,
+                               "why": f"creating or limiting rwb's group failed: {exc}"}
+            else:
+                cold, warm, ids = (got.pop(key, None) for key in ("cold", "warm", "ids"))
+                if cold is None or warm is None or ids is None:
+                    return {**head, **dict.fromkeys(keys), **got}
+                pq = recall_by_id(ids, self.gt, spec.k)
+                prof = cold_profile(cold, warm)
+                return {**head, **{key: prof[key] for key in keys[:3]},
+                        "recall_lower": lower_bound(pq, spec.k, spec.tune.confidence,
+                                                    spec.seed), **got}
+        m = self.measure(backend, bp, snap, search, budget)
+        head.update(budget_bytes=int(budget * row["index_file_bytes"]),
+                    budget_of="index_file_bytes")
+        return {**head, **{key: m[key] for key in keys}, "method": "fadvise-window",
+                "served": True}
 
     def measure_config(self, label: str, backend: str, build: dict[str, Any], bp: Any,
                        snap: Path, search: dict[str, Any]) -> dict[str, Any]:
@@ -284,11 +358,8 @@ class ColdRun:
                                "search": search}
         row.update(self.measure(backend, bp, snap, search, None))
         if self.spec.target_recall is not None:
-            row["budgets"] = [
-                {"budget": f, "budget_bytes": int(f * row["index_file_bytes"]),
-                 **{key: m[key] for key in ("cold_p99_ms", "warm_p99_ms", "queries_to_warm",
-                                            "recall_lower")}}
-                for f in BUDGETS for m in [self.measure(backend, bp, snap, search, f)]]
+            row["budgets"] = [self.measure_budget(backend, bp, snap, search, f, row)
+                              for f in BUDGETS]
         if self.progress:
             self.progress(self.evaluations, 0, f"{label} {search}: cold p99 "
                                                f"{row['cold_p99_ms']:.2f} ms, warm p99 "
@@ -348,8 +419,11 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
         "latency_unit": "ms", "evaluations": cr.evaluations + len(rows),
         "backends": {}, "builds": [], "rows": [], "pareto": [],
         "cold": rows,
-        "cold_info": {"definitions": DEFINITIONS, "budget_method": BUDGET_METHOD,
-                      "cgroup": memory_cgroup(), "budgets": list(BUDGETS),
+        "cold_info": {"definitions": DEFINITIONS, "budget_method": budget_method(cr.cgroup),
+                      "method": budget_method(cr.cgroup).split(":")[0],
+                      "cgroup": {**cr.cgroup, "used": any(
+                          str(b.get("method", "")).startswith("cgroup")
+                          for r in rows for b in r.get("budgets") or [])}, "budgets": list(BUDGETS),
                       "wall_s": time.perf_counter() - started},
     }
     typed = SweepSummary.model_validate(summary)
@@ -358,4 +432,5 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
 
 
 __all__ = ["BUDGETS", "COLD_WINDOW", "WARM_FACTOR", "SupportsColdOpen", "check_cold_spec",
-           "cold_profile", "drop_pages", "queries_to_warm", "resident_fraction", "run_cold"]
+           "cold_profile", "drop_pages", "file_bytes", "queries_to_warm", "resident_fraction",
+           "run_cold"]

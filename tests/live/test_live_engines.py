@@ -432,7 +432,8 @@ c = attach({{"engine": "milvus", "uri": {str(db)!r}, "collection": "items",
             "vector_field": "vec", "id_field": "pk"}}, "spec.yaml")
 q = np.load({str(tmp_path / "q.npy")!r})
 d = c.describe(); c.set_search_params(ef=200)
-print(json.dumps({{"rows": d.rows, "kind": d.index_kind,
+print(json.dumps({{"rows": d.rows, "kind": d.index_kind, "segments": d.segments,
+                  "segments_source": d.details["segments_source"],
                   "exact": c.search_exact(q, 10).ids.tolist(),
                   "ann": c.search(q, 10).ids.tolist()}}))
 c.close()
@@ -441,6 +442,9 @@ c.close()
                          capture_output=True, text=True).stdout
     got = json.loads(out.strip().splitlines()[-1])
     assert (got["rows"], got["kind"]) == (N, "HNSW")
+    parquet = list(db.glob("collections/items/partitions/*/data/*.parquet"))
+    assert got["segments"] == len(parquet) >= 1  # Lite: its sealed data segment files
+    assert "parquet" in got["segments_source"]
     want, _ = _numpy_exact(IDS, X, Q, "cosine", K)
     assert recall_at(np.array(got["exact"]), want) == 1.0
     assert recall_at(np.array(got["ann"]), want) > 0.9
@@ -591,6 +595,20 @@ def test_lancedb_hnsw_and_qdrant_quantized_knobs(tmp_path: Path) -> None:
             assert r_low + 0.05 < r_high, (section["engine"], r_low, r_high)
         finally:
             coll.close()
+
+
+@pytest.mark.milvus
+def test_milvus_lite_by_uri_says_why_it_has_no_segment_count(milvus_live: Live) -> None:
+    """Milvus Lite implements no segment RPC: served by URI, the count is None and the
+    description says why (a server's list_persistent_segments answered UNIMPLEMENTED)."""
+    coll = _attach(milvus_live)
+    try:
+        d = coll.describe()
+    finally:
+        coll.close()
+    assert d.segments is None
+    assert d.details["segments_source"].startswith("unavailable:")
+    assert "UNIMPLEMENTED" in d.details["segments_source"]
 
 
 @pytest.mark.milvus

@@ -91,7 +91,14 @@ def test_cold_run_summary_keys(tmp_path):
     assert row["drop_method"].startswith(("posix_fadvise", "/proc/sys/vm/drop_caches"))
     assert row["recall_lower"] >= 0.8  # the target search chose the knob
     assert [b["budget"] for b in row["budgets"]] == [0.25, 0.5, 1.0]
-    assert "fadvise-window" in s["cold_info"]["budget_method"]
+    method = s["cold_info"]["budget_method"]
+    used = {b["method"] for b in row["budgets"]}
+    assert used == {"fadvise-window"} or used == {f"cgroup-v{s['cold_info']['cgroup']['version']}"}
+    assert s["cold_info"]["method"] in used and method.startswith(used.pop())
+    assert 0 < (row["warm_resident_bytes"] or 1) <= row["index_file_bytes"] + 4096
+    base = {"fadvise-window": "index_file_bytes"}.get(method.split(":")[0],
+                                                      "warm_resident_bytes")
+    assert {b["budget_of"] for b in row["budgets"]} == {base}
 
 
 def test_cold_refuses_a_backend_without_files():
@@ -107,7 +114,7 @@ def test_cli_prints_the_cold_table_and_report_draws_the_curve(tmp_path, capsys):
     from retrieval.cli import main
 
     path = tmp_path / "cold.yaml"
-    path.write_text("name: cold\ndataset: synthetic-small\nk: 10\ntarget_recall: 0.8\n"
+    path.write_text("name: cold\ndataset: synthetic-small\nk: 10\n"  # no target: no budgets
                     "warmup: 0\ncold: true\nindex_build: {cache: false}\nindexes:\n"
                     "  - backend: faiss-ivf\n    build: {nlist: 16}\n    search: {nprobe: 1}\n")
     assert main(["sweep", str(path), "--out", str(tmp_path / "run"), "--json"]) == 0

@@ -191,7 +191,7 @@ def test_export_attaches_the_named_collection_and_verify_holds(
     doc = yaml.safe_load(out.read_text())
     assert doc["segments"] == 4 and doc["knob_source"] == "rule"
     assert doc["evidence"]["collection"] == {"engine": "lancedb", "name": "items",
-                                             "segments": 4}
+                                             "segments": 4, "segments_source": None}
     assert "has 4 segments" in doc["evidence"]["segments_warning"]
     assert doc["config"]["query"]["ef"] == doc["knob"]
     capsys.readouterr()

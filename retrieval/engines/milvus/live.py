@@ -16,6 +16,14 @@ no index and no file) and ``release_collection`` when the last handle of this pr
 relies on that load closes, so the load state is as it found it; a loaded collection is left
 loaded.
 
+Segments (``describe().segments``, what a topology run's comparison uses; how it was counted
+or why there is none in ``details['segments_source']``): a server's
+``list_persistent_segments`` (sealed segments; a read); Milvus Lite implements no segment RPC
+(``list_persistent_segments`` / ``list_loaded_segments`` / ``get_query_segment_info`` answer
+UNIMPLEMENTED and ``get_collection_stats`` has only ``row_count``), so for a Lite database path
+rwb counts the collection's sealed data segment files (``partitions/*/data/*.parquet``, one
+per flushed segment) and for a Lite server URI the count is unavailable.
+
 Rows: ``query(output_fields=["count(*)"])`` (every visible row, flushed or not). Knobs: ``ef``
 for HNSW kinds (``[1, 4096]``; searched with ``max(ef, k)``, Milvus refuses ef < k on a
 server), ``nprobe`` for IVF kinds (``[1, nlist]``); none for FLAT. Distances: ``L2`` (squared)
@@ -208,6 +216,7 @@ class MilvusLiveCollection:
         build = {k: v for k, v in idx.items() if k not in {
             "index_type", "metric_type", "field_name", "index_name", "total_rows",
             "indexed_rows", "pending_index_rows", "state"}}
+        segments, source = self._segments()
         details = {"uri": redact_uri(self.spec.uri),
                    "mode": "server" if _is_server(self.spec.uri) else "milvus-lite",
                    "metric_type": idx.get("metric_type"),
@@ -217,8 +226,32 @@ class MilvusLiveCollection:
         return LiveDescription(engine="milvus", name=self.spec.collection, dim=self._dim,
                                metric=self.metric, index_kind=self._kind() or None,
                                build_params=build, rows=rows,
-                               segments=None,
-                               details={**details, "partitions": self._info.get("num_partitions")})
+                               segments=segments,
+                               details={**details, "partitions": self._info.get("num_partitions"),
+                                        "segments_source": source})
+
+    def _segments(self) -> tuple[int | None, str]:
+        """(sealed segment count or None, how it was counted / why it is unavailable)."""
+        if not _is_server(self.spec.uri):
+            from retrieval.engines.milvus.lite import collection_dir, lite_files
+
+            data, _ = lite_files(Path(self.spec.uri), self.spec.collection)
+            if collection_dir(Path(self.spec.uri), self.spec.collection) is None:
+                return None, (f"unavailable: Milvus Lite implements no segment RPC and no "
+                              f"folder of '{self.spec.collection}' was found in the database")
+            return len(data), ("Milvus Lite data segment files (partitions/*/data/*.parquet: "
+                               "one per sealed segment; Lite implements no segment RPC)")
+        try:
+            with quiet_pymilvus():
+                got = self._client.list_persistent_segments(self.spec.collection)
+        except Exception as exc:
+            why = one_line(exc, self.spec.token)
+            if "UNIMPLEMENTED" in why.upper() or "not implemented" in why.lower():
+                why = ("the server implements no segment RPC (Milvus Lite served by URI: "
+                       "list_persistent_segments is UNIMPLEMENTED; attach the Lite database "
+                       "path to count its segment files)")
+            return None, f"unavailable: {why}"
+        return len(got), "list_persistent_segments (sealed segments the server reports)"
 
     def knobs(self) -> tuple[LiveKnob, ...]:
         """``ef`` (HNSW kinds) or ``nprobe`` (IVF kinds, up to ``nlist``); none for FLAT."""

@@ -42,6 +42,14 @@ def cold_tables(run: Run) -> Tables:
     keys = ["label", "search", "cold_p99_ms", "warm_p99_ms", "queries_to_warm", "drop_method",
             "recall_lower"]
     rows = [[r.get(k) for k in keys] for r in run.summary.get("cold") or []]
-    return [("Summary", head_table(run)),
-            ("Cold", Table(keys, rows, caption=(run.summary.get("cold_info") or {})
-                           .get("definitions", "")))]
+    info = run.summary.get("cold_info") or {}
+    tables = [("Summary", head_table(run)),
+              ("Cold", Table(keys, rows, caption=info.get("definitions", "")))]
+    bkeys = ["budget", "budget_bytes", "method", "served", "cold_p99_ms", "warm_p99_ms",
+             "queries_to_warm", "limit_bytes", "limit_failures", "major_faults", "why"]
+    brows = [[r.get("label"), r.get("search")] + [b.get(k) for k in bkeys]
+             for r in run.summary.get("cold") or [] for b in r.get("budgets") or []]
+    if brows:
+        tables.append(("RAM budgets", Table(["label", "search", *bkeys], brows,
+                                            caption=info.get("budget_method", ""))))
+    return tables
