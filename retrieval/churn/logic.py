@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.stats.metrics import recall_fewer_than_k
 from retrieval.tune.config import ConfidenceSpec
 from retrieval.tune.decide import lower_bound
 
@@ -32,16 +33,9 @@ def recall_stats(per_query: np.ndarray, k: int, conf: ConfidenceSpec, seed: int
             "recall_lower": float(lower_bound(x, k, conf, seed))}
 
 
-def live_recall(found: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
-    """Per-query recall@k by id against the live set's exact top-k under the filtered sweep's
-    fewer-than-k rule: with ``m < k`` live vectors the exact answer has ``m`` ids (-1 past
-    them) and recall is hits / ``m`` (a perfect answer is 1.0, not m / k). float64 (nq,)."""
-    f, e = np.asarray(found)[:, :k], np.asarray(exact)[:, :k]
-    hits = np.zeros(f.shape[0], dtype=np.float64)
-    for j in range(f.shape[1]):
-        col = f[:, j:j + 1]
-        hits += ((col == e) & (col >= 0)).any(axis=1)
-    return hits / np.maximum((e >= 0).sum(axis=1), 1)
+#: per-query recall@k by id against the live set's exact top-k under the filtered sweep's
+#: fewer-than-k rule (THE evaluation loop's, :func:`retrieval.stats.metrics.recall_fewer_than_k`)
+live_recall = recall_fewer_than_k
 
 
 def short_of_k(ids: np.ndarray, k: int, live: int) -> dict[str, float]:
