@@ -210,22 +210,11 @@ class Evaluator:
     workload scores each step against that step's own truth, :class:`StepTruth`).
     """
 
-    def __init__(
-        self,
-        ds: VectorDataset,
-        k: int = 10,
-        *,
-        threads: int = 1,
-        seed: int = 0,
-        warmup: int = 32,
-        batch_repeats: int = 3,
-        workdir: Path | None = None,
-        gt: GroundTruth | None = None,
-        build_threads: int | None = None,
-        index_cache: IndexCache | CacheSettings | bool = True,
-        source: str = "",
-        eager_truth: bool = True,
-    ) -> None:
+    def __init__(self, ds: VectorDataset, k: int = 10, *, threads: int = 1, seed: int = 0,
+                 warmup: int = 32, batch_repeats: int = 3, workdir: Path | None = None,
+                 gt: GroundTruth | None = None, build_threads: int | None = None,
+                 index_cache: IndexCache | CacheSettings | bool = True, source: str = "",
+                 eager_truth: bool = True) -> None:
         #: the spec file the settings came from (prefixes errors about them), or ""
         self.source = source
         pre = f"{source}: " if source else ""
