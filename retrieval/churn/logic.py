@@ -1,5 +1,6 @@
-"""Pure logic of the churn bench (numpy only; golden-tested): recall of one search step, the
-drift / damage split, and the one-line advice per engine.
+"""Pure logic of the churn bench (numpy only; golden-tested): results short of k, the drift /
+damage split, and the one-line advice per engine (a step's recall and its bound are THE
+measurer's: :meth:`retrieval.tune.measure.Measurer.at_step`).
 
 Drift vs damage, in recall points of the configured search params: the reference is the recall
 at the run's first search step; the control is a fresh build on the live set at a later step.
@@ -20,18 +21,6 @@ from typing import Any
 import numpy as np
 
 from retrieval.stats.metrics import recall_fewer_than_k
-from retrieval.tune.config import ConfidenceSpec
-from retrieval.tune.decide import lower_bound
-
-
-def recall_stats(per_query: np.ndarray, k: int, conf: ConfidenceSpec, seed: int
-                 ) -> dict[str, float]:
-    """Mean recall@k, its 5th percentile over queries, and the lower confidence bound of
-    ``conf`` (the project's bound, :func:`retrieval.tune.decide.lower_bound`)."""
-    x = np.asarray(per_query, dtype=np.float64)
-    return {"recall": float(x.mean()), "recall_p5": float(np.percentile(x, 5)),
-            "recall_lower": float(lower_bound(x, k, conf, seed))}
-
 
 #: per-query recall@k by id against the live set's exact top-k under the filtered sweep's
 #: fewer-than-k rule (THE evaluation loop's, :func:`retrieval.stats.metrics.recall_fewer_than_k`)
@@ -152,5 +141,5 @@ def advice_dict(a: AdviceInput) -> dict[str, Any]:
     return out
 
 
-__all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms", "recall_stats",
+__all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms",
            "short_of_k", "split"]
