@@ -20,7 +20,7 @@ import gc
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -51,7 +51,13 @@ from retrieval.indexes.buildcache import (
 from retrieval.indexes.entry import SearchConfig, apply_search, check_search
 from retrieval.params import Params, validate_params
 from retrieval.phases import phase
-from retrieval.stats.metrics import latency_summary, recall_by_id, recall_summary, recall_tie_aware
+from retrieval.stats.metrics import (
+    latency_summary,
+    recall_by_id,
+    recall_fewer_than_k,
+    recall_summary,
+    recall_tie_aware,
+)
 from retrieval.timing import time_each, time_repeat, warm_up
 
 if TYPE_CHECKING:
@@ -79,6 +85,25 @@ class FilterCell:
     strategy: str
     bucket: Bucket
     overfetch: int | None = None
+
+
+def per_query_recall(found: np.ndarray, exact: np.ndarray, k: int, *,
+                     live: bool = False) -> np.ndarray:
+    """THE per-query recall@k by id of the evaluation loop (every measurement, and each answer
+    of a load point): against a fixed base's exact top-k, hits / k; against a live set's
+    (``live``: -1 past the live count), the fewer-than-k rule. float64 (nq,)."""
+    return recall_fewer_than_k(found, exact, k) if live else recall_by_id(found, exact, k)
+
+
+@dataclass(frozen=True, eq=False)
+class StepTruth:
+    """The exact answers at one step of a live workload (a runbook's search step): ``gt``, the
+    exact top-k of the queries over the live set then, by the caller's (engine) ids, -1 past
+    the live count; ``rows``, those ids -> base rows (-1 for an id not live: the exact
+    distances of what was retrieved). Recall against it follows the fewer-than-k rule."""
+
+    gt: GroundTruth
+    rows: Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,23 +206,15 @@ class Evaluator:
     ``index_cache``: the on-disk build cache (True: the default one, see
     :mod:`retrieval.indexes.buildcache`; False: none), used for every backend that has a
     snapshot format; a loaded index reports its original build time.
+    ``eager_truth``: compute the dataset's exact top-k now (False: at its first use; a live
+    workload scores each step against that step's own truth, :class:`StepTruth`).
     """
 
-    def __init__(
-        self,
-        ds: VectorDataset,
-        k: int = 10,
-        *,
-        threads: int = 1,
-        seed: int = 0,
-        warmup: int = 32,
-        batch_repeats: int = 3,
-        workdir: Path | None = None,
-        gt: GroundTruth | None = None,
-        build_threads: int | None = None,
-        index_cache: IndexCache | CacheSettings | bool = True,
-        source: str = "",
-    ) -> None:
+    def __init__(self, ds: VectorDataset, k: int = 10, *, threads: int = 1, seed: int = 0,
+                 warmup: int = 32, batch_repeats: int = 3, workdir: Path | None = None,
+                 gt: GroundTruth | None = None, build_threads: int | None = None,
+                 index_cache: IndexCache | CacheSettings | bool = True, source: str = "",
+                 eager_truth: bool = True) -> None:
         #: the spec file the settings came from (prefixes errors about them), or ""
         self.source = source
         pre = f"{source}: " if source else ""
@@ -215,7 +232,9 @@ class Evaluator:
         self.warmup = warmup
         self.batch_repeats = max(1, batch_repeats)
         self.workdir = workdir
-        self.gt = (gt or ground_truth(ds, k)).top(max(k, 1))
+        self._gt = None if gt is None else gt.top(max(k, 1))
+        if eager_truth:
+            self._gt = self.gt
         self._built: dict[tuple[str, str], BuiltIndex] = {}
         #: guards ``_built`` and the work-folder numbering against concurrent builds
         self._lock = threading.Lock()
@@ -236,6 +255,18 @@ class Evaluator:
         self.build_log: list[dict[str, Any]] = []
         #: set by filtered evaluation: given to SupportsFilter backends before each build
         self.attributes: Any = None
+
+    @property
+    def gt(self) -> GroundTruth:
+        """The exact top-k of the dataset's queries over its base (row positions), computed at
+        the first use (:func:`retrieval.groundtruth.exact.ground_truth`, cached on disk)."""
+        if self._gt is None:
+            self._gt = ground_truth(self.ds, self.k).top(max(self.k, 1))
+        return self._gt
+
+    @gt.setter
+    def gt(self, gt: GroundTruth) -> None:
+        self._gt = gt
 
     def cache_report(self) -> dict[str, Any]:
         """What the build cache did in this evaluator (for the run manifest)."""
@@ -304,33 +335,64 @@ class Evaluator:
                 return self._built[key]
             self._workdirs += 1
             slot = self._workdirs - 1
-        cls = get_backend(backend)
         workdir = self.workdir / f"{backend}-{slot}" if self.workdir else None
+        index, threads = self.new_index(backend, params, workdir=workdir,
+                                        build_threads=build_threads)
+        if isinstance(index, SupportsSharedTraining):
+            index.share_training(self.trained)
+        built = self._build_logged(backend, index, params, self.ds.base, None,
+                                   self.ds.fingerprint, threads, self.cache)
+        if isinstance(index, SupportsBruteForceCheck) and \
+                get_backend(backend).monotone_knobs_for(params):
+            # a silent brute-force fallback would make every knob setting look perfect
+            n = min(self.ds.n_queries, 100)
+            index.verify_not_brute_force(self.ds.queries[:n], self.k, self.gt.ids[:n])
+        self._built[key] = built
+        return built
+
+    def new_index(self, backend: str, params: Params, *, workdir: Path | None,
+                  seed: int | None = None, build_threads: int | None = None,
+                  **options: Any) -> tuple[IndexBackend, int]:
+        """An unbuilt index of ``backend`` with ``params`` on this dataset's dim and metric (the
+        evaluator's seed unless ``seed``; ``options``: the backend's keyword arguments, e.g. a
+        server's ``uri``) and its build threads; ``workdir`` is made when given."""
         if workdir:
             workdir.mkdir(parents=True, exist_ok=True)
-        index = cls(
-            self.ds.dim,
-            self.ds.metric,
-            params,
-            seed=self.seed,
-            threads=self.threads,
-            workdir=workdir,
-        )
+        cls = get_backend(backend)
+        index = cls(self.ds.dim, self.ds.metric, params,
+                    seed=self.seed if seed is None else seed, threads=self.threads,
+                    workdir=workdir, **options)
         threads = self.threads
         if isinstance(index, SupportsBuildThreads):
             threads = self.build_threads if build_threads is None else int(build_threads)
             index.set_build_threads(threads)
-        if isinstance(index, SupportsSharedTraining):
-            index.share_training(self.trained)
         if self.attributes is not None and isinstance(index, SupportsFilter):
             index.attach_attributes(self.attributes)
+        return index, threads
+
+    def build_on(self, backend: str, params: Params, vectors: np.ndarray, ids: np.ndarray, *,
+                 workdir: Path | None, seed: int | None = None, cached: bool = True,
+                 **options: Any) -> BuiltIndex:
+        """The index of ``params`` built on ``vectors`` under the caller's ``ids`` (a live
+        index: a runbook's first insert, a fresh build of a churned live set), through the
+        same build path as :meth:`build` (build threads, the on-disk build cache when
+        ``cached``, the build log). Not kept among the evaluator's built indexes: the caller
+        closes it. ``cached=False`` for an index that will be written to (a snapshot of the
+        cache must never be)."""
+        index, threads = self.new_index(backend, params, workdir=workdir, seed=seed, **options)
+        return self._build_logged(backend, index, params, vectors, ids, None, threads,
+                                  self.cache if cached else None)
+
+    def _build_logged(self, backend: str, index: IndexBackend, params: Params,
+                      vectors: np.ndarray, ids: np.ndarray | None, fingerprint: str | None,
+                      threads: int, cache: IndexCache | None) -> BuiltIndex:
+        """Build (or load from ``cache``) ``index``; one record in :attr:`build_log`."""
         gc.collect()
         rss0 = _rss_bytes()
         try:
-            fingerprint = self.ds.fingerprint
             with phase("build"):
-                info, outcome = build_or_load(self.cache, index, self.ds.base,
-                                              data=fingerprint, reproducible=self.reproducible)
+                info, outcome = build_or_load(cache, index, vectors, ids, data=fingerprint,
+                                              reproducible=self.reproducible)
         except ConfigError as exc:  # params that do not fit the data (nlist > n): the file
             if not self.source or str(exc).startswith(f"{self.source}:"):
                 raise
@@ -338,16 +400,10 @@ class Evaluator:
         rss_delta = max(0, _rss_bytes() - rss0)
         self.build_log.append({"backend": backend, "build": params.model_dump(mode="json"),
                                "build_threads": threads, **outcome.to_dict()})
-        if isinstance(index, SupportsBruteForceCheck) and cls.monotone_knobs_for(params):
-            # a silent brute-force fallback would make every knob setting look perfect
-            n = min(self.ds.n_queries, 100)
-            index.verify_not_brute_force(self.ds.queries[:n], self.k, self.gt.ids[:n])
         log.info("%s %s %s in %.2f s (build %.2f s)", "loaded" if outcome.cache == "hit" else
                  "built", backend, params.model_dump(), outcome.load_s or info.build_s,
                  info.build_s)
-        built = BuiltIndex(backend, params, index, info, rss_delta, outcome, threads)
-        self._built[key] = built
-        return built
+        return BuiltIndex(backend, params, index, info, rss_delta, outcome, threads)
 
     def derive(self, backend: str, build: Mapping[str, Any] | Params,
                source: BuiltIndex) -> BuiltIndex:
@@ -358,15 +414,7 @@ class Evaluator:
         key = (backend, params.model_dump_json())
         if key in self._built:
             return self._built[key]
-        cls = get_backend(backend)
-        index = cls(self.ds.dim, self.ds.metric, params, seed=self.seed, threads=self.threads,
-                    workdir=None)
-        threads = self.threads
-        if isinstance(index, SupportsBuildThreads):
-            index.set_build_threads(self.build_threads)
-            threads = self.build_threads
-        if self.attributes is not None and isinstance(index, SupportsFilter):
-            index.attach_attributes(self.attributes)
+        index, threads = self.new_index(backend, params, workdir=None)
         if not isinstance(index, SupportsDerivedBuild):
             raise ConfigError(f"backend '{backend}' cannot derive a build; use "
                               f"tune.build_search: full")
@@ -421,22 +469,24 @@ class Evaluator:
         modes: Sequence[Mode] = MODES,
         query_idx: np.ndarray | None = None,
         query_set: str = "all",
+        truth: StepTruth | None = None,
     ) -> list[Measurement]:
-        """Measure one search config in each mode on the queries ``query_idx`` (default all)."""
+        """Measure one search config in each mode on the queries ``query_idx`` (default all),
+        scored against the dataset's exact top-k, or against ``truth`` (a live step's)."""
         config = self.check_search(built, search)
         apply_search(built.index, config)
         qidx = np.arange(self.ds.n_queries) if query_idx is None else np.asarray(query_idx)
         if qidx.size == 0:
             raise ConfigError("no queries to measure (query subset is empty)")
         queries = np.ascontiguousarray(self.ds.queries[qidx])
-        gt = self.gt.rows(qidx)
+        gt = self.gt.rows(qidx) if truth is None else truth.gt.rows(qidx)
         with phase("search"):
-            out = self._measure_modes(built, config, modes, queries, gt, query_set)
+            out = self._measure_modes(built, config, modes, queries, gt, query_set, truth)
         return [dataclasses.replace(m, query_idx=qidx) for m in out]
 
     def _measure_modes(self, built: BuiltIndex, config: SearchConfig, modes: Sequence[Mode],
-                       queries: np.ndarray, gt: GroundTruth, query_set: str
-                       ) -> list[Measurement]:
+                       queries: np.ndarray, gt: GroundTruth, query_set: str,
+                       truth: StepTruth | None = None) -> list[Measurement]:
         out = []
         self._warm_up(built.index, queries)
         for mode in modes:
@@ -449,7 +499,8 @@ class Evaluator:
             else:
                 raise ConfigError(f"field 'mode' must be one of single, batch; received {mode!r}")
             out.append(
-                self._measurement(built, config, mode, res, lat, qps, gt, queries, query_set)
+                self._measurement(built, config, mode, res, lat, qps, gt, queries, query_set,
+                                  truth)
             )
         return out
 
@@ -497,14 +548,20 @@ class Evaluator:
         gt: GroundTruth,
         queries: np.ndarray,
         query_set: str,
+        truth: StepTruth | None = None,
     ) -> Measurement:
         k = self.k
         ids = res.ids
         if ids.shape[1] < k:  # pad short results with "no result"
             pad = np.full((ids.shape[0], k - ids.shape[1]), -1, dtype=np.int64)
             ids = np.hstack([ids, pad])
-        rec = recall_by_id(ids, gt.ids, k)
-        rec_tie = recall_tie_aware(exact_distances(self.ds, ids[:, :k], queries), gt.distances, k)
+        rec = per_query_recall(ids, gt.ids, k, live=truth is not None)
+        if truth is None:
+            rows = ids[:, :k]
+        else:  # a live step: caller ids, fewer than k live vectors possible
+            found = np.asarray(ids[:, :k], dtype=np.int64)
+            rows = np.where(found >= 0, truth.rows(found), -1)
+        rec_tie = recall_tie_aware(exact_distances(self.ds, rows, queries), gt.distances, k)
         return Measurement(
             backend=built.backend,
             build=built.build_dict,

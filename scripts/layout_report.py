@@ -7,7 +7,10 @@ as ``faiss-cpu`` and URL schemes are counted too, and listed, so a reader can ju
 Run kinds and workload shapes (issue 29): kind ``if``s outside the registries (a comparison whose
 operand is a run kind: ``RunKind.X``, ``run.kind``, a ``*_KIND(S)`` name of a run kind,
 ``workload_kind(...)`` or a ``WORKLOAD_*`` shape), ``"scale" in`` probes and ``model_extra``
-reads, measurers (classes named ``*Measurer``), ``eval`` bodies (functions of
+reads, measurers (classes named ``*Measurer``: recall + latency of a point) and, on their own
+line, the load generator's point runners (``*PointRunner``: offered-load points, which measure
+no recall of their own), own build / search / timing calls of the loop's consumers (the churn
+runner, the scale study), ``eval`` bodies (functions of
 ``retrieval/tune/runner.py`` that write an eval run's manifest), files over 600 lines, functions
 over 120 lines, and test helper functions defined in more than one test file (the same top-level
 ``def`` name in two or more files under ``tests/``, test functions and fixtures aside).
@@ -220,12 +223,56 @@ def _folders(files: list[str]) -> int:
     return len({f.rsplit("/", 1)[0] for f in files})
 
 
-def measurers(root: Path) -> list[str]:
-    out = []
+def measurers(root: Path) -> tuple[list[str], list[str]]:
+    """(evaluation measurers: classes named ``*Measurer``, which measure a point's recall and
+    latency; load point runners: classes named ``*PointRunner``, which run offered-load points,
+    open / closed loop at a rate, and score answers with the evaluation loop's recall)."""
+    found: dict[str, list[str]] = {"Measurer": [], "PointRunner": []}
     for p in sorted((root / "retrieval").rglob("*.py")):
         tree = ast.parse(p.read_text(encoding="utf-8"))
-        out += [f"{p.relative_to(root).as_posix()}:{n.name}" for n in ast.walk(tree)
-                if isinstance(n, ast.ClassDef) and n.name.endswith("Measurer")]
+        for n in ast.walk(tree):
+            for suffix, out in found.items():
+                if isinstance(n, ast.ClassDef) and n.name.endswith(suffix):
+                    out.append(f"{p.relative_to(root).as_posix()}:{n.name}")
+    return found["Measurer"], found["PointRunner"]
+
+
+#: the runners that consume the evaluation loop (build through the Evaluator, measure through
+#: the Measurer): none may build, search or time an index itself
+LOOP_CONSUMERS = ("retrieval/churn/", "retrieval/tune/scale_run.py")
+#: calls that build, search or time an index
+_LOOP_CALLS = {"build", "search", "hot_search", "time_each", "time_repeat", "warm_up",
+               "apply_search"}
+#: receivers of such a call that are not an index: the Evaluator (``ev.build``: the loop
+#: itself), a checked index entry (``checked.build`` / ``self._entry(b).build``: params
+#: validated, nothing built), the churn runner's config (``cr.search``: a step measured by the
+#: Measurer)
+_NOT_AN_INDEX = re.compile(r"(^|\.)(ev|checked|ce|cr)$|_entry\(")
+
+
+def own_loop_lines(tree: ast.AST) -> list[int]:
+    """Lines of ``tree`` that build, search or time an index outside the evaluation loop."""
+    out = []
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name not in _LOOP_CALLS:
+            continue
+        if isinstance(f, ast.Attribute) and _NOT_AN_INDEX.search(ast.unparse(f.value)):
+            continue
+        out.append(n.lineno)
+    return sorted(set(out))
+
+
+def own_loops(root: Path) -> list[str]:
+    """``file:line`` of every own build / search / timing call of the loop's consumers."""
+    out = []
+    for p in sorted((root / "retrieval").rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith(LOOP_CONSUMERS):
+            out += [f"{rel}:{n}" for n in own_loop_lines(ast.parse(p.read_text("utf-8")))]
     return out
 
 
@@ -378,8 +425,14 @@ def main() -> int:
               f"folders (its constant, its spec section, its kind module; runs/ aside)")
         for item in touched:
             print(f"    {item}")
-    found = measurers(root)
-    print(f"measurers: {len(found)} {found}")
+    found, runners = measurers(root)
+    print(f"measurers (recall + latency of a point, the evaluation loop's): {len(found)} "
+          f"{found}")
+    print(f"load point runners (offered-load points, open / closed loop at a rate, writes as an "
+          f"option; answers scored by the evaluation loop's recall): {len(runners)} {runners}")
+    own = own_loops(root)
+    print(f"own build / search / timing calls in the loop's consumers (churn runner, scale "
+          f"study): {len(own)} {own}")
     bodies = eval_bodies(root)
     print(f"eval bodies: {len(bodies)} {bodies}")
     over = sorted(f"{p.relative_to(root).as_posix()} ({n})" for p, n in sizes.items() if n > 600)

@@ -1,11 +1,18 @@
 """The live part of the churn bench: one config through a resolved runbook.
 
+The churn runner consumes the evaluation loop: every index is built through the loop's build
+path (:meth:`retrieval.evaluation.Evaluator.build_on`: build threads, build cache, build log)
+and every search step is measured by THE measurer (:meth:`retrieval.tune.measure.Measurer.at_step`)
+against that step's exact truth, one point record per step. What is its own: the writes, the
+control builds and the drift / damage split.
+
 The index starts empty and is built on the first insert batch (an index cannot be built on zero
-rows); later writes go through :class:`~retrieval.indexes.base.SupportsWrites` in batches of
-``write_batch`` vectors, each call timed. At a search step the queries are searched one at a
-time (timed: p50/p95/p99 ms) with the configured search params and scored against the exact
-top-k of the live set; at control steps a fresh index of the same build params is built on the
-live set and searched the same way; with ``retune`` the target search
+rows; never served by the build cache: it is written to); later writes go through
+:class:`~retrieval.indexes.base.SupportsWrites` in batches of ``write_batch`` vectors, each call
+timed. At a search step the queries are searched one at a time after a warm-up (timed:
+p50/p95/p99 ms) with the configured search params and scored against the exact top-k of the
+live set; at control steps a fresh index of the same build params is built on the live set (the
+build cache may serve it) and probed in one batch pass; with ``retune`` the target search
 (:func:`retrieval.tune.target.solve`) runs on the churned index (and on the control), batched
 and untimed: the smallest knob value whose recall lower bound meets the target there.
 
@@ -17,16 +24,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from retrieval.churn.logic import live_recall, percentiles_ms, recall_stats, short_of_k, split
+from retrieval.churn.logic import percentiles_ms, short_of_k, split
 from retrieval.churn.spec import ChurnConfig, ChurnSpec
 from retrieval.data import VectorDataset
+from retrieval.evaluation import BuiltIndex, Evaluator, StepTruth
 from retrieval.groundtruth.exact import GroundTruth
 from retrieval.indexes.base import (
     SupportsDeadFraction,
@@ -34,9 +42,12 @@ from retrieval.indexes.base import (
     SupportsWrites,
 )
 from retrieval.indexes.engine import local_server_of
-from retrieval.indexes.entry import CheckedEntry, apply_search, check_entry
+from retrieval.indexes.entry import CheckedEntry, SearchConfig, check_entry
 from retrieval.indexes.writes import require_writes
-from retrieval.timing import clock_ns, time_each, warm_up
+from retrieval.timing import clock_ns
+from retrieval.tune.decide import QuerySplit
+from retrieval.tune.measure import Measurer
+from retrieval.tune.results import PointResult
 from retrieval.tune.target import solve
 from retrieval.workload.core import Step
 from retrieval.workload.runbook import ResolvedRunbook
@@ -54,7 +65,14 @@ class Searched:
 
 @dataclass
 class ConfigRun:
-    """One config (``cfg``, its checked entry ``ce``) through ``book`` on ``ds``."""
+    """One config (``cfg``, its checked entry ``ce``) through ``book`` on ``ds``.
+
+    Built and measured by the evaluation loop: its indexes through
+    :meth:`~retrieval.evaluation.Evaluator.build_on` (the build path, build cache and build log
+    of the sweep and ``rwb eval``), each search step through THE measurer
+    (:meth:`~retrieval.tune.measure.Measurer.at_step`) against the step's exact truth; what is
+    the churn runner's own: applying a step's writes to the live index, the control builds and
+    the drift / damage split."""
 
     spec: ChurnSpec
     cfg: ChurnConfig
@@ -64,7 +82,7 @@ class ConfigRun:
     book: ResolvedRunbook
     truth: dict[int, GroundTruth]
     workdir: Path
-    index: Any = None
+    built: BuiltIndex | None = None
     live: dict[int, int] = field(default_factory=dict)  # caller id -> base row
     reference: float | None = None
     uri: str | None = None
@@ -86,34 +104,56 @@ class ConfigRun:
             self.value = int(getattr(sp, self.knob))
             cap = self.spec.knob_max or 16 * self.value
             self.knob_range = (lo, max(lo, min(hi, cap)))
+        spec = self.spec
+        # the churn queries are the dataset's first ones: positions 0..nq-1 of its query order
+        self.ev = Evaluator(self.ds, spec.k, threads=spec.threads, seed=spec.seed,
+                            warmup=spec.warmup, batch_repeats=1, workdir=self.workdir,
+                            build_threads=spec.threads, eager_truth=False,
+                            source="" if spec.source == "<memory>" else spec.source)
+        nq = int(self.queries.shape[0])
+        every = QuerySplit(np.arange(nq), np.arange(0), spec.seed)
+        self.measurer = Measurer(self.ev, every, ("single",), spec.target_recall,
+                                 spec.confidence, spec.seed)
+
+    @property
+    def index(self) -> Any:
+        """The live index (None before the first insert)."""
+        return None if self.built is None else self.built.index
 
     # --- index lifetime --------------------------------------------------------------------------
-    def _new_index(self, tag: str, seed: int | None = None) -> Any:
-        kwargs: dict[str, Any] = {}
+    def _options(self) -> dict[str, Any]:
+        """The index's keyword arguments: a private server's ``uri`` (``server: true``)."""
         if self.cfg.server and (serve := local_server_of(self.cfg.backend)) is not None:
             if self.uri is None:
                 self.uri = self._stack.enter_context(
                     serve(self.workdir / f"server-{self.label}", threads=self.spec.threads))
-            kwargs["uri"] = self.uri
-        return self.ce.cls(self.ds.dim, self.ds.metric, self.bp,
-                           seed=self.spec.seed if seed is None else seed,
-                           threads=self.spec.threads, workdir=self.workdir / f"{self.label}-{tag}",
-                           **kwargs)
+            return {"uri": self.uri}
+        return {}
+
+    def _build(self, tag: str, ids: np.ndarray, rows: np.ndarray, *, seed: int | None = None,
+               cached: bool = True) -> BuiltIndex:
+        """The config's index built on the base ``rows`` under ``ids`` (the loop's build path;
+        ``cached``: whether the build cache may serve it: never for the index written to)."""
+        x = np.asarray(self.ds.base[rows], dtype=np.float32)
+        return self.ev.build_on(self.cfg.backend, self.bp, x, ids, seed=seed, cached=cached,
+                                workdir=self.workdir / f"{self.label}-{tag}", **self._options())
 
     def check(self) -> None:
         """Refuse, in one line and before the run, a backend that cannot do the write steps."""
         require_writes(self.ce.cls, {s.op for s in self.book.steps})  # no server needed
-        probe = self._new_index("probe")
+        probe, _ = self.ev.new_index(self.cfg.backend, self.bp,
+                                     workdir=self.workdir / f"{self.label}-probe",
+                                     **self._options())
         try:
             require_writes(probe, {s.op for s in self.book.steps})
         finally:
             probe.close()
 
     def close(self) -> None:
-        if self.index is not None:
+        if self.built is not None:
             with contextlib.suppress(Exception):
-                self.index.close()
-            self.index = None
+                self.built.index.close()
+            self.built = None
         self._stack.close()
 
     def __enter__(self) -> ConfigRun:
@@ -129,13 +169,12 @@ class ConfigRun:
             yield slice(lo, min(n, lo + b))
 
     def _insert(self, ids: np.ndarray, rows: np.ndarray, timed: bool) -> dict[str, Any]:
-        x = np.asarray(self.ds.base[rows], dtype=np.float32)
         out: dict[str, Any] = {}
-        if self.index is None:  # the first insert builds the index
-            self.index = self._new_index("main")
-            info = self.index.build(x, ids)
-            out = {"build_s": info.build_s, "built_n": int(ids.shape[0])}
+        if self.built is None:  # the first insert builds the index (never from the cache)
+            self.built = self._build("main", ids, rows, cached=False)
+            out = {"build_s": self.built.info.build_s, "built_n": int(ids.shape[0])}
         else:
+            x = np.asarray(self.ds.base[rows], dtype=np.float32)
             ms = []
             t_all = clock_ns()
             for s in self._batches(ids.shape[0]):
@@ -187,91 +226,87 @@ class ConfigRun:
             if st.op != "search":
                 self.write(st, timed=False)
 
-    # --- searches --------------------------------------------------------------------------------
-    def _use(self, index: Any, value: int | None) -> None:
+    # --- searches: THE measurer against the step's truth -----------------------------------------
+    def _config(self, value: int | None) -> SearchConfig:
         search = dict(self.search0)
         if self.knob and value is not None:
             search[self.knob] = value
-        apply_search(index, self.ce.config(self.bp, search))
+        return self.ce.config(self.bp, search)
 
-    def _meets(self, index: Any, exact: np.ndarray, target: float) -> Callable[[int], bool]:
-        def meets(v: int) -> bool:
-            self._use(index, v)
-            found = index.search(self.queries, self.spec.k).ids
-            per = live_recall(found, exact, self.spec.k)
-            return recall_stats(per, self.spec.k, self.spec.confidence,
-                                self.spec.seed)["recall_lower"] >= target
+    def _truth(self, st: Step) -> StepTruth:
+        """The step's exact top-k (caller ids) and the live ids' base rows."""
+        live = self.live
 
-        return meets
+        def rows(ids: np.ndarray) -> np.ndarray:
+            flat = [live.get(int(i), -1) for i in np.asarray(ids).ravel()]
+            return np.asarray(flat, dtype=np.int64).reshape(np.shape(ids))
 
-    def _tuned(self, index: Any, exact: np.ndarray) -> int | None:
+        return StepTruth(self.truth[st.index], rows)
+
+    def _probe(self, built: BuiltIndex, value: int | None, truth: StepTruth) -> PointResult:
+        """One untimed batch pass at ``value`` (recall, its lower bound, whether it meets)."""
+        return self.measurer.at_step(built, self._config(value), truth, timed=False)[0]
+
+    def _tuned(self, built: BuiltIndex, truth: StepTruth) -> int | None:
         if not (self.spec.retune and self.knob and self.knob_range
                 and self.spec.target_recall is not None):
             return None
         lo, hi = self.knob_range
-        out = solve(lo, hi, self._meets(index, exact, self.spec.target_recall))
-        self._use(index, self.value)
+        out = solve(lo, hi, lambda v: bool(self._probe(built, v, truth).meets))
         return out.value
 
-    def _control(self, exact: np.ndarray) -> dict[str, Any]:
+    def _control(self, truth: StepTruth) -> dict[str, Any]:
         """A fresh build of the live set (the run's seed), and a second one with the next seed:
         ``control_spread`` (recall fraction) is how far two builds of the same data differ (an
-        IVF k-means or HNSW level seed alone moves recall), the uncertainty of damage."""
+        IVF k-means or HNSW level seed alone moves recall), the uncertainty of damage. Both go
+        through the loop's build path (the build cache may serve them: never written to)."""
         ids = np.fromiter(self.live.keys(), dtype=np.int64, count=len(self.live))
         rows = np.fromiter(self.live.values(), dtype=np.int64, count=len(self.live))
-        x = np.asarray(self.ds.base[rows], dtype=np.float32)
-        ctl = self._new_index("control")
+        ctl = self._build("control", ids, rows)
         try:
-            info = ctl.build(x, ids)
-            self._use(ctl, self.value)
-            found = ctl.search(self.queries, self.spec.k).ids
-            st = recall_stats(live_recall(found, exact, self.spec.k), self.spec.k,
-                              self.spec.confidence, self.spec.seed)
-            out = {"control_recall": st["recall"], "control_lower": st["recall_lower"],
-                   "control_build_s": info.build_s,
-                   "control_tuned_knob": self._tuned(ctl, exact)}
+            p = self._probe(ctl, self.value, truth)
+            out: dict[str, Any] = {"control_recall": p.recall, "control_lower": p.recall_lb,
+                   "control_build_s": ctl.info.build_s,
+                   "control_tuned_knob": self._tuned(ctl, truth)}
         finally:
-            ctl.close()
-        second = self._new_index("control-seed2", seed=self.spec.seed + 1)
+            ctl.index.close()
+        second = self._build("control-seed2", ids, rows, seed=self.spec.seed + 1)
         try:
-            second.build(x, ids)
-            self._use(second, self.value)
-            again = float(live_recall(second.search(self.queries, self.spec.k).ids, exact,
-                                      self.spec.k).mean())
+            again = self._probe(second, self.value, truth).recall
         finally:
-            second.close()
+            second.index.close()
         out.update(control_recall_seed2=again,
-                   control_spread=abs(float(out["control_recall"]) - again))
+                   control_spread=abs(p.recall - again))
         return out
 
     def search(self, st: Step, control: bool) -> Searched:
-        """The search step ``st``: timed single-query searches, recall against the live set's
-        exact top-k, results short of k, dead fraction, memory; the control and re-tune."""
+        """The search step ``st``: THE measurer's timed single-query pass (recall against the
+        live set's exact top-k, p50/p95/p99 ms), results short of k, dead fraction, memory; the
+        control and re-tune."""
+        assert self.built is not None
         k = self.spec.k
-        exact = self.truth[st.index].ids
-        self._use(self.index, self.value)
-        qs = [self.queries[i:i + 1] for i in range(self.queries.shape[0])]
-        warm_up(lambda q: self.index.search(q, k), qs, self.spec.warmup)
-        res, ms = time_each(lambda q: self.index.search(q, k), qs)
-        found = np.vstack([r.ids[:, :k] if r.ids.shape[1] >= k else
-                           np.pad(r.ids, ((0, 0), (0, k - r.ids.shape[1])),
-                                  constant_values=-1) for r in res]).astype(np.int64)
-        per = live_recall(found, exact, k)
+        truth = self._truth(st)
+        point, m = self.measurer.at_step(self.built, self._config(self.value), truth)
+        assert m.ids is not None
+        found = np.asarray(m.ids, dtype=np.int64)
+        index = self.built.index
         row: dict[str, Any] = {
             "live": len(self.live),
-            **recall_stats(per, k, self.spec.confidence, self.spec.seed),
-            **percentiles_ms(ms), **short_of_k(found, k, len(self.live)),
-            "dead_fraction": (self.index.dead_fraction()
-                              if isinstance(self.index, SupportsDeadFraction) else None),
-            "memory_bytes": (int(self.index.memory_bytes())
-                             if isinstance(self.index, SupportsMemoryReport) else None),
-            "live_count_index": (int(self.index.live_count())
-                                 if isinstance(self.index, SupportsWrites) else None),
+            "recall": point.recall, "recall_p5": point.recall_p5,
+            "recall_lower": point.recall_lb,
+            "p50_ms": point.p50_ms, "p95_ms": point.p95_ms, "p99_ms": point.p99_ms,
+            **short_of_k(found, k, len(self.live)),
+            "dead_fraction": (index.dead_fraction()
+                              if isinstance(index, SupportsDeadFraction) else None),
+            "memory_bytes": (int(index.memory_bytes())
+                             if isinstance(index, SupportsMemoryReport) else None),
+            "live_count_index": (int(index.live_count())
+                                 if isinstance(index, SupportsWrites) else None),
         }
         if self.reference is None:
             self.reference = row["recall"]
         row["reference_recall"] = self.reference
-        row.update(self._control(exact) if control else
+        row.update(self._control(truth) if control else
                    {"control_recall": None, "control_lower": None, "control_build_s": None,
                     "control_tuned_knob": None, "control_recall_seed2": None,
                     "control_spread": None})
@@ -282,16 +317,15 @@ class ConfigRun:
         within = damage is not None and spread is not None and abs(damage) <= spread
         row.update(drift=drift, damage=0.0 if within else damage, damage_measured=damage,
                    damage_within_spread=within if damage is not None else None,
-                   tuned_knob=self._tuned(self.index, exact))
+                   tuned_knob=self._tuned(self.built, truth))
         return Searched(found, row)
 
     def probe_maintain(self, last: Step) -> tuple[str, float, float] | None:
         """Maintain once after the runbook and search again: (action, seconds, recall)."""
+        assert self.built is not None
         info = self.index.maintain()
-        self._use(self.index, self.value)
-        found = self.index.search(self.queries, self.spec.k).ids
-        per = live_recall(found, self.truth[last.index].ids, self.spec.k)
-        return info.action, info.seconds, float(per.mean())
+        return info.action, info.seconds, self._probe(self.built, self.value,
+                                                      self._truth(last)).recall
 
 
 def control_steps(book: ResolvedRunbook, rule: str) -> set[int]:

@@ -1,5 +1,6 @@
-"""Pure logic of the churn bench (numpy only; golden-tested): recall of one search step, the
-drift / damage split, and the one-line advice per engine.
+"""Pure logic of the churn bench (numpy only; golden-tested): results short of k, the drift /
+damage split, and the one-line advice per engine (a step's recall and its bound are THE
+measurer's: :meth:`retrieval.tune.measure.Measurer.at_step`).
 
 Drift vs damage, in recall points of the configured search params: the reference is the recall
 at the run's first search step; the control is a fresh build on the live set at a later step.
@@ -19,29 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.tune.config import ConfidenceSpec
-from retrieval.tune.decide import lower_bound
+from retrieval.stats.metrics import recall_fewer_than_k
 
-
-def recall_stats(per_query: np.ndarray, k: int, conf: ConfidenceSpec, seed: int
-                 ) -> dict[str, float]:
-    """Mean recall@k, its 5th percentile over queries, and the lower confidence bound of
-    ``conf`` (the project's bound, :func:`retrieval.tune.decide.lower_bound`)."""
-    x = np.asarray(per_query, dtype=np.float64)
-    return {"recall": float(x.mean()), "recall_p5": float(np.percentile(x, 5)),
-            "recall_lower": float(lower_bound(x, k, conf, seed))}
-
-
-def live_recall(found: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
-    """Per-query recall@k by id against the live set's exact top-k under the filtered sweep's
-    fewer-than-k rule: with ``m < k`` live vectors the exact answer has ``m`` ids (-1 past
-    them) and recall is hits / ``m`` (a perfect answer is 1.0, not m / k). float64 (nq,)."""
-    f, e = np.asarray(found)[:, :k], np.asarray(exact)[:, :k]
-    hits = np.zeros(f.shape[0], dtype=np.float64)
-    for j in range(f.shape[1]):
-        col = f[:, j:j + 1]
-        hits += ((col == e) & (col >= 0)).any(axis=1)
-    return hits / np.maximum((e >= 0).sum(axis=1), 1)
+#: per-query recall@k by id against the live set's exact top-k under the filtered sweep's
+#: fewer-than-k rule (THE evaluation loop's, :func:`retrieval.stats.metrics.recall_fewer_than_k`)
+live_recall = recall_fewer_than_k
 
 
 def short_of_k(ids: np.ndarray, k: int, live: int) -> dict[str, float]:
@@ -158,5 +141,5 @@ def advice_dict(a: AdviceInput) -> dict[str, Any]:
     return out
 
 
-__all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms", "recall_stats",
+__all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms",
            "short_of_k", "split"]

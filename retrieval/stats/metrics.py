@@ -26,6 +26,18 @@ def recall_by_id(found: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
     return hits / k
 
 
+def recall_fewer_than_k(found: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
+    """Per-query recall@k by id under the fewer-than-k rule: with ``m < k`` exact answers (-1
+    past them: a live set or a filter with fewer than k vectors) recall is hits / ``m`` (a
+    perfect answer is 1.0, not m / k). float64 (nq,)."""
+    f, e = np.asarray(found)[:, :k], np.asarray(exact)[:, :k]
+    hits = np.zeros(f.shape[0], dtype=np.float64)
+    for j in range(f.shape[1]):
+        col = f[:, j : j + 1]
+        hits += ((col == e) & (col >= 0)).any(axis=1)
+    return hits / np.maximum((e >= 0).sum(axis=1), 1)
+
+
 def recall_tie_aware(found_dist: np.ndarray, exact_dist: np.ndarray, k: int) -> np.ndarray:
     """Per-query tie-aware recall@k from *exact* distances of the retrieved ids (nq, k) and the
     exact top-k distances (nq, >=k). Distances in rwb convention (lower is closer)."""

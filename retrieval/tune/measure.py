@@ -8,7 +8,9 @@ Three kinds of measurement, all on a built index (never rebuilt for a search par
   recall (what the search decides on; warm-up cannot change it) and the QPS of that pass
   (indicative; the chosen config is then timed in full);
 - **held-out**: the chosen config, one batch pass over the held-out queries (recall only); it
-  passes when its mean recall is >= the target.
+  passes when its mean recall is >= the target;
+- **at a step** of a live workload (the churn runner's search steps, :meth:`Measurer.at_step`):
+  timed like full (single mode) or probed, against that step's exact truth.
 
 One :class:`Measurer` for every workload: a filtered workload (``workload`` with buckets) is
 measured the same three ways per (strategy, bucket) unit, each query with its own filter
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.evaluation import BuiltIndex, Evaluator, Measurement, Mode
+from retrieval.evaluation import BuiltIndex, Evaluator, Measurement, Mode, StepTruth
 from retrieval.indexes.entry import SearchConfig
 from retrieval.stats.metrics import latency_summary
 from retrieval.tune import target as tgt
@@ -168,6 +170,22 @@ class Measurer:
             self._subsets[id(built.index)] = (built.index, stratified_subset(
                 self.split.tune, ms[0].per_query_recall, self.subset, self.seed))
         return self._result(ms, search, built), ms[0].per_query_recall
+
+    def at_step(self, built: BuiltIndex, search: Search, truth: StepTruth, *,
+                timed: bool = True) -> tuple[PointResult, Measurement]:
+        """One point of a live workload's step (a churn runbook's search step) on the tuning
+        queries, scored against the step's exact ``truth`` (the live set's, caller ids, the
+        fewer-than-k rule): ``timed``, single mode after the evaluator's warm-up (p50/p95/p99
+        in ms); else one untimed batch pass (recall only: a target search's step). The point
+        and its :class:`~retrieval.evaluation.Measurement` (the retrieved ids)."""
+        if timed:
+            ms = self.ev.measure(built, search, modes=["single"], query_idx=self.split.tune,
+                                 query_set="live", truth=truth)
+        else:
+            with _one_pass(self.ev):
+                ms = self.ev.measure(built, search, modes=["batch"],
+                                     query_idx=self.split.tune, query_set="live", truth=truth)
+        return self._result(ms, search, built), ms[0]
 
     def retrieve(self, built: BuiltIndex, search: Search, query_idx: np.ndarray) -> np.ndarray:
         """The base rows ``search`` retrieves for the queries ``query_idx`` (one untimed batch

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.errors import ConfigError, RwbError
-from retrieval.runs import WORKLOAD_TOPOLOGY, RunDir
+from retrieval.runs import RunDir
 from retrieval.tune import scale as sc
+from retrieval.tune.kinds.topology import KIND as TOPOLOGY
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.topology import compare_segments
+from retrieval.tune.workloads import require_workload
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,7 @@ def read_topology_run(path: Path | str, field: str) -> dict[str, Any]:
     except (RwbError, OSError, ValueError) as exc:
         raise ConfigError(f"field '{field}': '{path}' is not a readable rwb run folder "
                           f"({exc})") from None
-    if summary.get("workload") != WORKLOAD_TOPOLOGY:
-        raise ConfigError(f"field '{field}': '{path}' must be a topology run (workload "
-                          f"'topology'); received workload '{summary.get('workload')}'")
+    require_workload(summary, TOPOLOGY, field, path)
     return summary
 
 

@@ -208,6 +208,16 @@ def eval_work_of(spec: SweepSpec) -> EvalWorkFn:
     return kind.eval_work
 
 
+def require_workload(summary: Mapping[str, Any], kind: WorkloadKindDef, field: str,
+                     path: Path | str) -> None:
+    """Refuse, in one line naming ``field``, the summary of a run (the folder ``path``) that is
+    not a run of the workload kind ``kind`` (its summary's ``workload``)."""
+    got = summary.get("workload")
+    if got != kind.name:
+        raise ConfigError(f"field '{field}': '{path}' must be a {kind.name} run (workload "
+                          f"'{kind.name}'); received workload '{got}'")
+
+
 def check_not_resumable(spec: SweepSpec, kind: WorkloadKindDef, request: SweepRequest) -> None:
     """A kind studied without an Optuna study refuses ``--storage`` / ``--study``."""
     if request.storage is not None or request.study is not None:
@@ -232,6 +242,7 @@ __all__ = [
     "eval_work_of",
     "named_kinds",
     "register_workload",
+    "require_workload",
     "workload_kinds",
     "workload_of",
 ]

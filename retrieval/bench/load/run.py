@@ -8,7 +8,8 @@ the run directory (spec.yaml, manifest.json, points.parquet, summary.json), and 
 A point that ends early (a server that died: ``abort_errors`` consecutive errors) is kept and
 marked ``partial``; the run then stops measuring, writes what it has with ``partial: true`` and
 the reason, and the CLI exits 1. Roles: :mod:`.spec` -> :mod:`.stats`, :mod:`.capacity` (pure)
--> :mod:`.drivers`, :mod:`.procs`, :mod:`.targets` (live) -> here.
+-> :mod:`.drivers`, :mod:`.procs`, :mod:`.targets` (live) -> :mod:`.points` (THE point
+runner) -> here.
 """
 
 from __future__ import annotations
@@ -17,23 +18,15 @@ import contextlib
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from retrieval.bench.load.capacity import search_capacity
-from retrieval.bench.load.drivers import (
-    LoopOptions,
-    Target,
-    closed_loop_asyncio,
-    closed_loop_threads,
-    open_loop_asyncio,
-    open_loop_threads,
-)
+from retrieval.bench.load.drivers import Target
+from retrieval.bench.load.points import LoadPointRunner, loop_options
 from retrieval.bench.load.spec import LoadSpec, max_lag_us
-from retrieval.bench.load.stats import meets_slo, schedule_offsets_ns, summarise_point
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int, str], None]
@@ -49,91 +42,8 @@ class LoadBenchResult:
         return bool(self.summary.get("partial"))
 
 
-def loop_options(spec: LoadSpec) -> LoopOptions:
-    return LoopOptions(warmup_ns=int(spec.warmup_s * 1e9),
-                       duration_ns=int((spec.duration_s - spec.warmup_s) * 1e9),
-                       timeout_ns=int(spec.timeout_ms * 1e6), abort_errors=spec.abort_errors)
-
-
-class Measurer:
-    """Runs points of one target with the spec's client kind; every row is kept."""
-
-    def __init__(self, spec: LoadSpec, target: Target, label: str,
-                 factory: Any = None, tracing: Any = None, backend: str | None = None) -> None:
-        self.spec, self.target, self.label, self.factory = spec, target, label, factory
-        #: a :class:`retrieval.otel.Tracing` (None: off): one span per measured point
-        self.tracing, self.backend = tracing, backend
-        self.opt = loop_options(spec)
-        self.rows: list[dict[str, Any]] = []
-        self.aborted: str | None = None
-        self.cpus = os.cpu_count() or 1
-        #: the client kind used (processes need a factory: a target built in each child)
-        self.client = spec.client if spec.client != "processes" or factory else "threads"
-
-    def _row(self, rec: Any, mode: str, extra: dict[str, Any],
-             span_ns: tuple[int, int] = (0, 0)) -> dict[str, Any]:
-        s = self.spec
-        row = {"config": self.label, "client": self.client, **extra,
-               **summarise_point(rec, mode=mode, closed=mode == "closed",
-                                 max_lag_us=max_lag_us(s), timeout_ms=s.timeout_ms,
-                                 cpu_count=self.cpus)}
-        row["meets_slo"] = meets_slo(row, s.slo.p99_ms, s.slo.target_recall,
-                                     s.slo.max_error_rate)
-        if rec.aborted and self.aborted is None:
-            self.aborted = f"config '{self.label}', {mode} point: {rec.aborted}"
-        if self.tracing is not None:
-            self._span(row, span_ns)
-        self.rows.append(row)
-        return row
-
-    def _span(self, row: dict[str, Any], span_ns: tuple[int, int]) -> None:
-        """One span for the measured point (its batch of searches), made after it ran."""
-        from retrieval.otel import OP
-
-        keys = ("mode", "clients", "offered_qps", "achieved_qps", "p50_ms", "p95_ms", "p99_ms",
-                "p99_ms_uncorrected", "recall", "errors", "timeouts", "meets_slo", "arrival")
-        sp = self.tracing.span(
-            f"retrieval {self.label}", span_ns[0], span_ns[1],
-            {OP: "retrieval", "gen_ai.data_source.id": self.label,
-             "gen_ai.request.top_k": self.spec.k, "rwb.backend": self.backend,
-             "rwb.client": self.client, "rwb.bench": "load",
-             **{f"rwb.{k}": row.get(k) for k in keys}})
-        row["trace_id"] = self.tracing.trace_id(sp)
-
-    def closed(self, clients: int) -> dict[str, Any]:
-        s = self.spec
-        t0 = time.perf_counter_ns()
-        if self.client == "processes":
-            from retrieval.bench.load.procs import closed_loop_processes
-
-            rec = closed_loop_processes(self.factory, clients, s.processes, self.opt)
-        elif self.client == "asyncio":
-            rec = closed_loop_asyncio(self.target, clients, self.opt)
-        else:
-            rec = closed_loop_threads(self.target, clients, self.opt)
-        return self._row(rec, "closed", {"clients": clients, "offered_qps": None},
-                         (t0, time.perf_counter_ns()))
-
-    def open(self, rate: float) -> dict[str, Any]:
-        s = self.spec
-        assert s.open is not None
-        offsets = schedule_offsets_ns(rate, s.duration_s, s.open.arrival,
-                                      seed=s.seed + len(self.rows))
-        t0 = time.perf_counter_ns()
-        if self.client == "processes":
-            from retrieval.bench.load.procs import open_loop_processes
-
-            rec = open_loop_processes(self.factory, offsets, s.open.clients, s.processes,
-                                      self.opt)
-        elif self.client == "asyncio":
-            rec = open_loop_asyncio(self.target, offsets, s.open.clients, self.opt)
-        else:
-            rec = open_loop_threads(self.target, offsets, s.open.clients, self.opt)
-        return self._row(rec, "open", {"clients": s.open.clients, "offered_qps": float(rate),
-                                       "arrival": s.open.arrival}, (t0, time.perf_counter_ns()))
-
-
-def measure_config(spec: LoadSpec, m: Measurer, note: Callable[[str], None]) -> dict[str, Any]:
+def measure_config(spec: LoadSpec, m: LoadPointRunner, note: Callable[[str], None]
+                   ) -> dict[str, Any]:
     """Every point of one config; the capacity at the SLO (None when not searched)."""
     for c in spec.closed.clients if spec.closed else []:
         if m.aborted:
@@ -289,7 +199,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
                 with index_target(r, ds, gt, spec, base) as (target, facts):
                     from retrieval.bench.load.procs import factory_for
 
-                    m = Measurer(spec, target, r.label, factory_for(spec, r, ds, gt, base)
+                    m = LoadPointRunner(spec, target, r.label, factory_for(spec, r, ds, gt, base)
                                  if spec.client == "processes" else None, tracing, r.backend)
                     cap = measure_config(spec, m, note)
                 entry.update({**facts, **cap, "scaling": scaling(m.rows)})
@@ -307,7 +217,7 @@ def run_load_bench(spec: LoadSpec, *, progress: Progress | None = None,
             ds, _ = datasets(spec.dataset, spec.k)
             with make(ds) as (t, facts):
                 target = Target(t.name, t.nq, t.call, t.score, getattr(t, "acall", None))
-                m = Measurer(spec, target, str(facts["label"]), tracing=tracing,
+                m = LoadPointRunner(spec, target, str(facts["label"]), tracing=tracing,
                              backend=str(facts.get("backend") or "") or None)
                 cap = measure_config(spec, m, note)
             out.append({**facts, **cap, "scaling": scaling(m.rows), "dataset": ds.name})
@@ -354,4 +264,5 @@ def write_load_run(spec: LoadSpec, result: LoadBenchResult, out: str | Path | No
     return run
 
 
-__all__ = ["LoadBenchResult", "Measurer", "loop_options", "run_load_bench", "write_load_run"]
+__all__ = ["LoadBenchResult", "LoadPointRunner", "loop_options", "run_load_bench",
+           "write_load_run"]

@@ -20,6 +20,7 @@ from retrieval.bench.load.drivers import Target
 from retrieval.bench.load.spec import LoadConfig, LoadSpec
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError, DataError
+from retrieval.evaluation import per_query_recall
 from retrieval.indexes.base import (
     SupportsAsyncSearch,
     SupportsBruteForceCheck,
@@ -29,7 +30,6 @@ from retrieval.indexes.base import (
 from retrieval.indexes.engine import local_server_of
 from retrieval.indexes.entry import apply_search, check_entry, check_search
 from retrieval.params import validate_params
-from retrieval.stats.metrics import recall_by_id
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _unloaded_recall(index: Any, rows: list[np.ndarray], exact: np.ndarray, k: i
     from retrieval.errors import BackendError
 
     try:
-        return float(np.mean(recall_by_id(index.search(np.vstack(rows), k).ids, exact, k)))
+        return float(np.mean(per_query_recall(index.search(np.vstack(rows), k).ids, exact, k)))
     except BackendError as exc:
         log.warning("load: config '%s': the unloaded pass failed: %s", label, exc)
         return None
@@ -199,7 +199,7 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
                 return hot(rows[qi])
 
             def score(qi: int, raw: Any) -> float:
-                return float(recall_by_id(finish(raw).ids, exact[qi:qi + 1], k)[0])
+                return float(per_query_recall(finish(raw).ids, exact[qi:qi + 1], k)[0])
         else:
             search = index.search
 
@@ -207,7 +207,7 @@ def index_target(r: Resolved, ds: VectorDataset, gt_ids: np.ndarray, spec: LoadS
                 return search(rows[qi], k)
 
             def score(qi: int, raw: Any) -> float:
-                return float(recall_by_id(raw.ids, exact[qi:qi + 1], k)[0])
+                return float(per_query_recall(raw.ids, exact[qi:qi + 1], k)[0])
 
         acall = None
         if isinstance(index, SupportsAsyncSearch):

@@ -19,7 +19,10 @@ over the live set, kept incrementally). A returned id that is not live is counte
 catches up and its lag is reported. Points of one config continue the same churn (the index is
 not rebuilt between points), so the live set at a point's start is the previous point's end.
 
-Per point (a row of points.parquet, ``mode`` "open-writes"): the open-loop row of
+Each point is run by the load generator's one point runner
+(:class:`~retrieval.bench.load.points.LoadPointRunner` with ``writes``); recall samples are
+scored by the evaluation loop's recall (:func:`retrieval.evaluation.per_query_recall`, the
+live set's rule). Per point (a row of points.parquet, ``mode`` "open-writes"): the open-loop row of
 :func:`~retrieval.bench.load.stats.summarise_point` with ``recall`` (mean of the samples in the
 measured window), ``recall_min``, the write rates offered and achieved (vectors per second),
 write-call latency p50 / p99 (ms) per kind, ``live_start`` / ``live_end``, ``inserts_starved``
@@ -43,15 +46,15 @@ from typing import Any
 import numpy as np
 
 from retrieval.bench.load.capacity import search_capacity
-from retrieval.bench.load.drivers import LEAD_NS, LoopOptions, Target, open_loop_threads
-from retrieval.bench.load.spec import LoadSpec, OpenSpec, WritesSpec, max_lag_us
-from retrieval.bench.load.stats import NOT_SENT, meets_slo, schedule_offsets_ns, summarise_point
+from retrieval.bench.load.drivers import Target
+from retrieval.bench.load.spec import LoadSpec, WritesSpec
+from retrieval.bench.load.stats import NOT_SENT, meets_slo
 from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
+from retrieval.evaluation import per_query_recall
 from retrieval.groundtruth.live import LiveGroundTruth
 from retrieval.indexes.base import SupportsHotSearch, SupportsReserve
 from retrieval.indexes.writes import require_writes
-from retrieval.stats.metrics import recall_by_id
 from retrieval.timing import clock_ns
 
 log = logging.getLogger(__name__)
@@ -158,7 +161,7 @@ class Churn:
         """Recall@k of the probe queries over the live set now (no write is in flight)."""
         res = self.index.search(self.probe, self.k)
         exact = self.gt.top().ids
-        rec = recall_by_id(res.ids, exact, self.k)
+        rec = per_query_recall(res.ids, exact, self.k, live=True)
         got = res.ids[res.ids >= 0]
         live_ids = self.ids(np.asarray(self.live_rows, dtype=np.int64))
         dead = int((~np.isin(got, live_ids)).sum())
@@ -202,11 +205,12 @@ class Churn:
             log.warning("load writes: the writer stopped: %s", log_.error)
 
 
-def _ms(ns: list[int], q: float) -> float | None:
+def writer_ms(ns: list[int], q: float) -> float | None:
+    """The ``q`` percentile of per-call times ``ns`` (ns) in ms; None without calls."""
     return float(np.percentile(np.asarray(ns, dtype=np.float64), q) / 1e6) if ns else None
 
 
-def _timeline(rec: Any, samples: list[Sample], start_ns: int) -> list[dict[str, Any]]:
+def timeline(rec: Any, samples: list[Sample], start_ns: int) -> list[dict[str, Any]]:
     """One entry per sample: the sample and the corrected p99 (ms) of the searches intended
     since the previous sample (measured window only)."""
     out = []
@@ -222,76 +226,6 @@ def _timeline(rec: Any, samples: list[Sample], start_ns: int) -> list[dict[str, 
                     "p99_ms": float(np.percentile(lat[sel], 99)) if sel.any() else None})
         prev = s.t_s
     return out
-
-
-class WritingMeasurer:
-    """Open-loop points of one config under the writer (see the module docstring)."""
-
-    def __init__(self, spec: LoadSpec, churn: Churn, target: Target, label: str,
-                 cpus: int) -> None:
-        assert spec.writes is not None
-        self.spec, self.w, self.churn, self.target, self.label = spec, spec.writes, churn, \
-            target, label
-        self.open = spec.open or OpenSpec(search=None)
-        self.opt = LoopOptions(warmup_ns=int(spec.warmup_s * 1e9),
-                               duration_ns=int((spec.duration_s - spec.warmup_s) * 1e9),
-                               timeout_ns=int(spec.timeout_ms * 1e6),
-                               abort_errors=spec.abort_errors)
-        self.rows: list[dict[str, Any]] = []
-        self.timelines: list[dict[str, Any]] = []
-        self.aborted: str | None = None
-        self.cpus = cpus
-
-    def point(self, rate: float) -> dict[str, Any]:
-        s, w, churn = self.spec, self.w, self.churn
-        offsets = schedule_offsets_ns(rate, s.duration_s, self.open.arrival,
-                                      seed=s.seed + 7919 + len(self.rows))
-        start = clock_ns() + LEAD_NS
-        end = start + int(s.duration_s * 1e9)
-        wlog = WriterLog()
-        stop = threading.Event()
-        live0 = churn.live
-        writer = threading.Thread(target=churn.run_writer, args=(start, end, wlog, stop),
-                                  name="rwb-load-writer", daemon=True)
-        writer.start()
-        try:
-            rec = open_loop_threads(self.target, offsets, self.open.clients, self.opt,
-                                    start_ns=start)
-        finally:
-            writer.join(timeout=max(0.0, (end - clock_ns()) / 1e9) + 1.0)
-            stop.set()  # a writer still inside a call finishes it, then stops
-            writer.join()
-        row = {"config": self.label, "client": "threads", "clients": self.open.clients,
-               "offered_qps": float(rate), "arrival": self.open.arrival,
-               **summarise_point(rec, mode=MODE, closed=False, max_lag_us=max_lag_us(s),
-                                 timeout_ms=s.timeout_ms, cpu_count=self.cpus)}
-        w0 = s.warmup_s
-        window = [x for x in wlog.samples if x.t_s >= w0]
-        secs = s.duration_s
-        row.update({
-            "insert_rate": w.insert_rate, "delete_rate": w.delete_rate, "write_batch": w.batch,
-            "insert_achieved": wlog.inserted / secs, "delete_achieved": wlog.deleted / secs,
-            "inserted": wlog.inserted, "deleted": wlog.deleted,
-            "insert_p50_ms": _ms(wlog.insert_ns, 50), "insert_p99_ms": _ms(wlog.insert_ns, 99),
-            "delete_p50_ms": _ms(wlog.delete_ns, 50), "delete_p99_ms": _ms(wlog.delete_ns, 99),
-            "writer_lag_p99_ms": _ms(wlog.lag_ns, 99), "inserts_starved": wlog.starved,
-            "live_start": live0, "live_end": churn.live,
-            "recall": float(np.mean([x.recall for x in window])) if window else None,
-            "recall_min": min((x.recall for x in window), default=None),
-            "recall_samples": len(window),
-            "dead_returned": int(sum(x.dead_returned for x in wlog.samples)),
-            "writer_error": wlog.error,
-        })
-        row["meets_slo"] = writing_meets_slo(row, wlog.error, s.slo.p99_ms,
-                                             s.slo.target_recall, s.slo.max_error_rate)
-        if rec.aborted and self.aborted is None:
-            self.aborted = f"config '{self.label}', {MODE} point: {rec.aborted}"
-        point = len(self.rows)
-        row["point"] = point
-        self.rows.append(row)
-        self.timelines += [{"config": self.label, "point": point, "offered_qps": float(rate),
-                            **t} for t in _timeline(rec, wlog.samples, start)]
-        return row
 
 
 def writing_meets_slo(row: dict[str, Any], writer_error: str | None, p99_ms: float,
@@ -351,11 +285,13 @@ def measure_writes(spec: LoadSpec, opened: Any, knobs: dict[str, Any], ds: Vecto
     w = spec.writes
     assert w is not None
     with writing_target(opened, knobs, ds, spec) as (churn, target, facts):
-        m = WritingMeasurer(spec, churn, target, label, cpus)
+        from retrieval.bench.load.points import LoadPointRunner
+
+        m = LoadPointRunner(spec, target, label, writes=churn, cpus=cpus)
         for r in w.rates:
             if m.aborted:
                 break
-            m.point(r)
+            m.open(r)
             note(f"{label}: searching at {r:g} QPS while writing")
         cap: dict[str, Any] = {"capacity_qps": None, "first_fail_qps": None,
                                "limited_by": "not searched"}
@@ -363,7 +299,7 @@ def measure_writes(spec: LoadSpec, opened: Any, knobs: dict[str, Any], ds: Vecto
             s = w.search
 
             def measure(rate: float) -> dict[str, Any]:
-                row = m.point(rate)
+                row = m.open(rate)
                 note(f"{label}: capacity search while writing, {rate:.0f} QPS")
                 return row
 
@@ -386,5 +322,5 @@ def measure_writes(spec: LoadSpec, opened: Any, knobs: dict[str, Any], ds: Vecto
     return summary, m.rows, m.timelines
 
 
-__all__ = ["MODE", "Churn", "Sample", "WriterLog", "WritingMeasurer", "measure_writes",
+__all__ = ["MODE", "Churn", "Sample", "WriterLog", "measure_writes", "timeline", "writer_ms",
            "writing_meets_slo", "writing_target"]
