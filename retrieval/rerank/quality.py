@@ -37,13 +37,12 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import TextCollection
-from retrieval.errors import ConfigError
 from retrieval.indexes import create_index
 from retrieval.indexes.base import SupportsDistanceCount
 from retrieval.indexes.engine import backend_for
 from retrieval.rerank.firststage import Candidates, DenseStage
 from retrieval.rerank.rerankers import Reranker, score_passages
-from retrieval.rerank.spec import RerankSweepSpec, dense_index
+from retrieval.rerank.spec import RerankSweepSpec, ann_knob
 from retrieval.rerank.tune import rerank_order
 from retrieval.stats.irmetrics import evaluate_collection
 from retrieval.stats.monotone import solve
@@ -61,34 +60,6 @@ TEST = ("paired one-sided t-test over the judged tuning queries: H0 mean(metric 
 COST_UNIT = ("cost_ms: estimated single-query stage time, ms = dense search p50 at the knob "
              "(query vectors given) + the reranker's p50 call time at the depth (0 at depth 0); "
              "the choice minimises it (ties: smaller depth, then smaller knob)")
-
-
-def ann_knob(spec: RerankSweepSpec, where: str = "spec") -> tuple[str, int, int]:
-    """The dense backend's monotone knob and its range: ``knob_range`` when the spec gives it
-    (checked against the backend's), else the backend's range capped at its most accurate
-    setting. ConfigError (one line) when the dense backend has no monotone knob."""
-    checked = dense_index(spec, where)
-    cls = checked.cls
-    build = checked.build(spec.dense.build)
-    k = spec.fetch_k
-    for knob in cls.monotone_knobs_for(build):
-        low, high = cls.knob_range(knob, build, k)
-        if low >= high:
-            continue
-        most = cls.most_accurate_search(build).get(knob)
-        if isinstance(most, int) and low <= most < high:
-            high = most
-        if spec.knob_range is not None:
-            a, b = spec.knob_range
-            if a < low or b > high or a > b:
-                raise ConfigError(f"{where}: field 'knob_range' ({knob} of backend "
-                                  f"'{cls.name}') must lie within [{low}, {high}]; received "
-                                  f"[{a}, {b}]")
-            low, high = a, b
-        return knob, low, high
-    raise ConfigError(f"{where}: field 'target' needs an ANN dense first stage (a backend with "
-                      f"a monotone search knob, e.g. hnswlib or faiss-hnsw); received "
-                      f"dense.backend {spec.dense.backend!r}")
 
 
 @dataclass
@@ -270,4 +241,4 @@ def pair_search(spec: RerankSweepSpec, coll: TextCollection, qids: list[str],
     }
 
 
-__all__ = ["COST_UNIT", "RECALL_TARGET", "PairSearch", "ann_knob", "pair_search"]
+__all__ = ["COST_UNIT", "RECALL_TARGET", "PairSearch", "pair_search"]

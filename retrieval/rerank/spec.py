@@ -221,9 +221,35 @@ def _check_target(spec: RerankSweepSpec, source: str) -> None:
     if spec.fetch_k < need:
         raise ConfigError(f"{source}: field 'recall_k' (or the largest depth) must be >= {need} "
                           f"with target {spec.target.key}; received {spec.fetch_k}")
-    from retrieval.rerank.quality import ann_knob
-
     ann_knob(spec, source)
+
+
+def ann_knob(spec: RerankSweepSpec, where: str = "spec") -> tuple[str, int, int]:
+    """The dense backend's monotone knob and its range: ``knob_range`` when the spec gives it
+    (checked against the backend's), else the backend's range capped at its most accurate
+    setting. ConfigError (one line) when the dense backend has no monotone knob."""
+    checked = dense_index(spec, where)
+    cls = checked.cls
+    build = checked.build(spec.dense.build)
+    k = spec.fetch_k
+    for knob in cls.monotone_knobs_for(build):
+        low, high = cls.knob_range(knob, build, k)
+        if low >= high:
+            continue
+        most = cls.most_accurate_search(build).get(knob)
+        if isinstance(most, int) and low <= most < high:
+            high = most
+        if spec.knob_range is not None:
+            a, b = spec.knob_range
+            if a < low or b > high or a > b:
+                raise ConfigError(f"{where}: field 'knob_range' ({knob} of backend "
+                                  f"'{cls.name}') must lie within [{low}, {high}]; received "
+                                  f"[{a}, {b}]")
+            low, high = a, b
+        return knob, low, high
+    raise ConfigError(f"{where}: field 'target' needs an ANN dense first stage (a backend with "
+                      f"a monotone search knob, e.g. hnswlib or faiss-hnsw); received "
+                      f"dense.backend {spec.dense.backend!r}")
 
 
 def parse_rerank_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> RerankSweepSpec:
@@ -245,6 +271,7 @@ __all__ = [
     "RerankerSpec",
     "RouterSpec",
     "RunFileStage",
+    "ann_knob",
     "dense_index",
     "load_rerank_spec",
     "parse_rerank_spec",

@@ -22,7 +22,6 @@ import pytest
 from retrieval.errors import ConfigError
 from tests.helpers import one_line, scifact_cut
 
-
 MARGIN = 0.01
 DEPTHS = [0, 2, 5, 10, 30]
 #: query text -> the texts of the passages judged relevant to it (filled by the fixture)
