@@ -40,11 +40,13 @@ class QualityTarget(BaseModel):
 
     Exactly one of ``ndcg_non_inferior`` (nDCG@10), ``mrr_non_inferior`` (MRR@10) or
     ``recall@100_non_inferior`` (recall@100 of the qrels): the margin M in (0, 1), in that
-    metric's points. The cheapest knob value whose metric against the dataset's qrels is
-    non-inferior to exact search's by M, by a paired one-sided t-test over the judged tuning
-    queries at level ``alpha`` (the lower ``1 - alpha`` confidence bound of mean(metric_knob -
-    metric_exact) > -M). Needs a dataset with relevance judgments (``kind: text`` with
-    ``scifact``, ``cranfield`` or ``beir:<folder>``) and ``k`` >= the metric's depth.
+    metric's points. A sweep spec: the cheapest knob value whose metric against the dataset's
+    qrels is non-inferior to exact search's by M (needs ``k`` >= the metric's depth); a rerank
+    spec: the cheapest (ANN knob, rerank depth) pair non-inferior to exact search reranked at
+    the largest depth. The test: paired one-sided t-test over the judged tuning queries at
+    level ``alpha`` (the lower ``1 - alpha`` confidence bound of mean(metric_candidate -
+    metric_reference) > -M). Needs a dataset with relevance judgments (``kind: text`` with
+    ``scifact``, ``cranfield`` or ``beir:<folder>`` in a sweep spec).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
