@@ -137,8 +137,11 @@ def cache_thresholds(a: argparse.Namespace) -> None:
     t = spec.tuning
     grid = np.round(np.arange(round(t.max_threshold / t.grid_step) + 1) * t.grid_step, 10)
     print(f"global threshold {g} (cosine distance)")
+    print("hit rate and false-hit rate on the held-out probes, per-entry vs global; bound: "
+          "Wilson 95% upper bound of the held-out false-hit rate; worst: the largest false-hit "
+          "rate of one entry-feature bin (p5 is null for the cache: docs/adaptive.md)")
     print(f"{'bins':>5}{'hit rate':>10}{'global':>9}{'false':>8}{'global':>9}{'bound':>8}"
-          f"{'global':>9}  winner")
+          f"{'global':>9}{'worst':>8}{'global':>9}  winner")
     for bins in (2, 4, 8):
         e = judge_entries(nd, correct, feature, design.heldout, grid, g,
                           max_false_hit=t.max_false_hit, confidence=t.confidence,
@@ -149,7 +152,10 @@ def cache_thresholds(a: argparse.Namespace) -> None:
         p, f = e["detail"]["heldout"], e["detail"]["fixed_heldout"]
         print(f"{bins:>5}{p['hit_rate']:>10.4f}{f['hit_rate']:>9.4f}{p['false_hit_rate']:>8.4f}"
               f"{f['false_hit_rate']:>9.4f}{p['false_hit_upper_bound']:>8.4f}"
-              f"{f['false_hit_upper_bound']:>9.4f}  {e['vs_fixed']['winner']}")
+              f"{f['false_hit_upper_bound']:>9.4f}"
+              f"{_n(e['detail']['worst_bin_false_hit_rate'], 4):>8}"
+              f"{_n(e['detail']['fixed_worst_bin_false_hit_rate'], 4):>9}  "
+              f"{e['vs_fixed']['winner']}")
         print(f"      thresholds {[round(x, 4) for x in e['detail']['thresholds']]} by entry "
               f"neighbourhood edges {[round(x, 4) for x in e['detail']['edges']]}")
 
