@@ -111,6 +111,20 @@ def test_the_recall_choice_stands_beside_it(tuned: dict[str, Any]) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
+def test_rwb_tune_rerank_prints_both_pairs(tuned: dict[str, Any],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from retrieval.cli.tune_rerank import print_summary
+
+    print_summary(tuned["summary"])
+    out = capsys.readouterr().out
+    q = tuned["summary"]["quality"]
+    assert (f"pair by quality (ef_search={q['knob_quality']}, depth {q['depth_quality']}) vs "
+            f"recall-0.95 (ef_search={q['knob_recall']}, depth {q['depth_recall']})") in out
+    assert ("agree" if q["agree"] else "disagree") in out
+
+
+@pytest.mark.model
+@pytest.mark.slow
 def test_the_reference_is_exact_search_reranked_at_the_largest_depth(
         tuned: dict[str, Any]) -> None:
     from retrieval.embed import get_embedder
