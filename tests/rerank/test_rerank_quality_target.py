@@ -164,3 +164,14 @@ def test_what_the_target_cannot_work_with_is_one_line(folder: Path, over: dict[s
     with pytest.raises(ConfigError) as exc:
         parse_rerank_spec(spec_doc(folder, **over), source="spec.yaml")
     one_line(exc, "spec.yaml", *needles)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_report_has_the_quality_target_table(tuned: dict[str, Any], tmp_path: Path) -> None:
+    from retrieval.api import report
+
+    report(tuned["summary"]["run_dir"], tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text("utf-8")
+    assert "Quality target</h2>" in html
+    assert f"ef_search={tuned['summary']['quality']['knob_recall']} at depth" in html
