@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from retrieval.errors import ConfigError
-from tests.helpers import one_line, scifact_cut
+from tests.helpers import cli_ok, one_line, scifact_cut
 
 MARGIN = 0.01
 DEPTHS = [0, 2, 5, 10, 30]
@@ -175,3 +175,18 @@ def test_the_report_has_the_quality_target_table(tuned: dict[str, Any], tmp_path
     html = (tmp_path / "report.html").read_text("utf-8")
     assert "Quality target</h2>" in html
     assert f"ef_search={tuned['summary']['quality']['knob_recall']} at depth" in html
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_rerank_export_carries_both_pairs(tuned: dict[str, Any], tmp_path: Path) -> None:
+    import yaml
+
+    out = tmp_path / "rerank.yaml"
+    cli_ok("export", tuned["summary"]["run_dir"], "--engine", "rerank", "--out", str(out))
+    doc = yaml.safe_load(out.read_text("utf-8"))
+    q, want = doc["evidence"]["quality"], tuned["summary"]["quality"]
+    for key in ("knob_recall", "depth_recall", "knob_quality", "depth_quality", "agree"):
+        assert q[key] == want[key], key
+    assert doc["rerank"]["depth"] == want["depth_recall"]  # the tolerance rule's depth
+    assert q["at_quality_pair"]["lower_bound"] == want["quality"]["lower_bound"]
