@@ -199,8 +199,11 @@ def pair_search(spec: RerankSweepSpec, coll: TextCollection, qids: list[str],
                                    "rerank_p50_ms": rerank_p50_ms.get(d, 0.0) if d else 0.0}
             if probes:
                 row["probes"] = list(probes)
-            if v is None:
-                return {**row, "non_inferior": False}
+            if v is None:  # infeasible: the test at the most accurate knob says by how much
+                test = judge(high, d)
+                return {**row, "non_inferior": False, "at_most_accurate": {
+                    "knob_value": high, **test.to_dict(),
+                    "value": float(ps.per_query(ps.ann(knob, high), d, high).mean())}}
             if v not in timed:
                 timed[v] = ps.costs(knob, v)
             p50, ndis = timed[v]

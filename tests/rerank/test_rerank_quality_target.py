@@ -87,6 +87,8 @@ def test_the_pair_found_passes_and_the_depth_below_it_fails(tuned: dict[str, Any
     for d in smaller:  # every smaller depth fails, even at the most accurate ef_search
         assert rows[d]["knob_value"] is None and not rows[d]["non_inferior"]
         assert rows[d]["probes"] == [200]
+        worst = rows[d]["at_most_accurate"]
+        assert worst["knob_value"] == 200 and worst["lower_bound"] <= -MARGIN
     # the choice is the cheapest feasible pair by the stated cost (ms)
     feasible = [r for r in q["by_depth"] if r["knob_value"] is not None]
     assert best["cost_ms"] == min(r["cost_ms"] for r in feasible)
