@@ -172,6 +172,21 @@ def cranfield_beir(folder: Path, n_queries: int, n_docs: int, seed: int = 3) -> 
     return write_beir(coll, folder, n_queries=n_queries, n_docs=n_docs, seed=seed)
 
 
+def scifact_cut(folder: Path, n_queries: int = 40, n_docs: int = 440) -> Path:
+    """A small BEIR cut of SciFact's test split (seeded judged claims, their cited abstracts
+    and other abstracts up to ``n_docs``) written at ``folder``; the quality-target tests share
+    the default 40 / 440 cut (its embeddings are cached once). Skipped without the data."""
+    from retrieval.errors import DataError
+    from retrieval.loaders.shared import load_scifact
+    from retrieval.testing.byo import write_beir
+
+    try:
+        coll = load_scifact("test")
+    except DataError as exc:
+        pytest.skip(f"SciFact data folder absent: {exc}")
+    return write_beir(coll, folder, n_queries=n_queries, n_docs=n_docs)
+
+
 def pg_collection_state(coll: Mapping[str, Any]) -> dict[str, Any]:
     """What rwb must never change in a live pgvector collection (``coll``: ``url``,
     ``table``): rows, a checksum of the vectors, index definitions, the

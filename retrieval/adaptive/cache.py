@@ -125,6 +125,30 @@ def outcome(hit: np.ndarray, correct: np.ndarray, confidence: float,
             "false_hit_upper_bound": float(upper_bound(false, n, confidence, bound))}
 
 
+def by_bin(t: EntryThresholds, feature: np.ndarray, dist: np.ndarray, correct: np.ndarray,
+           global_t: float) -> list[dict[str, Any]]:
+    """Per bin of the entry feature (the policy's own bins): probes, the per-entry threshold and
+    both rules' hit and false-hit rates over these probes (the tail a single rate hides)."""
+    f = np.where(np.isfinite(feature), feature, np.inf)
+    which = np.searchsorted(np.asarray(t.edges, dtype=np.float64), f, side="right")
+    out = []
+    for b, thr in enumerate(t.thresholds):
+        m = which == b
+        n = int(m.sum())
+        row: dict[str, Any] = {"bin": b, "threshold": thr, "probes": n}
+        for name, cut in (("", thr), ("fixed_", global_t)):
+            hit = dist[m] <= cut
+            row[f"{name}hit_rate"] = float(hit.mean()) if n else None
+            row[f"{name}false_hit_rate"] = float((hit & ~correct[m]).mean()) if n else None
+        out.append(row)
+    return out
+
+
+def _worst(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in rows if r[key] is not None]
+    return max(vals) if vals else None
+
+
 def judge_entries(dist: np.ndarray, correct: np.ndarray, feature: np.ndarray,
                   heldout: np.ndarray, grid: np.ndarray, global_t: float | None, *,
                   max_false_hit: float, confidence: float, bound: str,
@@ -132,7 +156,9 @@ def judge_entries(dist: np.ndarray, correct: np.ndarray, feature: np.ndarray,
     """The per-entry policy fitted on the tuning probes (``~heldout``) under the global rule's
     bound, and the ``adaptive`` entry comparing it with the global threshold on the held-out
     probes (``cost``: miss rate; ``mean``: false-hit rate; ``p5``: None, a per-probe outcome is
-    0 or 1; ``vs_fixed.ratio``: per-entry miss rate / global miss rate)."""
+    0 or 1, see docs/adaptive.md; the tail is ``detail.by_bin`` and
+    ``detail.worst_bin_false_hit_rate``; ``vs_fixed.ratio``: per-entry miss rate / global miss
+    rate)."""
     tune = ~heldout
     budget = max_false_hits(int(tune.sum()), max_false_hit, confidence, bound)
     base = {"policy": POLICY, "cost_unit": COST_UNIT, "p5": None}
@@ -145,6 +171,7 @@ def judge_entries(dist: np.ndarray, correct: np.ndarray, feature: np.ndarray,
         sides[name] = {split: outcome(dist[m] <= thr[m], correct[m], confidence, bound)
                        for split, m in (("tuning", tune), ("heldout", heldout))}
     p, g = sides["policy"]["heldout"], sides["fixed"]["heldout"]
+    bins_out = by_bin(t, feature[heldout], dist[heldout], correct[heldout], global_t)
     ratio = (1 - p["hit_rate"]) / (1 - g["hit_rate"]) if g["hit_rate"] < 1 else None
     wins = p["hit_rate"] > g["hit_rate"] and p["false_hit_rate"] <= max_false_hit
     head = "per-entry thresholds win" if wins else "the tuned global threshold wins"
@@ -158,7 +185,11 @@ def judge_entries(dist: np.ndarray, correct: np.ndarray, feature: np.ndarray,
             "detail": {"edges": list(t.edges), "thresholds": list(t.thresholds),
                        "threshold_unit": "cosine_distance", "false_hit_budget": budget,
                        "tuning": sides["policy"]["tuning"], "heldout": p,
-                       "fixed_tuning": sides["fixed"]["tuning"], "fixed_heldout": g},
+                       "fixed_tuning": sides["fixed"]["tuning"], "fixed_heldout": g,
+                       "by_bin": bins_out,
+                       "worst_bin_false_hit_rate": _worst(bins_out, "false_hit_rate"),
+                       "fixed_worst_bin_false_hit_rate": _worst(bins_out,
+                                                                "fixed_false_hit_rate")},
             "vs_fixed": {"knob": "threshold (cosine distance)", "value": global_t,
                          "cost": 1 - g["hit_rate"], "mean": g["false_hit_rate"], "p5": None,
                          "ratio": ratio, "winner": "policy" if wins else "fixed",

@@ -76,7 +76,28 @@ def print_summary(s: dict[str, Any]) -> None:
               f"mean ms {fmt(h['chosen']['mean_ms'])} vs never {fmt(h['never']['mean_ms'])}; "
               f"routed {fmt(h['chosen']['routed_share'])}")
     print_adaptive(s.get("adaptive"))
+    print_quality(s.get("quality"))
     runs = s.get("trec_runs") or {}
     if runs:
         print("TREC runs: " + ", ".join(f"{role} {name}" for role, name in runs.items()))
     print(f"run directory: {s['run_dir']}")
+
+
+def print_quality(q: dict[str, Any] | None) -> None:
+    """The quality target's pair beside the recall-0.95 choice (``target:`` in the spec)."""
+    if not q:
+        return
+    print(f"quality target: {q['metric']} non-inferior to {q['reference']} (margin "
+          f"{q['margin']}, alpha {q['alpha']}, {q['n_queries']} tuning queries; exact "
+          f"{fmt(q['exact'])})")
+    rows = []
+    for role, r in (("quality", q.get("quality")), ("recall", q.get("recall"))):
+        if r:
+            rows.append((role, r["knob_value"], r["depth"], r.get("value"),
+                         r.get("lower_bound"), r.get("cost_ms"), r.get("distance_computations")))
+    print_table(rows, ["choice", q["knob"], "depth", q["metric"], "lower bound", "cost ms",
+                       "distances"])
+    print(f"pair by quality ({q['knob']}={q['knob_quality']}, depth {q['depth_quality']}) vs "
+          f"recall-{q['recall_target']} ({q['knob']}={q['knob_recall']}, depth "
+          f"{q['depth_recall']}): {'agree' if q['agree'] else 'disagree'}; cost: "
+          f"{q['cost_unit']}")

@@ -161,6 +161,7 @@ def build_config(summary: RerankSweepSummary, spec: Mapping[str, Any],
             "latency_ms": {k: lat[k] for k in ("p50_ms", "p95_ms", "rerank_p50_ms",
                                                 "rerank_p95_ms") if k in lat},
             "latency_sample_queries": summary.latency_sample_queries,
+            **({"quality": _quality_evidence(summary.quality)} if summary.quality else {}),
             "first_stage_alone_ndcg@10": {"bm25": summary.bm25_ndcg,
                                           "dense": summary.dense_ndcg},
             "dataset": {
@@ -382,6 +383,18 @@ def verify_rerank(path: Path | str, *, reranker: Any = None,
                               {"heldout_ndcg@10": recorded, "tolerance": tolerance,
                                "fingerprint": recorded_fp})
 
+
+
+def _quality_evidence(q: dict[str, Any]) -> dict[str, Any]:
+    """``target:`` in the rerank spec: both pairs, the test and the cost rule (the depth
+    exported is the tolerance rule's ``chosen_depth``, the recall pair's depth)."""
+    return {**{k: q.get(k) for k in ("metric", "margin", "alpha", "test", "reference",
+                                       "cost_unit", "knob", "knob_recall", "depth_recall",
+                                       "knob_quality", "depth_quality", "agree", "exact",
+                                       "n_queries")},
+            "at_recall_pair": q.get("recall"), "at_quality_pair": q.get("quality"),
+            "note": "the depth exported is chosen_depth (the tolerance rule); the quality "
+                    "pair sets the dense knob and the depth together"}
 
 __all__ = [
     "ENGINE",

@@ -161,7 +161,8 @@ class DenseStage:
         self.corpus_vectors = vectors
         self.corpus_positions = positions
 
-    def _search_vectors(self, q: np.ndarray, k: int) -> Candidates:
+    def search_vectors(self, q: np.ndarray, k: int) -> Candidates:
+        """Top ``k`` of query vectors ``q`` (already embedded) with the current search params."""
         if self.index is None:
             raise DataError("dense first stage: search() called before build()")
         res = self.index.search(q, k)
@@ -173,14 +174,14 @@ class DenseStage:
     def search(self, queries: Sequence[str], k: int) -> Candidates:
         _check_k(k)
         q = self.embedder.embed(list(queries), batch_size=self.batch_size)
-        return self._search_vectors(q, k)
+        return self.search_vectors(q, k)
 
     def time_queries(self, queries: Sequence[str], k: int) -> tuple[Candidates, np.ndarray]:
         """Each query embedded (by ``query_embedder``) and searched alone, timed together."""
         _check_k(k)
 
         def one(q: str) -> Candidates:
-            return self._search_vectors(self.query_embedder.embed([q], batch_size=1), k)
+            return self.search_vectors(self.query_embedder.embed([q], batch_size=1), k)
 
         rows, ms = time_each(one, list(queries))
         return _stack(rows), ms

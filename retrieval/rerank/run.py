@@ -29,10 +29,8 @@ from retrieval.embed import CachedEmbedder, get_embedder
 from retrieval.rerank.adaptive import router_vs_fixed_depth
 from retrieval.rerank.dataset import dataset_path, dataset_record, load_dataset, relevance_note
 from retrieval.rerank.firststage import BM25Stage, Candidates, DenseStage
-from retrieval.rerank.rerankers import (
-    Reranker,
-    make_rerankers,
-)
+from retrieval.rerank.quality import pair_search
+from retrieval.rerank.rerankers import Reranker, make_rerankers
 from retrieval.rerank.route import (
     RouteInputs,
     candidate_thresholds,
@@ -330,8 +328,11 @@ def _rerank_into(rd: RunDir, spec: RerankSweepSpec, spec_source: str,
             spec, q, fs, rscores, quality_rr, latency, choice.depth, progress, depths
         )
     summary = _summarise(spec, rd, q, fs, rr_info, depths, latency, choice, router_summary)
-    summary = summary.model_copy(update={"trec_runs": write_trec_runs(rd, spec, q, main, depths,
-                                                                      choice, rscores)})
+    quality = None if spec.target is None else pair_search(
+        spec, q.coll, q.splits["tuning"], q.corpus, q.corpus_ids, fs.dense, quality_rr,
+        latency.by_depth, choice.depth)
+    summary = summary.model_copy(update={"quality": quality, "trec_runs": write_trec_runs(
+        rd, spec, q, main, depths, choice, rscores)})
     _write_run(rd, spec, spec_source, q, fs, rr_info, summary, depths, latency, router_rows)
     return RerankRunResult(summary=summary.to_json_dict(), run_dir=rd)
 

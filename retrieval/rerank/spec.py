@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from retrieval.errors import param_error
+from retrieval.errors import ConfigError, param_error
 from retrieval.indexes.engine import backend_for
 from retrieval.indexes.entry import CheckedEntry, IndexEntry, check_entry
 from retrieval.params import Params, RunName, Seed
@@ -22,6 +22,7 @@ from retrieval.paths import resolve_spec_path as resolve_path
 from retrieval.rerank.bm25 import BM25Params
 from retrieval.rerank.dataset import check_dataset
 from retrieval.specfile import load_model
+from retrieval.stats.noninferiority import QualityTarget
 
 DATASETS = ("scifact", "cranfield")
 QUALITY_METRICS = ("ndcg@10", "mrr@10")
@@ -135,6 +136,13 @@ class RerankSweepSpec(Params):
     tolerance: float = Field(0.005, ge=0.0, le=1.0)
     latency: LatencySpec = LatencySpec()
     router: RouterSpec = RouterSpec()
+    #: ``{ndcg_non_inferior: M}`` (or ``mrr_non_inferior`` / ``recall@100_non_inferior``): the
+    #: cheapest (ANN knob, rerank depth) pair non-inferior to exact search reranked at the
+    #: largest depth (:mod:`retrieval.rerank.quality`); needs ``first_stage: dense`` on an ANN
+    #: backend
+    target: QualityTarget | None = None
+    #: ``[low, high]`` of the dense backend's knob searched for ``target`` (default: its range)
+    knob_range: tuple[int, int] | None = None
 
     @field_validator("first_stage", mode="before")
     @classmethod
@@ -197,7 +205,51 @@ def _check(spec: RerankSweepSpec, source: str) -> RerankSweepSpec:
     if spec.router.enabled and rd is not None and rd not in spec.depths:
         raise param_error("router.rerank_depth", f"one of depths {spec.depths}", rd, where=source)
     dense_index(spec, source)
+    if spec.target is not None:
+        _check_target(spec, source)
     return spec
+
+
+def _check_target(spec: RerankSweepSpec, source: str) -> None:
+    """One line (exit 2) for what a quality target cannot work with."""
+    assert spec.target is not None
+    if spec.first_stage_name != "dense":
+        raise ConfigError(f"{source}: field 'target' ({spec.target.key}) tunes the dense ANN "
+                          f"knob with the rerank depth: first_stage must be dense; received "
+                          f"{spec.first_stage_name}")
+    need = max(spec.target.depth, 10)
+    if spec.fetch_k < need:
+        raise ConfigError(f"{source}: field 'recall_k' (or the largest depth) must be >= {need} "
+                          f"with target {spec.target.key}; received {spec.fetch_k}")
+    ann_knob(spec, source)
+
+
+def ann_knob(spec: RerankSweepSpec, where: str = "spec") -> tuple[str, int, int]:
+    """The dense backend's monotone knob and its range: ``knob_range`` when the spec gives it
+    (checked against the backend's), else the backend's range capped at its most accurate
+    setting. ConfigError (one line) when the dense backend has no monotone knob."""
+    checked = dense_index(spec, where)
+    cls = checked.cls
+    build = checked.build(spec.dense.build)
+    k = spec.fetch_k
+    for knob in cls.monotone_knobs_for(build):
+        low, high = cls.knob_range(knob, build, k)
+        if low >= high:
+            continue
+        most = cls.most_accurate_search(build).get(knob)
+        if isinstance(most, int) and low <= most < high:
+            high = most
+        if spec.knob_range is not None:
+            a, b = spec.knob_range
+            if a < low or b > high or a > b:
+                raise ConfigError(f"{where}: field 'knob_range' ({knob} of backend "
+                                  f"'{cls.name}') must lie within [{low}, {high}]; received "
+                                  f"[{a}, {b}]")
+            low, high = a, b
+        return knob, low, high
+    raise ConfigError(f"{where}: field 'target' needs an ANN dense first stage (a backend with "
+                      f"a monotone search knob, e.g. hnswlib or faiss-hnsw); received "
+                      f"dense.backend {spec.dense.backend!r}")
 
 
 def parse_rerank_spec(data: Mapping[str, Any] | Any, source: str = "<memory>") -> RerankSweepSpec:
@@ -219,6 +271,7 @@ __all__ = [
     "RerankerSpec",
     "RouterSpec",
     "RunFileStage",
+    "ann_knob",
     "dense_index",
     "load_rerank_spec",
     "parse_rerank_spec",

@@ -89,6 +89,9 @@ class RerankSweepSummary(RunSummary):
     #: the router vs the tuned fixed rerank depth at equal mean and p5 quality (held-out;
     #: retrieval.rerank.adaptive), when the router ran
     adaptive: list[AdaptiveEntry] | None = None
+    #: ``target:`` the cheapest (ANN knob, rerank depth) pair non-inferior to exact search
+    #: reranked at the largest depth, beside the recall-0.95 choice (retrieval.rerank.quality)
+    quality: dict[str, Any] | None = None
 
     def curve_at(self, depth: int | None) -> DepthPoint | None:
         """The curve's row at ``depth`` (None when the curve has none)."""

@@ -29,7 +29,6 @@ queries, the recall choice's own timing).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,9 +41,10 @@ from retrieval.evaluation import BuiltIndex
 from retrieval.indexes.base import SupportsDistanceCount
 from retrieval.indexes.entry import SearchConfig
 from retrieval.stats.irmetrics import evaluate_rankings, relevant_qrels
+from retrieval.stats.noninferiority import NonInferiority, QualityTarget, non_inferiority
 from retrieval.tune import target as tgt
 from retrieval.tune.results import PointResult
-from retrieval.tune.spec import QualityTarget, SweepSpec
+from retrieval.tune.spec import SweepSpec
 from retrieval.tune.units import Unit
 
 if TYPE_CHECKING:
@@ -59,49 +59,6 @@ DISTANCE_UNIT = ("distance computations per query (mean over the judged tuning q
                  "where the engine counts them (Faiss HNSW hnsw_stats.ndis); null otherwise")
 NEEDS_QRELS = ("relevance judgments (qrels): a dataset of kind text with collection scifact, "
                "cranfield or beir:<folder>")
-
-
-@dataclass(frozen=True)
-class NonInferiority:
-    """The paired one-sided test of ``d = metric(knob) - metric(reference)`` per query.
-
-    ``lower_bound``: the one-sided ``1 - alpha`` lower confidence bound of mean(d) (None with
-    fewer than 2 queries); ``p_value``: of H0 mean(d) <= -margin; ``holds``: lower_bound > -margin.
-    """
-
-    n: int
-    mean_diff: float
-    sd: float
-    lower_bound: float | None
-    p_value: float
-    margin: float
-    alpha: float
-    holds: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"n_queries": self.n, "mean_diff": self.mean_diff, "sd": self.sd,
-                "lower_bound": self.lower_bound, "p_value": self.p_value,
-                "non_inferior": self.holds}
-
-
-def non_inferiority(diff: Sequence[float] | np.ndarray, margin: float,
-                    alpha: float = 0.05) -> NonInferiority:
-    """Paired one-sided t-test of non-inferiority by ``margin`` (see the module doc)."""
-    from scipy import stats
-
-    d = np.asarray(diff, dtype=np.float64)
-    n = int(d.size)
-    if n < 2:
-        mean = float(d.mean()) if n else 0.0
-        return NonInferiority(n, mean, 0.0, None, 1.0, margin, alpha, False)
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    se = sd / math.sqrt(n)
-    if se <= 1e-15:  # every difference equal: no spread, the mean is the bound
-        holds = mean > -margin
-        return NonInferiority(n, mean, sd, mean, 0.0 if holds else 1.0, margin, alpha, holds)
-    lower = mean - float(stats.t.ppf(1.0 - alpha, n - 1)) * se
-    p = float(stats.t.sf((mean + margin) / se, n - 1))
-    return NonInferiority(n, mean, sd, lower, p, margin, alpha, lower > -margin)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
-    model_validator,
 )
 
 from retrieval.adaptive.spec import AdaptiveSpec
@@ -29,6 +28,7 @@ from retrieval.indexes.entry import CheckedEntry, GridValue, Scalar, check_entry
 from retrieval.indexes.entry import IndexEntry as BaseEntry
 from retrieval.params import Params, RunName, Seed
 from retrieval.specfile import load_model
+from retrieval.stats.noninferiority import QUALITY_KEYS, QualityTarget
 from retrieval.tune.config import TuneSpec
 from retrieval.tune.scale import ScaleSpec
 from retrieval.tune.tenants import TenantsSpec
@@ -58,75 +58,6 @@ class IndexBuildSpec(SpecModel):
     threads: int | None = Field(None, ge=1, le=512)
     cache: bool = True
     cache_max_mb: float | None = Field(None, gt=0)
-
-
-#: a quality target's keys -> (the metric against the qrels, the results it needs)
-QUALITY_KEYS: dict[str, tuple[str, int]] = {
-    "ndcg_non_inferior": ("ndcg@10", 10),
-    "mrr_non_inferior": ("mrr@10", 10),
-    "recall@100_non_inferior": ("recall@100", 100),
-}
-
-
-class QualityTarget(SpecModel):
-    """``target:`` a target in the user's metric, beside the recall target (issue 32 item 2).
-
-    Exactly one of ``ndcg_non_inferior`` (nDCG@10), ``mrr_non_inferior`` (MRR@10) or
-    ``recall@100_non_inferior`` (recall@100 of the qrels): the margin M in (0, 1), in that
-    metric's points. The cheapest knob value whose metric against the dataset's qrels is
-    non-inferior to exact search's by M, by a paired one-sided t-test over the judged tuning
-    queries at level ``alpha`` (the lower ``1 - alpha`` confidence bound of mean(metric_knob -
-    metric_exact) > -M). Needs a dataset with relevance judgments (``kind: text`` with
-    ``scifact``, ``cranfield`` or ``beir:<folder>``) and ``k`` >= the metric's depth.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
-
-    ndcg_non_inferior: float | None = Field(None, gt=0.0, lt=1.0)
-    mrr_non_inferior: float | None = Field(None, gt=0.0, lt=1.0)
-    recall_at_100_non_inferior: float | None = Field(None, gt=0.0, lt=1.0,
-                                                     alias="recall@100_non_inferior")
-    alpha: float = Field(0.05, gt=0.0, lt=0.5)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> QualityTarget:
-        given = [k for k in QUALITY_KEYS if self._margin_of(k) is not None]
-        if len(given) != 1:
-            raise ValueError(f"exactly one of {', '.join(QUALITY_KEYS)}; received "
-                             f"{', '.join(given) or 'none'}")
-        return self
-
-    def _margin_of(self, key: str) -> float | None:
-        value: float | None = getattr(self, key.replace("@", "_at_"))
-        return value
-
-    @property
-    def key(self) -> str:
-        """The target's key as written, e.g. ``ndcg_non_inferior``."""
-        return next(k for k in QUALITY_KEYS if self._margin_of(k) is not None)
-
-    @property
-    def margin(self) -> float:
-        """M, in the metric's points."""
-        value = self._margin_of(self.key)
-        assert value is not None
-        return value
-
-    @property
-    def metric(self) -> str:
-        """The metric against the qrels: ``ndcg@10``, ``mrr@10`` or ``recall@100``."""
-        return QUALITY_KEYS[self.key][0]
-
-    @property
-    def depth(self) -> int:
-        """Results the metric reads per query (``k`` must be at least this)."""
-        return QUALITY_KEYS[self.key][1]
-
-    @model_serializer(mode="wrap")
-    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The key given and ``alpha`` (the others are None)."""
-        out: dict[str, Any] = handler(self)
-        return {k: v for k, v in out.items() if v is not None}
 
 
 class IndexEntry(BaseEntry):
@@ -265,6 +196,7 @@ def resolved(spec: SweepSpec) -> dict[str, Any]:
 
 
 __all__ = [
+    "QUALITY_KEYS",
     "GridValue",
     "IndexBuildSpec",
     "IndexEntry",

@@ -74,6 +74,30 @@ def test_per_entry_thresholds_keep_the_false_hit_upper_bound(informative: bool) 
             "the tuned global threshold wins")
 
 
+def test_the_tail_is_per_bin_and_p5_stays_null() -> None:
+    """p5 is null (a probe's outcome is 0 or 1); the tail a single rate hides is each bin's
+    held-out false-hit rate, recomputed here for both rules."""
+    dist, correct, feature, heldout = _pairs(0, True)
+    g = _global(dist, correct, ~heldout)
+    e = judge_entries(dist, correct, feature, heldout, GRID, g, max_false_hit=CAP,
+                      confidence=CONF, bound=BOUND, bins=2)
+    d = e["detail"]
+    assert e["p5"] is None and e["vs_fixed"]["p5"] is None
+    rows = d["by_bin"]
+    assert [r["bin"] for r in rows] == [0, 1] and sum(r["probes"] for r in rows) == heldout.sum()
+    crowded = feature < d["edges"][0]
+    for r, m in zip(rows, (crowded & heldout, ~crowded & heldout), strict=True):
+        assert r["probes"] == m.sum() and r["threshold"] == d["thresholds"][r["bin"]]
+        for key, t in (("", r["threshold"]), ("fixed_", g)):
+            hit = dist[m] <= t
+            assert r[f"{key}hit_rate"] == pytest.approx(hit.mean())
+            assert r[f"{key}false_hit_rate"] == pytest.approx((hit & ~correct[m]).mean())
+    assert d["worst_bin_false_hit_rate"] == max(r["false_hit_rate"] for r in rows)
+    assert d["fixed_worst_bin_false_hit_rate"] == max(r["fixed_false_hit_rate"] for r in rows)
+    # the crowded bin is where the global threshold's false hits sit
+    assert rows[0]["fixed_false_hit_rate"] > rows[1]["fixed_false_hit_rate"]
+
+
 def test_no_feasible_threshold_is_said() -> None:
     dist, correct, feature, heldout = _pairs(1, True)
     e = judge_entries(dist, np.zeros_like(correct), feature, heldout, GRID, None,

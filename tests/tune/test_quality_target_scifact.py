@@ -6,27 +6,12 @@ and must equal the summary's; hnswlib counts no distance computations, so they a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from retrieval.errors import DataError
+from tests.helpers import scifact_cut
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
-
-N_QUERIES, N_DOCS = 40, 440
-
-
-def scifact_cut(folder: Path) -> Path:
-    from retrieval.loaders.shared import load_scifact
-    from retrieval.testing.byo import write_beir
-
-    try:
-        coll = load_scifact("test")
-    except DataError as exc:
-        pytest.skip(f"SciFact data folder absent: {exc}")
-    return write_beir(coll, folder, n_queries=N_QUERIES, n_docs=N_DOCS)
 
 
 @pytest.fixture(scope="module")

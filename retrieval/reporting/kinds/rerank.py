@@ -34,7 +34,29 @@ def rerank_tables(run: Run) -> Tables:
         hl.append(c.depth == r.chosen_depth)
     return [("Depths", Table(["depth", f"{metric} tuning", f"{metric} held-out", "p50 ms",
                               "p95 ms"], rows, hl, caption="chosen depth highlighted")),
-            ("Summary", summary_table(run.summary, "curve")), *adaptive_section(run)]
+            *quality_section(r), ("Summary", summary_table(
+                {k: v for k, v in run.summary.items() if k != "quality"}, "curve")),
+            *adaptive_section(run)]
+
+
+def quality_section(r: RerankSweepSummary) -> Tables:
+    """``target:``: every depth's cheapest passing knob (the chosen pair highlighted)."""
+    q = r.quality
+    if not q:
+        return []
+    rows, hl = [], []
+    for row in q.get("by_depth", []):
+        rows.append([row["depth"], row["knob_value"], row.get("value"), row.get("lower_bound"),
+                     row.get("dense_p50_ms"), row.get("rerank_p50_ms"), row.get("cost_ms")])
+        hl.append(row["depth"] == q.get("depth_quality")
+                  and row["knob_value"] == q.get("knob_quality"))
+    caption = (f"{q['metric']} non-inferior to {q['reference']} by {q['margin']} (paired "
+               f"one-sided t-test, alpha {q['alpha']}); the recall-{q['recall_target']} choice: "
+               f"{q['knob']}={q['knob_recall']} at depth {q['depth_recall']}; chosen pair "
+               f"highlighted; {q['cost_unit']}")
+    return [("Quality target", Table(["depth", q["knob"], q["metric"], "lower bound",
+                                      "dense p50 ms", "rerank p50 ms", "cost ms"], rows, hl,
+                                     caption=caption))]
 
 
 def rerank_bands(run: Run) -> dict[str, dict[int, tuple[float, float]]]:
