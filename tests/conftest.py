@@ -35,12 +35,13 @@ PREBUILT_EMBEDDINGS = "RWB_TEST_EMBEDDINGS_DIR"
 
 
 def _link_tree(src: Path, dst: Path) -> int:
-    """Hard-link (else copy) the files of ``src`` missing in ``dst``; returns how many. Chunks
-    are written by rename and read copy-on-write, so a shared inode is never modified."""
+    """Hard-link (else copy) the chunks (``.npy``) and their row digests (``.rows``) of ``src``
+    missing in ``dst``; returns how many. Files are written by rename and read copy-on-write, so
+    a shared inode is never modified."""
     dst.mkdir(parents=True, exist_ok=True)
     count = 0
     for f in src.iterdir():
-        if not f.is_file() or f.suffix != ".npy" or (dst / f.name).exists():
+        if not f.is_file() or f.suffix not in (".npy", ".rows") or (dst / f.name).exists():
             continue
         try:
             os.link(f, dst / f.name)
