@@ -14,8 +14,9 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 run_cache=$(mktemp -d "${TMPDIR:-/tmp}/rwb-test-run.XXXXXX")
 export RWB_CACHE_DIR="$run_cache/rwb" RWB_INDEX_CACHE_DIR="$run_cache/rwb/indexes" \
   HF_HOME="$run_cache/hf" TORCH_HOME="$run_cache/torch"
-mkdir -p .test-cache/embeddings
-export RWB_TEST_EMBEDDINGS_DIR="$PWD/.test-cache/embeddings"
+# RWB_TEST_EMBEDDINGS_DIR set by the caller is kept (an empty folder measures a fresh clone)
+export RWB_TEST_EMBEDDINGS_DIR="${RWB_TEST_EMBEDDINGS_DIR:-$PWD/.test-cache/embeddings}"
+mkdir -p "$RWB_TEST_EMBEDDINGS_DIR"
 # RWB_TEST_LINT=0 skips ruff / mypy / lint-imports (make test-unit)
 lint="${RWB_TEST_LINT:-1}"
 started_redis=""
@@ -58,7 +59,10 @@ echo "== pytest"
 workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
 dist=()
 if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )); then
-  dist=(-n "$workers" --dist loadfile)
+  # --no-loadscope-reorder: the files are handed out in the order tests/conftest.py gives them
+  # (the known-long files first), not by xdist's count of tests per file, which left the
+  # one-test files that embed a whole corpus for the end of the run, run by one worker alone
+  dist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 # --durations=25: the slowest tests in every log
 $BIN/python -m pytest -p no:cacheprovider --timeout=1200 --durations=25 "${dist[@]}" "$@"

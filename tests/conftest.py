@@ -35,12 +35,13 @@ PREBUILT_EMBEDDINGS = "RWB_TEST_EMBEDDINGS_DIR"
 
 
 def _link_tree(src: Path, dst: Path) -> int:
-    """Hard-link (else copy) the files of ``src`` missing in ``dst``; returns how many. Chunks
-    are written by rename and read copy-on-write, so a shared inode is never modified."""
+    """Hard-link (else copy) the chunks (``.npy``) and their row digests (``.rows``) of ``src``
+    missing in ``dst``; returns how many. Files are written by rename and read copy-on-write, so
+    a shared inode is never modified."""
     dst.mkdir(parents=True, exist_ok=True)
     count = 0
     for f in src.iterdir():
-        if not f.is_file() or f.suffix != ".npy" or (dst / f.name).exists():
+        if not f.is_file() or f.suffix not in (".npy", ".rows") or (dst / f.name).exists():
             continue
         try:
             os.link(f, dst / f.name)
@@ -215,11 +216,55 @@ SERVICE_FIXTURES = frozenset({"redis_url", "private_redis", "pg_url", "pg_storag
 SERVICE_MARKS = ("redis", "pgvector", "milvus")
 
 
+#: test files whose tests took the most worker time in a fresh-clone ``make test`` (empty caches,
+#: 2 cores, 2 workers; seconds, the file's tests summed from ``--durations``). Under pytest -n
+#: these files are handed out first (longest first) and every other file after them, most tests
+#: first (what xdist's own ``--loadscope-reorder`` does): a long file handed out last is a tail
+#: one worker runs alone. Update it from a fresh run's ``--durations=0`` when a file changes cost.
+HEAVY_FILES: dict[str, float] = {
+    "tests/api/test_api.py": 522,
+    "tests/project/test_notebooks.py": 207,
+    "tests/embed/test_embed.py": 143,
+    "tests/rerank/test_export_rerank.py": 105,
+    "tests/bench/test_cli_bench.py": 90,
+    "tests/cache/test_cache_tune.py": 77,
+    "tests/tune/test_quality_target_scifact.py": 56,
+    "tests/fusion_tune/test_fusion_scifact.py": 56,
+    "tests/filtering/test_filtered_reuters.py": 50,
+    "tests/rerank/test_custom_rerank.py": 37,
+    "tests/embed/test_embed_runtimes.py": 32,
+    "tests/tune/test_quality_target.py": 31,
+    "tests/cli/test_real_vectors.py": 30,
+    "tests/rerank/test_tune_rerank_cli.py": 28,
+    "tests/tune/test_sweep_memory_limit.py": 24,
+    "tests/filtering/test_filtered_resume.py": 23,
+    "tests/fusion_tune/test_fusion_tune.py": 23,
+    "tests/cache/test_byo_cache.py": 23,
+    "tests/core/test_fusion.py": 21,
+    "tests/bench/test_load_servers.py": 19,
+    "tests/fusion_tune/test_fusion_tune_logic.py": 19,
+    "tests/tune/test_sweep_ray.py": 18,
+    "tests/rerank/test_runfile_scores_and_knobs.py": 18,
+}
+
+
+def _heavy_files_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` by file (in place): the files of :data:`HEAVY_FILES`, longest first,
+    then the rest, most tests first; a file's own tests keep their order."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(files, key=lambda f: (-HEAVY_FILES.get(f, 0.0), -len(files[f])))
+    items[:] = [item for f in order for item in files[f]]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & SERVICE_FIXTURES or any(item.get_closest_marker(m) for m in SERVICE_MARKS):
             item.add_marker(pytest.mark.services)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order the workers' files are handed out in
+        _heavy_files_first(items)
 
 
 #: the test running now (setup, call, teardown) and the tests that used the model unmarked

@@ -24,6 +24,10 @@ from retrieval.phases import report
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = "rwb-embed-v1"
+#: beside each chunk ``<key>.npy``: ``<key>.rows``, a ``.npy``-format uint8 array (n, 16) of one
+#: digest per row (the model, its cache tag and the row's text), so that a chunk of other texts
+#: (a cut of a corpus whose whole was embedded before) is assembled from stored rows
+ROWS_SUFFIX = ".rows"
 
 
 class CachedEmbedder:
@@ -34,6 +38,10 @@ class CachedEmbedder:
     (model_id, the inner embedder's ``cache_tag`` such as the normalize flag, the chunk's texts).
     A hit is a memory-mapped load (copy-on-write, so callers may modify the result); a long run
     that is interrupted keeps the chunks already done. Writes are atomic (temp file + rename).
+    A missing chunk reuses the rows of stored chunks (same model and cache tag) that hold the
+    same texts, and embeds only the others: a cut or a reordering of a corpus embedded before
+    costs no model call. A row embedded in another batch can differ in the last bits (about
+    1e-7) from one embedded with this chunk's neighbours.
     """
 
     def __init__(
@@ -52,6 +60,10 @@ class CachedEmbedder:
         self.chunk_size = int(chunk_size)
         self.hits = 0
         self.misses = 0
+        #: texts reused from other stored chunks (not embedded again)
+        self.reused_rows = 0
+        self._rows: dict[bytes, tuple[Path, int]] = {}
+        self._rows_seen: set[str] = set()
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, cache_dir={str(self.cache_dir)!r})"
@@ -138,9 +150,103 @@ class CachedEmbedder:
             arr = self._load(path, len(chunk))
             if arr is not None:
                 return arr, 0
-            arr = self.inner.embed(chunk, batch_size=batch_size)
+            digests = self.row_digests(chunk)
+            arr, computed = self._assemble(chunk, digests, batch_size)
             self._store(path, arr, len(chunk))
-            return arr, len(chunk)
+            self._store_rows(path, digests)
+            return arr, computed
+
+    def row_digests(self, texts: Sequence[str]) -> np.ndarray:
+        """One 16-byte digest per text (uint8 ``(n, 16)``) of (format, model_id, cache_tag,
+        text): rows of one model and tag match across chunks, never another model's."""
+        head = hashlib.blake2b(digest_size=16)
+        for part in (CACHE_FORMAT, self.model_id, self.cache_tag):
+            head.update(part.encode())
+            head.update(b"\0")
+        out = np.empty((len(texts), 16), dtype=np.uint8)
+        for i, text in enumerate(texts):
+            h = head.copy()
+            h.update(text.encode("utf-8", "surrogatepass"))
+            out[i] = np.frombuffer(h.digest(), dtype=np.uint8)
+        return out
+
+    def _assemble(
+        self, chunk: Sequence[str], digests: np.ndarray, batch_size: int
+    ) -> tuple[np.ndarray, int]:
+        """The chunk's vectors: rows stored in other chunks are copied, the rest embedded (one
+        call); returns them and how many texts were embedded."""
+        self._index_rows()
+        found: dict[Path, list[tuple[int, int]]] = {}
+        for i, d in enumerate(digests):
+            where = self._rows.get(d.tobytes())
+            if where is not None:
+                found.setdefault(where[0], []).append((i, where[1]))
+        n = len(chunk)
+        rows: dict[int, np.ndarray] = {}
+        for src, pairs in found.items():
+            stored = self._load_any(src)
+            if stored is None:
+                continue
+            for i, j in pairs:
+                if j < stored.shape[0]:
+                    rows[i] = stored[j]
+        dims = {row.shape[0] for row in rows.values()}
+        if not rows or len(dims) > 1:  # nothing stored, or stale chunks of another dimension
+            return self.inner.embed(chunk, batch_size=batch_size), n
+        todo = [i for i in range(n) if i not in rows]
+        dim = dims.pop()
+        arr = np.empty((n, dim), dtype=np.float32)
+        for i, row in rows.items():
+            arr[i] = row
+        if todo:
+            fresh = np.asarray(self.inner.embed([chunk[i] for i in todo], batch_size=batch_size))
+            if fresh.ndim != 2 or fresh.shape != (len(todo), dim):
+                raise DataError(f"embedder {self.model_id} returned shape {fresh.shape} for "
+                                f"{len(todo)} texts; the stored rows have dimension {dim}")
+            arr[todo] = fresh
+        self.reused_rows += len(rows)
+        log.info("embedding cache: %d of %d texts reused from stored chunks", len(rows), n)
+        return arr, len(todo)
+
+    def _index_rows(self) -> None:
+        """Add the row digests of chunks stored since the last look (this process or another)."""
+        if not self.cache_dir.is_dir():
+            return
+        for f in self.cache_dir.glob(f"*{ROWS_SUFFIX}"):
+            if f.name in self._rows_seen or f.name.startswith(".tmp-"):
+                continue
+            self._rows_seen.add(f.name)
+            chunk = f.with_suffix(".npy")
+            try:
+                with open(f, "rb") as fh:
+                    digests = np.load(fh, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                log.warning("embedding cache: unreadable %s (%s); not reused", f, exc)
+                continue
+            if digests.ndim != 2 or digests.shape[1] != 16 or digests.dtype != np.uint8:
+                continue
+            for j, d in enumerate(digests):
+                self._rows.setdefault(d.tobytes(), (chunk, j))
+
+    @staticmethod
+    def _load_any(path: Path) -> np.ndarray | None:
+        """A stored chunk of any length (float32 2-D, memory-mapped), or None."""
+        try:
+            arr = np.load(path, mmap_mode="c", allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        return arr if arr.ndim == 2 and arr.dtype == np.float32 else None
+
+    def _store_rows(self, path: Path, digests: np.ndarray) -> None:
+        """``<key>.rows`` beside the chunk ``path``, written after it (atomic rename)."""
+        fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=".tmp-", suffix=ROWS_SUFFIX)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(digests, dtype=np.uint8), allow_pickle=False)
+            os.replace(tmp, path.with_suffix(ROWS_SUFFIX))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def _load(self, path: Path, n: int) -> np.ndarray | None:
         if not path.is_file():
