@@ -19,6 +19,7 @@ it is never hidden.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -102,17 +103,34 @@ def _prune_impl(x: np.ndarray, levels: np.ndarray, offsets: np.ndarray,
                         kept += 1
 
 
-_prune: Any = (numba.njit(cache=False, fastmath=True, parallel=True)(_prune_impl)
-               if numba is not None else _prune_impl)
+_KERNEL: Any = None
+
+
+def _kernel() -> Any:
+    """The pruning kernel, compiled by numba on first use with ``cache=True``: the machine code
+    is kept in rwb's cache folder (``numba/`` under $RWB_CACHE_DIR or ~/.cache/rwb; a
+    NUMBA_CACHE_DIR set by the user wins), so only the first process on a machine pays the
+    compilation (~10-15 s on 2 cores), later ones load it (well under a second)."""
+    global _KERNEL
+    if _KERNEL is None:
+        if numba is None:  # pragma: no cover - every dev / CI install has it
+            _KERNEL = _prune_impl
+        else:
+            if not os.environ.get("NUMBA_CACHE_DIR"):
+                from retrieval.paths import cache_dir
+
+                numba.config.CACHE_DIR = str(cache_dir() / "numba")  # type: ignore[attr-defined]
+            _KERNEL = numba.njit(cache=True, fastmath=True, parallel=True)(_prune_impl)
+    return _KERNEL
 
 
 _WARM = False
 
 
 def jit_warm_up() -> float:
-    """Compile the pruning kernel once per process on a tiny graph (seconds spent; 0 when
-    already compiled): a derivation's ``build_s`` is then the pruning alone, never numba's
-    compilation (logged once)."""
+    """Compile (or load from numba's cache, see :func:`_kernel`) the pruning kernel once per
+    process on a tiny graph (seconds spent; 0 when already done): a derivation's ``build_s``
+    is then the pruning alone, never numba's compilation (logged once)."""
     global _WARM
     if _WARM:
         return 0.0
@@ -120,11 +138,12 @@ def jit_warm_up() -> float:
     x = np.zeros((2, 2), dtype=np.float32)
     one = np.ones(2, dtype=np.int32)
     cum = np.array([0, 2], dtype=np.int64)
-    _prune(x, one, np.array([0, 2, 4], dtype=np.int64), np.array([1, -1, 0, -1], np.int32),
-           cum, cum, np.array([0, 2, 4], dtype=np.int64), np.full(4, -1, np.int32), False, True)
+    _kernel()(x, one, np.array([0, 2, 4], dtype=np.int64), np.array([1, -1, 0, -1], np.int32),
+              cum, cum, np.array([0, 2, 4], dtype=np.int64), np.full(4, -1, np.int32), False,
+              True)
     _WARM = True
     seconds = time.perf_counter() - t0
-    log.info("compiled the HNSW pruning kernel in %.2f s (once per process)", seconds)
+    log.info("compiled or loaded the HNSW pruning kernel in %.2f s (once per process)", seconds)
     return seconds
 
 
@@ -180,7 +199,7 @@ def derive_hnsw(index: Any, m: int, metric: Metric, *, fill: bool = True,
     new_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(cum_new[g["levels"]], out=new_offsets[1:])
     out = np.full(int(new_offsets[-1]), -1, dtype=np.int32)
-    _prune(x, g["levels"], g["offsets"], g["neighbors"], g["cum"].astype(np.int64), cum_new,
+    _kernel()(x, g["levels"], g["offsets"], g["neighbors"], g["cum"].astype(np.int64), cum_new,
            new_offsets, out, metric == "ip", fill)
     new.storage.add(x)
     new.ntotal = n
