@@ -1,6 +1,6 @@
 """The spec fields of issue 33's cheaper tuning (``tune.concurrent_builds``,
-``tune.query_subset``, ``tune.build_screen``, ``tune.dominated_builds``): defaults that change nothing, and one clear
-line naming the field for a bad value."""
+``tune.query_subset``, ``tune.build_screen``, ``tune.dominated_builds``): defaults that change
+nothing, and one clear line naming the field for a bad value."""
 
 from __future__ import annotations
 
