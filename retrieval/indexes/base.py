@@ -216,6 +216,19 @@ class SupportsDerivedBuild(Protocol):
 
 
 @runtime_checkable
+class SupportsDominantBuild(Protocol):
+    """A build param whose LARGER value is taken never to search worse at the same search
+    params (``dominant_param()``, e.g. HNSW's ``ef_construction``: a wider candidate search
+    per insertion, the same ``M``). With ``tune.build_search: derived`` a build whose value is
+    below the largest of its group is not built (``dominated``, see
+    :mod:`retrieval.tune.derived`); the answer is checked with a real build, the rule itself is
+    an assumption the summary states."""
+
+    @classmethod
+    def dominant_param(cls) -> str: ...
+
+
+@runtime_checkable
 class SupportsBuildThreads(Protocol):
     """A backend whose build can use another thread count than its searches (hnswlib
     ``add_items(num_threads=)``, ``faiss.omp_set_num_threads`` around the build). A build with

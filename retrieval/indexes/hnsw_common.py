@@ -60,6 +60,12 @@ class HnswChecks(InProcessIndex):
         return {"ef_search": EF_SEARCH_MAX}
 
     @classmethod
+    def dominant_param(cls) -> str:
+        """A larger ``ef_construction`` (same ``M``) is taken never to search worse
+        (:class:`~retrieval.indexes.base.SupportsDominantBuild`)."""
+        return "ef_construction"
+
+    @classmethod
     def portable(cls, build: Mapping[str, Any], search: Mapping[str, Any]) -> Hnsw:
         """Export mapping (hnswlib and faiss-hnsw alike): the HNSW params as themselves."""
         return Hnsw(int(build["M"]), int(build["ef_construction"]), int(search["ef_search"]))

@@ -85,6 +85,11 @@ class TuneSpec(_Model):
       ``nlist``: the largest is built and the others are derived from it, by pruning the graph
       or by merging the centroids; see :mod:`retrieval.tune.derived`; the
       answer's build is then built for real and its shortcut error measured).
+    - ``dominated_builds``: with ``build_search: derived`` and the target strategy, ``skip``
+      (the default) does not build a build whose dominant param (HNSW's ``ef_construction``)
+      is below the largest of its group, the rest of its build being equal (a larger
+      ``ef_construction`` is taken never to search worse; listed in ``pruned`` with
+      ``reason: dominated``); ``build``: build them all.
     - ``concurrent_builds``: how many independent builds (the full builds and the sources of
       derived ones) run at once before the search starts, in threads of one worker (Faiss and
       hnswlib release the GIL); each gets ``build threads // concurrent_builds`` threads so the
@@ -113,6 +118,7 @@ class TuneSpec(_Model):
     sampler: Literal["tpe", "nsga2"] = "tpe"
     n_trials: int = Field(20, ge=1, le=100_000)
     build_search: Literal["full", "derived"] = "full"
+    dominated_builds: Literal["skip", "build"] = "skip"
     concurrent_builds: int | Literal["auto"] = 1
     build_screen: ScreenSpec | None = None
     query_subset: float = Field(1.0, gt=0.0, le=1.0)

@@ -1,6 +1,17 @@
 """``tune.build_search: derived``: which builds of a sweep are derived from which.
 
-Within one index entry, the units of a backend that can derive a build
+Dominated builds first (``tune.dominated_builds: skip``, the default): a build param whose
+larger value is taken never to search worse (:class:`~retrieval.indexes.base.
+SupportsDominantBuild`, HNSW's ``ef_construction``) is not searched below the largest of its
+group: of the units differing only in that param, every one but the largest is dropped before
+the sweep (``pruned`` with ``reason: dominated`` and ``dominated_by``). A smaller
+``ef_construction`` cannot be derived by pruning (it is a narrower candidate search, not a
+subset of the larger graph), and at the same ``M`` its graph is no better at search time, so
+it can only tie the larger one's search cost; the answer's build is then checked for real as
+every derived answer is. This is what brings the build seconds of an ``M x ef_construction``
+grid down to ONE full build (+ the check) instead of one per ``ef_construction``.
+
+Then, within one index entry, the units of a backend that can derive a build
 (:class:`~retrieval.indexes.base.SupportsDerivedBuild`, e.g. Faiss HNSW over ``M``) are grouped
 by every build param except the derived one; in each group the unit with the LARGEST value is
 built in full (the source) and every other is derived from it. Units of a backend that cannot
@@ -13,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.indexes.base import SupportsDerivedBuild
+from retrieval.indexes.base import SupportsDerivedBuild, SupportsDominantBuild
 from retrieval.indexes.registry import get_backend
 from retrieval.tune.units import Unit, canon
 
@@ -24,6 +35,51 @@ def derive_param_of(backend: str) -> str | None:
     if isinstance(cls, type) and issubclass(cls, SupportsDerivedBuild):
         return str(cls.derived_param())
     return None
+
+
+def dominant_param_of(backend: str) -> str | None:
+    """The build param of ``backend`` whose larger value dominates (None: none)."""
+    cls = get_backend(backend)
+    if isinstance(cls, type) and issubclass(cls, SupportsDominantBuild):
+        return str(cls.dominant_param())
+    return None
+
+
+def dominance_plan(units: Sequence[Unit]) -> dict[str, Unit]:
+    """unit key -> the unit that dominates it: same entry, backend, fixed search params and
+    build except a LARGER value of the backend's dominant param (the largest of the group)."""
+    groups: dict[str, list[Unit]] = {}
+    params: dict[str, str] = {}
+    for u in units:
+        param = dominant_param_of(u.backend)
+        if param is None or not isinstance(u.build.get(param), int):
+            continue
+        g = _group(u, param)
+        groups.setdefault(g, []).append(u)
+        params[g] = param
+    out: dict[str, Unit] = {}
+    for g, members in groups.items():
+        top = max(members, key=lambda m: int(m.build[params[g]]))
+        for m in members:
+            if int(m.build[params[g]]) < int(top.build[params[g]]):
+                out[m.key] = top
+    return out
+
+
+def undominated(spec: Any, plan: Sequence[Unit]) -> tuple[list[Unit], list[dict[str, Any]]]:
+    """``tune.build_search: derived`` with ``tune.dominated_builds: skip``: the plan without
+    its dominated units, and their ``pruned`` records (``reason: dominated``,
+    ``dominated_by``: the build params of the unit kept in their place). Grid-strategy plans
+    and any other setting: the plan unchanged."""
+    tune = spec.tune
+    if (tune.build_search != "derived" or tune.dominated_builds != "skip"
+            or tune.strategy != "target"):
+        return list(plan), []
+    dom = dominance_plan(plan)
+    records = [{"unit": u.key, "label": u.label, "backend": u.backend, "build": dict(u.build),
+                "reason": "dominated", "dominated_by": dict(dom[u.key].build)}
+               for u in plan if u.key in dom]
+    return [u for u in plan if u.key not in dom], records
 
 
 def _group(u: Unit, param: str) -> str:
@@ -58,13 +114,16 @@ def derived_from(unit: Unit, source: Unit) -> dict[str, Any]:
     return dict(source.build)
 
 
-__all__ = ["derivation_plan", "derive_param_of", "derived_from"]
+__all__ = ["derivation_plan", "derive_param_of", "derived_from", "dominance_plan",
+           "dominant_param_of", "undominated"]
 
 
 #: the study attribute holding the real-build check of a derived answer
 CHECK_ATTR = "rwb:shortcut_check"
 #: the study attribute holding tune.build_screen's record (:mod:`retrieval.tune.screen`)
 SCREEN_ATTR = "rwb:build_screen"
+#: the study attribute holding the dominated units' ``pruned`` records (:func:`undominated`)
+DOMINATED_ATTR = "rwb:dominated"
 
 
 def answer_of(builds: Sequence[dict[str, Any]], objective: str,

@@ -40,6 +40,7 @@ from retrieval.tune.cost import with_costs
 from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, rank_key, within_slo
 from retrieval.tune.derived import (
     CHECK_ATTR,
+    DOMINATED_ATTR,
     SCREEN_ATTR,
     answer_of,
     build_cost,
@@ -461,12 +462,24 @@ def build_summary(
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
         **({"slo_p95_ms": tune.slo_p95_ms} if tune.slo_p95_ms is not None else {}),
         "build_search": tune.build_search,
-        **_with_screen(build_cost(builds, rows, check), book.attrs().get(SCREEN_ATTR)),
+        **_with_dominated(_with_screen(build_cost(builds, rows, check),
+                                       book.attrs().get(SCREEN_ATTR)),
+                          book.attrs().get(DOMINATED_ATTR)),
         "answer": answer,
         **({"query_subset": subset_summary(builds, tune.query_subset)}
            if tune.query_subset < 1.0 else {}),
         **quality,
     }
+
+
+def _with_dominated(cost: dict[str, Any], records: Any) -> dict[str, Any]:
+    """tune.dominated_builds: skip: the builds not built because a larger dominant param
+    (HNSW's ``ef_construction``) of the same build was, first in ``pruned``
+    (``reason: dominated``, ``dominated_by``), and ``builds_dominated``."""
+    if not records:
+        return cost
+    return {**cost, "pruned": list(records) + list(cost.get("pruned") or []),
+            "builds_dominated": len(records)}
 
 
 def _with_screen(cost: dict[str, Any], record: Mapping[str, Any] | None) -> dict[str, Any]:

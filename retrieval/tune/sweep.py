@@ -26,7 +26,7 @@ from retrieval.tune import trials as tr
 from retrieval.tune.adaptive_run import QUERIES_TABLE, check_adaptive_spec, run_sweep_adaptive
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
-from retrieval.tune.derived import CHECK_ATTR, check_answer
+from retrieval.tune.derived import CHECK_ATTR, DOMINATED_ATTR, check_answer, undominated
 from retrieval.tune.measure import Measurer
 from retrieval.tune.optuna_search import Proposer, make_sampler
 from retrieval.tune.quality import (
@@ -289,6 +289,7 @@ def _sweep_study(
         **({"executor": cluster.describe()} if cluster.executor != "local" else {}),
     )
     split = split_queries(ds.n_queries, spec.tune.heldout_fraction, spec.seed)
+    plan = _undominated(spec, plan, optuna_study, created)
     plan = _screened(spec, plan, ds, split, optuna_study, created)
     if cluster.executor == "ray":
         return _sweep_on_ray(run, spec, plan, name, opened, ds, split, optuna_study, created,
@@ -366,6 +367,17 @@ def _sweep_study(
         run.write_table("trials.parquet", [_with_knob(r, src) for r, src in
                                            zip(rows, summary["rows"], strict=True)])
     return SweepResult(run, summary, worker.units_run, worker.points_measured)
+
+
+def _undominated(spec: SweepSpec, plan: list[Unit], optuna_study: Any,
+                 created: bool) -> list[Unit]:
+    """tune.build_search: derived: the plan without its dominated builds
+    (:func:`retrieval.tune.derived.undominated`, a pure function of the plan), recorded in the
+    study by the worker that created it for the summary's ``pruned``."""
+    kept, records = undominated(spec, plan)
+    if records and created and optuna_study.user_attrs.get(DOMINATED_ATTR) is None:
+        optuna_study.set_user_attr(DOMINATED_ATTR, records)
+    return kept
 
 
 def _screened(spec: SweepSpec, plan: list[Unit], ds: VectorDataset, split: Any,

@@ -41,12 +41,22 @@ def test_pruned_graph_is_a_valid_smaller_graph() -> None:
     g, src = hnsw_arrays(small), hnsw_arrays(big)
     assert small.ntotal == big.ntotal and small.hnsw.nb_neighbors(0) == 16
     assert np.array_equal(g["levels"], src["levels"])  # the level structure is kept
-    # every level-0 neighbour list is within the new cap and a subset of the source's list
+    # every level-0 neighbour list is within the new cap; each neighbour is one of the
+    # source's, or a reverse link (the neighbour lists this node: fill="reverse")
     for node in range(0, x.shape[0], 97):
         new = g["neighbors"][g["offsets"][node]: g["offsets"][node] + 16]
         old = src["neighbors"][src["offsets"][node]: src["offsets"][node] + 32]
         kept = set(new[new >= 0].tolist())
-        assert kept and kept <= set(old[old >= 0].tolist())
+        assert kept
+        for j in kept - set(old[old >= 0].tolist()):
+            back = g["neighbors"][g["offsets"][j]: g["offsets"][j] + 16]
+            assert node in set(back.tolist())
+    # fill="nearest" keeps a subset of the source's lists
+    near = hnsw_arrays(derive_hnsw(big, 8, "l2", fill="nearest")[0])
+    for node in range(0, x.shape[0], 97):
+        new = near["neighbors"][near["offsets"][node]: near["offsets"][node] + 16]
+        old = src["neighbors"][src["offsets"][node]: src["offsets"][node] + 32]
+        assert set(new[new >= 0].tolist()) <= set(old[old >= 0].tolist())
     assert mean_degree(small) <= 16
     # ids answered are ids of the base (0..n-1 here, Faiss's own numbering) and never -1
     _, ids = small.search(q, 10)

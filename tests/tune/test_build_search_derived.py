@@ -1,6 +1,7 @@
 """``tune.build_search: derived`` through ``rwb sweep``: one full build per group, the smaller M
 derived from it, the summary's cost fields, and the same answer as the full path on a case
-built so that it must (only the largest M can reach the target inside the searched range)."""
+built so that it must (only the largest M can reach the target inside the searched range);
+the derived side's smaller ef_construction is dominated and not built."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def _spec(mode: str) -> dict[str, Any]:
     return {
         "name": f"derived-{mode}", "dataset": "synthetic-small", "k": 10, "seed": 0,
         "threads": 1, "target_recall": 0.95,
-        "indexes": [{"backend": "faiss-hnsw", "build": {"M": [2, 32], "ef_construction": 64},
+        # the derived side also lists ef_construction 32: dominated by 64 (same M), not built
+        "indexes": [{"backend": "faiss-hnsw",
+                     "build": {"M": [2, 32],
+                               "ef_construction": [32, 64] if mode == "derived" else 64},
                      "search": {"ef_search": [10]}}],
         # M=2 cannot reach recall 0.95 at ef_search <= 12 on this data; M=32 can
         "tune": {"build_search": mode, "search_range": {"ef_search": [10, 12]}},
@@ -51,5 +55,9 @@ def test_derived_path_same_answer_as_full(tmp_path: Path) -> None:
     assert derived["answer"]["build"] == full["answer"]["build"] == {"M": 32,
                                                                      "ef_construction": 64}
     assert derived["answer"]["search"] == full["answer"]["search"]
+    # ef_construction 32 was dominated by 64 at each M: listed, never built
+    assert derived["builds_dominated"] == 2 and len(derived["builds"]) == 2
+    assert {(p["build"]["M"], p["reason"], p["dominated_by"]["ef_construction"])
+            for p in derived["pruned"]} == {(2, "dominated", 64), (32, "dominated", 64)}
     # build seconds are recorded for every build (the ratio is benchmarks/build_tuning.py's)
     assert derived["build_cost_s"] > 0 and full["build_cost_s"] > 0

@@ -1,6 +1,6 @@
 """The spec fields of issue 33's cheaper tuning (``tune.concurrent_builds``,
-``tune.query_subset``, ``tune.build_screen``): defaults that change nothing, and one clear
-line naming the field for a bad value."""
+``tune.query_subset``, ``tune.build_screen``, ``tune.dominated_builds``): defaults that change
+nothing, and one clear line naming the field for a bad value."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def _spec(**tune: Any) -> dict[str, Any]:
 def test_defaults_change_nothing() -> None:
     t = parse_spec(_spec(), source="s.yaml").tune
     assert t.concurrent_builds == 1 and t.query_subset == 1.0 and t.build_screen is None
+    assert t.dominated_builds == "skip"  # acts only with build_search: derived
     t = parse_spec(_spec(concurrent_builds="auto", query_subset=0.2,
                          build_screen={}), source="s.yaml").tune
     assert t.concurrent_builds == "auto" and t.query_subset == 0.2
@@ -35,6 +36,7 @@ def test_defaults_change_nothing() -> None:
     ({"build_screen": {"fraction": 1.0}}, "fraction"),
     ({"build_screen": {"fraction": 0.1, "sample": 3}}, "sample"),
     ({"build_screen": {"cost_margin": -1}}, "cost_margin"),
+    ({"dominated_builds": "drop"}, "dominated_builds"),
 ])
 def test_bad_values_are_one_line_naming_the_field(tune: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as err:

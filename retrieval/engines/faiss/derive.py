@@ -19,8 +19,9 @@ it is never hidden.
 from __future__ import annotations
 
 import logging
+import os
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -102,17 +103,34 @@ def _prune_impl(x: np.ndarray, levels: np.ndarray, offsets: np.ndarray,
                         kept += 1
 
 
-_prune: Any = (numba.njit(cache=False, fastmath=True, parallel=True)(_prune_impl)
-               if numba is not None else _prune_impl)
+_KERNEL: Any = None
+
+
+def _kernel() -> Any:
+    """The pruning kernel, compiled by numba on first use with ``cache=True``: the machine code
+    is kept in rwb's cache folder (``numba/`` under $RWB_CACHE_DIR or ~/.cache/rwb; a
+    NUMBA_CACHE_DIR set by the user wins), so only the first process on a machine pays the
+    compilation (~10-15 s on 2 cores), later ones load it (well under a second)."""
+    global _KERNEL
+    if _KERNEL is None:
+        if numba is None:  # pragma: no cover - every dev / CI install has it
+            _KERNEL = _prune_impl
+        else:
+            if not os.environ.get("NUMBA_CACHE_DIR"):
+                from retrieval.paths import cache_dir
+
+                numba.config.CACHE_DIR = str(cache_dir() / "numba")  # type: ignore[attr-defined]
+            _KERNEL = numba.njit(cache=True, fastmath=True, parallel=True)(_prune_impl)
+    return _KERNEL
 
 
 _WARM = False
 
 
 def jit_warm_up() -> float:
-    """Compile the pruning kernel once per process on a tiny graph (seconds spent; 0 when
-    already compiled): a derivation's ``build_s`` is then the pruning alone, never numba's
-    compilation (logged once)."""
+    """Compile (or load from numba's cache, see :func:`_kernel`) the pruning kernel once per
+    process on a tiny graph (seconds spent; 0 when already done): a derivation's ``build_s``
+    is then the pruning alone, never numba's compilation (logged once)."""
     global _WARM
     if _WARM:
         return 0.0
@@ -120,11 +138,12 @@ def jit_warm_up() -> float:
     x = np.zeros((2, 2), dtype=np.float32)
     one = np.ones(2, dtype=np.int32)
     cum = np.array([0, 2], dtype=np.int64)
-    _prune(x, one, np.array([0, 2, 4], dtype=np.int64), np.array([1, -1, 0, -1], np.int32),
-           cum, cum, np.array([0, 2, 4], dtype=np.int64), np.full(4, -1, np.int32), False, True)
+    _kernel()(x, one, np.array([0, 2, 4], dtype=np.int64), np.array([1, -1, 0, -1], np.int32),
+              cum, cum, np.array([0, 2, 4], dtype=np.int64), np.full(4, -1, np.int32), False,
+              True)
     _WARM = True
     seconds = time.perf_counter() - t0
-    log.info("compiled the HNSW pruning kernel in %.2f s (once per process)", seconds)
+    log.info("compiled or loaded the HNSW pruning kernel in %.2f s (once per process)", seconds)
     return seconds
 
 
@@ -143,16 +162,53 @@ def hnsw_arrays(index: Any) -> dict[str, np.ndarray]:
     }
 
 
-def derive_hnsw(index: Any, m: int, metric: Metric, *, fill: bool = True,
+def _reverse_fill(x: np.ndarray, out: np.ndarray, starts: np.ndarray, cap: int,
+                  use_ip: bool) -> None:
+    """Level 0 of a pruned graph (``out``, node i's ``cap`` slots at ``starts[i]``, -1 padded)
+    with its free slots filled by REVERSE links, in place: a kept edge i -> j adds j -> i when
+    j has room and does not hold i yet, the nearest candidates first (what a real HNSW
+    insertion does with the links of its new node). Numpy; memory ~40 bytes per edge."""
+    n = len(starts)
+    rows = out[starts[:, None] + np.arange(cap)[None, :]]
+    present = rows >= 0
+    deg = present.sum(axis=1)
+    owner = np.repeat(np.arange(n, dtype=np.int64), cap)[present.ravel()]
+    target = rows.ravel()[present.ravel()].astype(np.int64)
+    have = np.sort(owner * n + target)
+    node, cand = target, owner  # the reverse edges: node -> cand
+    key = node * n + cand
+    pos = np.minimum(np.searchsorted(have, key), len(have) - 1)
+    keep = (have[pos] != key) & (deg[node] < cap)
+    node, cand = node[keep], cand[keep]
+    if not len(node):
+        return
+    dist = np.empty(len(node), dtype=np.float32)
+    for a in range(0, len(node), 1 << 18):  # chunks: x[node] is (chunk, d) float32
+        b = a + (1 << 18)
+        u, v = x[node[a:b]], x[cand[a:b]]
+        dist[a:b] = -np.einsum("ij,ij->i", u, v) if use_ip else np.einsum(
+            "ij,ij->i", u - v, u - v)
+    order = np.lexsort((dist, node))
+    node, cand = node[order], cand[order]
+    rank = np.arange(len(node)) - np.searchsorted(node, node, side="left")
+    take = rank < (cap - deg[node])
+    node, cand, rank = node[take], cand[take], rank[take]
+    out[starts[node] + deg[node] + rank] = cand.astype(np.int32)
+
+
+def derive_hnsw(index: Any, m: int, metric: Metric, *,
+                fill: Literal["reverse", "nearest", "none"] = "reverse",
                 threads: int | None = None) -> tuple[Any, float]:
     """A Faiss ``IndexHNSWFlat`` with ``M = m`` derived from ``index`` (an ``IndexHNSWFlat`` of
     a larger ``M``) by pruning every neighbour list with the HNSW heuristic; returns the index
     and the seconds the derivation took (perf_counter). ``metric`` is rwb's (``l2``: squared
     Euclidean; ``cosine``: the stored vectors are normalised, so L2 orders like cosine; ``ip``:
-    negative inner product, as Faiss's HNSW orders inner products). ``fill``: after the
-    heuristic, fill free slots with the nearest pruned candidates (HNSW's
-    ``keepPrunedConnections``; a real Faiss build's lists are filled by reverse links, so this
-    keeps the degree close to a real build's); ``threads``: numba threads."""
+    negative inner product, as Faiss's HNSW orders inner products). ``fill``: what fills the
+    free level-0 slots after the heuristic: ``reverse`` (the default) the reverse links of
+    the kept edges (a real build's lists fill that way; measured closest to real builds'
+    degree and recall), ``nearest`` the nearest pruned candidates (hnswlib's
+    ``keepPrunedConnections``: denser than a real build, optimistic recall), ``none``
+    nothing (sparser, pessimistic); ``threads``: numba threads."""
     import faiss
 
     if numba is None:
@@ -180,8 +236,10 @@ def derive_hnsw(index: Any, m: int, metric: Metric, *, fill: bool = True,
     new_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(cum_new[g["levels"]], out=new_offsets[1:])
     out = np.full(int(new_offsets[-1]), -1, dtype=np.int32)
-    _prune(x, g["levels"], g["offsets"], g["neighbors"], g["cum"].astype(np.int64), cum_new,
-           new_offsets, out, metric == "ip", fill)
+    _kernel()(x, g["levels"], g["offsets"], g["neighbors"], g["cum"].astype(np.int64), cum_new,
+           new_offsets, out, metric == "ip", fill == "nearest")
+    if fill == "reverse":
+        _reverse_fill(x, out, new_offsets[:-1], int(cum_new[1]), metric == "ip")
     new.storage.add(x)
     new.ntotal = n
     h: Any = new.hnsw
