@@ -63,6 +63,11 @@ if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )); then
   # (the known-long files first), not by xdist's count of tests per file, which left the
   # one-test files that embed a whole corpus for the end of the run, run by one worker alone
   dist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+  # each worker gets its share of the cores for OpenMP / torch (unless the caller set it): two
+  # workers each running a 2-thread torch or Faiss pool on 2 cores oversubscribe them, and
+  # OpenMP's spinning threads then burn the other worker's time. Tests that set threads
+  # explicitly (build_threads, faiss.omp_set_num_threads) still get what they ask for.
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}"
 fi
 # --durations=25: the slowest tests in every log
 $BIN/python -m pytest -p no:cacheprovider --timeout=1200 --durations=25 "${dist[@]}" "$@"
