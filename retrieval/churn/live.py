@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.churn.logic import percentiles_ms, short_of_k, split
+from retrieval.churn.logic import judged_damage, percentiles_ms, short_of_k, split
 from retrieval.churn.spec import ChurnConfig, ChurnSpec
 from retrieval.data import VectorDataset
 from retrieval.evaluation import BuiltIndex, Evaluator, StepTruth
@@ -311,13 +311,11 @@ class ConfigRun:
                     "control_tuned_knob": None, "control_recall_seed2": None,
                     "control_spread": None})
         drift, damage = split(self.reference, row["control_recall"], row["recall"])
-        spread = row["control_spread"]
         # damage no larger than two fresh builds differ is no damage: reported as 0 (measured
         # value kept in damage_measured)
-        within = damage is not None and spread is not None and abs(damage) <= spread
-        row.update(drift=drift, damage=0.0 if within else damage, damage_measured=damage,
-                   damage_within_spread=within if damage is not None else None,
-                   tuned_knob=self._tuned(self.built, truth))
+        reported, within = judged_damage(damage, row["control_spread"])
+        row.update(drift=drift, damage=reported, damage_measured=damage,
+                   damage_within_spread=within, tuned_knob=self._tuned(self.built, truth))
         return Searched(found, row)
 
     def probe_maintain(self, last: Step) -> tuple[str, float, float] | None:

@@ -44,6 +44,17 @@ def split(reference: float | None, control: float | None, recall: float
     return (None if reference is None else reference - control), control - recall
 
 
+def judged_damage(damage: float | None, spread: float | None
+                  ) -> tuple[float | None, bool | None]:
+    """(damage reported, within the spread) of a step: a damage (recall fraction) no larger in
+    size than two fresh builds of the same data differ (``spread``) is no damage and reported as
+    0.0; without a control (``damage`` None) both are None; without a spread it stands."""
+    if damage is None:
+        return None, None
+    within = spread is not None and abs(damage) <= spread
+    return (0.0 if within else damage), within
+
+
 def percentiles_ms(ms: list[float] | np.ndarray) -> dict[str, float | None]:
     """p50/p95/p99 of per-call times (ms), None when there were no calls."""
     a = np.asarray(ms, dtype=np.float64)
@@ -141,5 +152,5 @@ def advice_dict(a: AdviceInput) -> dict[str, Any]:
     return out
 
 
-__all__ = ["AdviceInput", "advice_dict", "advise", "percentiles_ms",
+__all__ = ["AdviceInput", "advice_dict", "advise", "judged_damage", "percentiles_ms",
            "short_of_k", "split"]
