@@ -70,6 +70,12 @@ def test_threshold_boundary(redis_url: str, index_params: IndexParams) -> None:
     others = _unit_rows(50, seed=5)
     probe = _at_distance(base, 0.3)
     d_true = 1.0 - float(probe @ base)
+    if index_params.algorithm == "hnsw" and index_params.lookup == "range":
+        # this test is about where the threshold cuts, not HNSW's range search: at the default
+        # EPSILON 0.01 Redis's range query can stop before an entry 1e-5 inside the radius (a
+        # fresh-clone run missed it once; the field's description says so), so the boundary is
+        # checked with a range search that explores the whole small graph
+        index_params = index_params.model_copy(update={"epsilon": 1.0})
     with SemanticCache(redis_url, Threshold.distance(0.3), dim=DIM, name=_name(),
                        index=index_params) as c:
         c.store_many(["base"] + [f"o{i}" for i in range(50)], ["B"] + ["x"] * 50,
