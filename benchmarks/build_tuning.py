@@ -98,12 +98,7 @@ def run_raw(ds: VectorDataset, ms: list[int], efcs: list[int], threads: int
     import faiss
 
     faiss.omp_set_num_threads(threads)
-    x = np.ascontiguousarray(ds.base, dtype=np.float32)
-    q = np.ascontiguousarray(ds.queries, dtype=np.float32)
-    if ds.metric == "cosine":
-        x, q = x.copy(), q.copy()
-        faiss.normalize_L2(x)
-        faiss.normalize_L2(q)
+    x, q = faiss_inputs(ds)
     truth = ground_truth(ds, 10).ids
     t0, build_s, best = time.perf_counter(), 0.0, None
     metric = faiss.METRIC_INNER_PRODUCT if ds.metric in ("cosine", "ip") else faiss.METRIC_L2
@@ -127,6 +122,19 @@ def run_raw(ds: VectorDataset, ms: list[int], efcs: list[int], threads: int
     return best, time.perf_counter() - t0, build_s
 
 
+def faiss_inputs(ds: VectorDataset) -> tuple[np.ndarray, np.ndarray]:
+    """Base and queries as contiguous float32 for raw Faiss (unit length for cosine)."""
+    import faiss
+
+    x = np.ascontiguousarray(ds.base, dtype=np.float32)
+    q = np.ascontiguousarray(ds.queries, dtype=np.float32)
+    if ds.metric == "cosine":
+        x, q = x.copy(), q.copy()
+        faiss.normalize_L2(x)
+        faiss.normalize_L2(q)
+    return x, q
+
+
 #: rounds of the side-by-side re-timing of the two answers (each round: every query alone, on
 #: each answer in turn)
 RETIME_ROUNDS = 5
@@ -139,12 +147,7 @@ def retime(ds: VectorDataset, answers: list[tuple[dict[str, Any], dict[str, Any]
     alternating round by round so both see the same machine load)."""
     import faiss
 
-    x = np.ascontiguousarray(ds.base, dtype=np.float32)
-    q = np.ascontiguousarray(ds.queries, dtype=np.float32)
-    if ds.metric == "cosine":
-        x, q = x.copy(), q.copy()
-        faiss.normalize_L2(x)
-        faiss.normalize_L2(q)
+    x, q = faiss_inputs(ds)
     metric = faiss.METRIC_INNER_PRODUCT if ds.metric in ("cosine", "ip") else faiss.METRIC_L2
     built = []
     faiss.omp_set_num_threads(threads)

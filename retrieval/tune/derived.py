@@ -21,7 +21,7 @@ worker and the summary agree on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from retrieval.indexes.base import SupportsDerivedBuild, SupportsDominantBuild
@@ -48,10 +48,17 @@ def dominant_param_of(backend: str) -> str | None:
 def dominance_plan(units: Sequence[Unit]) -> dict[str, Unit]:
     """unit key -> the unit that dominates it: same entry, backend, fixed search params and
     build except a LARGER value of the backend's dominant param (the largest of the group)."""
+    return _to_largest(units, dominant_param_of)
+
+
+def _to_largest(units: Sequence[Unit], param_of: Callable[[str], str | None]
+                ) -> dict[str, Unit]:
+    """unit key -> the unit of its group (same everything but ``param_of(backend)``) with the
+    largest value of that param, for every unit whose value is smaller."""
     groups: dict[str, list[Unit]] = {}
     params: dict[str, str] = {}
     for u in units:
-        param = dominant_param_of(u.backend)
+        param = param_of(u.backend)
         if param is None or not isinstance(u.build.get(param), int):
             continue
         g = _group(u, param)
@@ -59,9 +66,10 @@ def dominance_plan(units: Sequence[Unit]) -> dict[str, Unit]:
         params[g] = param
     out: dict[str, Unit] = {}
     for g, members in groups.items():
-        top = max(members, key=lambda m: int(m.build[params[g]]))
+        param = params[g]
+        top = max(members, key=lambda m: int(m.build[param]))
         for m in members:
-            if int(m.build[params[g]]) < int(top.build[params[g]]):
+            if int(m.build[param]) < int(top.build[param]):
                 out[m.key] = top
     return out
 
@@ -90,23 +98,7 @@ def _group(u: Unit, param: str) -> str:
 
 def derivation_plan(units: Sequence[Unit]) -> dict[str, Unit]:
     """unit key -> the unit whose build it is derived from (only derived units are keys)."""
-    groups: dict[str, list[Unit]] = {}
-    params: dict[str, str] = {}
-    for u in units:
-        param = derive_param_of(u.backend)
-        if param is None or not isinstance(u.build.get(param), int):
-            continue
-        g = _group(u, param)
-        groups.setdefault(g, []).append(u)
-        params[g] = param
-    out: dict[str, Unit] = {}
-    for g, members in groups.items():
-        param = params[g]
-        source = max(members, key=lambda m: int(m.build[param]))
-        for m in members:
-            if int(m.build[param]) < int(source.build[param]):
-                out[m.key] = source
-    return out
+    return _to_largest(units, derive_param_of)
 
 
 def derived_from(unit: Unit, source: Unit) -> dict[str, Any]:
