@@ -102,6 +102,24 @@ class SupportsColdOpen(Protocol):
     def open_cold(self, folder: Path, n: int) -> list[Path]: ...
 
 
+@runtime_checkable
+class SupportsServerCold(Protocol):
+    """A backend whose index lives in a server (pgvector): ``cold_server(work)`` is a context
+    manager for the server to build on, with ``index(...)``, ``drop(table, drop_pages,
+    shared_buffers_bytes)`` and ``budget_reason()`` (:mod:`retrieval.tune.cold_server`)."""
+
+    def cold_server(self, work: Path) -> Any: ...
+
+    def cold_starts_server(self) -> bool: ...
+
+
+def starts_own_server(backend: str) -> bool:
+    """Whether a cold run of ``backend`` starts its own server (pgvector with $RWB_PG_URL
+    unset): the preflight check of a user's server does not apply then."""
+    cls = get_backend(backend)
+    return issubclass(cls, SupportsServerCold) and bool(cls.cold_starts_server())
+
+
 # --- the page cache --------------------------------------------------------------------------
 def _flush(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -234,10 +252,12 @@ def timed_pass(index: Any, queries: np.ndarray, k: int,
 # --- the run ---------------------------------------------------------------------------------
 def check_cold_spec(spec: SweepSpec) -> None:
     for i, e in enumerate(spec.indexes):
-        if not issubclass(get_backend(e.backend), SupportsColdOpen):
+        if not issubclass(get_backend(e.backend), (SupportsColdOpen, SupportsServerCold)):
             raise ConfigError(f"{spec.source}: field 'indexes[{i}].backend': a spec with "
                               f"'cold: true' needs a backend that serves from its files "
-                              f"(faiss-hnsw, faiss-ivf, lancedb-*, qdrant); received {e.backend}")
+                              f"(faiss-hnsw, faiss-ivf, lancedb-*, qdrant) or from a server "
+                              f"whose caches rwb can drop (pgvector, pgvector-ivfflat); "
+                              f"received {e.backend}")
     if spec.filters is not None or spec.scale is not None:
         raise ConfigError(f"{spec.source}: a spec with 'cold: true' cannot have 'filters' or "
                           f"'scale' (one workload dimension at a time)")
@@ -368,6 +388,10 @@ class ColdRun:
 
     def run_entry(self, i: int, label: str) -> list[dict[str, Any]]:
         checked = checked_entries(self.spec)[i]
+        if issubclass(get_backend(checked.backend), SupportsServerCold):
+            from retrieval.tune.cold_server import run_server_entry
+
+            return run_server_entry(self, i, label)
         ds, spec = self.ds, self.spec
         rows = []
         for b, build in enumerate(checked.build_grid):
@@ -392,6 +416,19 @@ class ColdRun:
         return rows
 
 
+def _budget_method(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The run's budget method: this machine's (:func:`budget_method`), or ``shared_buffers``
+    where every budget was a server's (pgvector), or both named when mixed."""
+    from retrieval.tune.cold_server import SHARED_BUFFERS
+
+    used = {str(b.get("method")) for r in rows for b in r.get("budgets") or []}
+    if used == {"shared_buffers"}:
+        return SHARED_BUFFERS
+    if "shared_buffers" in used:
+        return f"{budget_method(info)}; pgvector entries: {SHARED_BUFFERS}"
+    return budget_method(info)
+
+
 def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
              progress: Progress | None, started: float) -> dict[str, Any]:
     """Run the cold measurement into ``run``; its summary (``workload: cold``, a ``cold`` list
@@ -411,6 +448,7 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
         shutil.rmtree(cr.work, ignore_errors=True)  # the saved indexes: rwb's, in its run
     report("cold run", len(labels), len(labels), "done")
     run.record_threads(spec.threads)
+    bmethod = _budget_method(cr.cgroup, rows)
     summary = {
         "kind": SweepSummary.KIND, "workload": WORKLOAD_COLD, "run_id": run.run_id,
         "name": spec.name, "dataset": ds.name, "dataset_fingerprint": ds.fingerprint,
@@ -419,8 +457,9 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
         "latency_unit": "ms", "evaluations": cr.evaluations + len(rows),
         "backends": {}, "builds": [], "rows": [], "pareto": [],
         "cold": rows,
-        "cold_info": {"definitions": DEFINITIONS, "budget_method": budget_method(cr.cgroup),
-                      "method": budget_method(cr.cgroup).split(":")[0],
+        "cold_info": {"definitions": DEFINITIONS, "budget_method": bmethod,
+                      "drop_methods": sorted({str(r["drop_method"]) for r in rows}),
+                      "method": bmethod.split(":")[0],
                       "cgroup": {**cr.cgroup, "used": any(
                           str(b.get("method", "")).startswith("cgroup")
                           for r in rows for b in r.get("budgets") or [])}, "budgets": list(BUDGETS),
@@ -431,6 +470,7 @@ def run_cold(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
     return typed.to_json_dict()
 
 
-__all__ = ["BUDGETS", "COLD_WINDOW", "WARM_FACTOR", "SupportsColdOpen", "check_cold_spec",
+__all__ = ["BUDGETS", "COLD_WINDOW", "WARM_FACTOR", "SupportsColdOpen", "SupportsServerCold",
+           "check_cold_spec",
            "cold_profile", "drop_pages", "file_bytes", "queries_to_warm", "resident_fraction",
            "run_cold"]

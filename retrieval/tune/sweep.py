@@ -24,6 +24,7 @@ from retrieval.runs import RunDir, declares_kind
 from retrieval.specfile import with_overrides
 from retrieval.tune import trials as tr
 from retrieval.tune.adaptive_run import QUERIES_TABLE, check_adaptive_spec, run_sweep_adaptive
+from retrieval.tune.cold import starts_own_server
 from retrieval.tune.config import STRATEGIES, measures_resident
 from retrieval.tune.decide import split_queries
 from retrieval.tune.derived import CHECK_ATTR, DOMINATED_ATTR, check_answer, undominated
@@ -211,7 +212,9 @@ def run_sweep(
     check_quality_spec(spec, executor)
     if spec.target is not None:
         check_judged(spec, dataset is not None, qrels)
-    check_services([e.backend for e in spec.indexes], where=spec.source or "spec")
+    check_services([e.backend for e in spec.indexes
+                    if not (spec.cold and starts_own_server(e.backend))],
+                   where=spec.source or "spec")
     kind = workload_of(spec)  # the spec's workload kind: its hooks run it (retrieval.tune.kinds)
     request = SweepRequest(executor, storage, study)
     if kind.study is not None:  # studied here, in this process

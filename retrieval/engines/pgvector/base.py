@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from retrieval.data import Metric
+from retrieval.engines.pgvector.cold import PgColdMixin
 from retrieval.engines.pgvector.filter import PgVectorFilter, _to_rows
 from retrieval.engines.pgvector.lost import connection_lost
 from retrieval.engines.pgvector.owned import pg_mark, pg_unlock
@@ -87,7 +88,7 @@ def first_line(exc: BaseException, *urls: str | None) -> str:
     return redact_error(exc, *urls, os.environ.get(URL_ENV))[:300]
 
 
-class PgVectorIndex(SlotWrites, PgSegments, PgVectorFilter, InProcessIndex):
+class PgVectorIndex(SlotWrites, PgSegments, PgColdMixin, PgVectorFilter, InProcessIndex):
     """Base of ``pgvector`` (HNSW) and ``pgvector-ivfflat``: see the module docstring.
     Subclasses set ``method`` and implement :meth:`_with_clause`, :meth:`_set_lines`."""
 
