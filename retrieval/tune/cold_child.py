@@ -28,7 +28,7 @@ def _rss_bytes() -> int:
 def child_main(folder: Path) -> int:
     """The child's side (run by ``python -m retrieval.tune.cold_child FOLDER``)."""
     from retrieval.indexes.registry import create_index
-    from retrieval.tune.cold import WARM_PASSES, drop_pages, resident_fraction, timed_pass
+    from retrieval.tune.coldpass import WARM_PASSES, drop_pages, resident_fraction, timed_pass
 
     with open(folder / "job.pkl", "rb") as fh:
         job = pickle.load(fh)  # written by the parent rwb process, in its folder

@@ -19,15 +19,16 @@ not start the budgets are not measured (``served`` false, ``why``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from retrieval.indexes.registry import get_backend
 from retrieval.stats.metrics import recall_by_id
-from retrieval.tune.cold import (
+from retrieval.tune.coldpass import (
     BUDGETS,
     COLD_WINDOW,
+    SHARED_BUFFERS,
     WARM_PASSES,
     cold_profile,
     drop_pages,
@@ -38,13 +39,7 @@ from retrieval.tune.cold import (
 from retrieval.tune.decide import lower_bound
 from retrieval.tune.spec import checked_entries
 
-if TYPE_CHECKING:
-    from retrieval.tune.cold import ColdRun
-
-SHARED_BUFFERS = ("shared_buffers: the server (rwb's own) restarted with shared_buffers at the "
-                  "budget's bytes (at least 128 kB) and the table's files dropped from the OS "
-                  f"page cache before each window of {COLD_WINDOW} queries (posix_fadvise "
-                  "DONTNEED); not a cgroup limit on the page cache")
+ColdRun = Any  # retrieval.tune.cold.ColdRun (not imported: cold imports this module)
 _KEYS = ("cold_p99_ms", "warm_p99_ms", "queries_to_warm", "recall_lower")
 
 
