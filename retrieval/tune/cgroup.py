@@ -271,7 +271,7 @@ def serve_in_group(info: dict[str, Any], job: dict[str, Any], queries: np.ndarra
         out["child_pid"] = proc.pid
         out["child_cgroup"] = _memory_line(proc.pid)
         base = group.usage()
-        limit = base + int(budget * index_bytes) + HEADROOM_BYTES
+        limit = group_limit(base, budget, index_bytes)
         group.set_limit(limit)
         out.update(base_bytes=base, limit_bytes=limit, child_rss_bytes=ready["rss_bytes"],
                    drop_method=ready["drop_method"],
@@ -300,6 +300,12 @@ def serve_in_group(info: dict[str, Any], job: dict[str, Any], queries: np.ndarra
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def group_limit(base_bytes: int, budget: float, index_bytes: int) -> int:
+    """The group's limit in bytes: what is charged to it before the first query (``base_bytes``)
+    + ``budget`` (a share) x ``index_bytes`` + :data:`HEADROOM_BYTES`."""
+    return int(base_bytes) + int(budget * index_bytes) + HEADROOM_BYTES
+
+
 def _memory_line(pid: int) -> str | None:
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
@@ -312,5 +318,5 @@ def _memory_line(pid: int) -> str | None:
     return None
 
 
-__all__ = ["HEADROOM_BYTES", "PREFIX", "TOO_SMALL", "MemoryGroup", "leftover_groups",
-           "memory_cgroup", "serve_in_group"]
+__all__ = ["HEADROOM_BYTES", "PREFIX", "TOO_SMALL", "MemoryGroup", "group_limit",
+           "leftover_groups", "memory_cgroup", "serve_in_group"]
