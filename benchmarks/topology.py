@@ -15,11 +15,13 @@ knob(n_seg) fitted on 1 / 4 / 16 segments, its prediction at 64 segments, and an
 bisection at 64 segments (its own study): the error (goal: within 15%); with the CPU model and
 the load average (the machine should be otherwise idle).
 
-``--engines pgvector,lancedb`` measures the engines' native segments (pgvector hash partitions,
-each with its own HNSW index; LanceDB fragments under one index) the same way.
+Qdrant edge is built as its own segments (one shard, ``default_segment_number`` S, one optimized
+slice per segment); ``--shards`` builds S independent shards instead (as the first full-size run
+did). ``--engines pgvector,lancedb`` measures the engines' native segments (pgvector hash
+partitions, each with its own HNSW index; LanceDB fragments under one index) the same way.
 
 Usage: python benchmarks/topology.py [--n 137000] [--synthetic] [--queries 1000]
-[--engines hnswlib,qdrant,pgvector,lancedb]
+[--engines hnswlib,qdrant,pgvector,lancedb] [--shards]
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ def dataset(args: argparse.Namespace) -> VectorDataset:
     return ds
 
 
-#: index entries by engine name (--engines); pgvector (hash partitions, needs $RWB_PG_URL) and
-#: LanceDB (fragments, one index over all of them) use their native segments
+#: index entries by engine name (--engines); Qdrant (its segments), pgvector (hash partitions,
+#: needs $RWB_PG_URL) and LanceDB (fragments, one index over all of them) use their native
+#: segments unless --shards
 ENTRIES: dict[str, dict[str, Any]] = {
     "hnswlib": {"backend": "hnswlib", "build": {"M": 16, "ef_construction": 100}},
     "qdrant": {"backend": "qdrant", "build": {"m": 16, "ef_construct": 100}},
@@ -77,13 +80,13 @@ ENTRIES: dict[str, dict[str, Any]] = {
 
 
 def study(ds: VectorDataset, segments: list[int], out: Path,
-          engines: list[str]) -> list[dict[str, Any]]:
+          engines: list[str], native: bool = True) -> list[dict[str, Any]]:
     spec = parse_spec({
         "name": f"topology-{'-'.join(map(str, segments))}", "dataset": "synthetic-small",
         "k": 10, "target_recall": TARGET, "threads": 1, "warmup": 8,
         "index_build": {"threads": os.cpu_count() or 1, "cache": False},
         "indexes": [ENTRIES[e] for e in engines],
-        "topology": {"segments": segments, "maintain": False},
+        "topology": {"segments": segments, "maintain": False, "native": native},
     }, source="benchmark")
     rows: list[dict[str, Any]] = run_sweep(spec, out, dataset=ds).summary["topology"]
     return rows
@@ -96,6 +99,8 @@ def main() -> None:
     ap.add_argument("--synthetic", action="store_true", help="clustered vectors, not QQP")
     ap.add_argument("--engines", default="hnswlib,qdrant",
                     help=f"comma-separated, of {', '.join(ENTRIES)}")
+    ap.add_argument("--shards", action="store_true",
+                    help="independent shards instead of the engines' own segments")
     args = ap.parse_args()
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in engines if e not in ENTRIES]
@@ -108,8 +113,8 @@ def main() -> None:
     ds = dataset(args)
     print(f"data: {ds.name}, {ds.n_base:,} x {ds.dim}, {ds.n_queries} queries, {ds.metric}")
     with tempfile.TemporaryDirectory() as tmp:
-        fitted = study(ds, FIT_ON, Path(tmp) / "fit", engines)
-        held = study(ds, [HELD], Path(tmp) / "held", engines)
+        fitted = study(ds, FIT_ON, Path(tmp) / "fit", engines, not args.shards)
+        held = study(ds, [HELD], Path(tmp) / "held", engines, not args.shards)
     print(f"{'index':<12} {'segments':>8} {'seg size':>9} {'ef':>5} {'recall':>7} {'p5':>6} "
           f"{'lb':>6} {'p50 ms':>7} {'p99 ms':>7}")
     for r in [*fitted, *held]:

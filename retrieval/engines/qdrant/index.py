@@ -67,6 +67,7 @@ from retrieval.engines.qdrant.params import (
     check_search,
     portable_of,
 )
+from retrieval.engines.qdrant.segments import QdrantSegments
 from retrieval.errors import BackendError, ConfigError, DataError, unknown_name_error
 from retrieval.indexes.base import MemoryClaim
 from retrieval.indexes.brute_check import BruteForceCheck
@@ -84,8 +85,9 @@ DISTANCE = {"l2": "Euclid", "ip": "Dot", "cosine": "Cosine"}
 UPSERT_BATCH = 2048
 
 
-def edge_config(dim: int, metric: str, b: QdrantBuild, threads: int) -> Any:
-    """The ``qdrant_edge.EdgeConfig`` of a build (also what the export writes, in JSON names)."""
+def edge_config(dim: int, metric: str, b: QdrantBuild, threads: int, segments: int = 1) -> Any:
+    """The ``qdrant_edge.EdgeConfig`` of a build (also what the export writes, in JSON names);
+    ``segments``: the shard's ``default_segment_number`` (native segments, :mod:`.segments`)."""
     import qdrant_edge as q
 
     quant: Any = None
@@ -105,7 +107,7 @@ def edge_config(dim: int, metric: str, b: QdrantBuild, threads: int) -> Any:
                                       max_indexing_threads=threads, on_disk=b.on_disk),
         quantization_config=quant,
         optimizers=q.EdgeOptimizersConfig(indexing_threshold=b.indexing_threshold,
-                                          default_segment_number=1),
+                                          default_segment_number=int(segments)),
         max_search_threads=threads,
     )
 
@@ -131,7 +133,7 @@ def filtered_search_params(sp: QdrantSearch, quantized: bool) -> Any:
 
 
 @register
-class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
+class QdrantIndex(SlotWrites, QdrantSegments, QdrantFilter, InProcessIndex):
     """Qdrant's engine in process (see the module docstring)."""
 
     name = "qdrant"
@@ -209,18 +211,21 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
         self._dir = Path(tempfile.mkdtemp(prefix="shard-", dir=base))
         self._owned = self.workdir is None
         try:
-            shard = q.EdgeShard.create(str(self._dir / "shard"),
-                                       edge_config(self.dim, self.metric, b, self.threads))
+            shard = q.EdgeShard.create(str(self._dir / "shard"), self._config(self._segments))
             if attrs is not None:  # before the points: the optimizer builds extra links
                 create_payload_indexes(shard, attrs)
-            for s in range(0, x.shape[0], UPSERT_BATCH):
-                rows = x[s:s + UPSERT_BATCH]
-                if attrs is None:
-                    points = [q.Point(s + i, row) for i, row in enumerate(rows)]
-                else:
-                    points = [q.Point(s + i, row, p) for i, (row, p) in
-                              enumerate(zip(rows, payloads(attrs, s, s + len(rows))))]
-                shard.update(q.UpdateOperation.upsert_points(points))
+
+            def upsert(start: int, stop: int) -> None:
+                for s in range(start, stop, UPSERT_BATCH):
+                    rows = x[s:min(s + UPSERT_BATCH, stop)]
+                    if attrs is None:
+                        points = [q.Point(s + i, row) for i, row in enumerate(rows)]
+                    else:
+                        points = [q.Point(s + i, row, p) for i, (row, p) in
+                                  enumerate(zip(rows, payloads(attrs, s, s + len(rows))))]
+                    shard.update(q.UpdateOperation.upsert_points(points))
+
+            self._upsert_parts(shard, x.shape[0], upsert)  # N slices for N segments
             shard.optimize()  # blocks until no optimization is planned
             info = shard.info()
         except Exception as exc:
@@ -245,6 +250,12 @@ class QdrantIndex(SlotWrites, QdrantFilter, InProcessIndex):
                 k: {"type": str(v.data_type).rsplit(".", 1)[-1], "points": int(v.points)}
                 for k, v in sorted(info.payload_schema.items())}
         return extra
+
+    def _config(self, segments: int) -> Any:
+        """This build's ``EdgeConfig`` with ``default_segment_number`` = ``segments``."""
+        b = self.build_params
+        assert isinstance(b, QdrantBuild)
+        return edge_config(self.dim, self.metric, b, self.threads, segments)
 
     def _apply_search_params(self) -> None:
         sp = self.search_params
