@@ -15,7 +15,7 @@ from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
 from tests.helpers import pg_collection_state
 
-pytestmark = pytest.mark.services
+pytestmark = pytest.mark.pgvector  # (also marks services)
 
 N, D = 20_000, 64
 

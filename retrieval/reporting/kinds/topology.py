@@ -40,13 +40,14 @@ def cold_figures(run: Run, remeasure: bool) -> Figures:
 @renders_tables(SweepSummary.KIND, WORKLOAD_COLD)
 def cold_tables(run: Run) -> Tables:
     keys = ["label", "search", "cold_p99_ms", "warm_p99_ms", "queries_to_warm", "drop_method",
-            "recall_lower"]
+            "drop_reason", "recall_lower"]
     rows = [[r.get(k) for k in keys] for r in run.summary.get("cold") or []]
     info = run.summary.get("cold_info") or {}
     tables = [("Summary", head_table(run)),
               ("Cold", Table(keys, rows, caption=info.get("definitions", "")))]
     bkeys = ["budget", "budget_bytes", "method", "served", "cold_p99_ms", "warm_p99_ms",
-             "queries_to_warm", "limit_bytes", "limit_failures", "major_faults", "why"]
+             "queries_to_warm", "limit_bytes", "shared_buffers", "limit_failures",
+             "major_faults", "why"]
     brows = [[r.get("label"), r.get("search")] + [b.get(k) for k in bkeys]
              for r in run.summary.get("cold") or [] for b in r.get("budgets") or []]
     if brows:
