@@ -14,7 +14,10 @@ it: then also the limit, how often it was hit and the child's major page faults;
 OOM-killed at a budget is "budget too small for this engine to serve"); with the CPU model and
 the load average (the machine should be otherwise idle).
 
-Usage: python benchmarks/cold.py [--n 1000000] [--queries 1000]
+``--pgvector`` adds pgvector IVFFlat (see docs/topology.md: a restart of rwb's own server + the
+table's files dropped from the page cache; budgets are ``shared_buffers``, not a cgroup).
+
+Usage: python benchmarks/cold.py [--n 1000000] [--queries 1000] [--pgvector]
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def clustered(n: int, nq: int, d: int = 96, seed: int = 0, chunk: int = 200_000
     return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}")
 
 
-def entries(n: int) -> list[dict[str, Any]]:
+def entries(n: int, pgvector: bool = False) -> list[dict[str, Any]]:
     nlist = max(4, min(4096, int(4 * n ** 0.5)))
     out: list[dict[str, Any]] = [
         {"backend": "faiss-ivf", "build": {"nlist": nlist}, "search": {"nprobe": 1}},
@@ -63,6 +66,9 @@ def entries(n: int) -> list[dict[str, Any]]:
                     "build": {"num_partitions": max(2, min(256, n // 256)),
                               "num_sub_vectors": 16},
                     "search": {"nprobes": 1, "refine_factor": 10}})
+    if pgvector:  # its own server when $RWB_PG_URL is unset (restarted per cold pass)
+        out.append({"backend": "pgvector-ivfflat", "build": {"lists": nlist},
+                    "search": {"probes": 1}})
     return out
 
 
@@ -70,6 +76,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--pgvector", action="store_true",
+                    help="also pgvector-ivfflat (rwb's own PostgreSQL when $RWB_PG_URL is unset: "
+                         "a cold pass restarts it; budgets are its shared_buffers)")
     args = ap.parse_args()
     cpu = platform.processor() or "?"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
@@ -80,7 +89,7 @@ def main() -> None:
         "name": "cold", "dataset": "synthetic-small", "k": 10, "target_recall": 0.9,
         "threads": 1, "warmup": 0, "cold": True,
         "index_build": {"threads": os.cpu_count() or 1, "cache": False},
-        "indexes": entries(args.n),
+        "indexes": entries(args.n, args.pgvector),
     }, source="benchmark")
     with tempfile.TemporaryDirectory() as tmp:
         s = run_sweep(spec, Path(tmp) / "run", dataset=ds).summary
@@ -88,17 +97,20 @@ def main() -> None:
           f"{s['cold_info']['definitions']}")
     for r in s["cold"]:
         ratio = r["cold_p99_ms"] / r["warm_p99_ms"] if r["warm_p99_ms"] else float("nan")
-        print(f"{r['label']:<14} {r['search']}: {r['index_file_bytes'] / 1e6:,.1f} MB, cold p99 "
+        size = r["index_file_bytes"] or r.get("relation_bytes") or 0
+        print(f"{r['label']:<14} {r['search']}: {size / 1e6:,.1f} MB, cold p99 "
               f"{r['cold_p99_ms']:.3f} ms, warm p99 {r['warm_p99_ms']:.3f} ms ({ratio:.1f}x), "
               f"queries to warm {r['queries_to_warm']}, recall lb {r['recall_lower']:.3f}, "
-              f"drop {r['drop_method']}, resident after drop {r['resident_after_drop']}")
+              f"drop {r['drop_method']}, resident after drop {r['resident_after_drop']}"
+              + (f"; not done: {r['drop_reason']}" if r.get("drop_reason") else ""))
         for b in r.get("budgets") or []:
             if not b.get("served", True):
                 print(f"    budget {b['budget']:>4.0%} ({b.get('method')}): {b.get('why')}")
                 continue
             extra = (f", limit {b['limit_bytes'] / 1e6:,.1f} MB, limit hit "
                      f"{b.get('limit_failures')} times, major faults {b.get('major_faults')}"
-                     if b.get("limit_bytes") is not None else "")
+                     if b.get("limit_bytes") is not None else
+                     f", shared_buffers {b['shared_buffers']}" if b.get("shared_buffers") else "")
             print(f"    budget {b['budget']:>4.0%} ({b.get('method')}): cold p99 "
                   f"{b['cold_p99_ms']:.3f} ms, warm p99 {b['warm_p99_ms']:.3f} ms, queries to "
                   f"warm {b['queries_to_warm']}{extra}")
