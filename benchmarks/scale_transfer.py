@@ -88,6 +88,18 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:+.1f}%"
 
 
+def _spread(b: dict[str, Any]) -> str:
+    """The knob's spread over identical builds at the samples (unseeded builds only)."""
+    v = (b.get("fit") or {}).get("unseeded_spread")
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def _lb(b: dict[str, Any]) -> str:
+    """The held-out recall lower bound at the difficulty model's knob (full N)."""
+    v = (b.get("predicted_difficulty_recall") or {}).get("heldout_lb")
+    return "-" if v is None else f"{v:.4f}"
+
+
 def _ref_knob(by_label: dict[str, Any], b: dict[str, Any]) -> int | None:
     """The knob the full-N target sweep chose for the build of ``b`` (its own full-N build)."""
     ref = by_label.get(b["label"])
@@ -105,7 +117,8 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
     print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
     print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
           f"{'full sweep':>10} {'transfer':>9} {'surface':>7} {'transfer':>9} "
-          f"{'difficulty':>10} {'transfer':>9} {'noise':>6} {'held-out lb':>11} {'ceiling':>8}")
+          f"{'difficulty':>10} {'transfer':>9} {'its lb':>7} {'noise':>6} {'held-out lb':>11} "
+          f"{'ceiling':>8}")
     by_label = {lb: b for lb, b in full.summary["backends"].items()}
     for b in s["builds"]:
         knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
@@ -118,10 +131,15 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
               f"{'-' if te is None else f'{100 * te:+.1f}%':>9} "
               f"{b.get('predicted_surface')!s:>7} {pct(b.get('transfer_error_surface')):>9} "
               f"{b.get('predicted_difficulty')!s:>10} "
-              f"{pct(b.get('transfer_error_difficulty')):>9} "
-              f"{pct((b.get('fit') or {}).get('unseeded_spread')):>6} "
+              f"{pct(b.get('transfer_error_difficulty')):>9} {_lb(b):>7} "
+              f"{_spread(b):>6} "
               f"{'-' if held is None else f'{held:.4f}':>11} "
               f"{'-' if ceil is None else f'{ceil:.4f}':>8}")
+        variants = (b.get("difficulty_fit") or {}).get("variants") or {}
+        if len(variants) > 1 and b["exact"]:
+            print("  difficulty model's variants: " + ", ".join(
+                f"{v} {k} ({pct(None if k is None else (k - b['exact']) / b['exact'])})"
+                for v, k in variants.items()))
         if b.get("message"):
             print(f"  {b['message']}")
     noise = [abs(r - b["exact"]) / b["exact"] for b in s["builds"]

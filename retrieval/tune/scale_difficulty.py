@@ -34,9 +34,13 @@ from typing import Any
 import numpy as np
 
 from retrieval.tune.scale import Curve
+from retrieval.tune.scale_surface import _margin
 
 #: ridge penalty on the per-query effects u_q (in units of the binomial log-likelihood)
 RIDGE = 1.0
+#: the two forms of the law: ``lid`` (no ``alpha log N`` term: the growth with N is carried by
+#: the queries' LID measured at each size) and ``size`` (``alpha log N``, no LID)
+VARIANTS = ("lid", "size")
 #: Newton iterations of the fit at most
 ITERATIONS = 100
 _P_FLOOR = 1e-9
@@ -72,6 +76,7 @@ class DifficultyFit:
     margin: float
     points: int
     k: int
+    variant: str = "size"
 
     def recall(self, n: float, x: float, feature: np.ndarray | None) -> float:
         """Predicted mean recall over the tuning queries at ``n`` and modelled knob ``x``."""
@@ -95,18 +100,19 @@ class DifficultyFit:
         return math.exp(hi)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": "per-query difficulty", "a": self.a, "alpha": self.alpha,
-                "beta": self.beta, "gamma": self.gamma, "margin": self.margin,
+        return {"model": "per-query difficulty", "variant": self.variant, "a": self.a,
+                "alpha": self.alpha, "beta": self.beta, "gamma": self.gamma, "margin": self.margin,
                 "points": self.points, "queries": int(self.effects.size),
                 "effects_sd": float(self.effects.std()) if self.effects.size else 0.0,
                 "feature": "log LID of the k exact neighbour distances" if self.gamma else None,
-                "formula": "logit(1 - recall_q) = a + u_q + alpha log N - beta log x"
-                           + (" + gamma log LID_q(N)" if self.gamma else "")}
+                "formula": "logit(1 - recall_q) = a + u_q - beta log x + "
+                           + ("gamma log LID_q(N)" if self.variant == "lid" else "alpha log N")}
 
 
 def _rows(curves: Sequence[Curve], scale_of: Callable[[int, float], float],
           features: Sequence[np.ndarray] | None
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # columns: 1, -log x, then log N (variant size) or the LID feature (variant lid)
     """Design (shared columns), miss rates and the query index of every probe x query row."""
     shared, miss, query = [], [], []
     for j, c in enumerate(curves):
@@ -115,9 +121,8 @@ def _rows(curves: Sequence[Curve], scale_of: Callable[[int, float], float],
             x = scale_of(c.n, float(v))
             if not x > 0:
                 continue
-            cols = [np.ones(nq), np.full(nq, math.log(c.n)), np.full(nq, -math.log(x))]
-            if features is not None:
-                cols.append(features[j])
+            cols = [np.ones(nq), np.full(nq, -math.log(x)),
+                    np.full(nq, math.log(c.n)) if features is None else features[j]]
             shared.append(np.column_stack(cols))
             miss.append(np.clip(1.0 - np.asarray(pq, dtype=np.float64), 0.0, 1.0))
             query.append(np.arange(nq))
@@ -186,16 +191,15 @@ def fit_difficulty(curves: Sequence[Curve], target: float, k: int,
     if any(c.per_query.shape[1] != nq for c in curves):
         return None
     design, miss, query = _rows(curves, scale_of, features)
-    if np.ptp(design[:, 2]) == 0 or not miss.any() or bool((miss >= 1.0).all()):
+    if np.ptp(design[:, 1]) == 0 or not miss.any() or bool((miss >= 1.0).all()):
         return None
     b, u = _fit(design, miss, query, nq, k)
-    if not (np.all(np.isfinite(b)) and b[2] > 0):
+    if not (np.all(np.isfinite(b)) and b[1] > 0):
         return None
-    from retrieval.tune.scale_surface import _margin
-
-    gamma = float(b[3]) if features is not None else 0.0
-    return DifficultyFit(float(b[0]), float(b[1]), float(b[2]), gamma, u,
-                         _margin(curves[-1], target), int(miss.size), k)
+    alpha, gamma = (0.0, float(b[2])) if features is not None else (float(b[2]), 0.0)
+    return DifficultyFit(float(b[0]), alpha, float(b[1]), gamma, u,
+                         _margin(curves[-1], target), int(miss.size), k,
+                         "lid" if features is not None else "size")
 
 
 def predict_difficulty(curves: Sequence[Curve], target: float, n: float, k: int,
@@ -203,17 +207,26 @@ def predict_difficulty(curves: Sequence[Curve], target: float, n: float, k: int,
                        knob_at: Callable[[float], int],
                        features: Sequence[np.ndarray] | None = None,
                        feature_at_n: np.ndarray | None = None,
-                       ) -> tuple[int | None, DifficultyFit | None]:
-    """(knob at ``n`` by the per-query law, the fit): ``knob_at`` turns a modelled value into
-    a knob in the range at ``n`` (the top of the range when none meets). The LID feature is
-    used only when given at every sample size AND at ``n``."""
-    if features is None or feature_at_n is None:
-        features, feature_at_n = None, None
-    f = fit_difficulty(curves, target, k, scale_of, features)
-    if f is None:
-        return None, None
-    x = f.solve(n, target, feature_at_n)
-    return knob_at(1e18 if x is None else x), f
+                       ) -> tuple[int | None, DifficultyFit | None, dict[str, int | None]]:
+    """(knob at ``n`` by the per-query law, its fit, every variant's knob at ``n``):
+    ``knob_at`` turns a modelled value into a knob in the range at ``n`` (the top of the
+    range when none meets). The variant used is ``lid`` when the LID feature is given at
+    every sample size AND at ``n`` (measured better here than ``size``, and than choosing
+    by which better predicts the largest sample from the smaller ones), else ``size``."""
+    have_lid = features is not None and feature_at_n is not None
+    knobs: dict[str, int | None] = {}
+    fits: dict[str, DifficultyFit] = {}
+    for variant in VARIANTS if have_lid else ("size",):
+        lid = variant == "lid"
+        f = fit_difficulty(curves, target, k, scale_of, features if lid else None)
+        knobs[variant] = None
+        if f is not None:
+            x = f.solve(n, target, feature_at_n if lid else None)
+            knobs[variant], fits[variant] = knob_at(1e18 if x is None else x), f
+    for variant in VARIANTS:
+        if variant in fits:
+            return knobs[variant], fits[variant], knobs
+    return None, None, knobs
 
 
 __all__ = ["DifficultyFit", "fit_difficulty", "lid_feature", "predict_difficulty"]

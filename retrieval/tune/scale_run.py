@@ -42,16 +42,13 @@ from retrieval.tune.measure import EPS, Measurer, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
 from retrieval.tune.scale_difficulty import lid_feature, predict_difficulty
-from retrieval.tune.scale_summary import RULE_NOTE, scale_summary
+from retrieval.tune.scale_summary import MODELS, RULE_NOTE, scale_summary
 from retrieval.tune.scale_surface import predict_surface
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary
 from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
 
 log = logging.getLogger(__name__)
-
-#: the difficulty model uses the tuning queries' LID at each size (from the exact distances)
-USE_LID = True
 
 #: progress callback: (steps done, steps known, description)
 Progress = Callable[[int, int, str], None]
@@ -365,15 +362,15 @@ class Study:
         """The per-query difficulty model's knob at the full N and its fit (as a dict)."""
         feats: list[np.ndarray] | None = []
         for c in b.curves:
-            f = self.lid(c.n) if USE_LID else None
+            f = self.lid(c.n)
             if f is None or feats is None:
                 feats = None
             else:
                 feats.append(f)
         at_n = self.lid(self.ds.n_base) if feats else None
-        pred, fit = predict_difficulty(b.curves, self.target, self.ds.n_base, self.k, scale_of,
-                                       knob_at, feats, at_n)
-        return pred, None if fit is None else fit.to_dict()
+        pred, fit, knobs = predict_difficulty(b.curves, self.target, self.ds.n_base, self.k,
+                                              scale_of, knob_at, feats, at_n)
+        return pred, None if fit is None else {**fit.to_dict(), "variants": knobs}
 
     # --- the full N --------------------------------------------------------------------------
     def run_full(self, fits: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -418,8 +415,9 @@ class Study:
             ev.release(built)
             return {**res, "exact": None, "evaluations": 1}
         pred = int(fitted["predicted"])
+        start = fitted.get(MODELS["start"])  # the model the study uses (scale.models.start)
         found = sc.local_search(
-            low, high, pred,
+            low, high, pred if start is None else int(start),
             lambda v: self.probe(m, built, b, build, v, cache).meets(self.target),
             known={high: True})
         exact = found.value
@@ -436,6 +434,8 @@ class Study:
 
         res["predicted_recall"] = held(pred)
         res["sample_knob_recall"] = held(int(fitted["sample_knob"]))
+        if fitted.get("predicted_difficulty") is not None:
+            res["predicted_difficulty_recall"] = held(int(fitted["predicted_difficulty"]))
         chosen: PointResult | None = None
         if exact is not None:
             chosen = m.full(built, config(build, {**b.fixed, b.knob: exact}))

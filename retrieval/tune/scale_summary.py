@@ -15,6 +15,20 @@ from retrieval.tune.decide import CHEAPEST_RULE, objective_value
 from retrieval.tune.results import PointResult
 from retrieval.tune.summary import SweepSummary, build_params
 
+#: the knob(N) models each ``builds`` entry carries, by their keys (``scale.models``); ``start``:
+#: the model whose knob the local search at the full N starts from
+MODELS: dict[str, Any] = {
+    "models": [
+        {"model": "fitted knob", "predicted": "predicted", "transfer_error": "transfer_error",
+         "fit": "fit"},
+        {"model": "miss surface", "predicted": "predicted_surface",
+         "transfer_error": "transfer_error_surface", "fit": "surface_fit"},
+        {"model": "per-query difficulty", "predicted": "predicted_difficulty",
+         "transfer_error": "transfer_error_difficulty", "fit": "difficulty_fit"},
+    ],
+    "start": "predicted",
+}
+
 if TYPE_CHECKING:
     from retrieval.tune.scale_run import Study
 
@@ -72,6 +86,7 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "predicted_recall": full.get("predicted_recall"),
         "sample_knob": fitted.get("sample_knob"),
         "sample_knob_recall": full.get("sample_knob_recall"),
+        "predicted_difficulty_recall": full.get("predicted_difficulty_recall"),
         "build_at_full": full.get("build_at_full"),
         "range_at_full": full.get("range"),
         "full_evaluations": full.get("evaluations"),
@@ -159,6 +174,7 @@ def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int,
             "check": study.scale.check,
             "sampling": study.scale.sampling,
             **({"neighbourhood": study.neighbourhood} if study.neighbourhood else {}),
+            "models": MODELS,
             "answer": _answer(study, builds),
             "messages": [b["message"] for b in builds if b["message"]],
         },
