@@ -5,7 +5,7 @@ answer and its cost (s), the ``scale`` block."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from retrieval.runs import WORKLOAD_SCALE
 from retrieval.tune import scale as sc
@@ -29,8 +29,8 @@ MODELS: dict[str, Any] = {
     "start": "predicted",
 }
 
-if TYPE_CHECKING:
-    from retrieval.tune.scale_run import Study
+#: the scale study (:class:`retrieval.tune.scale_run.Study`; not imported: no import cycle)
+Study = Any
 
 RULE_NOTE = (
     "knob(N) fitted on nested samples (log: a + b log2 N; power: c N^b), the model that best "
