@@ -38,9 +38,9 @@ from retrieval.tune.scale_surface import _margin
 
 #: ridge penalty on the per-query effects u_q (in units of the binomial log-likelihood)
 RIDGE = 1.0
-#: the two forms of the law: ``lid`` (no ``alpha log N`` term: the growth with N is carried by
-#: the queries' LID measured at each size) and ``size`` (``alpha log N``, no LID)
-VARIANTS = ("lid", "size")
+#: the two forms of the law, the one used first: ``size`` (``alpha log N``) and ``lid`` (no
+#: ``alpha log N`` term: the growth with N is carried by the queries' LID measured at each size)
+VARIANTS = ("size", "lid")
 #: Newton iterations of the fit at most
 ITERATIONS = 100
 _P_FLOOR = 1e-9
@@ -210,9 +210,10 @@ def predict_difficulty(curves: Sequence[Curve], target: float, n: float, k: int,
                        ) -> tuple[int | None, DifficultyFit | None, dict[str, int | None]]:
     """(knob at ``n`` by the per-query law, its fit, every variant's knob at ``n``):
     ``knob_at`` turns a modelled value into a knob in the range at ``n`` (the top of the
-    range when none meets). The variant used is ``lid`` when the LID feature is given at
-    every sample size AND at ``n`` (measured better here than ``size``, and than choosing
-    by which better predicts the largest sample from the smaller ones), else ``size``."""
+    range when none meets). The variant used is ``size`` (measured closer to the exact knob
+    than ``lid`` on a clustered set where the knob sits at its floor on the small samples;
+    ``lid`` is the closer one where the small samples are harder than the full N); ``lid``
+    is fitted beside it when the LID feature is given at every sample size AND at ``n``."""
     have_lid = features is not None and feature_at_n is not None
     knobs: dict[str, int | None] = {}
     fits: dict[str, DifficultyFit] = {}

