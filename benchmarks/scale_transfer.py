@@ -10,8 +10,11 @@ bootstrap lower bound over the tuning half of the queries).
 
 Printed, never asserted, for each build: knob at each sample size, the fitted model, the
 predicted and exact knob at the full N, the transfer error (goal: within 15%) of the fitted
-knob and of the miss-rate surface model (``predicted_surface``, ``transfer_error_surface``),
-the held-out lower bound at the predicted knob (goal: meets the target), the ceiling; and the
+knob, of the miss-rate surface model (``predicted_surface``, ``transfer_error_surface``) and of
+the per-query difficulty model (``predicted_difficulty``, ``transfer_error_difficulty``), the
+noise floor of the knob (``fit.unseeded_spread``: (max - min) / median of the knob over 3
+identical builds at each sample size, for builds that cannot be seeded), the held-out lower
+bound at the predicted knob (goal: meets the target), the ceiling; and the
 cost of the answer (all sample builds + the answer build's one build at full N:
 ``scale.answer`` of the summary) vs the full-N target sweep (goal: <= 0.6x), and the cost with
 every build checked at full N (what gives every build's transfer error), with the load average.
@@ -85,6 +88,24 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:+.1f}%"
 
 
+def _spread(b: dict[str, Any]) -> str:
+    """The knob's spread over identical builds at the samples (unseeded builds only)."""
+    v = (b.get("fit") or {}).get("unseeded_spread")
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def _lb(b: dict[str, Any]) -> str:
+    """The held-out recall lower bound at the difficulty model's knob (full N)."""
+    v = (b.get("predicted_difficulty_recall") or {}).get("heldout_lb")
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _ref_knob(by_label: dict[str, Any], b: dict[str, Any]) -> int | None:
+    """The knob the full-N target sweep chose for the build of ``b`` (its own full-N build)."""
+    ref = by_label.get(b["label"])
+    return (ref.get("chosen") or {}).get("search", {}).get(b["knob"]) if ref else None
+
+
 def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -> None:
     t0 = time.perf_counter()
     study = run_sweep(spec("scale", None, threads, scale), out / "scale", dataset=ds)
@@ -96,23 +117,37 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
     print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
     print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
           f"{'full sweep':>10} {'transfer':>9} {'surface':>7} {'transfer':>9} "
-          f"{'held-out lb':>11} {'ceiling':>8}")
+          f"{'difficulty':>10} {'transfer':>9} {'its lb':>7} {'noise':>6} {'held-out lb':>11} "
+          f"{'ceiling':>8}")
     by_label = {lb: b for lb, b in full.summary["backends"].items()}
     for b in s["builds"]:
         knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
         held = (b.get("predicted_recall") or {}).get("heldout_lb")
-        ref = by_label.get(b["label"])
-        ref_knob = (ref.get("chosen") or {}).get("search", {}).get(b["knob"]) if ref else None
+        ref_knob = _ref_knob(by_label, b)
         te, ceil = b["transfer_error"], b["ceiling"]
         print(f"{b['label'] + ' ' + str(b['build']):<28.28} {knobs:<26.26} "
               f"{(b.get('fit') or {}).get('model', '-'):<6} {b['predicted']!s:>6} "
               f"{b['exact']!s:>6} {ref_knob!s:>10} "
               f"{'-' if te is None else f'{100 * te:+.1f}%':>9} "
               f"{b.get('predicted_surface')!s:>7} {pct(b.get('transfer_error_surface')):>9} "
+              f"{b.get('predicted_difficulty')!s:>10} "
+              f"{pct(b.get('transfer_error_difficulty')):>9} {_lb(b):>7} "
+              f"{_spread(b):>6} "
               f"{'-' if held is None else f'{held:.4f}':>11} "
               f"{'-' if ceil is None else f'{ceil:.4f}':>8}")
+        variants = (b.get("difficulty_fit") or {}).get("variants") or {}
+        if len(variants) > 1 and b["exact"]:
+            print("  difficulty model's variants: " + ", ".join(
+                f"{v} {k} ({pct(None if k is None else (k - b['exact']) / b['exact'])})"
+                for v, k in variants.items()))
         if b.get("message"):
             print(f"  {b['message']}")
+    noise = [abs(r - b["exact"]) / b["exact"] for b in s["builds"]
+             if b["exact"] and (r := _ref_knob(by_label, b)) is not None]
+    if noise:
+        print(f"noise floor at full N: the exact knob of the study's build vs the full sweep's "
+              f"build of the same config (two builds, {'seeded' if threads == 1 else 'unseeded'}):"
+              f" {', '.join(f'{100 * v:.0f}%' for v in noise)} (largest {100 * max(noise):.0f}%)")
     within = [abs(b["transfer_error"]) <= 0.15 for b in s["builds"]
               if b["transfer_error"] is not None]
     meets = [bool((b.get("predicted_recall") or {}).get("meets")) for b in s["builds"]
@@ -123,6 +158,10 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
             if b.get("transfer_error_surface") is not None]
     print(f"surface model (miss rate over knob and N, every probe) within 15% of exact: "
           f"{sum(surf)}/{len(surf)}")
+    diff = [abs(b["transfer_error_difficulty"]) <= 0.15 for b in s["builds"]
+            if b.get("transfer_error_difficulty") is not None]
+    print(f"difficulty model (per-query miss over knob and N, every probe and query) within 15% "
+          f"of exact: {sum(diff)}/{len(diff)}")
     cost = s["scale"]["cost_s"]
     ans = s["scale"].get("answer") or {}
     ref = max(((lb, (v.get("chosen") or {}).get("qps") or 0.0)

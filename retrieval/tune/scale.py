@@ -110,6 +110,11 @@ class ScaleSpec(BaseModel):
       a uniform nested fill: the local density around the queries is the full collection's, so
       on clustered data the knob does not sit at its floor on small samples; see
       :func:`neighbourhood_rows`).
+
+    The summary carries three knob(N) models per build, each with its transfer error:
+    ``predicted`` (the fitted knob), ``predicted_surface`` (the miss-rate surface) and
+    ``predicted_difficulty`` (per-query difficulty: each tuning query's miss rate over the knob
+    and its LID, read at the full N from the exact distances); ``scale.models`` names their keys.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

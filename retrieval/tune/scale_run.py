@@ -32,19 +32,20 @@ from retrieval.groundtruth.exact import GroundTruth, ground_truth
 from retrieval.ids import CallerIds
 from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
-from retrieval.runs import WORKLOAD_SCALE, RunDir
+from retrieval.runs import RunDir
 from retrieval.tune import scale as sc
 from retrieval.tune import scale_trust as st
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
-from retrieval.tune.cost import with_costs, with_costs_at
-from retrieval.tune.decide import CHEAPEST_RULE, QuerySplit, objective_value
+from retrieval.tune.decide import QuerySplit
 from retrieval.tune.measure import EPS, Measurer, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
+from retrieval.tune.scale_difficulty import lid_feature, predict_difficulty
+from retrieval.tune.scale_summary import MODELS, RULE_NOTE, scale_summary
 from retrieval.tune.scale_surface import predict_surface
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
-from retrieval.tune.summary import SweepSummary, build_params
+from retrieval.tune.summary import SweepSummary
 from retrieval.tune.units import entry_labels, knob_bounds, monotone_knob, target_fixed_grid
 
 log = logging.getLogger(__name__)
@@ -52,13 +53,6 @@ log = logging.getLogger(__name__)
 #: progress callback: (steps done, steps known, description)
 Progress = Callable[[int, int, str], None]
 
-RULE_NOTE = (
-    "knob(N) fitted on nested samples (log: a + b log2 N; power: c N^b), the model that best "
-    "predicts the largest sample from the smaller ones; band: bootstrap over the tuning "
-    "queries; transfer_error = (predicted - exact) / exact at the full N (transfer_error_surface: "
-    "the same for predicted_surface, the miss-rate surface model); ceiling: recall lower "
-    "bound at the top of the knob range"
-)
 
 
 def sample_ground_truth(ds: VectorDataset, k: int) -> GroundTruth:
@@ -116,6 +110,9 @@ class Study:
         #: scale.sampling neighbourhood: the width h and the core's rows
         self.neighbourhood: dict[str, int] | None = None
         self.repeat_evaluations = 0  # probes of the repeated builds of the current sample
+        #: exact k-NN distances of the tuning queries at each size (the difficulty model's LID)
+        self.kdist: dict[int, np.ndarray] = {}
+        self._full_gt: GroundTruth | None = None
 
     # --- planning ----------------------------------------------------------------------------
     def build_at(self, checked: CheckedEntry, build: dict[str, Any], n: int) -> dict[str, Any]:
@@ -180,14 +177,31 @@ class Study:
         return Measurer(ev, self.split, self.spec.modes, self.target,
                         self.spec.tune.confidence, self.spec.seed)
 
-    def evaluator(self, ds: VectorDataset) -> Evaluator:
+    def ground_truth(self, ds: VectorDataset) -> GroundTruth:
+        """The exact ground truth of a sample or of the full N (computed once for the full N:
+        the difficulty model reads its distances before the check at full N uses it)."""
+        full = ds.n_base == self.ds.n_base
+        if full and self._full_gt is not None:
+            return self._full_gt
         t0 = time.perf_counter()
         gt = sample_ground_truth(ds, self.k)
         spent = time.perf_counter() - t0
         self.timing["groundtruth_s"] += spent
-        if ds.n_base == self.ds.n_base:
+        if full:
             self.timing["full_groundtruth_s"] += spent
-        return Evaluator.for_spec(self.spec, ds, None, gt=gt)
+            self._full_gt = gt
+        self.kdist[ds.n_base] = gt.distances[self.split.tune, :self.k]
+        return gt
+
+    def evaluator(self, ds: VectorDataset) -> Evaluator:
+        return Evaluator.for_spec(self.spec, ds, None, gt=self.ground_truth(ds))
+
+    def lid(self, n: int) -> np.ndarray | None:
+        """The tuning queries' log LID at size ``n`` (None: inner product, or not measured)."""
+        if n == self.ds.n_base and n not in self.kdist:
+            self.ground_truth(self.ds)  # the full N's, which the check computes anyway
+        d = self.kdist.get(n)
+        return None if d is None else lid_feature(d, self.ds.metric, self.k)
 
     # --- samples -----------------------------------------------------------------------------
     def sample_rows(self) -> list[np.ndarray]:
@@ -310,6 +324,8 @@ class Study:
         preds = [knob_at(f.predict(n), lh) for n, lh in zip(at, highs, strict=True)]
         surface_pred, surface = predict_surface(b.curves, self.target, full, scale_of,
                                                 lambda y: knob_at(y, highs[0]))
+        difficulty_pred, difficulty = self.difficulty(b, scale_of,
+                                                      lambda y: knob_at(y, highs[0]))
         spread = max((st.repeat_spread(r["knob_repeats"]) for r in ok if r.get("knob_repeats")),
                      default=0.0)
         bands = [st.widen([knob_at(lo, lh), knob_at(hi, lh)], spread, *lh)
@@ -330,6 +346,8 @@ class Study:
             "predicted": preds[0],
             "predicted_surface": surface_pred,
             "surface_fit": None if surface is None else surface.to_dict(),
+            "predicted_difficulty": difficulty_pred,
+            "difficulty_fit": difficulty,
             "band": bands[0],
             "predicted_at": [{"multiple": m, "n": round(m * full), "knob": p, "band": bd,
                               "ceiling": trend.predict(m * full)}
@@ -338,6 +356,21 @@ class Study:
             "sample_knob": knob_at(ys[-1], highs[0]),
             "ceiling_trend": {**trend.to_dict(), "ceiling_at_full": trend.predict(full)},
         }
+
+    def difficulty(self, b: sc.BuildStudy, scale_of: Callable[[int, float], float],
+                   knob_at: Callable[[float], int]) -> tuple[int | None, dict[str, Any] | None]:
+        """The per-query difficulty model's knob at the full N and its fit (as a dict)."""
+        feats: list[np.ndarray] | None = []
+        for c in b.curves:
+            f = self.lid(c.n)
+            if f is None or feats is None:
+                feats = None
+            else:
+                feats.append(f)
+        at_n = self.lid(self.ds.n_base) if feats else None
+        pred, fit, knobs = predict_difficulty(b.curves, self.target, self.ds.n_base, self.k,
+                                              scale_of, knob_at, feats, at_n)
+        return pred, None if fit is None else {**fit.to_dict(), "variants": knobs}
 
     # --- the full N --------------------------------------------------------------------------
     def run_full(self, fits: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -382,8 +415,11 @@ class Study:
             ev.release(built)
             return {**res, "exact": None, "evaluations": 1}
         pred = int(fitted["predicted"])
+        start = fitted.get(MODELS["start"])  # the model the study uses (scale.models.start)
+        if start is None:  # the difficulty model pinned nothing: the fitted knob
+            start = pred
         found = sc.local_search(
-            low, high, pred,
+            low, high, int(start),
             lambda v: self.probe(m, built, b, build, v, cache).meets(self.target),
             known={high: True})
         exact = found.value
@@ -400,6 +436,8 @@ class Study:
 
         res["predicted_recall"] = held(pred)
         res["sample_knob_recall"] = held(int(fitted["sample_knob"]))
+        if fitted.get("predicted_difficulty") is not None:
+            res["predicted_difficulty_recall"] = held(int(fitted["predicted_difficulty"]))
         chosen: PointResult | None = None
         if exact is not None:
             chosen = m.full(built, config(build, {**b.fixed, b.knob: exact}))
@@ -450,140 +488,6 @@ def run_scale_study(spec: SweepSpec, run: RunDir, ds: VectorDataset, ref: Any,
     typed = SweepSummary.model_validate(summary)
     run.write_summary(typed)
     return typed.to_json_dict()
-
-
-def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] | None,
-                 full: dict[str, Any] | None) -> dict[str, Any]:
-    fitted, full = fitted or {}, full or {}
-    exact = full.get("exact")
-    predicted = fitted.get("predicted")
-    trend = fitted.get("ceiling_trend") or {}
-    ceiling = full.get("ceiling", trend.get("ceiling_at_full"))
-    stop_row = next((r for r in b.samples if r.get("stopped")), None)
-    ceiling_n = None
-    if stop_row is not None and "ceiling" not in full:  # stopped by its ceiling at a sample
-        ceiling, ceiling_n = stop_row["ceiling"], stop_row["n"]
-    elif "ceiling" in full:
-        ceiling_n = study.ds.n_base
-    n = study.ds.n_base
-    message = b.stopped
-    if message is None and trend.get("n_stop") is not None and trend["n_stop"] <= n:
-        message = (f"{b.label}: the ceiling trend predicts that no search setting reaches "
-                   f"recall@{study.k} {study.target:g} beyond N = {trend['n_stop']:,.0f}")
-    chosen: PointResult | None = full.get("chosen")
-    entry: dict[str, Any] = {
-        "label": b.label, "backend": b.backend, "build": b.build, "fixed": b.fixed,
-        "knob": b.knob,
-        "samples": b.samples,
-        "fit": fitted.get("fit"),
-        "fraction": fitted.get("fraction"),
-        "predicted": predicted,
-        "band": fitted.get("band"),
-        "exact": exact,
-        "transfer_error": sc.transfer_error(predicted, exact),
-        "predicted_surface": fitted.get("predicted_surface"),
-        "transfer_error_surface": sc.transfer_error(fitted.get("predicted_surface"), exact),
-        "surface_fit": fitted.get("surface_fit"),
-        "ceiling": ceiling,
-        "ceiling_measured": "ceiling" in full or stop_row is not None,
-        "ceiling_n": ceiling_n,
-        "ceiling_recall": full.get("ceiling_recall"),
-        "ceiling_trend": trend or None,
-        "predicted_at": fitted.get("predicted_at"),
-        "predicted_recall": full.get("predicted_recall"),
-        "sample_knob": fitted.get("sample_knob"),
-        "sample_knob_recall": full.get("sample_knob_recall"),
-        "build_at_full": full.get("build_at_full"),
-        "range_at_full": full.get("range"),
-        "full_evaluations": full.get("evaluations"),
-        "full_build_s": full.get("build_s"),
-        "full_search_s": full.get("search_s"),
-        "chosen": None if chosen is None else chosen.to_dict(),
-        "stopped": b.stopped,
-        "message": message,
-    }
-    if entry["predicted_at"]:  # one figure per size (the export's), and whether to trust it
-        ranges = [study.bounds(b, int(p["n"]))[1:] for p in entry["predicted_at"]]
-        entry["predicted_at"] = st.finish_predictions(
-            entry["predicted_at"], sc.export_rule(entry, study.scale.build_rules), ranges,
-            study.target, sc.rule_knob)
-    return entry
-
-
-def _answer(study: Study, builds: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The answer build and what it cost: the samples plus its one build at the full N
-    (ground truth, build and searches there), in seconds."""
-    i = study.answer
-    if i is None:
-        return None
-    b = builds[i]
-    checked = b["full_build_s"] is not None
-    t = study.timing
-    return {
-        "build": i, "label": b["label"], "backend": b["backend"], "params": b["build"],
-        "chosen_by": "highest batch QPS at the cheapest knob on the largest sample",
-        "checked_at_full": checked,
-        "cost_s": t["samples_s"] + t["full_groundtruth_s"]
-        + (b["full_build_s"] or 0.0) + (b["full_search_s"] or 0.0) if checked else None,
-    }
-
-
-def scale_summary(study: Study, fits: dict[int, dict[str, Any]], full: dict[int, dict[str, Any]],
-                  run_id: str, wall_s: float) -> dict[str, Any]:
-    spec, ds = study.spec, study.ds
-    builds = [_build_entry(study, i, b, fits.get(i), full.get(i))
-              for i, b in enumerate(study.builds)]
-    backends: dict[str, Any] = {}
-    for i, b in enumerate(study.builds):
-        f = full.get(i) or {}
-        chosen: PointResult | None = f.get("chosen")
-        cur = backends.get(b.label)
-        cand = None
-        if chosen is not None:
-            held = f.get("heldout")
-            given = f["build_at_full"]
-            cand = {
-                "backend": b.backend,
-                "chosen": {**chosen.to_dict(), "build": given,
-                           "build_params": build_params(b.backend, given)},
-                "unit": f"scale#{i}", "evaluations": f.get("evaluations"),
-                "heldout_recall": None if held is None else held.recall,
-                "heldout_recall_lb": None if held is None else held.recall_lb,
-                "heldout_meets": None if held is None else held.meets,
-                "scale_build": i,
-                "_cost": objective_value(chosen, spec.tune.objective),
-            }
-        if cur is None or (cand is not None and (cur["chosen"] is None
-                                                  or cand["_cost"] < cur["_cost"])):
-            backends[b.label] = cand or {"backend": b.backend, "chosen": None,
-                                         "_cost": math.inf}
-    for v in backends.values():
-        v.pop("_cost", None)
-    priced = with_costs(backends, spec.tune.cost, ds.n_base)
-    backends = with_costs_at(priced, spec.tune.cost, ds.n_base, list(study.scale.predict_at))
-    evaluations = sum(sum(r["evaluations"] for r in b["samples"]) + (b["full_evaluations"] or 0)
-                      for b in builds)
-    return {
-        "kind": SweepSummary.KIND, "workload": WORKLOAD_SCALE, "run_id": run_id,
-        "name": spec.name, "dataset": ds.name,
-        "dataset_fingerprint": ds.fingerprint, "metric": ds.metric, "k": spec.k,
-        "strategy": "target", "target_recall": spec.target_recall,
-        "objective": spec.tune.objective, "confidence": spec.tune.confidence.model_dump(),
-        "queries": study.split.describe(),
-        "recall_definition": "recall@k: |returned top-k ∩ exact top-k| / k (by id)",
-        "latency_unit": "ms", "cheapest_rule": CHEAPEST_RULE, "evaluations": evaluations,
-        "backends": backends, "builds": builds, "rows": [], "pareto": [],
-        "scale": {
-            "sizes": study.sizes, "full_n": ds.n_base, "predict_at": study.scale.predict_at,
-            "build_rules": study.scale.build_rules, "rule": RULE_NOTE,
-            "cost_s": {**study.timing, "wall_s": wall_s},
-            "check": study.scale.check,
-            "sampling": study.scale.sampling,
-            **({"neighbourhood": study.neighbourhood} if study.neighbourhood else {}),
-            "answer": _answer(study, builds),
-            "messages": [b["message"] for b in builds if b["message"]],
-        },
-    }
 
 
 __all__ = ["RULE_NOTE", "Study", "check_scale_spec", "run_scale_study", "sample_dataset",

@@ -156,6 +156,9 @@ class ScaleSection(SummaryPart):
     rule: str | None = None
     cost_s: dict[str, Any] = Field(default_factory=dict)
     check: Any = None
+    #: the knob(N) models of each ``builds`` entry by their keys (predicted, transfer_error,
+    #: fit) and ``start``: the key whose knob the local search at the full N starts from
+    models: dict[str, Any] | None = None
     answer: Any = None
     messages: list[str] = Field(default_factory=list)
 
