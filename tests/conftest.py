@@ -21,6 +21,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before anything imports numba (ranx
     if "NUMBA_CACHE_DIR" not in os.environ:
         _NUMBA_DIR: str | None = _tempfile.mkdtemp(
             prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
+        # make test compiles ranx once, before pytest starts, on the core mypy leaves idle
+        # (scripts/prewarm_tests.py numba): each worker starts from a copy of that folder
+        # (a function compiled here for another signature is still written by this worker
+        # alone), instead of ~40 s of compiling per worker
+        _WARM_NUMBA = os.environ.get("RWB_TEST_NUMBA_WARM")
+        if _WARM_NUMBA and (Path(_WARM_NUMBA) / ".complete").is_file():
+            shutil.copytree(_WARM_NUMBA, _NUMBA_DIR, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(".complete", "*.lock"))
         os.environ["NUMBA_CACHE_DIR"] = _NUMBA_DIR  # removed in pytest_unconfigure
 
 # --- a private cache per test session --------------------------------------------------------
