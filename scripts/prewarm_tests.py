@@ -94,11 +94,11 @@ def _scifact() -> list[str]:
     return [t for t in load_scifact("test").corpus.values() if t.strip()]
 
 
-#: what the slow tests embed, in the order they first need it (tests/conftest.py HEAVY_FILES):
-#: the dense first stage of a rerank sweep embeds the non-blank corpus in corpus order
-#: (retrieval/rerank/firststage.py), which test_export_rerank (Cranfield) and test_api, notebook
-#: 03, test_embed, ... (SciFact) do; other cuts of a corpus reuse these rows from the cache
-CORPORA: dict[str, Callable[[], list[str]]] = {"cranfield": _cranfield, "scifact": _scifact}
+#: what the slow tests embed: the dense first stage of a rerank sweep embeds the non-blank corpus
+#: in corpus order (retrieval/rerank/firststage.py), as test_api, notebook 03, test_embed, ...
+#: (SciFact) and test_export_rerank (Cranfield) do; the cuts of SciFact other files take reuse
+#: its rows once it is stored (tests/conftest.py hands them out after it), so SciFact first
+CORPORA: dict[str, Callable[[], list[str]]] = {"scifact": _scifact, "cranfield": _cranfield}
 #: catalog datasets embedded whole (retrieval.loaders.catalog.resolve_dataset)
 DATASETS = ("qqp-minilm-20k",)
 

@@ -253,6 +253,7 @@ HEAVY_FILES: dict[str, float] = {
     "tests/fusion_tune/test_fusion_tune_logic.py": 19,
     "tests/tune/test_sweep_ray.py": 18,
     "tests/rerank/test_runfile_scores_and_knobs.py": 18,
+    "tests/rerank/test_rerank_quality_target.py": 15,  # estimated: embeds the 440-abstract cut
 }
 
 
@@ -267,11 +268,21 @@ def _heavy_files_first(items: list[pytest.Item]) -> None:
 
 
 #: files that embed the whole SciFact corpus that the first heavy file (tests/api/test_api.py)
-#: embeds too. The embedding cache serialises the same chunk on its lock, so such a file handed
-#: out beside the first one waits idle for the whole embedding (a fresh-clone run: notebook 03
-#: took 447 s instead of 167 s). They are handed out once the files given out meanwhile add up to
-#: the first file's time (HEAVY_FILES seconds), when the corpus is in the run's cache.
-SAME_CORPUS_AS_FIRST = ("tests/project/test_notebooks.py", "tests/embed/test_embed.py")
+#: embeds too, or a cut of it. The embedding cache serialises the same chunk on its lock, so such
+#: a file handed out beside the first one waits idle for the whole embedding (a fresh-clone run:
+#: notebook 03 took 447 s instead of 167 s); a cut (test_cli_bench's 300-abstract sample, the
+#: 440-abstract cut of the quality-target files, test_fusion_scifact's 600) embedded before the
+#: whole corpus is stored is embedded twice (1,218 abstracts, ~100 CPU-s, in that run). They are
+#: handed out once the files given out meanwhile add up to the first file's time (HEAVY_FILES
+#: seconds), when the corpus is in the run's cache and a cut reuses its rows.
+SAME_CORPUS_AS_FIRST = (
+    "tests/project/test_notebooks.py",
+    "tests/embed/test_embed.py",
+    "tests/bench/test_cli_bench.py",
+    "tests/tune/test_quality_target_scifact.py",
+    "tests/fusion_tune/test_fusion_scifact.py",
+    "tests/rerank/test_rerank_quality_target.py",
+)
 
 
 def _after_the_first_corpus(order: list[str]) -> list[str]:
