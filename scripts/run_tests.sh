@@ -85,17 +85,18 @@ if [[ "$lint" != 0 ]]; then
   echo "== import contracts"; $BIN/lint-imports
 fi
 if [[ -n "$numba_pid" ]]; then  # started before the lint: done by now on a fresh clone
-  # waited for 40 s at most (about what it saves each worker); else the workers compile
-  for _ in $(seq 400); do kill -0 "$numba_pid" 2>/dev/null || break; sleep 0.1; done
+  # waited for 20 s at most; still running, it goes on beside pytest, and each worker copies
+  # it before its next test once it is done (tests/conftest.py)
+  for _ in $(seq 200); do kill -0 "$numba_pid" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$numba_pid" 2>/dev/null; then
-    kill "$numba_pid" || true
-    echo "prewarm: ranx warm-up not done after the lint + 40 s; each worker compiles"
+    echo "prewarm: ranx warm-up still running after the lint + 20 s; the workers take it when done"
   elif wait "$numba_pid"; then
     grep -s '^prewarm:' .test-cache/prewarm-numba.log || true
+    numba_pid=""
   else
     echo "prewarm: ranx warm-up failed, each worker compiles: $(tail -n 1 .test-cache/prewarm-numba.log)"
+    numba_pid=""
   fi
-  numba_pid=""
 fi
 echo "== pytest"
 dist=()

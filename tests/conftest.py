@@ -21,15 +21,29 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before anything imports numba (ranx
     if "NUMBA_CACHE_DIR" not in os.environ:
         _NUMBA_DIR: str | None = _tempfile.mkdtemp(
             prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
-        # make test compiles ranx once, before pytest starts, on the core mypy leaves idle
-        # (scripts/prewarm_tests.py numba): each worker starts from a copy of that folder
-        # (a function compiled here for another signature is still written by this worker
-        # alone), instead of ~40 s of compiling per worker
-        _WARM_NUMBA = os.environ.get("RWB_TEST_NUMBA_WARM")
-        if _WARM_NUMBA and (Path(_WARM_NUMBA) / ".complete").is_file():
-            shutil.copytree(_WARM_NUMBA, _NUMBA_DIR, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(".complete", "*.lock"))
         os.environ["NUMBA_CACHE_DIR"] = _NUMBA_DIR  # removed in pytest_unconfigure
+
+#: make test compiles ranx once, on the core the lint leaves idle (scripts/prewarm_tests.py
+#: numba, into this folder, ``.complete`` when done): each worker copies it into its own
+#: NUMBA_CACHE_DIR (a function compiled here for another signature is still written by this
+#: worker alone) instead of compiling (~40 CPU-s a worker). numba reads its cache index when a
+#: function is first compiled, so a copy made between two tests still serves every later one.
+_WARM_NUMBA: list[str] = [os.environ.get("RWB_TEST_NUMBA_WARM", "")]
+
+
+def _copy_warm_numba() -> None:
+    """Copy the warmed numba folder into this worker's own, once it is complete (checked before
+    each test until it is: the warm-up may still run when the workers start)."""
+    own = globals().get("_NUMBA_DIR")
+    warm = _WARM_NUMBA[0]
+    if not own or not warm or not (Path(warm) / ".complete").is_file():
+        return
+    _WARM_NUMBA[0] = ""
+    shutil.copytree(warm, own, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".complete", "*.lock"))
+
+
+_copy_warm_numba()
 
 # --- a private cache per test session --------------------------------------------------------
 #: what rwb reads for its caches (retrieval/paths.py, retrieval/indexes/buildcache.py), plus the
@@ -422,6 +436,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if _WARM_NUMBA[0]:
+        _copy_warm_numba()
     _CURRENT.append(item)
     try:
         yield
