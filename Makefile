@@ -45,7 +45,11 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) scripts/install_torch.sh
 	fi
 	pid=$$(cat $(VENV)/wheels/build.pid); \
 	  while [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; do sleep 1; done
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[dev]' --find-links $(VENV)/wheels
+	# a failed install stops the embedding warm-up it started (scripts/run_tests.sh does otherwise)
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[dev]' --find-links $(VENV)/wheels || { \
+	  pid=$$(cat .test-cache/prewarm-embed.pid 2>/dev/null); \
+	  if [ -n "$$pid" ] && grep -qs prewarm_tests /proc/$$pid/cmdline; then kill $$pid; fi; \
+	  exit 1; }
 	touch $@
 
 venv: $(STAMP)
