@@ -18,13 +18,38 @@ PYTEST_ARGS ?=
 # exact versions (pyproject.toml has ranges); rewrite with scripts/write_constraints.py
 CONSTRAINTS := scripts/constraints.txt
 
+# make test (the whole suite, several workers, the lint): the embedding stack is installed first
+# and the corpora the slow tests embed start embedding in the background (scripts/prewarm_start.sh)
+# on the core pip leaves idle while the rest installs; scripts/run_tests.sh picks it up
+PREWARM := $(if $(filter test,$(MAKECMDGOALS)),$(if $(PYTEST_ARGS),,1),)
+
 $(STAMP): pyproject.toml $(CONSTRAINTS) scripts/install_torch.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	# hnswlib is an sdist that compiles (~30 CPU-s): its wheel is built in the background while
+	# torch installs, on the core pip leaves idle, and installed from there below (pip builds it
+	# itself, as before, if that failed)
+	rm -rf $(VENV)/wheels && mkdir -p $(VENV)/wheels && : >$(VENV)/wheels/build.pid
+	$(BIN)/python -c 'import hnswlib' 2>/dev/null || { \
+	  $(PIP) wheel -q --no-deps -c $(CONSTRAINTS) hnswlib -w $(VENV)/wheels \
+	    >$(VENV)/wheels/build.log 2>&1 </dev/null & echo $$! >$(VENV)/wheels/build.pid; }
 	# torch first, CPU build: a local CPU wheel pip finds offline, else PyTorch's CPU index
 	# (a plain `pip install torch` would pull the multi-GB CUDA build)
 	bash scripts/install_torch.sh $(BIN)/python
-	$(PIP) install -q -c $(CONSTRAINTS) -e '.[dev]'
+	if [ -n "$(PREWARM)" ] && [ "$$(nproc)" -gt 1 ] && [ "$${RWB_TEST_PREWARM:-1}" != 0 ] \
+	    && [ "$${RWB_TEST_LINT:-1}" != 0 ] && [ "$${RWB_TEST_WORKERS:-2}" -gt 1 ]; then \
+	  $(BIN)/python scripts/prewarm_tests.py requirements > $(VENV)/embed-requirements.txt \
+	  && $(PIP) install -q -c $(CONSTRAINTS) -r $(VENV)/embed-requirements.txt \
+	  && bash scripts/prewarm_start.sh $(BIN)/python \
+	       "$${RWB_TEST_EMBEDDINGS_DIR:-$$PWD/.test-cache/embeddings}"; \
+	fi
+	pid=$$(cat $(VENV)/wheels/build.pid); \
+	  while [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; do sleep 1; done
+	# a failed install stops the embedding warm-up it started (scripts/run_tests.sh does otherwise)
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[dev]' --find-links $(VENV)/wheels || { \
+	  pid=$$(cat .test-cache/prewarm-embed.pid 2>/dev/null); \
+	  if [ -n "$$pid" ] && grep -qs prewarm_tests /proc/$$pid/cmdline; then kill $$pid; fi; \
+	  exit 1; }
 	touch $@
 
 venv: $(STAMP)

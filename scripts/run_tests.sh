@@ -19,9 +19,24 @@ export RWB_TEST_EMBEDDINGS_DIR="${RWB_TEST_EMBEDDINGS_DIR:-$PWD/.test-cache/embe
 mkdir -p "$RWB_TEST_EMBEDDINGS_DIR"
 # RWB_TEST_LINT=0 skips ruff / mypy / lint-imports (make test-unit)
 lint="${RWB_TEST_LINT:-1}"
+# RWB_TEST_WORKERS (default: the number of cores, at most 4): pytest-xdist workers, a test file
+# per worker at a time (--dist loadfile keeps a module's fixtures on one worker); each worker has
+# its own Redis and PostgreSQL database (tests/conftest.py). RWB_TEST_WORKERS=0: one process.
+workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
 started_redis=""
 started_pg=""
+numba_pid=""
+embed_pidfile=.test-cache/prewarm-embed.pid
 cleanup() {
+  if [[ -n "$numba_pid" ]] && kill -0 "$numba_pid" 2>/dev/null; then kill "$numba_pid" || true; fi
+  if [[ -f "$embed_pidfile" ]]; then  # the embedding warm-up (scripts/prewarm_start.sh)
+    pid=$(cat "$embed_pidfile")
+    if [[ "$pid" =~ ^[0-9]+$ ]] && grep -qs prewarm_tests "/proc/$pid/cmdline"; then
+      kill "$pid" || true
+    fi
+    rm -f "$embed_pidfile"
+    grep -s '^prewarm:' .test-cache/prewarm-embed.log || true
+  fi
   rm -rf "$run_cache"
   if [[ -n "$started_redis" ]]; then
     $BIN/python -m retrieval.services.redis_server stop --dir .services/redis >/dev/null 2>&1 || true
@@ -31,6 +46,23 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+# RWB_TEST_PREWARM (default 1 for the whole suite with the lint, as make test runs it; 0 when
+# pytest arguments are given or RWB_TEST_LINT=0: a file run by hand embeds what it needs itself).
+# With several workers, their caches are warmed in the
+# background on the core that starting the services and ruff / mypy / lint-imports leave idle
+# (scripts/prewarm_tests.py): ranx's numba functions compiled once into RWB_TEST_NUMBA_DIR
+# (default .test-cache/numba; each worker starts from a copy, tests/conftest.py), and the corpora
+# the slow tests embed put into the shared embedding cache (a test that needs a chunk still
+# being embedded waits on the chunk's lock; the Makefile may have started this already).
+prewarm="${RWB_TEST_PREWARM:-$(( $# == 0 && lint != 0 ? 1 : 0 ))}"
+if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )) && [[ "$prewarm" != 0 ]]; then
+  mkdir -p .test-cache
+  export RWB_TEST_NUMBA_WARM="${RWB_TEST_NUMBA_DIR:-$PWD/.test-cache/numba}"
+  OMP_NUM_THREADS=1 nice -n 10 $BIN/python scripts/prewarm_tests.py numba "$RWB_TEST_NUMBA_WARM" \
+    >.test-cache/prewarm-numba.log 2>&1 </dev/null &
+  numba_pid=$!
+  bash scripts/prewarm_start.sh $BIN/python "$RWB_TEST_EMBEDDINGS_DIR"
+fi
 # RWB_TEST_SERVICES=0: start no server (the fast tier deselects the tests that need one)
 if [[ "${RWB_TEST_SERVICES:-1}" == 0 ]]; then
   unset REDIS_URL RWB_PG_URL RWB_MILVUS_URI
@@ -52,11 +84,21 @@ if [[ "$lint" != 0 ]]; then
   echo "== mypy"; $BIN/mypy
   echo "== import contracts"; $BIN/lint-imports
 fi
+if [[ -n "$numba_pid" ]]; then  # started before the lint: done by now on a fresh clone
+  # waited for 20 s at most; still running, it goes on beside pytest, and each worker copies
+  # it before its next test once it is done (tests/conftest.py)
+  for _ in $(seq 200); do kill -0 "$numba_pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$numba_pid" 2>/dev/null; then
+    echo "prewarm: ranx warm-up still running after the lint + 20 s; the workers take it when done"
+  elif wait "$numba_pid"; then
+    grep -s '^prewarm:' .test-cache/prewarm-numba.log || true
+    numba_pid=""
+  else
+    echo "prewarm: ranx warm-up failed, each worker compiles: $(tail -n 1 .test-cache/prewarm-numba.log)"
+    numba_pid=""
+  fi
+fi
 echo "== pytest"
-# RWB_TEST_WORKERS (default: the number of cores, at most 4): pytest-xdist workers, a test file
-# per worker at a time (--dist loadfile keeps a module's fixtures on one worker); each worker has
-# its own Redis and PostgreSQL database (tests/conftest.py). RWB_TEST_WORKERS=0: one process.
-workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
 dist=()
 if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )); then
   # --no-loadscope-reorder: the files are handed out in the order tests/conftest.py gives them

@@ -23,6 +23,28 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # before anything imports numba (ranx
             prefix=f"rwb-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
         os.environ["NUMBA_CACHE_DIR"] = _NUMBA_DIR  # removed in pytest_unconfigure
 
+#: make test compiles ranx once, on the core the lint leaves idle (scripts/prewarm_tests.py
+#: numba, into this folder, ``.complete`` when done): each worker copies it into its own
+#: NUMBA_CACHE_DIR (a function compiled here for another signature is still written by this
+#: worker alone) instead of compiling (~40 CPU-s a worker). numba reads its cache index when a
+#: function is first compiled, so a copy made between two tests still serves every later one.
+_WARM_NUMBA: list[str] = [os.environ.get("RWB_TEST_NUMBA_WARM", "")]
+
+
+def _copy_warm_numba() -> None:
+    """Copy the warmed numba folder into this worker's own, once it is complete (checked before
+    each test until it is: the warm-up may still run when the workers start)."""
+    own = globals().get("_NUMBA_DIR")
+    warm = _WARM_NUMBA[0]
+    if not own or not warm or not (Path(warm) / ".complete").is_file():
+        return
+    _WARM_NUMBA[0] = ""
+    shutil.copytree(warm, own, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".complete", "*.lock"))
+
+
+_copy_warm_numba()
+
 # --- a private cache per test session --------------------------------------------------------
 #: what rwb reads for its caches (retrieval/paths.py, retrieval/indexes/buildcache.py), plus the
 #: Hugging Face / torch homes (the model is packaged: nothing may come from those caches)
@@ -245,6 +267,7 @@ HEAVY_FILES: dict[str, float] = {
     "tests/fusion_tune/test_fusion_tune_logic.py": 19,
     "tests/tune/test_sweep_ray.py": 18,
     "tests/rerank/test_runfile_scores_and_knobs.py": 18,
+    "tests/rerank/test_rerank_quality_target.py": 15,  # estimated: embeds the 440-abstract cut
 }
 
 
@@ -259,11 +282,21 @@ def _heavy_files_first(items: list[pytest.Item]) -> None:
 
 
 #: files that embed the whole SciFact corpus that the first heavy file (tests/api/test_api.py)
-#: embeds too. The embedding cache serialises the same chunk on its lock, so such a file handed
-#: out beside the first one waits idle for the whole embedding (a fresh-clone run: notebook 03
-#: took 447 s instead of 167 s). They are handed out once the files given out meanwhile add up to
-#: the first file's time (HEAVY_FILES seconds), when the corpus is in the run's cache.
-SAME_CORPUS_AS_FIRST = ("tests/project/test_notebooks.py", "tests/embed/test_embed.py")
+#: embeds too, or a cut of it. The embedding cache serialises the same chunk on its lock, so such
+#: a file handed out beside the first one waits idle for the whole embedding (a fresh-clone run:
+#: notebook 03 took 447 s instead of 167 s); a cut (test_cli_bench's 300-abstract sample, the
+#: 440-abstract cut of the quality-target files, test_fusion_scifact's 600) embedded before the
+#: whole corpus is stored is embedded twice (1,218 abstracts, ~100 CPU-s, in that run). They are
+#: handed out once the files given out meanwhile add up to the first file's time (HEAVY_FILES
+#: seconds), when the corpus is in the run's cache and a cut reuses its rows.
+SAME_CORPUS_AS_FIRST = (
+    "tests/project/test_notebooks.py",
+    "tests/embed/test_embed.py",
+    "tests/bench/test_cli_bench.py",
+    "tests/tune/test_quality_target_scifact.py",
+    "tests/fusion_tune/test_fusion_scifact.py",
+    "tests/rerank/test_rerank_quality_target.py",
+)
 
 
 def _after_the_first_corpus(order: list[str]) -> list[str]:
@@ -403,6 +436,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if _WARM_NUMBA[0]:
+        _copy_warm_numba()
     _CURRENT.append(item)
     try:
         yield

@@ -1,0 +1,204 @@
+"""Warm the caches the workers of a ``make test`` run read, on the core the serial phases leave
+idle (pip install, ruff, mypy, lint-imports); scripts/run_tests.sh and the Makefile start it in
+the background. Nothing here changes what a test computes: the tests read the same caches they
+would otherwise fill themselves.
+
+  python scripts/prewarm_tests.py numba DIR   compile ranx's numba functions (``cache=True``)
+                                              into DIR, a NUMBA_CACHE_DIR; ``DIR/.complete``
+                                              when done (tests/conftest.py copies DIR into each
+                                              worker's own NUMBA_CACHE_DIR)
+  python scripts/prewarm_tests.py embed DIR   embed the shipped corpora the slow tests embed
+                                              (Cranfield, SciFact, QQP 20k) into DIR, the
+                                              embedding cache the workers share
+                                              (RWB_TEST_EMBEDDINGS_DIR), chunk by chunk under
+                                              the cache's per-chunk lock: a test that needs a
+                                              chunk being embedded here waits for it
+  python scripts/prewarm_tests.py keys DIR    each corpus's chunk file and whether DIR holds it
+                                              (no model call)
+  python scripts/prewarm_tests.py requirements
+                                              rwb's dependencies and its ``embed`` extra, one a
+                                              line (pyproject.toml; the Makefile installs them
+                                              first, for ``embed``)
+
+Progress lines go to stderr; exit 0 when a shared data folder is absent (nothing to warm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("prewarm")
+
+
+def _say(msg: str) -> None:
+    print(f"prewarm: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- numba (ranx)
+def warm_numba(folder: Path) -> None:
+    """Compile the ranx functions the suite calls (evaluate on every metric rwb names, RRF
+    fusion, the paired tests of ``compare``) into ``folder``; ``.complete`` marks it usable."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = folder / ".complete"
+    done.unlink(missing_ok=True)
+    os.environ["NUMBA_CACHE_DIR"] = str(folder)  # before numba is imported
+    import warnings
+
+    from filelock import FileLock
+
+    t0 = time.perf_counter()
+    with FileLock(str(folder) + ".lock"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from ranx import Qrels, Run, compare, evaluate, fuse
+
+        qrels = Qrels({f"q{i}": {f"d{j}": 1 + (i + j) % 2 for j in range(i % 3 + 1)}
+                       for i in range(6)})
+
+        def run(name: str, shift: int) -> Run:
+            return Run({f"q{i}": {f"d{(j + shift) % 5}": float(5 - j) for j in range(5)}
+                        for i in range(6)}, name=name)
+
+        metrics = ["ndcg@10", "recall@100", "mrr@10", "map@100", "precision@10", "hits@10",
+                   "hit_rate@10", "f1@10"]
+        a, b = run("a", 0), run("b", 1)
+        evaluate(qrels, a, metrics, make_comparable=True)
+        evaluate(qrels, b, "ndcg@10", make_comparable=True)
+        fuse([a, b], norm=None, method="rrf", params={"k": 60})
+        for test in ("fisher", "student"):
+            compare(qrels, [run("a", 0), run("b", 1)], ["ndcg@10"], stat_test=test,
+                    n_permutations=100, random_seed=0, make_comparable=True)
+    done.write_text(f"{sys.executable}\n")
+    _say(f"numba: ranx compiled into {folder} in {time.perf_counter() - t0:.0f} s")
+
+
+# --------------------------------------------------------------------------- embeddings
+def _cranfield() -> list[str]:
+    from retrieval.loaders.shared import load_cranfield
+
+    return [t for t in load_cranfield().corpus.values() if t.strip()]
+
+
+def _scifact() -> list[str]:
+    from retrieval.loaders.shared import load_scifact
+
+    return [t for t in load_scifact("test").corpus.values() if t.strip()]
+
+
+#: what the slow tests embed: the dense first stage of a rerank sweep embeds the non-blank corpus
+#: in corpus order (retrieval/rerank/firststage.py), as test_api, notebook 03, test_embed, ...
+#: (SciFact) and test_export_rerank (Cranfield) do; the cuts of SciFact other files take reuse
+#: its rows once it is stored (tests/conftest.py hands them out after it), so SciFact first
+CORPORA: dict[str, Callable[[], list[str]]] = {"scifact": _scifact, "cranfield": _cranfield}
+#: catalog datasets embedded whole (retrieval.loaders.catalog.resolve_dataset)
+DATASETS = ("qqp-minilm-20k",)
+
+
+@contextmanager
+def _cache_home(embeddings: Path) -> Iterator[None]:
+    """rwb's cache folder for this process: a temporary one whose ``embeddings`` is
+    ``embeddings`` (what the tests read), so that nothing else is left behind."""
+    embeddings.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="rwb-prewarm-"))
+    (home / "embeddings").symlink_to(embeddings.resolve(), target_is_directory=True)
+    os.environ["RWB_CACHE_DIR"] = str(home)
+    os.environ["RWB_INDEX_CACHE_DIR"] = str(home / "indexes")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        yield
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _texts(name: str) -> list[str] | None:
+    from retrieval.errors import DataError
+
+    try:
+        return CORPORA[name]()
+    except DataError as exc:  # the shared data folder is absent here
+        _say(f"{name}: skipped ({exc})")
+        return None
+
+
+def warm_embeddings(embeddings: Path) -> None:
+    """Embed :data:`CORPORA` and :data:`DATASETS` into ``embeddings`` with the packaged model as
+    the tests use it (``default_embedder()``: the same chunk keys); a stored chunk is a hit."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
+    with _cache_home(embeddings):
+        from retrieval.embed import default_embedder
+        from retrieval.errors import DataError
+        from retrieval.loaders.catalog import resolve_dataset
+
+        emb = default_embedder()
+        for name in CORPORA:
+            texts = _texts(name)
+            if texts is None:
+                continue
+            t0, hits = time.perf_counter(), emb.hits
+            emb.embed(texts, batch_size=32)
+            how = "cached" if emb.hits > hits else "embedded"
+            _say(f"{name}: {len(texts)} texts {how} in {time.perf_counter() - t0:.0f} s")
+        for name in DATASETS:
+            t0, hits, misses = time.perf_counter(), emb.hits, emb.misses
+            try:
+                resolve_dataset(name)
+            except DataError as exc:
+                _say(f"{name}: skipped ({exc})")
+                continue
+            _say(f"{name}: {emb.hits - hits} chunks cached, {emb.misses - misses} embedded, in "
+                 f"{time.perf_counter() - t0:.0f} s")
+
+
+def show_keys(embeddings: Path) -> None:
+    """Each corpus's chunk file (the key the tests' embedder computes) and whether it is there."""
+    with _cache_home(embeddings):
+        from retrieval.embed.cache import CachedEmbedder
+        from retrieval.embed.st import SentenceTransformerEmbedder
+
+        emb = CachedEmbedder(SentenceTransformerEmbedder())  # default_embedder's key, no load
+        for name in CORPORA:
+            texts = _texts(name)
+            if texts is not None:
+                path = emb.path_for(texts[: emb.chunk_size])
+                print(f"{name}\t{len(texts)}\t{path.name}\t"
+                      f"{'present' if (embeddings / path.name).is_file() else 'absent'}")
+
+
+def requirements() -> list[str]:
+    """The project's dependencies plus its ``embed`` extra (what ``embed`` imports)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["embed"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["numba", "embed", "keys", "requirements"])
+    ap.add_argument("folder", type=Path, nargs="?")
+    args = ap.parse_args(argv)
+    if args.what == "requirements":
+        print("\n".join(requirements()))
+        return 0
+    if args.folder is None:
+        ap.error(f"{args.what} needs a folder")
+    logging.basicConfig(level=logging.WARNING, format="prewarm: %(message)s")
+    sys.path.insert(0, str(ROOT))  # this checkout's retrieval, whatever the venv points at
+    {"numba": warm_numba, "embed": warm_embeddings, "keys": show_keys}[args.what](args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
