@@ -205,3 +205,22 @@ def pg_collection_state(coll: Mapping[str, Any]) -> dict[str, Any]:
                             "ORDER BY 1").fetchall()
         ext = conn.execute("SELECT extname, extversion FROM pg_extension ORDER BY 1").fetchall()
     return {"rows": rows, "md5": digest, "indexes": idx, "relations": rels, "extensions": ext}
+
+
+def law_curves(miss: Any, sizes: Sequence[int], probes: Sequence[int], margin: float,
+               high: int) -> list[Any]:
+    """Scale-study probe curves (``retrieval.tune.scale.Curve``) of a known law: ``miss(n,
+    knob)`` -> per-query miss rates in [0, 1]; every probe carries the lower bound's ``margin``
+    and the range's top ``high``."""
+    from retrieval.tune import scale as sc
+
+    return [sc.Curve(n, tuple(probes), np.stack([1.0 - miss(n, v) for v in probes]),
+                     tuple(margin for _ in probes), high) for n in sizes]
+
+
+def law_exact_knob(miss: Any, n: int, low: int, high: int, target: float,
+                   margin: float) -> int:
+    """The smallest knob in [low, high] whose mean recall under the law ``miss`` at size ``n``,
+    minus ``margin``, meets ``target``: the exact knob a prediction is judged against."""
+    return next(v for v in range(low, high + 1)
+                if float((1.0 - miss(n, v)).mean()) - margin >= target - 1e-12)

@@ -13,6 +13,7 @@ import pytest
 from retrieval.tune import scale as sc
 from retrieval.tune.scale_difficulty import fit_difficulty, lid_feature, predict_difficulty
 from retrieval.tune.scale_surface import predict_surface
+from tests.helpers import law_curves, law_exact_knob
 
 TARGET, MARGIN, LOW, HIGH, K = 0.95, 0.01, 10, 4096, 10
 SIZES, FULL = (4000, 16000, 64000), 1_000_000
@@ -28,14 +29,11 @@ def _miss(n: float, ef: float, u: np.ndarray) -> np.ndarray:
 def _case() -> tuple[list[sc.Curve], np.ndarray]:
     rng = np.random.default_rng(0)
     u = rng.normal(-6.0, 3.0, size=400)  # per-query difficulty: a heavy tail of hard queries
-    curves = [sc.Curve(n, PROBES, np.stack([1.0 - _miss(n, v, u) for v in PROBES]),
-                       tuple(MARGIN for _ in PROBES), HIGH) for n in SIZES]
-    return curves, u
+    return law_curves(lambda n, v: _miss(n, v, u), SIZES, PROBES, MARGIN, HIGH), u
 
 
 def _exact(u: np.ndarray) -> int:
-    return next(ef for ef in range(LOW, HIGH + 1)
-                if float((1.0 - _miss(FULL, ef, u)).mean()) - MARGIN >= TARGET - 1e-12)
+    return law_exact_knob(lambda n, v: _miss(n, v, u), FULL, LOW, HIGH, TARGET, MARGIN)
 
 
 def _err(knob: int | None, exact: int) -> float:

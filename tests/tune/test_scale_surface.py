@@ -11,6 +11,7 @@ import pytest
 
 from retrieval.tune import scale as sc
 from retrieval.tune.scale_surface import fit_surface, predict_surface
+from tests.helpers import law_curves, law_exact_knob
 
 TARGET, MARGIN, LOW, HIGH = 0.95, 0.01, 10, 512
 SIZES, FULL = (2000, 4000, 8000), 64000
@@ -27,14 +28,11 @@ def _curves() -> tuple[list[sc.Curve], np.ndarray]:
     rng = np.random.default_rng(0)
     hard = rng.lognormal(0.0, 0.5, size=400)
     hard /= hard.mean()
-    curves = [sc.Curve(n, PROBES, np.stack([1.0 - _miss(n, v, hard) for v in PROBES]),
-                       tuple(MARGIN for _ in PROBES), HIGH) for n in SIZES]
-    return curves, hard
+    return law_curves(lambda n, v: _miss(n, v, hard), SIZES, PROBES, MARGIN, HIGH), hard
 
 
 def _exact(hard: np.ndarray) -> int:
-    return next(ef for ef in range(LOW, HIGH + 1)
-                if float((1.0 - _miss(FULL, ef, hard)).mean()) - MARGIN >= TARGET - 1e-12)
+    return law_exact_knob(lambda n, v: _miss(n, v, hard), FULL, LOW, HIGH, TARGET, MARGIN)
 
 
 def _knob_at(y: float) -> int:
