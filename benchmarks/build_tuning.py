@@ -245,12 +245,16 @@ def main() -> None:
         print(f"query subset {sub['share']}: {sub['query_evals']} of {sub['query_evals_all']} "
               f"query searches (saved {100 * (sub['saved'] or 0):.0f}%), answers changed "
               f"{sub['answers_changed']}/{sub['units']}")
-    check = (derived.get("answer") or {}).get("check")
-    if check:
-        print(f"\nshortcut check of (b)'s answer: derived recall {check['recall_derived']:.4f} vs "
-              f"real {check['recall_real']:.4f} at {check['search']} (error "
-              f"{check['shortcut_error']:+.4f}); after the check {check['search_after_check']} "
-              f"meets: {check['meets_after_check']}")
+    dans = derived.get("answer") or {}
+    for check in dans.get("checks") or ([dans["check"]] if dans.get("check") else []):
+        print(f"\nshortcut check of {check['build']} (derived from {check['derived_from']}): "
+              f"derived recall {check['recall_derived']:.4f} vs real {check['recall_real']:.4f} "
+              f"at {check['search']} (error {check['shortcut_error']:+.4f}); after the check "
+              f"{check['search_after_check']} meets: {check['meets_after_check']}; real build "
+              f"{check['real_build_s']:.1f} s")
+    if dans.get("checks"):
+        print(f"answer after re-ranking: {dans.get('build')} {dans.get('search')} (re-ranked: "
+              f"{dans.get('reranked')}; checked for real: {dans.get('check') is not None})")
     if not a.skip_full:
         full = rows[0][1]
         ratio = derived["build_cost_s"] / max(full["build_cost_s"], 1e-9)

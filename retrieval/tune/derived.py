@@ -118,40 +118,89 @@ SCREEN_ATTR = "rwb:build_screen"
 DOMINATED_ATTR = "rwb:dominated"
 
 
+#: at most this many derived answers are built for real and checked (each a full build): after
+#: that, the answer is the cheapest build that is real (built in full, or checked)
+MAX_CHECKS = 3
+
+
+def checks_of(record: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The real-build checks a study recorded under :data:`CHECK_ATTR`, in the order they ran
+    (a record of a run before re-ranking holds one check, itself)."""
+    if not record:
+        return []
+    if "checks" in record:
+        return [dict(c) for c in record["checks"]]
+    return [dict(record)]
+
+
 def answer_of(builds: Sequence[dict[str, Any]], objective: str,
-              slo_p95_ms: float | None) -> dict[str, Any] | None:
+              slo_p95_ms: float | None, checks: Sequence[Mapping[str, Any]] = (),
+              *, real_only: bool = False) -> dict[str, Any] | None:
     """The cheapest (build, search) over the whole grid that meets the target: of the builds'
     ``chosen`` points (each its build's cheapest meeting the target), the best by the sweep's
-    objective (:func:`retrieval.tune.decide.rank_key`) within the SLO; None when none meets."""
+    objective (:func:`retrieval.tune.decide.rank_key`) within the SLO; None when none meets.
+
+    A build in ``checks`` (built for real because its derived graph was the answer) competes
+    with its REAL measurement: its timed point at the knob that met on the real build
+    (``point_after_check``), or not at all when the real build never met. ``real_only``: derived
+    builds that were not checked do not compete (the answer once the check budget is spent).
+    The answer carries ``check`` (its own check, None when its build was built in full)."""
     from retrieval.tune.decide import rank_key, within_slo
     from retrieval.tune.results import PointResult
 
-    ok = [b for b in builds if b.get("chosen") is not None
-          and within_slo(PointResult.from_dict(b["chosen"]), slo_p95_ms)]
+    checked = {str(c["unit"]): c for c in checks if c.get("unit") is not None}
+    ok: list[tuple[dict[str, Any], dict[str, Any], Mapping[str, Any] | None]] = []
+    for b in builds:
+        c = checked.get(str(b["unit"]))
+        if c is not None:
+            point = c.get("point_after_check") if c.get("meets_after_check") else None
+        elif real_only and b.get("derived_from") is not None:
+            point = None
+        else:
+            point = b.get("chosen")
+        if point is not None and within_slo(PointResult.from_dict(point), slo_p95_ms):
+            ok.append((b, point, c))
     if not ok:
         return None
-    best = min(ok, key=lambda b: rank_key(PointResult.from_dict(b["chosen"]),
-                                          objective))  # type: ignore[arg-type]
-    chosen = best["chosen"]
+    best, chosen, check = min(ok, key=lambda t: rank_key(PointResult.from_dict(t[1]),
+                                                         objective))  # type: ignore[arg-type]
     return {"label": best["label"], "backend": best["backend"], "unit": best["unit"],
             "build": best["build"], "search": chosen["search"],
             **{k: chosen.get(k) for k in ("recall", "recall_lb", "p95_ms", "qps")},
-            "derived_from": best.get("derived_from")}
+            "derived_from": best.get("derived_from"),
+            "check": None if check is None else dict(check)}
 
 
 def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Unit],
                  builds: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Build the answer's build for REAL when it was derived, measure it at the answer's search
-    params and, when its lower bound misses the target there, raise the knob (x1.25 steps, at
-    most 8 probes) until it meets. Returns the check record (``shortcut_error``: derived recall
-    minus real recall at the answer's knob, in recall points 0..1) or None (nothing derived)."""
+    """Check the answer for real when its build was derived, and RE-RANK: the answer's build is
+    built for real and measured at the answer's search params; when its lower bound misses the
+    target there the knob rises (x1.25 steps, at most 8 probes) until it meets, and the real
+    build's timed point at that knob replaces the derived one. When another build is now the
+    cheapest and it was derived too, it is checked the same way; at most :data:`MAX_CHECKS`
+    checks, after which only real builds compete. Returns ``{"checks": [...], "max_checks"}``
+    (each check: ``shortcut_error`` = derived recall minus real recall at the derived answer's
+    knob, in recall points 0..1) or None (the answer was built in full: nothing checked)."""
+    objective, slo = spec.tune.objective, spec.tune.slo_p95_ms
+    checks: list[dict[str, Any]] = []
+    while len(checks) < MAX_CHECKS:
+        ans = answer_of(builds, objective, slo, checks)
+        if ans is None or ans.get("derived_from") is None or ans.get("check") is not None:
+            break
+        checks.append(_check_one(spec, ev, measurer, plan, ans))
+    if not checks:
+        return None
+    return {"checks": checks, "max_checks": MAX_CHECKS}
+
+
+def _check_one(spec: Any, ev: Any, measurer: Any, plan: Sequence[Unit],
+               ans: Mapping[str, Any]) -> dict[str, Any]:
+    """One derived answer built for real, measured, its knob raised until it meets, and the
+    met knob measured in full (timed) so it ranks against the other builds' chosen points."""
     import time
 
     from retrieval.tune.spec import checked_entries
 
-    ans = answer_of(builds, spec.tune.objective, spec.tune.slo_p95_ms)
-    if ans is None or ans.get("derived_from") is None:
-        return None
     unit = next(u for u in plan if u.key == ans["unit"])
     entry = checked_entries(spec)[unit.entry]
     t0, c0 = time.perf_counter(), time.process_time()
@@ -169,9 +218,12 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
             search[unit.knob] = nxt
             point = measurer.probe(real, entry.config(unit.build, search), every_query=True)
             probes += 1
+        timed = (measurer.full(real, entry.config(unit.build, search)).to_dict()
+                 if point.meets else None)
     finally:
         ev.release(real)
     return {
+        "unit": unit.key, "label": ans["label"],
         "build": dict(unit.build), "derived_from": ans["derived_from"],
         "search": dict(ans["search"]), "recall_derived": ans["recall"],
         "recall_real": first.recall, "recall_lb_real": first.recall_lb,
@@ -179,14 +231,14 @@ def check_answer(spec: Any, ev: Any, measurer: Any, book: Any, plan: Sequence[Un
         "real_meets": first.meets, "real_build_s": build_s, "real_build_cpu_s": cpu_s,
         "probes": probes,
         "search_after_check": dict(search), "meets_after_check": point.meets,
-        "recall_lb_after_check": point.recall_lb,
+        "recall_lb_after_check": point.recall_lb, "point_after_check": timed,
     }
 
 
 def build_cost(builds: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
-               check: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``build_cost_s`` (seconds spent building: full builds + derivations + the answer's
-    real-build check), ``builds_full``, ``builds_derived``."""
+               checks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``build_cost_s`` (seconds spent building: full builds + derivations + the real builds
+    of the checks), ``builds_full`` (the checks' real builds included), ``builds_derived``."""
     per_unit: dict[str, float] = {}
     for r in rows:
         if r.get("build_s") is not None:
@@ -195,6 +247,6 @@ def build_cost(builds: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
         if b.get("chosen") and b["chosen"].get("build_s") is not None:
             per_unit.setdefault(b["unit"], float(b["chosen"]["build_s"]))
     derived = sum(1 for b in builds if b.get("derived_from") is not None)
-    cost = sum(per_unit.values()) + float((check or {}).get("real_build_s") or 0.0)
-    return {"build_cost_s": cost, "builds_full": len(builds) - derived
-            + (1 if check else 0), "builds_derived": derived}
+    cost = sum(per_unit.values()) + sum(float(c.get("real_build_s") or 0.0) for c in checks)
+    return {"build_cost_s": cost, "builds_full": len(builds) - derived + len(checks),
+            "builds_derived": derived}

@@ -44,6 +44,7 @@ from retrieval.tune.derived import (
     SCREEN_ATTR,
     answer_of,
     build_cost,
+    checks_of,
     derivation_plan,
 )
 from retrieval.tune.pareto import pareto
@@ -418,12 +419,17 @@ def build_summary(
     for r in rows:
         src = derivations.get(r["unit"])
         r["derived_from"] = None if src is None else dict(src.build)
-    check = book.attrs().get(CHECK_ATTR)
-    answer = answer_of(builds, spec.tune.objective, spec.tune.slo_p95_ms)
-    if answer is not None and check:
-        answer["check"] = check
-        answer.update(search=check["search_after_check"],
-                      recall_lb=check["recall_lb_after_check"])
+    checks = checks_of(book.attrs().get(CHECK_ATTR))
+    reranks = bool(checks) and all(c.get("unit") is not None for c in checks)
+    answer = answer_of(builds, spec.tune.objective, spec.tune.slo_p95_ms,
+                       checks if reranks else (), real_only=reranks)
+    if answer is not None and checks and reranks:
+        answer["checks"] = checks
+        answer["reranked"] = str(answer["unit"]) != str(checks[0]["unit"])
+    elif answer is not None and checks:  # a run recorded before re-ranking: one check
+        answer["check"] = checks[0]
+        answer.update(search=checks[0]["search_after_check"],
+                      recall_lb=checks[0]["recall_lb_after_check"])
     chosen_rows = [
         {"trial": None, "unit": b["unit"], "backend": b["backend"], "label": b["label"],
          "build": b["build"], **b["chosen"], "timing": "full (chosen)"}
@@ -465,7 +471,7 @@ def build_summary(
         "pareto": pareto(full_rows + chosen_rows + probe_rows),
         **({"slo_p95_ms": tune.slo_p95_ms} if tune.slo_p95_ms is not None else {}),
         "build_search": tune.build_search,
-        **_with_dominated(_with_screen(build_cost(builds, rows, check),
+        **_with_dominated(_with_screen(build_cost(builds, rows, checks),
                                        book.attrs().get(SCREEN_ATTR)),
                           book.attrs().get(DOMINATED_ATTR)),
         "answer": answer,

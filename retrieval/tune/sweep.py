@@ -406,12 +406,15 @@ def build_seconds(summary: dict[str, Any], worker: Worker) -> dict[str, Any]:
     builds, every thread), ``concurrent_builds`` (builds run at once) and ``build_cost_rule``:
     ``build_cost_s`` is the SUM of each build's own seconds (builds that overlapped each count
     in full), the figure that compares with building one at a time."""
-    check = (summary.get("answer") or {}).get("check") or {}
-    return {"build_wall_s": worker.timing["build_s"] + float(check.get("real_build_s") or 0.0),
-            "build_cpu_s": worker.build_cpu_s + float(check.get("real_build_cpu_s") or 0.0),
+    ans = summary.get("answer") or {}
+    checks = ans.get("checks") or ([ans["check"]] if ans.get("check") else [])
+    return {"build_wall_s": worker.timing["build_s"]
+            + sum(float(c.get("real_build_s") or 0.0) for c in checks),
+            "build_cpu_s": worker.build_cpu_s
+            + sum(float(c.get("real_build_cpu_s") or 0.0) for c in checks),
             "concurrent_builds": worker.concurrent,
             "build_cost_rule": "build_cost_s: sum of each build's own seconds (full builds, "
-                               "derivations, the answer's real-build check), overlapping "
+                               "derivations, the real builds of the checks), overlapping "
                                "builds each counted in full; build_wall_s: wall seconds spent "
                                "building; build_cpu_s: process CPU seconds of those builds"}
 
