@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import HEAVY_FILES, SAME_CORPUS_AS_FIRST, _heavy_files_first
+from tests.conftest import (
+    HEAVY_FILES,
+    SAME_CORPUS_AS_FIRST,
+    _cpu_now,
+    _heavy_files_first,
+    cpu_report,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +117,26 @@ def test_warm_up_pieces_are_reused_by_the_corpus_chunk(tmp_path: Path,
     assert whole.reused_rows == len(texts) and whole.misses == 0  # assembled, nothing embedded
     assert whole.path_for(texts).is_file()
     np.testing.assert_allclose(got, inner.embed(texts), atol=1e-5)
+
+
+def test_cpu_report_ranks_tests_and_files_by_cpu_seconds() -> None:
+    """The CPU report at the end of a run: tests and files (their tests summed, what HEAVY_FILES
+    lists) largest first, and the total."""
+    lines = cpu_report({"tests/a/test_x.py::t1": 3.0, "tests/a/test_x.py::t2": 2.5,
+                        "tests/b/test_y.py::t": 4.0, "tests/c/test_z.py::t": 0.5}, top=2)
+    assert lines[0] == "10 CPU-s in 4 tests; the largest tests:"
+    assert [line.split()[-1] for line in lines[1:3]] == ["tests/b/test_y.py::t",
+                                                        "tests/a/test_x.py::t1"]
+    assert lines[3] == "the largest files:"
+    assert lines[4].split() == ["5.5", "CPU-s", "tests/a/test_x.py"]
+    assert lines[5].split() == ["4.0", "CPU-s", "tests/b/test_y.py"] and len(lines) == 6
+
+
+def test_cpu_now_counts_this_process_and_its_subprocesses() -> None:
+    """A test's CPU-seconds include the subprocesses it waited for (``rwb`` runs, kernels)."""
+    import subprocess
+    import sys
+
+    before = _cpu_now()
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    assert _cpu_now() - before > 0.05
