@@ -139,8 +139,10 @@ def _texts(name: str) -> list[str] | None:
 
 
 def warm_embeddings(embeddings: Path) -> None:
-    """Embed :data:`CORPORA` and :data:`DATASETS` into ``embeddings`` with the packaged model as
-    the tests use it (``default_embedder()``: the same chunk keys); a stored chunk is a hit."""
+    """Embed :data:`CORPORA` (in pieces of :data:`PIECE` texts, each stored when done) and
+    :data:`DATASETS` (the tests' own chunks) into ``embeddings`` with the packaged model as the
+    tests use it (``default_embedder()``: the same row digests); a stored chunk is a hit. A
+    corpus whose whole chunk is stored is skipped."""
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
