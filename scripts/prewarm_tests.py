@@ -8,13 +8,17 @@ would otherwise fill themselves.
                                               when done (tests/conftest.py copies DIR into each
                                               worker's own NUMBA_CACHE_DIR)
   python scripts/prewarm_tests.py embed DIR   embed the shipped corpora the slow tests embed
-                                              (Cranfield, SciFact, QQP 20k) into DIR, the
+                                              (SciFact, Cranfield, QQP 20k) into DIR, the
                                               embedding cache the workers share
-                                              (RWB_TEST_EMBEDDINGS_DIR), chunk by chunk under
-                                              the cache's per-chunk lock: a test that needs a
-                                              chunk being embedded here waits for it
-  python scripts/prewarm_tests.py keys DIR    each corpus's chunk file and whether DIR holds it
-                                              (no model call)
+                                              (RWB_TEST_EMBEDDINGS_DIR), in pieces of
+                                              PIECE texts stored as they are done: stopped
+                                              when pytest starts (scripts/run_tests.sh), it
+                                              keeps what it did, and the test that embeds the
+                                              corpus embeds only the rest (the cache reuses
+                                              the stored rows)
+  python scripts/prewarm_tests.py keys DIR    each corpus's chunk file, whether DIR holds it
+                                              and how many of its rows DIR stores (the
+                                              warm-up's pieces; no model call)
   python scripts/prewarm_tests.py requirements
                                               rwb's dependencies and its ``embed`` extra, one a
                                               line (pyproject.toml; the Makefile installs them
@@ -29,6 +33,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -101,6 +106,9 @@ def _scifact() -> list[str]:
 CORPORA: dict[str, Callable[[], list[str]]] = {"scifact": _scifact, "cranfield": _cranfield}
 #: catalog datasets embedded whole (retrieval.loaders.catalog.resolve_dataset)
 DATASETS = ("qqp-minilm-20k",)
+#: texts per stored piece of a corpus: what is lost of a piece in progress when pytest starts
+#: and stops the warm-up (128 SciFact abstracts: ~11 CPU-s)
+PIECE = 128
 
 
 @contextmanager
@@ -131,25 +139,38 @@ def _texts(name: str) -> list[str] | None:
 
 
 def warm_embeddings(embeddings: Path) -> None:
-    """Embed :data:`CORPORA` and :data:`DATASETS` into ``embeddings`` with the packaged model as
-    the tests use it (``default_embedder()``: the same chunk keys); a stored chunk is a hit."""
+    """Embed :data:`CORPORA` (in pieces of :data:`PIECE` texts, each stored when done) and
+    :data:`DATASETS` (the tests' own chunks) into ``embeddings`` with the packaged model as the
+    tests use it (``default_embedder()``: the same row digests); a stored chunk is a hit. A
+    corpus whose whole chunk is stored is skipped."""
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     with _cache_home(embeddings):
-        from retrieval.embed import default_embedder
+        from retrieval.embed import CachedEmbedder, default_embedder
         from retrieval.errors import DataError
         from retrieval.loaders.catalog import resolve_dataset
 
         emb = default_embedder()
+        # the same model and cache tag as the tests' embedder (same row digests), cut in
+        # pieces: each piece is stored when done, so the rows embedded before pytest starts
+        # (and stops this process) are kept and reused by the test that embeds the corpus
+        pieces = CachedEmbedder(emb.inner, embeddings, chunk_size=PIECE)
         for name in CORPORA:
             texts = _texts(name)
             if texts is None:
                 continue
-            t0, hits = time.perf_counter(), emb.hits
-            emb.embed(texts, batch_size=32)
-            how = "cached" if emb.hits > hits else "embedded"
-            _say(f"{name}: {len(texts)} texts {how} in {time.perf_counter() - t0:.0f} s")
+            if (embeddings / emb.path_for(texts[: emb.chunk_size]).name).is_file():
+                _say(f"{name}: {len(texts)} texts cached")
+                continue
+            t0, stored = time.perf_counter(), 0
+            try:
+                for start in range(0, len(texts), PIECE):
+                    pieces.embed(texts[start : start + PIECE], batch_size=32)
+                    stored = min(start + PIECE, len(texts))
+            finally:
+                _say(f"{name}: {stored} of {len(texts)} texts stored in "
+                     f"{time.perf_counter() - t0:.0f} s")
         for name in DATASETS:
             t0, hits, misses = time.perf_counter(), emb.hits, emb.misses
             try:
@@ -168,12 +189,19 @@ def show_keys(embeddings: Path) -> None:
         from retrieval.embed.st import SentenceTransformerEmbedder
 
         emb = CachedEmbedder(SentenceTransformerEmbedder())  # default_embedder's key, no load
+        import numpy as np
+
+        stored: set[bytes] = set()  # the rows of every chunk and warm-up piece in the folder
+        for f in embeddings.glob("*.rows"):
+            stored.update(d.tobytes() for d in np.load(f, allow_pickle=False))
         for name in CORPORA:
             texts = _texts(name)
             if texts is not None:
                 path = emb.path_for(texts[: emb.chunk_size])
+                rows = sum(d.tobytes() in stored for d in emb.row_digests(texts))
                 print(f"{name}\t{len(texts)}\t{path.name}\t"
-                      f"{'present' if (embeddings / path.name).is_file() else 'absent'}")
+                      f"{'present' if (embeddings / path.name).is_file() else 'absent'}\t"
+                      f"{rows} rows stored")
 
 
 def requirements() -> list[str]:
@@ -182,6 +210,10 @@ def requirements() -> list[str]:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return [*project["dependencies"], *project["optional-dependencies"]["embed"]]
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(f"prewarm: stopped (signal {signum})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.folder is None:
         ap.error(f"{args.what} needs a folder")
     logging.basicConfig(level=logging.WARNING, format="prewarm: %(message)s")
+    # scripts/run_tests.sh stops the embedding warm-up with SIGTERM when pytest starts: unwind
+    # (the progress line in warm_embeddings' finally) instead of dying silently
+    signal.signal(signal.SIGTERM, _stopped)
     sys.path.insert(0, str(ROOT))  # this checkout's retrieval, whatever the venv points at
     {"numba": warm_numba, "embed": warm_embeddings, "keys": show_keys}[args.what](args.folder)
     return 0

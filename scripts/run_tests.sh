@@ -27,16 +27,19 @@ started_redis=""
 started_pg=""
 numba_pid=""
 embed_pidfile=.test-cache/prewarm-embed.pid
+stop_embed_prewarm() {  # the embedding warm-up (scripts/prewarm_start.sh), if it runs
+  [[ -f "$embed_pidfile" ]] || return 0
+  pid=$(cat "$embed_pidfile")
+  if [[ "$pid" =~ ^[0-9]+$ ]] && grep -qs prewarm_tests "/proc/$pid/cmdline"; then
+    kill "$pid" || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$embed_pidfile"
+  grep -s '^prewarm:' .test-cache/prewarm-embed.log || true
+}
 cleanup() {
   if [[ -n "$numba_pid" ]] && kill -0 "$numba_pid" 2>/dev/null; then kill "$numba_pid" || true; fi
-  if [[ -f "$embed_pidfile" ]]; then  # the embedding warm-up (scripts/prewarm_start.sh)
-    pid=$(cat "$embed_pidfile")
-    if [[ "$pid" =~ ^[0-9]+$ ]] && grep -qs prewarm_tests "/proc/$pid/cmdline"; then
-      kill "$pid" || true
-    fi
-    rm -f "$embed_pidfile"
-    grep -s '^prewarm:' .test-cache/prewarm-embed.log || true
-  fi
+  stop_embed_prewarm
   rm -rf "$run_cache"
   if [[ -n "$started_redis" ]]; then
     $BIN/python -m retrieval.services.redis_server stop --dir .services/redis >/dev/null 2>&1 || true
@@ -98,6 +101,12 @@ if [[ -n "$numba_pid" ]]; then  # started before the lint: done by now on a fres
     numba_pid=""
   fi
 fi
+# the embedding warm-up (started by the Makefile while pip installs, or above) is stopped here:
+# it runs while the serial phases leave a core idle, never as a third CPU-bound process beside
+# the pytest workers (a fresh-clone run: SciFact's warm-up ran 390 s into pytest while the test
+# that needs it waited on its lock). The pieces it stored are kept; the test that embeds the
+# corpus reuses those rows and embeds the rest itself
+stop_embed_prewarm
 echo "== pytest"
 dist=()
 if [[ "$workers" =~ ^[0-9]+$ ]] && (( workers > 1 )); then

@@ -242,7 +242,8 @@ SERVICE_MARKS = ("redis", "pgvector", "milvus")
 #: 2 cores, 2 workers; seconds, the file's tests summed from ``--durations``). Under pytest -n
 #: these files are handed out first (longest first) and every other file after them, most tests
 #: first (what xdist's own ``--loadscope-reorder`` does): a long file handed out last is a tail
-#: one worker runs alone. Update it from a fresh run's ``--durations=0`` when a file changes cost.
+#: one worker runs alone. Update it from a fresh run's ``--durations=0`` when a file changes cost
+#: (or from the CPU report the run ends with: CPU-seconds per file, robust to a busy machine).
 HEAVY_FILES: dict[str, float] = {
     "tests/api/test_api.py": 522,
     "tests/project/test_notebooks.py": 207,
@@ -434,22 +435,67 @@ def pytest_configure(config: pytest.Config) -> None:
     embed._rwb_test_guard = True  # type: ignore[attr-defined]
 
 
+# --- CPU-seconds per test ----------------------------------------------------------------------
+#: CPU-seconds (user + sys) of each test, setup to teardown, kept by the process that reports
+#: (the xdist controller, from the workers' reports). Wall durations (--durations) mislead on a
+#: busy machine or beside a waiting worker; CPU-seconds say what a test costs (docs/development.md)
+_CPU_S: dict[str, float] = {}
+_CPU_START: dict[str, float] = {}
+
+
+def _cpu_now() -> float:
+    """CPU-seconds used so far by this process (all its threads) and its waited-for children
+    (the subprocesses a test ran: ``rwb`` runs, notebook kernels)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def cpu_report(cpu_s: dict[str, float], top: int = 25) -> list[str]:
+    """Lines of the CPU report: the ``top`` tests and files (the tests of a file summed, what
+    :data:`HEAVY_FILES` lists) by CPU-seconds, largest first, and the total."""
+    files: dict[str, float] = {}
+    for nodeid, sec in cpu_s.items():
+        files[nodeid.split("::", 1)[0]] = files.get(nodeid.split("::", 1)[0], 0.0) + sec
+    tests = sorted(cpu_s.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    ranked = sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [f"{sum(cpu_s.values()):.0f} CPU-s in {len(cpu_s)} tests; the largest tests:",
+            *(f"{sec:8.1f} CPU-s  {nodeid}" for nodeid, sec in tests),
+            "the largest files:",
+            *(f"{sec:8.1f} CPU-s  {name}" for name, sec in ranked)]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     if _WARM_NUMBA[0]:
         _copy_warm_numba()
     _CURRENT.append(item)
+    _CPU_START[item.nodeid] = _cpu_now()
     try:
         yield
     finally:
         _CURRENT.pop()
+        _CPU_START.pop(item.nodeid, None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """The test's CPU-seconds go with its teardown report (built after this point)."""
+    start = _CPU_START.get(item.nodeid)
+    if call.when == "teardown" and start is not None:
+        item.user_properties.append(("cpu_s", round(_cpu_now() - start, 3)))
+    yield
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Under pytest -n the list is kept by the controller, from the workers' reports."""
+    """Under pytest -n the lists are kept by the controller, from the workers' reports."""
     for name, what in getattr(report, "user_properties", ()):
         if name == "unmarked_model_use":
             _UNMARKED_MODEL_USE.setdefault(report.nodeid, str(what))
+        elif name == "cpu_s" and report.when == "teardown":
+            _CPU_S[report.nodeid] = float(what)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -457,3 +503,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "tests that use the model but are not marked 'model'")
         for nodeid, what in sorted(_UNMARKED_MODEL_USE.items()):
             terminalreporter.write_line(f"{nodeid}: {what}")
+    if _CPU_S:
+        terminalreporter.write_sep("=", "CPU-seconds (user + sys, with waited-for subprocesses)")
+        for line in cpu_report(_CPU_S):
+            terminalreporter.write_line(line)
