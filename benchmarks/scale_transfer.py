@@ -124,7 +124,10 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path,
                                {**scale, "sampling": sampling}),
                           out / f"scale-{sampling}", dataset=ds)
         studies[sampling] = {"summary": study.summary, "s": time.perf_counter() - t0}
-        print(f"[{sampling} study: {studies[sampling]['s']:.1f} s]", flush=True)
+        print(f"[{sampling} study: {studies[sampling]['s']:.1f} s; its errors so far (no "
+              f"full sweep yet):]")
+        side_by_side(ds, {sampling: studies[sampling]}, {"backends": {}})
+        print(flush=True)
     t0 = time.perf_counter()
     full = run_sweep(spec("full", ds.n_base, threads, None), out / "full", dataset=ds)
     full_s = time.perf_counter() - t0
