@@ -4,6 +4,8 @@ sample keeps the full collection's local density where a uniform one thins it.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from retrieval.data import VectorDataset
 from retrieval.errors import ConfigError
 from retrieval.tune import scale as sc
 from retrieval.tune import scale_cells as cells
-from retrieval.tune.spec import parse_spec
+from retrieval.tune.spec import SweepSpec, parse_spec
 from tests.helpers import one_line
 
 N, D, CENTRES, NQ, K = 8000, 16, 40, 200, 10
@@ -33,8 +35,11 @@ def _knn(base: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.
     return rows, np.take_along_axis(d, rows, axis=1)
 
 
+Plan = tuple[VectorDataset, np.ndarray, np.ndarray, cells.CellPlan]
+
+
 @pytest.fixture(scope="module")
-def plan() -> tuple[VectorDataset, np.ndarray, np.ndarray, cells.CellPlan]:
+def plan() -> Plan:
     ds = _blobs()
     tune = np.arange(0, NQ, 2)
     neighbours, _ = _knn(ds.base, ds.queries[tune], K)
@@ -48,7 +53,7 @@ def test_the_cell_count_rule() -> None:
     assert cells.cell_count(10, 1) == 10  # never more cells than rows
 
 
-def test_samples_are_whole_nested_cells_of_about_the_asked_size(plan) -> None:
+def test_samples_are_whole_nested_cells_of_about_the_asked_size(plan: Plan) -> None:
     ds, tune, _, p = plan
     count = p.summary["count"]
     assert count == cells.cell_count(N, min(SIZES))
@@ -69,7 +74,7 @@ def test_samples_are_whole_nested_cells_of_about_the_asked_size(plan) -> None:
     assert (np.diff(held) <= 0).all() and held[0] > 0
 
 
-def test_a_sample_judges_the_queries_whose_full_n_neighbours_it_holds(plan) -> None:
+def test_a_sample_judges_the_queries_whose_full_n_neighbours_it_holds(plan: Plan) -> None:
     _, _, neighbours, p = plan
     for r, q, row in zip(p.rows, p.queries, p.summary["samples"], strict=True):
         inside = np.isin(neighbours, r).all(axis=1)
@@ -90,7 +95,7 @@ def test_home_rule_and_padding() -> None:
         False, True, True]
 
 
-def test_the_smallest_cells_sample_keeps_the_local_density(plan) -> None:
+def test_the_smallest_cells_sample_keeps_the_local_density(plan: Plan) -> None:
     """Mean k-NN distance of the judged tuning queries inside the smallest sample: cells' equals
     the full N's (whole clusters kept); a uniform sample of the same size is sparser."""
     ds, tune, _, p = plan
@@ -114,7 +119,7 @@ def test_curve_columns_map_a_draw_of_tuning_positions() -> None:
     assert c.knob(1.0, np.array([3, 3])) == 10 and c.knob(1.0) == 20
 
 
-def _spec(sampling: str) -> object:
+def _spec(sampling: str) -> SweepSpec:
     return parse_spec({"name": "cells", "dataset": "synthetic-small", "target_recall": 0.9,
                        "indexes": [{"backend": "hnswlib"}], "tune": {"strategy": "target"},
                        "scale": {"fractions": [0.25, 0.5], "sampling": sampling}},
@@ -122,8 +127,35 @@ def _spec(sampling: str) -> object:
 
 
 def test_the_spec_names_the_allowed_samplings() -> None:
-    assert _spec("cells").scale.sampling == "cells"
+    scale = _spec("cells").scale
+    assert scale is not None and scale.sampling == "cells"
     with pytest.raises(ConfigError) as err:
         _spec("clusters")
     one_line(err, "cells.yaml", "scale.sampling", "'uniform', 'neighbourhood' or 'cells'",
              "'clusters'")
+
+
+@pytest.mark.slow
+def test_a_study_with_cells_reports_its_cells_and_the_queries_each_sample_judged(
+        tmp_path: Path) -> None:
+    from retrieval.tune.sweep import run_sweep
+
+    spec = parse_spec({
+        "name": "cells", "dataset": "synthetic-small", "k": K, "target_recall": 0.9,
+        "warmup": 0, "batch_repeats": 1, "modes": ["batch"],
+        "index_build": {"threads": 1, "cache": False},
+        "indexes": [{"backend": "hnswlib", "build": {"M": 12, "ef_construction": 60},
+                     "search": {"ef_search": 10}}],
+        "scale": {"fractions": ["1/16", "1/8", "1/4"], "bootstrap": 20, "sampling": "cells"},
+        "tune": {"strategy": "target", "objective": "qps"},
+    }, source="cells.yaml")
+    s = run_sweep(spec, tmp_path / "run", dataset=_blobs()).summary
+    c = s["scale"]["cells"]
+    assert s["scale"]["sampling"] == "cells" and c["count"] == cells.cell_count(N, 500)
+    assert c["tuning_queries"] == s["queries"]["tuning"]
+    assert [x["n"] for x in c["samples"]] == s["scale"]["sizes"]
+    judged = [x["tuning_queries"] for x in c["samples"]]
+    assert 0 < judged[0] <= judged[1] <= judged[2] < c["tuning_queries"]
+    b = s["builds"][0]
+    assert [r["n"] for r in b["samples"]] == s["scale"]["sizes"]
+    assert b["exact"] is not None and b["transfer_error"] is not None
