@@ -19,7 +19,13 @@ cost of the answer (all sample builds + the answer build's one build at full N:
 ``scale.answer`` of the summary) vs the full-N target sweep (goal: <= 0.6x), and the cost with
 every build checked at full N (what gives every build's transfer error), with the load average.
 
+``--sampling uniform,cells`` runs the study once per ``scale.sampling`` on the same data (the
+full-N sweep once) and prints, after each study's own table, ONE table of the three models'
+transfer errors per sampling side by side (and, for ``cells``, the cells and tuning queries each
+sample judged).
+
 Usage: python benchmarks/scale_transfer.py [--n 1000000] [--queries 1000] [--qqp] [--threads T]
+       [--sampling uniform,cells]
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.data import VectorDataset
+from retrieval.tune import scale_cells as cells
 from retrieval.tune.scale import rule_value
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
@@ -55,7 +62,7 @@ def clustered(n: int, nq: int, d: int = 96, seed: int = 0, centres: int = 1000,
         base[start:stop] = c[rng.integers(0, centres, stop - start)]
         base[start:stop] += rng.normal(size=(stop - start, d)).astype(np.float32)
     q = c[rng.integers(0, centres, nq)] + rng.normal(size=(nq, d)).astype(np.float32)
-    return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}")
+    return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}-{centres}c")
 
 
 def entries(n: int | None) -> list[dict[str, Any]]:
@@ -106,20 +113,72 @@ def _ref_knob(by_label: dict[str, Any], b: dict[str, Any]) -> int | None:
     return (ref.get("chosen") or {}).get("search", {}).get(b["knob"]) if ref else None
 
 
-def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -> None:
-    t0 = time.perf_counter()
-    study = run_sweep(spec("scale", None, threads, scale), out / "scale", dataset=ds)
-    scale_s = time.perf_counter() - t0
+def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path,
+            samplings: list[str]) -> None:
+    """Each sampling's study on ``ds`` against ONE full-N target sweep, then the side-by-side
+    table of the three models' transfer errors per sampling."""
+    studies: dict[str, dict[str, Any]] = {}
+    for sampling in samplings:
+        t0 = time.perf_counter()
+        study = run_sweep(spec(f"scale-{sampling}", None, threads,
+                               {**scale, "sampling": sampling}),
+                          out / f"scale-{sampling}", dataset=ds)
+        studies[sampling] = {"summary": study.summary, "s": time.perf_counter() - t0}
+        print(f"[{sampling} study: {studies[sampling]['s']:.1f} s; its errors so far (no "
+              f"full sweep yet):]")
+        side_by_side(ds, {sampling: studies[sampling]}, {"backends": {}})
+        print(flush=True)
     t0 = time.perf_counter()
     full = run_sweep(spec("full", ds.n_base, threads, None), out / "full", dataset=ds)
     full_s = time.perf_counter() - t0
-    s = study.summary
+    for sampling, got in studies.items():
+        print(f"\n--- scale.sampling: {sampling} ---")
+        one_study(ds, got["summary"], got["s"], full.summary, full_s, threads)
+    side_by_side(ds, studies, full.summary)
+
+
+def side_by_side(ds: VectorDataset, studies: dict[str, dict[str, Any]],
+                 full: dict[str, Any]) -> None:
+    """One table: per build, the knobs at the samples and the three models' transfer errors
+    under each sampling (the exact knob is each study's own full-N build's)."""
+    by_label = dict(full["backends"])
+    print(f"\n{ds.name}: transfer error per sampling (goal: within 15% on at least 3 of 4 "
+          f"builds)")
+    print(f"{'sampling':<13} {'build':<12} {'knob at samples':<22} {'exact':>6} {'ref':>5} "
+          f"{'fitted':>16} {'surface':>16} {'difficulty':>16}")
+    for sampling, got in studies.items():
+        s = got["summary"]
+        for b in s["builds"]:
+            knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
+            cols = [f"{b.get(key)!s} ({pct(b.get(err))})" for key, err in (
+                ("predicted", "transfer_error"), ("predicted_surface", "transfer_error_surface"),
+                ("predicted_difficulty", "transfer_error_difficulty"))]
+            print(f"{sampling:<13} {b['label']:<12.12} {knobs:<22.22} {b['exact']!s:>6} "
+                  f"{_ref_knob(by_label, b)!s:>5} {cols[0]:>16} {cols[1]:>16} {cols[2]:>16}")
+        tally = []
+        for key in ("transfer_error", "transfer_error_surface", "transfer_error_difficulty"):
+            errs = [b.get(key) for b in s["builds"] if b.get(key) is not None]
+            tally.append(f"{key} {sum(abs(e) <= 0.15 for e in errs)}/{len(errs)}")
+        print(f"{'':<13} within 15%: {', '.join(tally)}")
+        cells = s["scale"].get("cells")
+        if cells:
+            rule = cells["query_rule"]
+            per = "; ".join(f"N {c['n']:,}: {c['cells']} cells, {c['tuning_queries']} queries"
+                            + ("" if c["query_rule"] == rule else f" (rule {c['query_rule']})")
+                            for c in cells["samples"])
+            print(f"{'':<13} cells: C = {cells['count']} ({cells['rule']}); query rule "
+                  f"{cells['query_rule']} (of {cells['tuning_queries']} tuning queries): {per}")
+
+
+def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary: dict[str, Any],
+              full_s: float, threads: int) -> None:
+    """One study's table against the full-N sweep (the figures as before ``--sampling``)."""
     print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
     print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
           f"{'full sweep':>10} {'transfer':>9} {'surface':>7} {'transfer':>9} "
           f"{'difficulty':>10} {'transfer':>9} {'its lb':>7} {'noise':>6} {'held-out lb':>11} "
           f"{'ceiling':>8}")
-    by_label = {lb: b for lb, b in full.summary["backends"].items()}
+    by_label = dict(full_summary["backends"])
     for b in s["builds"]:
         knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
         held = (b.get("predicted_recall") or {}).get("heldout_lb")
@@ -165,7 +224,7 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path) -
     cost = s["scale"]["cost_s"]
     ans = s["scale"].get("answer") or {}
     ref = max(((lb, (v.get("chosen") or {}).get("qps") or 0.0)
-               for lb, v in full.summary["backends"].items()), key=lambda t: t[1])[0]
+               for lb, v in full_summary["backends"].items()), key=lambda t: t[1])[0]
     if ans.get("cost_s") is not None:
         print(f"cost of the answer ({ans['label']}, {ans['chosen_by']}; the full-N sweep's "
               f"fastest: {ref}): samples {cost['samples_s']:.1f} s + one build at full N "
@@ -185,7 +244,19 @@ def main() -> None:
     ap.add_argument("--fractions", default="1/64,1/16,1/4")
     ap.add_argument("--qqp", action="store_true", help="also the full QQP MiniLM set (~137k)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--sampling", default="uniform",
+                    help="scale.sampling values to compare on the same data, comma-separated "
+                         "(uniform, neighbourhood, cells)")
+    ap.add_argument("--centres", type=int, default=0,
+                    help="clusters of the synthetic set (default N / 1000: 1000 at 1M, and at "
+                         "--n 200000 a cluster holds what it holds in the 1M set)")
+    ap.add_argument("--cell-queries", choices=["knn", "home"], default=cells.QUERY_RULE,
+                    help="sampling cells: which tuning queries a sample judges (knn: all its "
+                         "full-N k nearest in the sample's cells; home: its nearest centroid's "
+                         "cell)")
     args = ap.parse_args()
+    cells.QUERY_RULE = args.cell_queries
+    samplings = [x.strip() for x in args.sampling.split(",") if x.strip()]
     cpu = platform.processor() or "?"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
         cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu)
@@ -194,13 +265,16 @@ def main() -> None:
     scale = {"fractions": args.fractions.split(","), "build_rules": {"nlist": IVF_RULE}}
     with tempfile.TemporaryDirectory() as tmp:
         if args.n > 0:  # --n 0: only the QQP set
-            compare(clustered(args.n, args.queries), scale, args.threads, Path(tmp) / "syn")
+            centres = args.centres or max(1, round(args.n / 1000))
+            compare(clustered(args.n, args.queries, centres=centres), scale, args.threads,
+                    Path(tmp) / "syn", samplings)
         if args.qqp:
             from retrieval.loaders.catalog import resolve_dataset
 
             qqp = resolve_dataset("qqp-minilm", where="benchmark")
             compare(qqp, {"sizes": [8_000, 17_000, 34_000, 68_000],
-                          "build_rules": {"nlist": IVF_RULE}}, args.threads, Path(tmp) / "qqp")
+                          "build_rules": {"nlist": IVF_RULE}}, args.threads, Path(tmp) / "qqp",
+                    samplings)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -105,11 +105,14 @@ class ScaleSpec(BaseModel):
       ``answer`` (only the answer: the build with the highest batch QPS at its cheapest knob on
       the largest sample; the cheapest way to the tuned config: sample builds + one full build).
     - ``sampling``: how the samples are drawn: ``uniform`` (seeded nested samples of the base:
-      every region gets sparser as the sample shrinks) or ``neighbourhood`` (each sample holds
+      every region gets sparser as the sample shrinks), ``neighbourhood`` (each sample holds
       the full-N exact neighbourhood of every tuning query, its ``h`` nearest base vectors, plus
       a uniform nested fill: the local density around the queries is the full collection's, so
       on clustered data the knob does not sit at its floor on small samples; see
-      :func:`neighbourhood_rows`).
+      :func:`neighbourhood_rows`) or ``cells`` (each sample is made of WHOLE k-means cells of
+      the base in one seeded order, nested: every region kept has the full density; a sample
+      judges only the tuning queries whose full-N k nearest all lie in its cells; see
+      :mod:`retrieval.tune.scale_cells`).
 
     The summary carries three knob(N) models per build, each with its transfer error:
     ``predicted`` (the fitted knob), ``predicted_surface`` (the miss-rate surface) and
@@ -126,7 +129,7 @@ class ScaleSpec(BaseModel):
     bootstrap: int = Field(200, ge=10, le=10_000)
     band: float = Field(0.9, gt=0.0, lt=1.0)
     check: Literal["all", "answer"] = "all"
-    sampling: Literal["uniform", "neighbourhood"] = "uniform"
+    sampling: Literal["uniform", "neighbourhood", "cells"] = "uniform"
 
     @field_validator("fractions", mode="before")
     @classmethod
@@ -286,18 +289,39 @@ def choose_fit(ns: Sequence[float], ys: Sequence[float]) -> tuple[Fit, dict[str,
 class Curve:
     """What a target search measured at one sample size: knob values probed (ascending), the
     per-query recall of the tuning queries at each (``(len(values), n_tuning)``) and the gap
-    between mean and lower bound at each (the bound's margin)."""
+    between mean and lower bound at each (the bound's margin). ``queries``: the positions, in
+    the study's tuning queries, of ``per_query``'s columns when the sample judges only some of
+    them (``sampling: cells``); None: all, in order."""
 
     n: int
     values: tuple[int, ...]
     per_query: np.ndarray
     margin: tuple[float, ...]
     high: int
+    queries: np.ndarray | None = None
+
+    def positions(self) -> np.ndarray:
+        """The tuning-query position of each column of ``per_query``."""
+        return (np.arange(self.per_query.shape[1]) if self.queries is None
+                else np.asarray(self.queries, dtype=np.int64))
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        """The columns of a draw ``idx`` of tuning-query positions (with repeats) that this
+        curve judged; every column when it judged none of them."""
+        if self.queries is None:
+            return np.asarray(idx)
+        pos = self.positions()
+        lookup = np.full(int(max(pos.max(initial=-1), np.max(idx, initial=-1))) + 1, -1)
+        lookup[pos] = np.arange(pos.size)
+        cols = lookup[np.asarray(idx)]
+        cols = cols[cols >= 0]
+        return cols if cols.size else np.arange(pos.size)
 
     def knob(self, target: float, idx: np.ndarray | None = None) -> int:
-        """The smallest probed value whose mean over ``idx`` (default all) minus its margin
-        meets ``target`` (``high`` when none does: censored at the top of the range)."""
-        pq = self.per_query if idx is None else self.per_query[:, idx]
+        """The smallest probed value whose mean over ``idx`` (tuning-query positions; default
+        all its columns) minus its margin meets ``target`` (``high`` when none does: censored
+        at the top of the range)."""
+        pq = self.per_query if idx is None else self.per_query[:, self.columns(idx)]
         means = pq.mean(axis=1)
         for v, mean, gap in zip(self.values, means, self.margin, strict=True):
             if mean - gap >= target - 1e-9:
@@ -315,7 +339,7 @@ def bootstrap_band(
     (the knob itself, or its fraction of the range)."""
     if not curves:
         return [(math.nan, math.nan) for _ in at]
-    nq = curves[0].per_query.shape[1]
+    nq = max(int(c.positions().max(initial=-1)) + 1 for c in curves)
     rng = np.random.default_rng(seed)
     preds = np.empty((resamples, len(at)))
     for r in range(resamples):

@@ -80,12 +80,16 @@ class DifficultyFit:
     points: int
     k: int
     variant: str = "size"
+    #: the tuning-query positions of ``effects`` when the samples judged only some queries
+    #: (``sampling: cells``: the prediction averages over the queries judged at some sample)
+    queries: np.ndarray | None = None
 
     def recall(self, n: float, x: float, feature: np.ndarray | None) -> float:
-        """Predicted mean recall over the tuning queries at ``n`` and modelled knob ``x``."""
+        """Predicted mean recall over the tuning queries at ``n`` and modelled knob ``x``
+        (``feature``: one value per tuning query, all of them)."""
         eta = self.a + self.alpha * math.log(n) - self.beta * math.log(x) + self.effects
         if feature is not None:
-            eta = eta + self.gamma * feature
+            eta = eta + self.gamma * (feature if self.queries is None else feature[self.queries])
         return float(1.0 - _sigmoid(eta).mean())
 
     def solve(self, n: float, target: float, feature: np.ndarray | None) -> float | None:
@@ -120,6 +124,7 @@ def _rows(curves: Sequence[Curve], scale_of: Callable[[int, float], float],
     shared, miss, query = [], [], []
     for j, c in enumerate(curves):
         nq = c.per_query.shape[1]
+        pos = c.positions()  # the tuning-query position of each column
         for v, pq in zip(c.values, c.per_query, strict=True):
             x = scale_of(c.n, float(v))
             if not x > 0:
@@ -128,7 +133,7 @@ def _rows(curves: Sequence[Curve], scale_of: Callable[[int, float], float],
                     np.full(nq, math.log(c.n)) if features is None else features[j]]
             shared.append(np.column_stack(cols))
             miss.append(np.clip(1.0 - np.asarray(pq, dtype=np.float64), 0.0, 1.0))
-            query.append(np.arange(nq))
+            query.append(pos)
     return np.vstack(shared), np.concatenate(miss), np.concatenate(query)
 
 
@@ -190,19 +195,23 @@ def fit_difficulty(curves: Sequence[Curve], target: float, k: int,
     that does not rise with the knob."""
     if len(curves) < 2 or len({c.n for c in curves}) < 2:
         return None
-    nq = curves[0].per_query.shape[1]
-    if any(c.per_query.shape[1] != nq for c in curves):
-        return None
+    if all(c.queries is None for c in curves):
+        nq = curves[0].per_query.shape[1]
+        if any(c.per_query.shape[1] != nq for c in curves):
+            return None
     design, miss, query = _rows(curves, scale_of, features)
     if np.ptp(design[:, 1]) == 0 or not miss.any() or bool((miss >= 1.0).all()):
         return None
-    b, u = _fit(design, miss, query, nq, k)
+    seen = np.unique(query)  # the tuning queries judged at some sample (cells: a subset)
+    b, u = _fit(design, miss, query, int(seen.max()) + 1, k)
     if not (np.all(np.isfinite(b)) and b[1] > 0):
         return None
     alpha, gamma = (0.0, float(b[2])) if features is not None else (float(b[2]), 0.0)
-    return DifficultyFit(float(b[0]), alpha, float(b[1]), gamma, u,
+    partial = any(c.queries is not None for c in curves)
+    return DifficultyFit(float(b[0]), alpha, float(b[1]), gamma, u[seen],
                          _margin(curves[-1], target), int(miss.size), k,
-                         "lid" if features is not None else "size")
+                         "lid" if features is not None else "size",
+                         seen if partial else None)
 
 
 def predict_difficulty(curves: Sequence[Curve], target: float, n: float, k: int,

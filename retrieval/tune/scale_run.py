@@ -34,6 +34,7 @@ from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
 from retrieval.runs import RunDir
 from retrieval.tune import scale as sc
+from retrieval.tune import scale_cells as cells
 from retrieval.tune import scale_trust as st
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
@@ -109,6 +110,10 @@ class Study:
         self.steps = 0
         #: scale.sampling neighbourhood: the width h and the core's rows
         self.neighbourhood: dict[str, int] | None = None
+        #: scale.sampling cells: C, the rule, per sample the cells and tuning queries judged
+        self.cells: dict[str, Any] | None = None
+        #: sample size -> positions (in the tuning queries) it judges (cells; others: all)
+        self.judged: dict[int, np.ndarray] = {}
         self.repeat_evaluations = 0  # probes of the repeated builds of the current sample
         #: exact k-NN distances of the tuning queries at each size (the difficulty model's LID)
         self.kdist: dict[int, np.ndarray] = {}
@@ -173,8 +178,13 @@ class Study:
         return p
 
     def measurer(self, ev: Evaluator) -> Measurer:
-        """The sweep's measurer over ``ev`` (a sample's or the full N's)."""
-        return Measurer(ev, self.split, self.spec.modes, self.target,
+        """The sweep's measurer over ``ev`` (a sample's or the full N's): on the tuning queries
+        the sample judges (``sampling: cells``; every one otherwise)."""
+        split = self.split
+        pos = self.judged.get(ev.ds.n_base)
+        if pos is not None and ev.ds.n_base != self.ds.n_base:
+            split = QuerySplit(self.split.tune[pos], self.split.heldout, self.split.seed)
+        return Measurer(ev, split, self.spec.modes, self.target,
                         self.spec.tune.confidence, self.spec.seed)
 
     def ground_truth(self, ds: VectorDataset) -> GroundTruth:
@@ -209,6 +219,8 @@ class Study:
         neighbourhoods plus a uniform fill (``scale.sampling: neighbourhood``)."""
         if self.scale.sampling == "uniform":
             return sc.nested_rows(self.ds.n_base, self.sizes, self.spec.seed)
+        if self.scale.sampling == "cells":
+            return self.cell_rows()
         width = min(max(sc.NEIGHBOURHOOD_H), self.ds.n_base)
         t0 = time.perf_counter()
         gt = sample_ground_truth(self.ds, width)  # the full N, cached by fingerprint
@@ -224,6 +236,24 @@ class Study:
                         "tuning queries do not fit in half the smallest sample (%d rows): the "
                         "samples are uniform", min(sc.NEIGHBOURHOOD_H), min(self.sizes))
         return rows
+
+    def cell_rows(self) -> list[np.ndarray]:
+        """``sampling: cells``: whole k-means cells per sample (the sizes become the samples'
+        own), each judging the tuning queries whose full-N k nearest lie in its cells (the
+        full-N ground truth: computed once, the check at the full N reuses it)."""
+        gt = self.ground_truth(self.ds)
+        t0 = time.perf_counter()
+        try:
+            plan = cells.plan_cells(self.ds, self.sizes, self.spec.seed, self.split.tune,
+                                    gt.ids[self.split.tune, :self.k], cells.QUERY_RULE)
+        except ValueError as exc:
+            raise ConfigError(f"{self.spec.source}: field 'scale.sampling': cells: {exc}; "
+                              f"give fewer or more distant sample sizes") from None
+        self.timing["samples_s"] += time.perf_counter() - t0
+        self.sizes = [int(r.size) for r in plan.rows]
+        self.judged = {int(r.size): q for r, q in zip(plan.rows, plan.queries, strict=True)}
+        self.cells = {**plan.summary, "kmeans_s": time.perf_counter() - t0}
+        return plan.rows
 
     def run_samples(self) -> None:
         rows = self.sample_rows()
@@ -272,7 +302,8 @@ class Study:
             values = sorted(cache)
             b.curves.append(sc.Curve(
                 n, tuple(values), np.stack([cache[v].per_query for v in values]),
-                tuple(cache[v].recall - cache[v].recall_lb for v in values), high))
+                tuple(cache[v].recall - cache[v].recall_lb for v in values), high,
+                self.judged.get(n)))
         b.samples.append(row)
 
     def repeat_builds(self, ev: Evaluator, b: sc.BuildStudy, build: dict[str, Any], low: int,
@@ -366,7 +397,7 @@ class Study:
             if f is None or feats is None:
                 feats = None
             else:
-                feats.append(f)
+                feats.append(f[c.positions()])
         at_n = self.lid(self.ds.n_base) if feats else None
         pred, fit, knobs = predict_difficulty(b.curves, self.target, self.ds.n_base, self.k,
                                               scale_of, knob_at, feats, at_n)
