@@ -30,6 +30,7 @@ are printed as ``build_cost_s`` (sum of each build's own seconds), ``build_wall_
 ``build_cpu_s``.
 
 Usage: python benchmarks/build_tuning.py [--qqp] [--n 100000] [--m 8,16,32] [--efc 64,200]
+       [--skip-full] [--skip-raw] [--compare M=8,ef_construction=200,ef_search=33]
        [--threads 2] [--concurrent auto] [--query-subset 1.0] [--screen 0.1] [--ivf 256,1024]
 """
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import tempfile
 import time
@@ -177,6 +179,10 @@ def main() -> None:
     ap.add_argument("--efc", default="32,64,128,200,400")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-full", action="store_true", help="skip (a), the costliest side")
+    ap.add_argument("--skip-raw", action="store_true", help="skip (c), raw Faiss code")
+    ap.add_argument("--compare", default="",
+                    help="with --skip-full: re-time (b)'s answer side by side against this "
+                    "answer of an earlier (a), e.g. M=8,ef_construction=200,ef_search=33")
     ap.add_argument("--concurrent", default="auto",
                     help="tune.concurrent_builds of (b): 1, N or auto (default)")
     ap.add_argument("--query-subset", type=float, default=1.0,
@@ -212,7 +218,8 @@ def main() -> None:
     print(f"pruning kernel compiled or loaded from numba's cache in {jit_warm_up():.1f} s "
           "(once per process, before (b) starts; a first run on a machine compiles)")
     derived, derived_wall = run_rwb(ds, "derived", ms, efcs, a.threads, out)
-    raw, raw_wall, raw_build = run_raw(ds, ms, efcs, a.threads)
+    raw, raw_wall, raw_build = (None, math.nan, math.nan) if a.skip_raw else run_raw(
+        ds, ms, efcs, a.threads)
     rows = [("derived (b)", derived, derived_wall)]
     if not a.skip_full:
         full, full_wall = run_rwb(ds, "full", ms, efcs, a.threads, out)
@@ -223,8 +230,9 @@ def main() -> None:
         print(f"{name:<14}{s['builds_full']:>12}{s['builds_derived']:>9}"
               f"{s['build_cost_s']:>10.1f}{wall:>9.1f}  {ans.get('build')} {ans.get('search')} "
               f"p95 {ans.get('p95_ms')}")
-    print(f"{'raw (c)':<14}{len(ms) * len(efcs):>12}{0:>9}{raw_build:>10.1f}{raw_wall:>9.1f}  "
-          f"{raw}")
+    if not a.skip_raw:
+        print(f"{'raw (c)':<14}{len(ms) * len(efcs):>12}{0:>9}{raw_build:>10.1f}"
+              f"{raw_wall:>9.1f}  {raw}")
     for name, s, wall in rows:
         w = s.get("this_worker") or {}
         parts = ", ".join(f"{k} {v:.1f}" for k, v in w.items()
@@ -273,7 +281,18 @@ def main() -> None:
                   f"alone, the two alternating, {RETIME_ROUNDS} rounds): p95 full answer "
                   f"{side[0]:.4f} ms, derived answer {side[1]:.4f} ms: "
                   f"{side[1] / side[0]:.2f} (goal <= 1.05)")
-    print(f"end to end raw / derived: {raw_wall / max(derived_wall, 1e-9):.2f}x (goal >= 3x)")
+    if a.skip_full and a.compare and dans.get("build"):
+        given = {k: int(v) for k, v in (kv.split("=") for kv in a.compare.split(","))}
+        other = ({"M": given["M"], "ef_construction": given["ef_construction"]},
+                 {"ef_search": given["ef_search"]})
+        side = retime(ds, [other, (dans["build"], dans["search"])], a.threads)
+        print(f"re-timed side by side against the given answer {a.compare} (both built again "
+              f"with Faiss, every query alone, alternating, {RETIME_ROUNDS} rounds): p95 given "
+              f"{side[0]:.4f} ms, derived answer {side[1]:.4f} ms: {side[1] / side[0]:.2f} "
+              "(goal <= 1.05)")
+    if not a.skip_raw:
+        print(f"end to end raw / derived: {raw_wall / max(derived_wall, 1e-9):.2f}x "
+              "(goal >= 3x)")
     print(f"load average after: {os.getloadavg()}")
 
 
