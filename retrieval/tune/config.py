@@ -84,7 +84,8 @@ class TuneSpec(_Model):
       group of builds differing only in a derivable param, Faiss HNSW's ``M`` or Faiss IVF's
       ``nlist``: the largest is built and the others are derived from it, by pruning the graph
       or by merging the centroids; see :mod:`retrieval.tune.derived`; the
-      answer's build is then built for real and its shortcut error measured).
+      answer's build is then built for real, its shortcut error measured and the grid
+      re-ranked at the real build's cost, at most 3 such checks).
     - ``dominated_builds``: with ``build_search: derived`` and the target strategy, ``skip``
       (the default) does not build a build whose dominant param (HNSW's ``ef_construction``)
       is below the largest of its group, the rest of its build being equal (a larger
