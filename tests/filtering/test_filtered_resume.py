@@ -17,6 +17,8 @@ import optuna
 import pytest
 import yaml
 
+from retrieval.tune.trials import NOTE, RECORDED
+
 pytestmark = pytest.mark.slow  # cost tier: docs/development.md
 
 LAUNCH = "import sys, retrieval.testing.fake; from retrieval.cli import main; sys.exit(main())"
@@ -93,9 +95,16 @@ def test_a_killed_filtered_sweep_resumes_to_the_same_choices(tmp_path: Path) -> 
     for n, (params, attrs) in kept.items():  # the finished probes are kept, not measured again
         assert after[n].state == optuna.trial.TrialState.COMPLETE
         assert (after[n].params, after[n].user_attrs) == (params, attrs)
-    for n, t in before.items():  # the trial in flight when killed is failed, not lost silently
-        if t.state == optuna.trial.TrialState.RUNNING:
+    for n, t in before.items():  # the trial in flight when killed is closed, not lost silently:
+        if t.state != optuna.trial.TrialState.RUNNING:  # FAIL, or COMPLETE from its own record
+            continue                                     # when the kill landed after recording
+        if RECORDED in t.system_attrs:  # its point was written in full before the kill
+            assert after[n].state == optuna.trial.TrialState.COMPLETE
+            assert after[n].values == [float(t.system_attrs[RECORDED])]
+            assert "completed with its own measurement" in after[n].user_attrs[NOTE]
+        else:
             assert after[n].state == optuna.trial.TrialState.FAIL
+            assert "died" in after[n].user_attrs[NOTE]
     assert complete(list(after.values())) == complete(trials(whole))
     got, want = json.loads(stdout), json.loads(ref_out)
     assert got["workload"] == want["workload"] == "filtered"
