@@ -160,14 +160,14 @@ def side_by_side(ds: VectorDataset, studies: dict[str, dict[str, Any]],
             errs = [b.get(key) for b in s["builds"] if b.get(key) is not None]
             tally.append(f"{key} {sum(abs(e) <= 0.15 for e in errs)}/{len(errs)}")
         print(f"{'':<13} within 15%: {', '.join(tally)}")
-        cells = s["scale"].get("cells")
-        if cells:
-            rule = cells["query_rule"]
+        plan = s["scale"].get("cells")  # (not the module ``cells``)
+        if plan:
+            rule = plan["query_rule"]
             per = "; ".join(f"N {c['n']:,}: {c['cells']} cells, {c['tuning_queries']} queries"
                             + ("" if c["query_rule"] == rule else f" (rule {c['query_rule']})")
-                            for c in cells["samples"])
-            print(f"{'':<13} cells: C = {cells['count']} ({cells['rule']}); query rule "
-                  f"{cells['query_rule']} (of {cells['tuning_queries']} tuning queries): {per}")
+                            for c in plan["samples"])
+            print(f"{'':<13} cells: C = {plan['count']} ({plan['rule']}); query rule "
+                  f"{plan['query_rule']} (of {plan['tuning_queries']} tuning queries): {per}")
 
 
 def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary: dict[str, Any],
