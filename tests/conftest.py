@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -441,6 +443,10 @@ def pytest_configure(config: pytest.Config) -> None:
 #: busy machine or beside a waiting worker; CPU-seconds say what a test costs (docs/development.md)
 _CPU_S: dict[str, float] = {}
 _CPU_START: dict[str, float] = {}
+#: per test: (worker, wall start, wall stop in epoch seconds), setup to teardown: where the
+#: workers waited (wall - CPU) and when each was idle; written to .test-cache/timeline.json
+_SPAN: dict[str, tuple[str, float, float]] = {}
+_WALL_START: dict[str, float] = {}
 
 
 def _cpu_now() -> float:
@@ -467,17 +473,41 @@ def cpu_report(cpu_s: dict[str, float], top: int = 25) -> list[str]:
             *(f"{sec:8.1f} CPU-s  {name}" for name, sec in ranked)]
 
 
+def wait_report(spans: dict[str, tuple[str, float, float]], cpu_s: dict[str, float],
+                top: int = 15) -> list[str]:
+    """Lines of the wait report: per worker its first start, last stop, the wall its tests
+    spanned and their CPU-seconds; then the ``top`` tests by wall - CPU seconds (a test waiting
+    on a server, a lock, a sleep or a subprocess it did not wait for)."""
+    lines = []
+    t0 = min(a for _, a, _ in spans.values())
+    for worker in sorted({w for w, _, _ in spans.values()}):
+        mine = {k: v for k, v in spans.items() if v[0] == worker}
+        busy = sum(b - a for _, a, b in mine.values())
+        first = min(a for _, a, _ in mine.values()) - t0
+        last = max(b for _, _, b in mine.values()) - t0
+        lines.append(f"{worker}: {len(mine)} tests, from +{first:.0f} s to +{last:.0f} s, in tests "
+                     f"{busy:.0f} s "
+                     f"wall, {sum(cpu_s.get(k, 0.0) for k in mine):.0f} CPU-s")
+    waits = sorted(((b - a - cpu_s.get(k, 0.0), k) for k, (_, a, b) in spans.items()),
+                   reverse=True)[:top]
+    lines.append("the largest waits:")
+    lines += [f"{w:8.1f} s  {k}" for w, k in waits]
+    return lines
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     if _WARM_NUMBA[0]:
         _copy_warm_numba()
     _CURRENT.append(item)
     _CPU_START[item.nodeid] = _cpu_now()
+    _WALL_START[item.nodeid] = time.time()
     try:
         yield
     finally:
         _CURRENT.pop()
         _CPU_START.pop(item.nodeid, None)
+        _WALL_START.pop(item.nodeid, None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -486,6 +516,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     start = _CPU_START.get(item.nodeid)
     if call.when == "teardown" and start is not None:
         item.user_properties.append(("cpu_s", round(_cpu_now() - start, 3)))
+        began = _WALL_START.get(item.nodeid, time.time())
+        item.user_properties.append(
+            ("span", (os.environ.get("PYTEST_XDIST_WORKER", "main"), began, time.time())))
     yield
 
 
@@ -496,6 +529,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _UNMARKED_MODEL_USE.setdefault(report.nodeid, str(what))
         elif name == "cpu_s" and report.when == "teardown":
             _CPU_S[report.nodeid] = float(what)
+        elif name == "span" and report.when == "teardown":
+            worker, began, ended = what
+            _SPAN[report.nodeid] = (str(worker), float(began), float(ended))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -507,3 +543,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", "CPU-seconds (user + sys, with waited-for subprocesses)")
         for line in cpu_report(_CPU_S):
             terminalreporter.write_line(line)
+    if _SPAN:
+        terminalreporter.write_sep("=", "wall vs CPU per worker (waits: wall - CPU of a test)")
+        for line in wait_report(_SPAN, _CPU_S):
+            terminalreporter.write_line(line)
+        timeline = Path(str(terminalreporter.config.rootpath)) / ".test-cache" / "timeline.json"
+        try:
+            timeline.parent.mkdir(exist_ok=True)
+            timeline.write_text(json.dumps(
+                {k: [w, a, b, _CPU_S.get(k)] for k, (w, a, b) in sorted(_SPAN.items())}))
+        except OSError:
+            pass
