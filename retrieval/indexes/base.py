@@ -248,6 +248,40 @@ class SupportsSharedTraining(Protocol):
     def share_training(self, store: Any) -> None: ...
 
 
+class CoarsePartition(Protocol):
+    """A trained coarse partition (an IVF index's quantizer): ``nlist`` lists; ``assign(x)``:
+    the list of each row of ``x`` (int64, ``(n,)``); ``rank(q)``: each query's lists, nearest
+    first (int64, ``(nq, nlist)``: the order an IVF search probes them). Rows and queries are
+    given as the caller holds them (the backend prepares them for its metric)."""
+
+    nlist: int
+    #: rows the quantizer was trained on (after the backend's own subsampling)
+    train_rows: int
+
+    def assign(self, x: np.ndarray) -> np.ndarray: ...
+
+    def rank(self, queries: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class SupportsCoarsePartition(Protocol):
+    """An IVF backend whose recall at ``nprobe`` p is FIXED by its coarse partition when its
+    lists hold exact vectors (a true neighbour is returned iff its list is among the p lists
+    nearest the query): ``partition_codes()`` names the encodings where that holds;
+    ``partition_gap(knob)`` is None when this build and knob are covered, else one line
+    saying why not; ``coarse_partition(train)`` trains the quantizer of this (unbuilt) index
+    on ``train`` exactly as its build would (the same params, seed, metric handling and
+    training subsample), without filling the lists (the scale study's partition model,
+    :mod:`retrieval.tune.scale_partition`)."""
+
+    @classmethod
+    def partition_codes(cls) -> tuple[str, ...]: ...
+
+    def partition_gap(self, knob: str) -> str | None: ...
+
+    def coarse_partition(self, train: np.ndarray) -> CoarsePartition: ...
+
+
 @runtime_checkable
 class SupportsHotSearch(Protocol):
     """A timed single-query path with nothing but the library call inside the timer.

@@ -30,20 +30,22 @@ from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth.exact import GroundTruth, ground_truth
 from retrieval.ids import CallerIds
+from retrieval.indexes.base import SupportsBuildThreads, SupportsCoarsePartition, available_cpus
 from retrieval.indexes.entry import CheckedEntry
 from retrieval.phases import report
 from retrieval.runs import RunDir
 from retrieval.tune import scale as sc
 from retrieval.tune import scale_cells as cells
+from retrieval.tune import scale_partition as sp
 from retrieval.tune import scale_trust as st
 from retrieval.tune import target as tgt
 from retrieval.tune.config import measures_resident
-from retrieval.tune.decide import QuerySplit
+from retrieval.tune.decide import QuerySplit, lower_bound
 from retrieval.tune.measure import EPS, Measurer, attach_memory_report
 from retrieval.tune.results import PointResult
 from retrieval.tune.runner import dataset_info
 from retrieval.tune.scale_difficulty import lid_feature, predict_difficulty
-from retrieval.tune.scale_summary import MODELS, RULE_NOTE, scale_summary
+from retrieval.tune.scale_summary import RULE_NOTE, scale_summary, used_model
 from retrieval.tune.scale_surface import predict_surface
 from retrieval.tune.spec import SweepSpec, checked_entries, resolved
 from retrieval.tune.summary import SweepSummary
@@ -105,7 +107,7 @@ class Study:
         self.split = _split(spec, ds)
         self.builds = self._plan()
         self.timing = {"samples_s": 0.0, "full_s": 0.0, "groundtruth_s": 0.0,
-                       "full_groundtruth_s": 0.0}
+                       "full_groundtruth_s": 0.0, "partition_s": 0.0}
         self.answer: int | None = None
         self.steps = 0
         #: scale.sampling neighbourhood: the width h and the core's rows
@@ -357,6 +359,7 @@ class Study:
                                                 lambda y: knob_at(y, highs[0]))
         difficulty_pred, difficulty = self.difficulty(b, scale_of,
                                                       lambda y: knob_at(y, highs[0]))
+        partition_pred, partition = self.partition(b)
         spread = max((st.repeat_spread(r["knob_repeats"]) for r in ok if r.get("knob_repeats")),
                      default=0.0)
         bands = [st.widen([knob_at(lo, lh), knob_at(hi, lh)], spread, *lh)
@@ -379,6 +382,8 @@ class Study:
             "surface_fit": None if surface is None else surface.to_dict(),
             "predicted_difficulty": difficulty_pred,
             "difficulty_fit": difficulty,
+            "predicted_partition": partition_pred,
+            "partition_fit": partition,
             "band": bands[0],
             "predicted_at": [{"multiple": m, "n": round(m * full), "knob": p, "band": bd,
                               "ceiling": trend.predict(m * full)}
@@ -402,6 +407,44 @@ class Study:
         pred, fit, knobs = predict_difficulty(b.curves, self.target, self.ds.n_base, self.k,
                                               scale_of, knob_at, feats, at_n)
         return pred, None if fit is None else {**fit.to_dict(), "variants": knobs}
+
+    def partition(self, b: sc.BuildStudy) -> tuple[int | None, dict[str, Any] | None]:
+        """The partition model's knob at the full N and its fit record
+        (:mod:`retrieval.tune.scale_partition`); (None, None) for a backend it does not
+        apply to (not an IVF), (None, record with the reason) for an IVF build it does not
+        cover (codes other than exact vectors, another knob, too few training rows)."""
+        checked = self._entry(b)
+        cls = checked.cls
+        if not (isinstance(cls, type) and issubclass(cls, SupportsCoarsePartition)):
+            return None, None
+        n = self.ds.n_base
+        build, _, _ = self.bounds(b, n)
+        index = cls(self.ds.dim, self.ds.metric, checked.build(build), seed=self.spec.seed,
+                    threads=self.spec.threads)
+        if isinstance(index, SupportsBuildThreads):
+            index.set_build_threads(self.spec.index_build.threads or available_cpus())
+        codes = cls.partition_codes()
+        gap = index.partition_gap(b.knob)
+        if gap is not None:
+            return None, sp.not_covered(codes, gap)
+        size = min(int(self.sizes[-1]), n)
+        rows = sc.nested_rows(n, [size], self.spec.seed)[0]
+        training = (f"the study's largest sample ({size:,} rows)"
+                    if self.scale.sampling == "uniform" else
+                    f"a seeded uniform sample of the base as large as the largest sample "
+                    f"({size:,} rows; the {self.scale.sampling} samples do not cover the base)")
+        gt = self.ground_truth(self.ds)  # the full N's, which the check computes anyway
+        t0 = time.perf_counter()
+        conf, seed = self.spec.tune.confidence, self.spec.seed
+        try:
+            knob, fit = sp.predict_partition(
+                index, take_rows(self.ds.base, rows), training, self.ds.base,
+                self.ds.queries[self.split.tune], gt.ids[self.split.tune, :self.k], self.k,
+                self.target, lambda pq: lower_bound(pq, self.k, conf, seed), EPS)
+        except ConfigError as exc:  # too few training rows for nlist at the full N
+            return None, sp.not_covered(codes, str(exc))
+        self.timing["partition_s"] += time.perf_counter() - t0
+        return knob, fit.to_dict()
 
     # --- the full N --------------------------------------------------------------------------
     def run_full(self, fits: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -446,8 +489,8 @@ class Study:
             ev.release(built)
             return {**res, "exact": None, "evaluations": 1}
         pred = int(fitted["predicted"])
-        start = fitted.get(MODELS["start"])  # the model the study uses (scale.models.start)
-        if start is None:  # the difficulty model pinned nothing: the fitted knob
+        start = fitted.get(used_model(fitted))  # the model the study uses for this build
+        if start is None:  # no model pinned anything: the fitted knob
             start = pred
         found = sc.local_search(
             low, high, int(start),
@@ -467,8 +510,9 @@ class Study:
 
         res["predicted_recall"] = held(pred)
         res["sample_knob_recall"] = held(int(fitted["sample_knob"]))
-        if fitted.get("predicted_difficulty") is not None:
-            res["predicted_difficulty_recall"] = held(int(fitted["predicted_difficulty"]))
+        for key in ("predicted_difficulty", "predicted_partition"):
+            if fitted.get(key) is not None:
+                res[f"{key}_recall"] = held(int(fitted[key]))
         chosen: PointResult | None = None
         if exact is not None:
             chosen = m.full(built, config(build, {**b.fixed, b.knob: exact}))

@@ -1,5 +1,5 @@
 """The summary of a scale study (``workload: scale``): one ``builds`` entry per build config
-(the three knob(N) models' predictions and transfer errors, the check at the full N), the
+(the four knob(N) models' predictions and transfer errors, the check at the full N), the
 answer and its cost (s), the ``scale`` block."""
 
 from __future__ import annotations
@@ -25,9 +25,22 @@ MODELS: dict[str, Any] = {
          "transfer_error": "transfer_error_surface", "fit": "surface_fit"},
         {"model": "per-query difficulty", "predicted": "predicted_difficulty",
          "transfer_error": "transfer_error_difficulty", "fit": "difficulty_fit"},
+        {"model": "coarse partition", "predicted": "predicted_partition",
+         "transfer_error": "transfer_error_partition", "fit": "partition_fit"},
     ],
     "start": "predicted_difficulty",
+    #: a build the partition model covers (IVF with exact vectors in its lists) starts from it
+    "start_covered": "predicted_partition",
 }
+
+
+def used_model(fitted: dict[str, Any]) -> str:
+    """The key of the model the study uses for one build (the local search at the full N
+    starts from its knob; each entry's ``model_used``): the partition model where it
+    predicted a knob, else ``scale.models.start``."""
+    if fitted.get(MODELS["start_covered"]) is not None:
+        return str(MODELS["start_covered"])
+    return str(MODELS["start"])
 
 #: the scale study (:class:`retrieval.tune.scale_run.Study`; not imported: no import cycle)
 Study = Any
@@ -37,8 +50,9 @@ RULE_NOTE = (
     "predicts the largest sample from the smaller ones; band: bootstrap over the tuning "
     "queries; transfer_error = (predicted - exact) / exact at the full N (transfer_error_surface: "
     "the same for predicted_surface, the miss-rate surface model; transfer_error_difficulty: for "
-    "predicted_difficulty, the per-query difficulty model); ceiling: recall lower "
-    "bound at the top of the knob range"
+    "predicted_difficulty, the per-query difficulty model; transfer_error_partition: for "
+    "predicted_partition, the coarse-partition model of IVF builds with exact vectors in their "
+    "lists); ceiling: recall lower bound at the top of the knob range"
 )
 
 
@@ -77,6 +91,10 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "predicted_difficulty": fitted.get("predicted_difficulty"),
         "transfer_error_difficulty": sc.transfer_error(fitted.get("predicted_difficulty"), exact),
         "difficulty_fit": fitted.get("difficulty_fit"),
+        "predicted_partition": fitted.get("predicted_partition"),
+        "transfer_error_partition": sc.transfer_error(fitted.get("predicted_partition"), exact),
+        "partition_fit": fitted.get("partition_fit"),
+        "model_used": used_model(fitted) if fitted else None,
         "ceiling": ceiling,
         "ceiling_measured": "ceiling" in full or stop_row is not None,
         "ceiling_n": ceiling_n,
@@ -87,6 +105,7 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "sample_knob": fitted.get("sample_knob"),
         "sample_knob_recall": full.get("sample_knob_recall"),
         "predicted_difficulty_recall": full.get("predicted_difficulty_recall"),
+        "predicted_partition_recall": full.get("predicted_partition_recall"),
         "build_at_full": full.get("build_at_full"),
         "range_at_full": full.get("range"),
         "full_evaluations": full.get("evaluations"),
@@ -117,7 +136,7 @@ def _answer(study: Study, builds: list[dict[str, Any]]) -> dict[str, Any] | None
         "build": i, "label": b["label"], "backend": b["backend"], "params": b["build"],
         "chosen_by": "highest batch QPS at the cheapest knob on the largest sample",
         "checked_at_full": checked,
-        "cost_s": t["samples_s"] + t["full_groundtruth_s"]
+        "cost_s": t["samples_s"] + t["full_groundtruth_s"] + t.get("partition_s", 0.0)
         + (b["full_build_s"] or 0.0) + (b["full_search_s"] or 0.0) if checked else None,
     }
 

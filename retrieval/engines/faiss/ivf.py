@@ -105,6 +105,8 @@ class IvfSearch(Params):
 
 #: Faiss factory code of each encoding (pq: ``PQ{m}x{nbits}np``)
 ENCODING_CODES = {"flat": "Flat", "sq8": "SQ8", "sq4": "SQ4", "rabitq": "RaBitQ"}
+#: codes whose lists hold exact vectors: recall at nprobe is fixed by the coarse partition
+PARTITION_CODES = ("Flat",)
 
 
 def code_bytes(build: IvfBuild, dim: int) -> float:
@@ -264,19 +266,61 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
             "train_rows": "all" if rows is None else int(rows.shape[0]),
         }
 
-    def _build(self, x: np.ndarray) -> dict[str, Any]:
+    def _new_index(self) -> tuple[Any, Any]:
+        """The untrained Faiss index of the build params and its ``IndexIVF`` (k-means seeded
+        with ``seed``; Faiss's points-per-centroid advice logged by rwb, not on stderr)."""
         faiss = fc.faiss_module()
         p = self.build_params
         assert isinstance(p, IvfBuild)
-        rows = self._train_rows(x.shape[0])
-        factory = self.factory_string(p)
-        index = faiss.index_factory(self.dim, factory, fc.faiss_metric(self.metric))
+        index = faiss.index_factory(self.dim, self.factory_string(p), fc.faiss_metric(self.metric))
         ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
         ivf.cp.seed = self.seed
         ivf.cp.min_points_per_centroid = 1  # we log the advice instead of faiss's stderr
         if p.encoding == "pq":
             ivf.pq.cp.seed = self.seed
             ivf.pq.cp.min_points_per_centroid = 1
+        return index, ivf
+
+    @classmethod
+    def partition_codes(cls) -> tuple[str, ...]:
+        """The Faiss codes whose lists hold exact vectors (the partition model covers them)."""
+        return PARTITION_CODES
+
+    def partition_gap(self, knob: str) -> str | None:
+        """None when recall at ``nprobe`` is fixed by the coarse partition (encoding ``flat``:
+        exact distances inside the probed lists; refine changes nothing then); else why not."""
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        if knob != "nprobe":
+            return f"the knob is {knob}, not nprobe"
+        code = ENCODING_CODES.get(p.encoding) or f"PQ{p.pq_m}x{p.pq_nbits}"
+        if code not in PARTITION_CODES:
+            return (f"encoding {p.encoding} ({code}) stores approximate codes: recall at a "
+                    f"given nprobe also depends on the code's distance error (covered: "
+                    f"{', '.join(PARTITION_CODES)})")
+        return None
+
+    def coarse_partition(self, train: np.ndarray) -> Any:
+        """The coarse quantizer trained on ``train`` as :meth:`_build` trains it (the same
+        training subsample rule, seed and metric handling), lists left empty
+        (:class:`~retrieval.engines.faiss.partition.FaissPartition`)."""
+        from retrieval.engines.faiss.partition import FaissPartition
+
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        rows = self._train_rows(int(train.shape[0]))
+        index, ivf = self._new_index()
+        xt = fc.train_rows(train, rows, self.metric)
+        with fc.omp_threads(self.build_threads, after=self.threads):
+            ivf.train(xt)  # the quantizer (and codes)
+        return FaissPartition(ivf.quantizer, p.nlist, self.metric, index, int(xt.shape[0]))
+
+    def _build(self, x: np.ndarray) -> dict[str, Any]:
+        p = self.build_params
+        assert isinstance(p, IvfBuild)
+        rows = self._train_rows(x.shape[0])
+        factory = self.factory_string(p)
+        index, ivf = self._new_index()
         xt = fc.train_rows(x, rows, self.metric)
         qkey = self._quantizer_key(rows, x.shape[0]) if self._trained is not None else None
         shared = self._trained.get(qkey) if qkey is not None else None
@@ -324,15 +368,9 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
                               f"its base vectors")
         if self._built:
             self._release()
-        faiss = fc.faiss_module()
         t0 = time.perf_counter()
         rows = self._train_rows(int(base.shape[0]))
-        index = faiss.index_factory(self.dim, self.factory_string(p), fc.faiss_metric(self.metric))
-        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
-        ivf.cp.seed = self.seed
-        if p.encoding == "pq":
-            ivf.pq.cp.seed = self.seed
-            ivf.pq.cp.min_points_per_centroid = 1
+        index, ivf = self._new_index()
         with fc.omp_threads(self.build_threads, after=self.threads):
             merge_s = derive_ivf(source._ivf, index, ivf, p.nlist, self.metric, self.seed)
             index.train(fc.train_rows(base, rows, self.metric))  # the encoding only
