@@ -20,12 +20,19 @@ cost of the answer (all sample builds + the answer build's one build at full N:
 every build checked at full N (what gives every build's transfer error), with the load average.
 
 ``--sampling uniform,cells`` runs the study once per ``scale.sampling`` on the same data (the
-full-N sweep once) and prints, after each study's own table, ONE table of the three models'
+full-N sweep once) and prints, after each study's own table, ONE table of the four models'
 transfer errors per sampling side by side (and, for ``cells``, the cells and tuning queries each
 sample judged).
 
+``predicted_partition`` / ``transfer_error_partition``: the coarse-partition model of the IVF
+build (its column in both tables; the line under the build gives its seconds beside the
+full-N build's). ``--builds faiss-ivf`` studies that build alone; ``--partition-train
+"largest sample"`` trains the model's quantizer on the largest sample instead of the build's
+own training rows.
+
 Usage: python benchmarks/scale_transfer.py [--n 1000000] [--queries 1000] [--qqp] [--threads T]
-       [--sampling uniform,cells]
+       [--sampling uniform,cells] [--builds hnswlib-16,hnswlib-8,faiss-hnsw,faiss-ivf]
+       [--partition-train build | "largest sample"]
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import numpy as np
 
 from retrieval.data import VectorDataset
 from retrieval.tune import scale_cells as cells
+from retrieval.tune import scale_partition as sp
 from retrieval.tune.scale import rule_value
 from retrieval.tune.spec import parse_spec
 from retrieval.tune.sweep import run_sweep
@@ -65,10 +73,15 @@ def clustered(n: int, nq: int, d: int = 96, seed: int = 0, centres: int = 1000,
     return VectorDataset.from_arrays(base, q, "l2", name=f"blobs-{n}x{d}-{centres}c")
 
 
-def entries(n: int | None) -> list[dict[str, Any]]:
-    """The four build configs (``n``: the full N for the IVF rule in the full-N sweep)."""
+#: the build labels ``--builds`` picks from (default: all four)
+BUILDS = ("hnswlib-16", "hnswlib-8", "faiss-hnsw", "faiss-ivf")
+
+
+def entries(n: int | None, builds: tuple[str, ...] = BUILDS) -> list[dict[str, Any]]:
+    """The build configs named by ``builds`` among :data:`BUILDS` (``n``: the full N for the
+    IVF rule in the full-N sweep)."""
     nlist = rule_value(IVF_RULE, n) if n else 64
-    return [
+    every = [
         {"backend": "hnswlib", "label": "hnswlib-16", "build": {"M": 16, "ef_construction": 100},
          "search": {"ef_search": 10}},
         {"backend": "hnswlib", "label": "hnswlib-8", "build": {"M": 8, "ef_construction": 50},
@@ -77,14 +90,16 @@ def entries(n: int | None) -> list[dict[str, Any]]:
          "search": {"ef_search": 10}},
         {"backend": "faiss-ivf", "build": {"nlist": nlist}, "search": {"nprobe": 1}},
     ]
+    return [e for e, label in zip(every, BUILDS, strict=True) if label in builds]
 
 
-def spec(name: str, n: int | None, threads: int, scale: dict[str, Any] | None) -> Any:
+def spec(name: str, n: int | None, threads: int, scale: dict[str, Any] | None,
+         builds: tuple[str, ...] = BUILDS) -> Any:
     doc: dict[str, Any] = {
         "name": name, "dataset": "synthetic-small", "k": 10, "target_recall": TARGET,
         "threads": threads, "warmup": 0, "batch_repeats": 1, "modes": ["batch"],
         "index_build": {"threads": threads, "cache": False},
-        "indexes": entries(n), "tune": {"strategy": "target", "objective": "qps"},
+        "indexes": entries(n, builds), "tune": {"strategy": "target", "objective": "qps"},
     }
     if scale is not None:
         doc["scale"] = scale
@@ -114,14 +129,14 @@ def _ref_knob(by_label: dict[str, Any], b: dict[str, Any]) -> int | None:
 
 
 def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path,
-            samplings: list[str]) -> None:
+            samplings: list[str], builds: tuple[str, ...] = BUILDS) -> None:
     """Each sampling's study on ``ds`` against ONE full-N target sweep, then the side-by-side
     table of the three models' transfer errors per sampling."""
     studies: dict[str, dict[str, Any]] = {}
     for sampling in samplings:
         t0 = time.perf_counter()
         study = run_sweep(spec(f"scale-{sampling}", None, threads,
-                               {**scale, "sampling": sampling}),
+                               {**scale, "sampling": sampling}, builds),
                           out / f"scale-{sampling}", dataset=ds)
         studies[sampling] = {"summary": study.summary, "s": time.perf_counter() - t0}
         print(f"[{sampling} study: {studies[sampling]['s']:.1f} s; its errors so far (no "
@@ -129,7 +144,7 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path,
         side_by_side(ds, {sampling: studies[sampling]}, {"backends": {}})
         print(flush=True)
     t0 = time.perf_counter()
-    full = run_sweep(spec("full", ds.n_base, threads, None), out / "full", dataset=ds)
+    full = run_sweep(spec("full", ds.n_base, threads, None, builds), out / "full", dataset=ds)
     full_s = time.perf_counter() - t0
     for sampling, got in studies.items():
         print(f"\n--- scale.sampling: {sampling} ---")
@@ -139,24 +154,27 @@ def compare(ds: VectorDataset, scale: dict[str, Any], threads: int, out: Path,
 
 def side_by_side(ds: VectorDataset, studies: dict[str, dict[str, Any]],
                  full: dict[str, Any]) -> None:
-    """One table: per build, the knobs at the samples and the three models' transfer errors
+    """One table: per build, the knobs at the samples and the four models' transfer errors
     under each sampling (the exact knob is each study's own full-N build's)."""
     by_label = dict(full["backends"])
     print(f"\n{ds.name}: transfer error per sampling (goal: within 15% on at least 3 of 4 "
           f"builds)")
     print(f"{'sampling':<13} {'build':<12} {'knob at samples':<22} {'exact':>6} {'ref':>5} "
-          f"{'fitted':>16} {'surface':>16} {'difficulty':>16}")
+          f"{'fitted':>16} {'surface':>16} {'difficulty':>16} {'partition':>16}")
     for sampling, got in studies.items():
         s = got["summary"]
         for b in s["builds"]:
             knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
             cols = [f"{b.get(key)!s} ({pct(b.get(err))})" for key, err in (
                 ("predicted", "transfer_error"), ("predicted_surface", "transfer_error_surface"),
-                ("predicted_difficulty", "transfer_error_difficulty"))]
+                ("predicted_difficulty", "transfer_error_difficulty"),
+                ("predicted_partition", "transfer_error_partition"))]
             print(f"{sampling:<13} {b['label']:<12.12} {knobs:<22.22} {b['exact']!s:>6} "
-                  f"{_ref_knob(by_label, b)!s:>5} {cols[0]:>16} {cols[1]:>16} {cols[2]:>16}")
+                  f"{_ref_knob(by_label, b)!s:>5} {cols[0]:>16} {cols[1]:>16} {cols[2]:>16} "
+                  f"{cols[3]:>16}")
         tally = []
-        for key in ("transfer_error", "transfer_error_surface", "transfer_error_difficulty"):
+        for key in ("transfer_error", "transfer_error_surface", "transfer_error_difficulty",
+                    "transfer_error_partition"):
             errs = [b.get(key) for b in s["builds"] if b.get(key) is not None]
             tally.append(f"{key} {sum(abs(e) <= 0.15 for e in errs)}/{len(errs)}")
         print(f"{'':<13} within 15%: {', '.join(tally)}")
@@ -176,8 +194,8 @@ def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary
     print(f"\n{ds.name}: N = {ds.n_base:,}, samples {s['scale']['sizes']}, target {TARGET}")
     print(f"{'build':<28} {'knob at samples':<26} {'model':<6} {'pred':>6} {'exact':>6} "
           f"{'full sweep':>10} {'transfer':>9} {'surface':>7} {'transfer':>9} "
-          f"{'difficulty':>10} {'transfer':>9} {'its lb':>7} {'noise':>6} {'held-out lb':>11} "
-          f"{'ceiling':>8}")
+          f"{'difficulty':>10} {'transfer':>9} {'its lb':>7} {'partition':>9} {'transfer':>9} "
+          f"{'noise':>6} {'held-out lb':>11} {'ceiling':>8}")
     by_label = dict(full_summary["backends"])
     for b in s["builds"]:
         knobs = " ".join("x" if r["knob"] is None else str(r["knob"]) for r in b["samples"])
@@ -191,6 +209,8 @@ def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary
               f"{b.get('predicted_surface')!s:>7} {pct(b.get('transfer_error_surface')):>9} "
               f"{b.get('predicted_difficulty')!s:>10} "
               f"{pct(b.get('transfer_error_difficulty')):>9} {_lb(b):>7} "
+              f"{b.get('predicted_partition')!s:>9} "
+              f"{pct(b.get('transfer_error_partition')):>9} "
               f"{_spread(b):>6} "
               f"{'-' if held is None else f'{held:.4f}':>11} "
               f"{'-' if ceil is None else f'{ceil:.4f}':>8}")
@@ -199,6 +219,15 @@ def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary
             print("  difficulty model's variants: " + ", ".join(
                 f"{v} {k} ({pct(None if k is None else (k - b['exact']) / b['exact'])})"
                 for v, k in variants.items()))
+        part = b.get("partition_fit")
+        if part and part.get("reason"):
+            print(f"  partition model: not covered: {part['reason']}")
+        elif part:
+            print(f"  partition model (used): nlist {part['nlist']:,}, trained on "
+                  f"{part['train_rows']:,} rows ({part['training']}), {part['assigned_rows']:,} "
+                  f"neighbour rows assigned: {part['seconds']:.2f} s (k-means "
+                  f"{part['train_s']:.2f} s + assignment and ranking {part['assign_s']:.2f} s) vs "
+                  f"the full-N build {b['full_build_s'] or 0:.2f} s")
         if b.get("message"):
             print(f"  {b['message']}")
     noise = [abs(r - b["exact"]) / b["exact"] for b in s["builds"]
@@ -221,6 +250,10 @@ def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary
             if b.get("transfer_error_difficulty") is not None]
     print(f"difficulty model (per-query miss over knob and N, every probe and query) within 15% "
           f"of exact: {sum(diff)}/{len(diff)}")
+    part = [abs(b["transfer_error_partition"]) <= 0.15 for b in s["builds"]
+            if b.get("transfer_error_partition") is not None]
+    print(f"partition model (IVF builds with exact vectors in their lists) within 15% of exact: "
+          f"{sum(part)}/{len(part)}")
     cost = s["scale"]["cost_s"]
     ans = s["scale"].get("answer") or {}
     ref = max(((lb, (v.get("chosen") or {}).get("qps") or 0.0)
@@ -254,8 +287,20 @@ def main() -> None:
                     help="sampling cells: which tuning queries a sample judges (knn: all its "
                          "full-N k nearest in the sample's cells; home: its nearest centroid's "
                          "cell)")
+    ap.add_argument("--partition-train", choices=["build", "largest sample"],
+                    default=sp.TRAIN_ON,
+                    help="the partition model's quantizer training rows: the full build's own "
+                         "(default: its lists exactly) or the study's largest sample (cheaper)")
+    ap.add_argument("--builds", default=",".join(BUILDS),
+                    help=f"the builds to study, comma-separated among {', '.join(BUILDS)} "
+                         f"(default: all)")
     args = ap.parse_args()
+    builds = tuple(x.strip() for x in args.builds.split(",") if x.strip())
+    bad = [x for x in builds if x not in BUILDS]
+    if bad or not builds:
+        ap.error(f"--builds: each of {', '.join(BUILDS)}; received {args.builds!r}")
     cells.QUERY_RULE = args.cell_queries
+    sp.TRAIN_ON = args.partition_train
     samplings = [x.strip() for x in args.sampling.split(",") if x.strip()]
     cpu = platform.processor() or "?"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
@@ -267,14 +312,14 @@ def main() -> None:
         if args.n > 0:  # --n 0: only the QQP set
             centres = args.centres or max(1, round(args.n / 1000))
             compare(clustered(args.n, args.queries, centres=centres), scale, args.threads,
-                    Path(tmp) / "syn", samplings)
+                    Path(tmp) / "syn", samplings, builds)
         if args.qqp:
             from retrieval.loaders.catalog import resolve_dataset
 
             qqp = resolve_dataset("qqp-minilm", where="benchmark")
             compare(qqp, {"sizes": [8_000, 17_000, 34_000, 68_000],
                           "build_rules": {"nlist": IVF_RULE}}, args.threads, Path(tmp) / "qqp",
-                    samplings)
+                    samplings, builds)
     print(f"load average after: {os.getloadavg()}")
 
 

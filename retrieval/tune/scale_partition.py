@@ -9,12 +9,15 @@ partition: a true neighbour is returned iff its list is among the p lists neares
 1. the coarse quantizer is trained with the FULL-N ``nlist`` (the build rule evaluated at N)
    by the backend's own training path
    (:meth:`~retrieval.indexes.base.SupportsCoarsePartition.coarse_partition`: the same
-   factory, seed, metric handling and training subsample rule as its build) on a seeded
-   uniform sample of the base of at most the study's largest sample size (with
-   ``sampling: uniform`` exactly that sample's rows; with ``cells`` / ``neighbourhood`` the
-   samples are not drawn from the whole base, so the same number of uniform rows instead): it
-   bounds the k-means to what the samples already cost, and the backend subsamples further to
-   its own cap (256 rows per list) exactly as its build does;
+   factory, seed, metric handling and training subsample rule as its build) on the full
+   base, so on the very rows the full-N build trains on (Faiss IVF: at most 256 per list,
+   drawn with the build's seed; every row below 256 x nlist): its lists ARE the full build's.
+   Why not the study's largest sample (:data:`TRAIN_ON` ``"largest sample"``, kept for
+   comparison): k-means with fewer training rows per list leaves the lists unbalanced
+   (in high dimension a centroid averaged over more rows sits nearer its cluster's centre and
+   draws more of the base), and the knob follows the balance: on 20,000 x 96 clustered rows
+   (nlist 566) the knob from quantizers trained on 1/8, 1/4, 1/2 and all of the base was 8,
+   12, 14 and 17 (the build's);
 2. only the base rows that are some tuning query's exact full-N ``k`` nearest (the ground
    truth the study computes anyway) are assigned to their nearest centroid;
 3. each tuning query ranks the lists by its coarse distance; its recall@k at p is the share of
@@ -23,9 +26,9 @@ partition: a true neighbour is returned iff its list is among the p lists neares
    :func:`~retrieval.tune.decide.lower_bound`, as every probe of the study) meets the target,
    found by the sweep's own target search (:func:`retrieval.tune.target.solve`).
 
-Its one approximation is step 1: the quantizer is trained on a sample, not on the full
-build's training rows, so its lists are A k-means partition of the full N, not THE one the
-full build makes.
+Cost: the build's k-means (most of an IVF-Flat build's seconds) plus ``k x Q`` assignments
+and ``Q`` list rankings; it saves filling the lists (every base row assigned), the full-N
+index's memory and every search of it. Its prediction is exact up to distance ties.
 """
 
 from __future__ import annotations
@@ -33,12 +36,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from retrieval.indexes.base import CoarsePartition, SupportsCoarsePartition
 from retrieval.tune import target as tgt
+
+#: which rows train the quantizer: ``"build"`` (the full build's own training rows: its lists
+#: exactly) or ``"largest sample"`` (the study's largest sample: cheaper, the lists less
+#: balanced; for comparison, e.g. ``benchmarks/scale_transfer.py --partition-train``)
+TRAIN_ON: Literal["build", "largest sample"] = "build"
+#: what ``partition_fit.training`` says for each
+TRAINING = {
+    "build": "the full-N build's own training rows (its rule at the full N, its seed)",
+    "largest sample": "the study's largest sample",
+}
 
 
 def partition_recall(ranks: np.ndarray, lists: np.ndarray, k: int) -> np.ndarray:

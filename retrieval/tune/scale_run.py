@@ -427,18 +427,20 @@ class Study:
         gap = index.partition_gap(b.knob)
         if gap is not None:
             return None, sp.not_covered(codes, gap)
-        size = min(int(self.sizes[-1]), n)
-        rows = sc.nested_rows(n, [size], self.spec.seed)[0]
-        training = (f"the study's largest sample ({size:,} rows)"
-                    if self.scale.sampling == "uniform" else
-                    f"a seeded uniform sample of the base as large as the largest sample "
-                    f"({size:,} rows; the {self.scale.sampling} samples do not cover the base)")
+        train, training = self.ds.base, sp.TRAINING["build"]
+        if sp.TRAIN_ON == "largest sample":
+            size = min(int(self.sizes[-1]), n)
+            train = take_rows(self.ds.base, sc.nested_rows(n, [size], self.spec.seed)[0])
+            training = sp.TRAINING["largest sample"] + (
+                "" if self.scale.sampling == "uniform" else
+                f" (as many seeded uniform rows: the {self.scale.sampling} samples do not "
+                f"cover the base)")
         gt = self.ground_truth(self.ds)  # the full N's, which the check computes anyway
         t0 = time.perf_counter()
         conf, seed = self.spec.tune.confidence, self.spec.seed
         try:
             knob, fit = sp.predict_partition(
-                index, take_rows(self.ds.base, rows), training, self.ds.base,
+                index, train, training, self.ds.base,
                 self.ds.queries[self.split.tune], gt.ids[self.split.tune, :self.k], self.k,
                 self.target, lambda pq: lower_bound(pq, self.k, conf, seed), EPS)
         except ConfigError as exc:  # too few training rows for nlist at the full N
