@@ -57,5 +57,12 @@ class TrainedStore:
         if self.cache is not None:
             self.cache.store_array(ident, np.asarray(arr, dtype=np.float32))
 
+    def give(self, other: TrainedStore) -> int:
+        """Hand every trained part this store holds in memory to ``other`` (a store of the
+        same data, e.g. an evaluator's: its builds then reuse them); returns how many."""
+        for mem_key, arr in self._mem.items():
+            other._mem.setdefault(mem_key, arr)
+        return len(self._mem)
+
 
 __all__ = ["TrainedStore"]

@@ -30,8 +30,14 @@ from retrieval.errors import ConfigError
 from retrieval.evaluation import BuiltIndex, Evaluator
 from retrieval.groundtruth.exact import GroundTruth, ground_truth
 from retrieval.ids import CallerIds
-from retrieval.indexes.base import SupportsBuildThreads, SupportsCoarsePartition, available_cpus
+from retrieval.indexes.base import (
+    SupportsBuildThreads,
+    SupportsCoarsePartition,
+    SupportsSharedTraining,
+    available_cpus,
+)
 from retrieval.indexes.entry import CheckedEntry
+from retrieval.indexes.trained import TrainedStore
 from retrieval.phases import report
 from retrieval.runs import RunDir
 from retrieval.tune import scale as sc
@@ -120,6 +126,9 @@ class Study:
         #: exact k-NN distances of the tuning queries at each size (the difficulty model's LID)
         self.kdist: dict[int, np.ndarray] = {}
         self._full_gt: GroundTruth | None = None
+        #: quantizers the partition model trained on the full N's build rows (the full-N
+        #: evaluator's builds take them instead of training again)
+        self.quantizers = TrainedStore(None, ds.fingerprint)
 
     # --- planning ----------------------------------------------------------------------------
     def build_at(self, checked: CheckedEntry, build: dict[str, Any], n: int) -> dict[str, Any]:
@@ -423,6 +432,8 @@ class Study:
                     threads=self.spec.threads)
         if isinstance(index, SupportsBuildThreads):
             index.set_build_threads(self.spec.index_build.threads or available_cpus())
+        if isinstance(index, SupportsSharedTraining) and sp.TRAIN_ON == "build":
+            index.share_training(self.quantizers)  # the full-N build reuses its k-means
         codes = cls.partition_codes()
         gap = index.partition_gap(b.knob)
         if gap is not None:
@@ -463,6 +474,7 @@ class Study:
                f"full N={self.ds.n_base:,} ({len(todo)} builds)")
         t0 = time.perf_counter()
         with self.evaluator(self.ds) as ev:
+            self.quantizers.give(ev.trained)  # the partition model's k-means, not repeated
             m = self.measurer(ev)
             for i in todo:
                 out[i] = self.check_full(ev, m, self.builds[i], fits[i])
@@ -484,7 +496,8 @@ class Study:
         top = self.probe(m, built, b, build, high, cache)
         res: dict[str, Any] = {"build_at_full": build, "range": [low, high],
                                "ceiling": top.recall_lb, "ceiling_recall": top.recall,
-                               "build_s": build_s}
+                               "build_s": build_s,
+                               "shared_quantizer": built.info.extra.get("shared_quantizer")}
         if not top.meets(self.target):
             b.stopped = sc.ceiling_message(self.k, self.target, build, n, top.recall_lb,
                                            hint=sc.raise_hint(b.build, list(b.build)))

@@ -93,7 +93,7 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
         "difficulty_fit": fitted.get("difficulty_fit"),
         "predicted_partition": fitted.get("predicted_partition"),
         "transfer_error_partition": sc.transfer_error(fitted.get("predicted_partition"), exact),
-        "partition_fit": fitted.get("partition_fit"),
+        "partition_fit": _partition_fit(fitted, full),
         "model_used": used_model(fitted) if fitted else None,
         "ceiling": ceiling,
         "ceiling_measured": "ceiling" in full or stop_row is not None,
@@ -121,6 +121,15 @@ def _build_entry(study: Study, i: int, b: sc.BuildStudy, fitted: dict[str, Any] 
             entry["predicted_at"], sc.export_rule(entry, study.scale.build_rules), ranges,
             study.target, sc.rule_knob)
     return entry
+
+
+def _partition_fit(fitted: dict[str, Any], full: dict[str, Any]) -> dict[str, Any] | None:
+    """The partition model's record, with whether the full-N build took its quantizer
+    (``reused_by_full_build``: its k-means was then paid once, in ``seconds``)."""
+    fit = fitted.get("partition_fit")
+    if not fit or fit.get("reason") is not None:
+        return fit
+    return {**fit, "reused_by_full_build": full.get("shared_quantizer")}
 
 
 def _answer(study: Study, builds: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -100,6 +100,7 @@ def test_scale_study_uses_the_partition_model_where_it_covers_the_build(tmp_path
     assert fit["nlist"] == 506 and fit["codes_covered"] == ["Flat"] and fit["reason"] is None
     assert fit["train_rows"] == 16_000 and fit["seconds"] > 0  # the build's: min(N, 256 x nlist)
     assert fit["assigned_rows"] <= K * fit["queries"]
+    assert fit["reused_by_full_build"] is True  # the full-N build took its k-means
     assert flat["model_used"] == "predicted_partition"
     assert flat["exact"] is not None and flat["predicted_partition_recall"]["knob"] == \
         flat["predicted_partition"]

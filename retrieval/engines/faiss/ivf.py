@@ -303,17 +303,28 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
     def coarse_partition(self, train: np.ndarray) -> Any:
         """The coarse quantizer trained on ``train`` as :meth:`_build` trains it (the same
         training subsample rule, seed and metric handling), lists left empty
-        (:class:`~retrieval.engines.faiss.partition.FaissPartition`)."""
+        (:class:`~retrieval.engines.faiss.partition.FaissPartition`). With a store from
+        :meth:`share_training`, a quantizer trained on the same rows is taken from it, and
+        one trained here is given to it (a later build of those rows skips its k-means)."""
         from retrieval.engines.faiss.partition import FaissPartition
 
         p = self.build_params
         assert isinstance(p, IvfBuild)
-        rows = self._train_rows(int(train.shape[0]))
+        n = int(train.shape[0])
+        rows = self._train_rows(n)
         index, ivf = self._new_index()
-        xt = fc.train_rows(train, rows, self.metric)
-        with fc.omp_threads(self.build_threads, after=self.threads):
-            ivf.train(xt)  # the quantizer (and codes)
-        return FaissPartition(ivf.quantizer, p.nlist, self.metric, index, int(xt.shape[0]))
+        qkey = self._quantizer_key(rows, n) if self._trained is not None else None
+        shared = self._trained.get(qkey) if qkey is not None else None
+        if shared is not None:  # trained already (a build or a partition of the same rows)
+            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
+        else:
+            xt = fc.train_rows(train, rows, self.metric)
+            with fc.omp_threads(self.build_threads, after=self.threads):
+                ivf.train(xt)  # the quantizer (and codes)
+            if qkey is not None:  # a build of the same rows takes it instead of training
+                self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
+        used = n if rows is None else int(rows.shape[0])
+        return FaissPartition(ivf.quantizer, p.nlist, self.metric, index, used)
 
     def _build(self, x: np.ndarray) -> dict[str, Any]:
         p = self.build_params
