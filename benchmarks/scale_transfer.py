@@ -226,8 +226,10 @@ def one_study(ds: VectorDataset, s: dict[str, Any], scale_s: float, full_summary
             print(f"  partition model (used): nlist {part['nlist']:,}, trained on "
                   f"{part['train_rows']:,} rows ({part['training']}), {part['assigned_rows']:,} "
                   f"neighbour rows assigned: {part['seconds']:.2f} s (k-means "
-                  f"{part['train_s']:.2f} s + assignment and ranking {part['assign_s']:.2f} s) vs "
-                  f"the full-N build {b['full_build_s'] or 0:.2f} s")
+                  f"{part['train_s']:.2f} s + assignment and ranking {part['assign_s']:.2f} s); "
+                  + ("the full-N build took its quantizer (its k-means not repeated): "
+                     if part.get("reused_by_full_build") else "the full-N build: ")
+                  + f"{b['full_build_s'] or 0:.2f} s")
         if b.get("message"):
             print(f"  {b['message']}")
     noise = [abs(r - b["exact"]) / b["exact"] for b in s["builds"]
