@@ -114,10 +114,12 @@ class ScaleSpec(BaseModel):
       judges only the tuning queries whose full-N k nearest all lie in its cells; see
       :mod:`retrieval.tune.scale_cells`).
 
-    The summary carries three knob(N) models per build, each with its transfer error:
-    ``predicted`` (the fitted knob), ``predicted_surface`` (the miss-rate surface) and
+    The summary carries four knob(N) models per build, each with its transfer error:
+    ``predicted`` (the fitted knob), ``predicted_surface`` (the miss-rate surface),
     ``predicted_difficulty`` (per-query difficulty: each tuning query's miss rate over the knob
-    and its LID, read at the full N from the exact distances); ``scale.models`` names their keys.
+    and its LID, read at the full N from the exact distances) and, for IVF builds with exact
+    vectors in their lists, ``predicted_partition`` (the coarse partition at the full N,
+    :mod:`retrieval.tune.scale_partition`); ``scale.models`` names their keys.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
