@@ -17,6 +17,16 @@ def _pct(v: Any) -> str:
     return "-" if v is None else f"{100 * float(v):+.0f}%"
 
 
+def _used(b: dict[str, Any]) -> str:
+    """The model the study used for a build (``model_used``: the full-N search started from its
+    knob), its knob and its transfer error, e.g. ``partition 13 (+0%)``."""
+    key = b.get("model_used")
+    if not key or b.get(key) is None:
+        return "-"
+    err = b.get(str(key).replace("predicted", "transfer_error", 1))
+    return f"{str(key).removeprefix('predicted_')} {b[key]} ({_pct(err)})"
+
+
 @prints("sweep", WORKLOAD_SCALE)
 def print_scale(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
     sc = s["scale"]
@@ -32,10 +42,11 @@ def print_scale(s: dict[str, Any], run_dir: str, as_json: bool = False) -> None:
         held = (b.get("predicted_recall") or {}).get("heldout_lb")
         rows.append((b["label"], build, b["knob"], knobs, f.get("model", "-"),
                      fmt(b["predicted"]), "-" if not band else f"{band[0]}-{band[1]}",
-                     fmt(b["exact"]), _pct(b["transfer_error"]), _num(held),
+                     fmt(b["exact"]), _pct(b["transfer_error"]), _used(b), _num(held),
                      _num(b["ceiling"]) + ("" if b.get("ceiling_measured") else " (pred)")))
     print_table(rows, ["index", "build", "knob", "knob at samples", "model", "predicted",
-                       "band", "exact", "transfer", "held-out lb", "ceiling"])
+                       "band", "exact", "transfer", "used model (transfer)", "held-out lb",
+                       "ceiling"])
     for b in s["builds"]:
         for p in b.get("predicted_at") or []:
             if p.get("trust"):  # one figure (the export's) and whether to trust it there

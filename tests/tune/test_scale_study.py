@@ -145,6 +145,13 @@ def test_cli_prints_the_study_and_the_report_draws_it(study, tmp_path, capsys):
     print_run("sweep", study.summary, str(study.run.path))  # the sweep's printer of its shape
     out = capsys.readouterr().out
     assert "knob at samples" in out and "transfer" in out and "no search setting" in out
+    assert "used model (transfer)" in out
+    for b in study.summary["builds"]:  # the model the study used, its knob and its error
+        key = b["model_used"]
+        if key and b[key] is not None:
+            err = b[key.replace("predicted", "transfer_error", 1)]
+            sign = "-" if err is None else f"{100 * err:+.0f}%"
+            assert f"{key.removeprefix('predicted_')} {b[key]} ({sign})" in out
     page = report(study.run.path, tmp_path / "r.html")
     text = page.html.read_text()
     assert "Scale study" in text and "knob(N)" in text
