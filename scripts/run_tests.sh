@@ -19,12 +19,10 @@ export RWB_TEST_EMBEDDINGS_DIR="${RWB_TEST_EMBEDDINGS_DIR:-$PWD/.test-cache/embe
 mkdir -p "$RWB_TEST_EMBEDDINGS_DIR"
 # RWB_TEST_LINT=0 skips ruff / mypy / lint-imports (make test-unit)
 lint="${RWB_TEST_LINT:-1}"
-# RWB_TEST_WORKERS (default: one more than the cores, at most 4): pytest-xdist workers, a test
-# file per worker at a time (--dist loadfile keeps a module's fixtures on one worker); each worker
-# has its own Redis and PostgreSQL database (tests/conftest.py). RWB_TEST_WORKERS=0: one process.
-# One more worker than cores: about a tenth of a worker's wall is spent waiting (servers, rwb
-# subprocesses starting, load tests' fixed durations, Ray), and the extra worker runs then.
-workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) + 1 : 4 ))}"
+# RWB_TEST_WORKERS (default: the number of cores, at most 4): pytest-xdist workers, a test file
+# per worker at a time (--dist loadfile keeps a module's fixtures on one worker); each worker has
+# its own Redis and PostgreSQL database (tests/conftest.py). RWB_TEST_WORKERS=0: one process.
+workers="${RWB_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
 started_redis=""
 started_pg=""
 numba_pid=""
