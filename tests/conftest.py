@@ -295,6 +295,7 @@ def _heavy_files_first(items: list[pytest.Item]) -> None:
 SAME_CORPUS_AS_FIRST = (
     "tests/project/test_notebooks.py",
     "tests/embed/test_embed.py",
+    "tests/rerank/test_tune_rerank_cli.py",
     "tests/bench/test_cli_bench.py",
     "tests/tune/test_quality_target_scifact.py",
     "tests/fusion_tune/test_fusion_scifact.py",
