@@ -443,11 +443,11 @@ def pytest_configure(config: pytest.Config) -> None:
 #: (the xdist controller, from the workers' reports). Wall durations (--durations) mislead on a
 #: busy machine or beside a waiting worker; CPU-seconds say what a test costs (docs/development.md)
 _CPU_S: dict[str, float] = {}
-_CPU_START: dict[str, float] = {}
+#: per running test: (CPU-seconds, wall epoch seconds) at its start
+_START: dict[str, tuple[float, float]] = {}
 #: per test: (worker, wall start, wall stop in epoch seconds), setup to teardown: where the
 #: workers waited (wall - CPU) and when each was idle; written to .test-cache/timeline.json
 _SPAN: dict[str, tuple[str, float, float]] = {}
-_WALL_START: dict[str, float] = {}
 
 
 def _cpu_now() -> float:
@@ -486,9 +486,9 @@ def wait_report(spans: dict[str, tuple[str, float, float]], cpu_s: dict[str, flo
         busy = sum(b - a for _, a, b in mine.values())
         first = min(a for _, a, _ in mine.values()) - t0
         last = max(b for _, _, b in mine.values()) - t0
-        lines.append(f"{worker}: {len(mine)} tests, from +{first:.0f} s to +{last:.0f} s, in tests "
-                     f"{busy:.0f} s "
-                     f"wall, {sum(cpu_s.get(k, 0.0) for k in mine):.0f} CPU-s")
+        cpu = sum(cpu_s.get(k, 0.0) for k in mine)
+        lines.append(f"{worker}: {len(mine)} tests, from +{first:.0f} s to +{last:.0f} s, "
+                     f"in tests {busy:.0f} s wall, {cpu:.0f} CPU-s")
     waits = sorted(((b - a - cpu_s.get(k, 0.0), k) for k, (_, a, b) in spans.items()),
                    reverse=True)[:top]
     lines.append("the largest waits:")
@@ -501,23 +501,21 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if _WARM_NUMBA[0]:
         _copy_warm_numba()
     _CURRENT.append(item)
-    _CPU_START[item.nodeid] = _cpu_now()
-    _WALL_START[item.nodeid] = time.time()
+    _START[item.nodeid] = (_cpu_now(), time.time())
     try:
         yield
     finally:
         _CURRENT.pop()
-        _CPU_START.pop(item.nodeid, None)
-        _WALL_START.pop(item.nodeid, None)
+        _START.pop(item.nodeid, None)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """The test's CPU-seconds go with its teardown report (built after this point)."""
-    start = _CPU_START.get(item.nodeid)
+    start = _START.get(item.nodeid)
     if call.when == "teardown" and start is not None:
-        item.user_properties.append(("cpu_s", round(_cpu_now() - start, 3)))
-        began = _WALL_START.get(item.nodeid, time.time())
+        cpu, began = start
+        item.user_properties.append(("cpu_s", round(_cpu_now() - cpu, 3)))
         item.user_properties.append(
             ("span", (os.environ.get("PYTEST_XDIST_WORKER", "main"), began, time.time())))
     yield

@@ -313,18 +313,29 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
         n = int(train.shape[0])
         rows = self._train_rows(n)
         index, ivf = self._new_index()
-        qkey = self._quantizer_key(rows, n) if self._trained is not None else None
-        shared = self._trained.get(qkey) if qkey is not None else None
-        if shared is not None:  # trained already (a build or a partition of the same rows)
-            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
-        else:
+        qkey, shared = self._take_quantizer(ivf, rows, n)
+        if not shared:  # not trained yet by a build or a partition of the same rows
             xt = fc.train_rows(train, rows, self.metric)
             with fc.omp_threads(self.build_threads, after=self.threads):
                 ivf.train(xt)  # the quantizer (and codes)
-            if qkey is not None:  # a build of the same rows takes it instead of training
-                self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
+            self._keep_quantizer(qkey, ivf)  # a build of the same rows takes it
         used = n if rows is None else int(rows.shape[0])
         return FaissPartition(ivf.quantizer, p.nlist, self.metric, index, used)
+
+    def _take_quantizer(self, ivf: Any, rows: np.ndarray | None, n: int) -> tuple[Any, bool]:
+        """The key this build's quantizer is shared under (None without a store from
+        :meth:`share_training`) and whether one trained on the same rows was taken from the
+        store into ``ivf`` (its k-means then skipped)."""
+        qkey = self._quantizer_key(rows, n) if self._trained is not None else None
+        shared = self._trained.get(qkey) if qkey is not None else None
+        if shared is not None:
+            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
+        return qkey, shared is not None
+
+    def _keep_quantizer(self, qkey: Any, ivf: Any) -> None:
+        """Give ``ivf``'s trained quantizer to the store under ``qkey`` (no store: nothing)."""
+        if qkey is not None and self._trained is not None:
+            self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, ivf.nlist))
 
     def _build(self, x: np.ndarray) -> dict[str, Any]:
         p = self.build_params
@@ -333,22 +344,19 @@ class FaissIvfIndex(fc.MappedOpen, SnapshotSlotWrites, InProcessFilter, Snapshot
         factory = self.factory_string(p)
         index, ivf = self._new_index()
         xt = fc.train_rows(x, rows, self.metric)
-        qkey = self._quantizer_key(rows, x.shape[0]) if self._trained is not None else None
-        shared = self._trained.get(qkey) if qkey is not None else None
-        if shared is not None:
-            ivf.quantizer.add(np.ascontiguousarray(shared, dtype=np.float32))
+        qkey, shared = self._take_quantizer(ivf, rows, x.shape[0])
         with fc.omp_threads(self.build_threads, after=self.threads):
             index.train(xt)  # with a shared quantizer: only the encoding is trained
             fc.add_rows(index, x, self.metric)
-        if qkey is not None and shared is None:
-            self._trained.put(qkey, ivf.quantizer.reconstruct_n(0, p.nlist))
+        if not shared:
+            self._keep_quantizer(qkey, ivf)
         self._index = index
         self._ivf = ivf
         return {
             "factory": factory,
             "train_size": int(xt.shape[0]),
             "imbalance_factor": float(ivf.invlists.imbalance_factor()),
-            "shared_quantizer": shared is not None,
+            "shared_quantizer": shared,
         }
 
     @classmethod
