@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+# every test process writes bytecode for the modules it imports and reuses it: an image that sets
+# PYTHONDONTWRITEBYTECODE (this one does) makes each of the suite's few hundred Python processes
+# (rwb subprocesses, workers, kernels) compile rwb's own modules again (~0.2 CPU-s each), and
+# with make test's `pip install --no-compile` (Makefile) every third-party module it imports
+export PYTHONDONTWRITEBYTECODE=
 # private caches for this run (never the developer's ~/.cache/rwb, ~/.cache/huggingface, ...);
 # tests/conftest.py gives each pytest session its own folders as well. Embeddings of the shipped
 # data are kept in .test-cache/embeddings (ignored by git, owned by make test): linked into each
