@@ -130,8 +130,9 @@ def rrf(
     return _sorted(fused, k)
 
 
-def _ranx_run(per_query: Mapping[str, Ranked]) -> object:
-    """A ranx Run whose order per query is exactly the given order (rank-based scores)."""
+def _ranx_run(per_query: Mapping[str, Ranked], keys: Mapping[str, str]) -> object:
+    """A ranx Run whose order per query is exactly the given order (rank-based scores), its
+    doc keys mapped by ``keys`` (:func:`retrieval.stats.irmetrics.ranx_keys`)."""
     from ranx import Run
 
     data = {}
@@ -139,7 +140,7 @@ def _ranx_run(per_query: Mapping[str, Ranked]) -> object:
         seen: dict[str, float] = {}
         n = len(ranked)
         for pos, (key, _score) in enumerate(ranked):
-            seen.setdefault(key, float(n - pos))
+            seen.setdefault(keys[key], float(n - pos))
         data[qid] = seen
     return Run(data)
 
@@ -153,6 +154,8 @@ def rrf_ranx(
     Returns query id -> fused top-``k`` (ties broken by doc key, as :func:`rrf`).
     """
     from ranx import fuse
+
+    from retrieval.stats.irmetrics import ranx_keys
 
     k = _check_k(k)
     names = list(runs)
@@ -175,11 +178,14 @@ def rrf_ranx(
         return {q: rrf({names[0]: only[q]}, k, rrf_k=rrf_k) for q in qids}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba type-safety chatter from ranx internals
-        ranx_runs = [_ranx_run(runs[name]) for name in names]
+        keys = ranx_keys(*(((key for key, _ in ranked) for ranked in runs[name].values())
+                           for name in names))
+        ranx_runs = [_ranx_run(runs[name], keys) for name in names]
         fused = fuse(ranx_runs, norm=None, method="rrf", params={"k": rrf_k})
+    doc_of = {key: d for d, key in keys.items()}
     out: dict[str, list[tuple[str, float]]] = {}
     for qid in qids:
-        scores = {str(d): float(s) for d, s in fused.run[qid].items()}
+        scores = {doc_of[str(d)]: float(s) for d, s in fused.run[qid].items()}
         out[qid] = _sorted(scores, k)
     return out
 

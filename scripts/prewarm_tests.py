@@ -51,8 +51,9 @@ def _say(msg: str) -> None:
 
 # --------------------------------------------------------------------------- numba (ranx)
 def warm_numba(folder: Path) -> None:
-    """Compile the ranx functions the suite calls (evaluate on every metric rwb names, RRF
-    fusion, the paired tests of ``compare``) into ``folder``; ``.complete`` marks it usable."""
+    """Compile the ranx functions the suite calls through rwb (evaluate on every metric rwb
+    names, RRF fusion, the paired tests of ``compare``) into ``folder``; ``.complete`` marks it
+    usable."""
     folder.mkdir(parents=True, exist_ok=True)
     done = folder / ".complete"
     done.unlink(missing_ok=True)
@@ -64,24 +65,40 @@ def warm_numba(folder: Path) -> None:
     t0 = time.perf_counter()
     with FileLock(str(folder) + ".lock"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from ranx import Qrels, Run, compare, evaluate, fuse
+        # through rwb's own wrappers: they hand ranx every doc id as a key of one width
+        # (retrieval.stats.irmetrics.ranx_keys), so these are the signatures the suite uses
+        from retrieval.fusion import rrf_ranx
+        from retrieval.fusion_tune.judge import ranx_per_query
+        from retrieval.stats.irmetrics import evaluate_rankings
+        from retrieval.study.significance import compare_configs
 
-        qrels = Qrels({f"q{i}": {f"d{j}": 1 + (i + j) % 2 for j in range(i % 3 + 1)}
-                       for i in range(6)})
+        qrels = {f"q{i}": {f"d{j}": 1 + (i + j) % 2 for j in range(i % 3 + 1)} for i in range(6)}
 
-        def run(name: str, shift: int) -> Run:
-            return Run({f"q{i}": {f"d{(j + shift) % 5}": float(5 - j) for j in range(5)}
-                        for i in range(6)}, name=name)
+        def ranks(shift: int) -> dict[str, list[str]]:
+            return {q: [f"d{(j + shift) % 5}" for j in range(5)] for q in qrels}
 
         metrics = ["ndcg@10", "recall@100", "mrr@10", "map@100", "precision@10", "hits@10",
                    "hit_rate@10", "f1@10"]
-        a, b = run("a", 0), run("b", 1)
-        evaluate(qrels, a, metrics, make_comparable=True)
-        evaluate(qrels, b, "ndcg@10", make_comparable=True)
-        fuse([a, b], norm=None, method="rrf", params={"k": 60})
-        for test in ("fisher", "student"):
-            compare(qrels, [run("a", 0), run("b", 1)], ["ndcg@10"], stat_test=test,
-                    n_permutations=100, random_seed=0, make_comparable=True)
+        evaluate_rankings(qrels, ranks(0), metrics)
+        evaluate_rankings(qrels, ranks(1), ["ndcg@10"])
+        rrf_ranx({name: {q: [(d, 0.0) for d in docs] for q, docs in ranks(shift).items()}
+                  for name, shift in (("a", 0), ("b", 1))}, 10)
+        ranked = ranks(0)
+        ranx_per_query(qrels, (ranked, {q: [5.0 - j for j in range(5)] for q in ranked}),
+                       "ndcg@10")
+        for test in ("fisher", "student", "wilcoxon"):
+            compare_configs(qrels, ranks(0), ranks(1), list(qrels), metric="ndcg@10",
+                            test=test, n_permutations=100)
+        # the convex fusion of tune fusion, checked against ranx's min-max wsum on such keys
+        from ranx import Run, fuse
+
+        from retrieval.stats.irmetrics import RANX_KEY_WIDTH
+
+        def keyed(shift: int) -> Run:
+            return Run({q: {f"d{(j + shift) % 5:0{RANX_KEY_WIDTH - 1}d}": float(5 - j)
+                            for j in range(5)} for q in qrels})
+
+        fuse([keyed(0), keyed(1)], norm="min-max", method="wsum", params={"weights": [0.6, 0.4]})
     done.write_text(f"{sys.executable}\n")
     _say(f"numba: ranx compiled into {folder} in {time.perf_counter() - t0:.0f} s")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +31,25 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS: tuple[str, ...] = ("ndcg@10", "recall@100", "mrr@10")
 Qrels = Mapping[str, Mapping[str, int]]
 Rankings = Mapping[str, Sequence[str]]
+
+
+#: digits of the doc keys rwb hands ranx. ranx keeps a Qrels' or Run's doc ids in numpy unicode
+#: arrays as wide as the longest id, and numba compiles ranx's functions again for every width
+#: (~10 CPU-s per width in a process without that width in its cache: 1-char ids in one run,
+#: 8-char SciFact ids in the next). Every doc id reaches ranx as a key of this one width, so one
+#: compiled set serves every collection; results come back under the caller's ids.
+RANX_KEY_WIDTH = 12
+
+
+def ranx_keys(*id_groups: Iterable[Iterable[Any]]) -> dict[str, str]:
+    """Doc id (as ``str``) -> a key of :data:`RANX_KEY_WIDTH` decimal digits for ranx, for every
+    id in ``id_groups`` (each an iterable of id collections: the docs of each query). Keys are
+    numbered in sorted id order, so two keys compare as their ids do; a mapping's insertion
+    order is the caller's to keep (ranx's score ties follow it, not the ids)."""
+    ids = sorted({str(d) for group in id_groups for docs in group for d in docs})
+    if len(ids) >= 10**RANX_KEY_WIDTH:
+        raise DataError(f"ranx: more than {10**RANX_KEY_WIDTH - 1} distinct doc ids")
+    return {d: f"{i:0{RANX_KEY_WIDTH}d}" for i, d in enumerate(ids)}
 
 
 @dataclass(frozen=True)
@@ -131,8 +150,10 @@ def evaluate_rankings(
     if run:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba type-safety chatter from ranx internals
-            r_qrels = RQrels({q: dict(v) for q, v in judged.items() if q in run})
-            r_run = RRun(run)
+            keys = ranx_keys(judged.values(), run.values())
+            r_qrels = RQrels({q: {keys[d]: g for d, g in v.items()}
+                              for q, v in judged.items() if q in run})
+            r_run = RRun({q: {keys[d]: sc for d, sc in v.items()} for q, v in run.items()})
             evaluate(r_qrels, r_run, list(metrics), make_comparable=True)
         for m in metrics:
             per_query[m] = {q: float(v) for q, v in r_run.scores[m].items()}
@@ -222,9 +243,11 @@ def ranx_run(frame: Any, *, name: str | None = None, q_col: str | None = None,
 
 __all__ = [
     "DEFAULT_METRICS",
+    "RANX_KEY_WIDTH",
     "IRScores",
     "evaluate_collection",
     "evaluate_rankings",
+    "ranx_keys",
     "ranx_qrels",
     "ranx_run",
     "relevant_qrels",

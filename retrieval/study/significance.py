@@ -23,13 +23,18 @@ TEST_NAMES = {
 }
 
 
-def _ranx_run(rankings: Mapping[str, Sequence[str]], query_ids: Sequence[str], name: str) -> Any:
+_NONE = "__none__"  # the doc of a query with no results (ranx needs >= 1 per query)
+
+
+def _ranx_run(rankings: Mapping[str, Sequence[str]], query_ids: Sequence[str], name: str,
+              keys: Mapping[str, str]) -> Any:
     from ranx import Run
 
     run = {}
     for q in query_ids:
         docs = list(rankings.get(q, ()))
-        run[q] = {d: float(len(docs) - i) for i, d in enumerate(docs)} or {"__none__": 0.0}
+        run[q] = ({keys[str(d)]: float(len(docs) - i) for i, d in enumerate(docs)}
+                  or {keys[_NONE]: 0.0})
     return Run(run, name=name)
 
 
@@ -49,16 +54,22 @@ def compare_configs(
     with ranx ``compare``: both means, the difference, the p-value and win/tie/loss counts."""
     from ranx import Qrels, compare
 
+    from retrieval.stats.irmetrics import ranx_keys
+
     judged = {q: dict(qrels[q]) for q in query_ids if qrels.get(q)}
     if len(judged) < 2:
         raise DataError(f"significance: need >= 2 judged queries; received {len(judged)}")
     ids = list(judged)
-    runs = [_ranx_run(baseline, ids, "default"), _ranx_run(candidate, ids, "chosen")]
+    # one key width for ranx whatever the ids (ranx_keys: no numba compile per id width)
+    keys = ranx_keys(judged.values(), (baseline.get(q, ()) for q in ids),
+                     (candidate.get(q, ()) for q in ids), [[_NONE]])
+    runs = [_ranx_run(baseline, ids, "default", keys), _ranx_run(candidate, ids, "chosen", keys)]
+    r_qrels = Qrels({q: {keys[str(d)]: g for d, g in docs.items()} for q, docs in judged.items()})
     if test == "wilcoxon":
-        return _wilcoxon(Qrels(judged), runs, ids, metric=metric, alpha=alpha)
+        return _wilcoxon(r_qrels, runs, ids, metric=metric, alpha=alpha)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = compare(Qrels(judged), runs, [metric], stat_test=test,
+        report = compare(r_qrels, runs, [metric], stat_test=test,
                          n_permutations=n_permutations, max_p=alpha, random_seed=seed,
                          make_comparable=True)
     d = report.to_dict()

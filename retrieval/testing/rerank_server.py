@@ -104,24 +104,28 @@ class RerankServer:
                         time.sleep(srv.delay_s)
                     if srv.token and self.headers.get("Authorization") != f"Bearer {srv.token}":
                         said = self.headers.get("Authorization") if srv.echo_auth else None
-                        self._send(401, {"message": "invalid api token"
-                                         + (f": {said}" if said else "")})
+                        answer: tuple[int, Any] = (401, {"message": "invalid api token"
+                                                         + (f": {said}" if said else "")})
                     elif fail:
-                        self._send(503, {"message": "warming up"})
+                        answer = (503, {"message": "warming up"})
                     elif "texts" in body:  # TEI
                         s = overlap_scores(body["query"], body["texts"])
-                        self._send(200, [{"index": i, "score": v} for i, v in enumerate(s)])
+                        answer = (200, [{"index": i, "score": v} for i, v in enumerate(s)])
                     elif "documents" in body:  # Cohere / Jina
                         s = overlap_scores(body["query"], body["documents"])
                         order = sorted(range(len(s)), key=lambda i: -s[i])
                         top = order[: int(body.get("top_n") or len(s))]
-                        self._send(200, {"results": [{"index": i, "relevance_score": s[i]}
-                                                     for i in top]})
+                        answer = (200, {"results": [{"index": i, "relevance_score": s[i]}
+                                                    for i in top]})
                     else:
-                        self._send(422, {"message": "expected documents or texts"})
+                        answer = (422, {"message": "expected documents or texts"})
                 finally:
+                    # out of flight before the answer is written: a client that has read it may
+                    # send its next request at once, and a descheduled server thread must not
+                    # count this one beside it (max_in_flight over-counted under load)
                     with srv._lock:
                         srv.in_flight -= 1
+                self._send(*answer)
 
         return Handler
 

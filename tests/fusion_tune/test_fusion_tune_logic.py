@@ -22,6 +22,7 @@ from retrieval.fusion_tune.fuse import (
 )
 from retrieval.fusion_tune.judge import Split, judge, ranx_per_query, scored_run
 from retrieval.fusion_tune.spec import parse_fusion_spec
+from retrieval.stats.irmetrics import RANX_KEY_WIDTH
 
 
 def _legs(nq: int = 6, n_docs: int = 40, k: int = 12, seed: int = 0) -> dict[str, tuple]:
@@ -37,7 +38,9 @@ def _legs(nq: int = 6, n_docs: int = 40, k: int = 12, seed: int = 0) -> dict[str
 
 
 def _key(i: int) -> str:
-    return f"d{i:04d}"  # keys sort like positions: the two tie-breaks agree
+    # keys sort like positions (the two tie-breaks agree), as wide as the keys rwb hands ranx
+    # (RANX_KEY_WIDTH): the ranx calls here reuse the functions make test compiled once
+    return f"d{i:0{RANX_KEY_WIDTH - 1}d}"
 
 
 def _lists(legs: dict[str, tuple], q: int, depths: dict[str, int]) -> dict[str, list]:

@@ -74,3 +74,28 @@ def test_bad_input():
         evaluate_rankings({"q": {"d": 0}}, {"q": ["d"]})
     with pytest.raises(DataError, match="at least one metric"):
         evaluate_rankings(QRELS, {}, [])
+
+
+def test_ranx_sees_one_key_width_and_the_caller_gets_their_ids_back():
+    """Every doc id reaches ranx as a key of RANX_KEY_WIDTH digits, numbered in sorted id order
+    (ranx compiles its functions once per id width); scores equal ranx on the raw ids."""
+    from ranx import Qrels, Run, evaluate
+
+    from retrieval.fusion import rrf_ranx
+    from retrieval.stats.irmetrics import RANX_KEY_WIDTH, ranx_keys
+
+    keys = ranx_keys([["b", "a-rather-long-doc-id-0001"]], [["z", "b"]])
+    assert list(keys) == ["a-rather-long-doc-id-0001", "b", "z"]
+    assert {len(k) for k in keys.values()} == {RANX_KEY_WIDTH}
+    assert sorted(keys.values()) == [keys[d] for d in sorted(keys)]
+    qrels = {"q1": {"a-rather-long-doc-id-0001": 2, "z": 1}, "q2": {"b": 1}}
+    runs = {"q1": ["z", "b", "a-rather-long-doc-id-0001"], "q2": ["a-rather-long-doc-id-0001",
+                                                                   "b"]}
+    got = evaluate_rankings(qrels, runs, ["ndcg@10", "mrr@10"])
+    raw = Run({q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in runs.items()})
+    evaluate(Qrels(qrels), raw, ["ndcg@10", "mrr@10"], make_comparable=True)
+    for m in ("ndcg@10", "mrr@10"):
+        assert got.per_query[m] == pytest.approx(dict(raw.scores[m]))
+    fused = rrf_ranx({"a": {"q": [("x", 0.0), ("long-id-7", 0.0)]},
+                      "b": {"q": [("long-id-7", 0.0)]}}, 5)
+    assert [d for d, _ in fused["q"]] == ["long-id-7", "x"]
