@@ -8,7 +8,7 @@ would otherwise fill themselves.
                                               when done (tests/conftest.py copies DIR into each
                                               worker's own NUMBA_CACHE_DIR)
   python scripts/prewarm_tests.py embed DIR   embed the shipped corpora the slow tests embed
-                                              (SciFact, Cranfield, QQP 20k) into DIR, the
+                                              (SciFact, Cranfield, QQP 5k) into DIR, the
                                               embedding cache the workers share
                                               (RWB_TEST_EMBEDDINGS_DIR), in pieces of
                                               PIECE texts stored as they are done: stopped
@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("prewarm")
@@ -121,8 +122,9 @@ def _scifact() -> list[str]:
 #: (SciFact) and test_export_rerank (Cranfield) do; the cuts of SciFact other files take reuse
 #: its rows once it is stored (tests/conftest.py hands them out after it), so SciFact first
 CORPORA: dict[str, Callable[[], list[str]]] = {"scifact": _scifact, "cranfield": _cranfield}
-#: catalog datasets embedded whole (retrieval.loaders.catalog.resolve_dataset)
-DATASETS = ("qqp-minilm-20k",)
+#: catalog datasets embedded whole (retrieval.loaders.catalog.resolve_dataset), as the tests
+#: load them: the CI manifest with its base cut to 5,000 (tests/cli/test_real_vectors.py)
+DATASETS: tuple[str | dict[str, Any], ...] = ({"name": "qqp-minilm-20k", "n_base": 5000},)
 #: texts per stored piece of a corpus: what is lost of a piece in progress when pytest starts
 #: and stops the warm-up (128 SciFact abstracts: ~11 CPU-s)
 PIECE = 128
@@ -188,10 +190,11 @@ def warm_embeddings(embeddings: Path) -> None:
             finally:
                 _say(f"{name}: {stored} of {len(texts)} texts stored in "
                      f"{time.perf_counter() - t0:.0f} s")
-        for name in DATASETS:
+        for spec in DATASETS:
+            name = spec if isinstance(spec, str) else ",".join(f"{k}={v}" for k, v in spec.items())
             t0, hits, misses = time.perf_counter(), emb.hits, emb.misses
             try:
-                resolve_dataset(name)
+                resolve_dataset(spec)
             except DataError as exc:
                 _say(f"{name}: skipped ({exc})")
                 continue

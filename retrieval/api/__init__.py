@@ -63,7 +63,7 @@ from retrieval.api.verbs import (
     tune_rerank,
     verify,
 )
-from retrieval.api.watching import WatchRun, watch
+from retrieval.api.watching import WatchRun, WatchStop, watch
 
 __all__ = [
     "BenchRun",
@@ -84,6 +84,7 @@ __all__ = [
     "SweepRun",
     "Verification",
     "WatchRun",
+    "WatchStop",
     "bench_churn",
     "bench_embed",
     "bench_fanout",

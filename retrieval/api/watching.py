@@ -170,6 +170,20 @@ def _seconds(t: Any) -> float | None:
     return x / 1e9 if x > 1e14 else x
 
 
+class WatchStop(threading.Event):
+    """A ``stop`` for :func:`watch` that says why: :meth:`interrupt` (what ``rwb watch`` calls on
+    Ctrl-C) ends the watch at the next logged query with ``stopped: interrupted``; ``set()``
+    with ``stopped: stopped``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = "stopped"
+
+    def interrupt(self) -> None:
+        self.reason = "interrupted"
+        self.set()
+
+
 def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
           once: bool = False, metrics_port: int | None = None, metrics_addr: str = "127.0.0.1",
           max_windows: int | None = None, out: PathLike | None = None, force: bool = False,
@@ -212,7 +226,7 @@ def watch(spec: PathLike | Mapping[str, Any], *, config: PathLike | None = None,
         try:
             stopped = watcher.run(source, max_windows)
             if stopped == "log-end" and stop.is_set():
-                stopped = "stopped"
+                stopped = stop.reason if isinstance(stop, WatchStop) else "stopped"
         finally:
             result = _result(run, desc, watcher, k, target, params, lab, stopped, label,
                              metrics)
@@ -246,4 +260,4 @@ def _result(run: Any, desc: LiveDescription, watcher: Watcher, k: int, target: f
     return res
 
 
-__all__ = ["WatchRun", "load_watch_spec", "read_lab", "watch"]
+__all__ = ["WatchRun", "WatchStop", "load_watch_spec", "read_lab", "watch"]

@@ -5,6 +5,7 @@ alarm was raised; 2 bad input; 3 not measurable here; 130 interrupted."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -54,7 +55,7 @@ def _window_line(fig: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrieval.api import watch
+    from retrieval.api import WatchStop, watch
     from retrieval.cli import _common
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
@@ -78,10 +79,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"rwb watch: ALARM {a['engine']} {a['collection']}: {a['line']}", file=sys.stderr,
               flush=True)
 
-    result = watch(args.spec, config=args.config, once=args.once,
-                   metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,
-                   max_windows=args.max_windows, out=args.out, force=args.force,
-                   on_window=window, on_alarm=alarm, on_ready=ready)
+    # Ctrl-C ends the watch between two logged queries (WatchStop), not by an exception raised
+    # wherever the main thread is (a database call, a lock held, a metrics update): a fresh-clone
+    # suite once saw the interrupted watch not exit within 60 s. A second Ctrl-C interrupts at
+    # once.
+    stop = WatchStop()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        stop.interrupt()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread (main() called from a thread): Ctrl-C as before
+        previous = None
+    try:
+        result = watch(args.spec, config=args.config, once=args.once,
+                       metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,
+                       max_windows=args.max_windows, out=args.out, force=args.force,
+                       on_window=window, on_alarm=alarm, on_ready=ready, stop=stop)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     if args.json:
         print_json(result.to_dict())
     else:
@@ -97,4 +116,7 @@ def run(args: argparse.Namespace) -> int:
                   f"({lab['config']})")
         for note in result.notes:
             print(f"  note: {note}")
+    if result.stopped == "interrupted":
+        print("rwb: interrupted", file=sys.stderr)
+        return 130
     return 1 if args.once and result.alarm else 0

@@ -120,6 +120,8 @@ def follow_jsonl(path: Path, dim: int, *, follow: bool, poll_s: float,
         lines = data.split(b"\n")
         pending = lines.pop()
         for raw in lines:
+            if stop.is_set():  # a backlog of many lines still stops at the next one
+                return
             number += 1
             text = raw.decode("utf-8", "replace").strip()
             if text:

@@ -204,6 +204,31 @@ def test_metrics_scraped_over_http_while_the_log_grows(coll, tmp_path):
     no_password(stdout, stderr, text, folder=out)
 
 
+def test_ctrl_c_in_a_backlog_stops_at_the_next_query_and_keeps_the_windows(coll, tmp_path):
+    """Ctrl-C ends the watch between two logged queries, even in the middle of a backlog read
+    in one piece: exit 130, ``stopped: interrupted``, far fewer queries checked than logged,
+    the windows so far written, the collection unchanged."""
+    before = pg_collection_state(coll)
+    log, out = tmp_path / "prod.jsonl", tmp_path / "out"
+    log.write_text("")
+    append_log(log, queries(coll, 40 * WINDOW, seed=3), 0)  # the backlog, before the start
+    proc = start_watch([str(write_spec(tmp_path, coll, log)), "--config",
+                        str(write_export(tmp_path, coll)), "--out", str(out)], coll, tmp_path)
+    try:
+        wait_windows(out / "windows.jsonl", 1, proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "rwb: interrupted" in stderr, stderr
+    assert "alarm not raised (interrupted)" in stdout  # the summary is printed as well
+    result = json.loads((out / "watch.json").read_text())
+    assert result["stopped"] == "interrupted"
+    assert WINDOW <= result["checked"] < 40 * WINDOW
+    lines = (out / "windows.jsonl").read_text().splitlines()
+    assert len(lines) == len(result["windows"]) >= 1
+    assert pg_collection_state(coll) == before
+
+
 class _Hook(http.server.BaseHTTPRequestHandler):
     got: ClassVar[list[dict[str, Any]]] = []
 
