@@ -509,10 +509,32 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _START.pop(item.nodeid, None)
 
 
+def _sigint_ignored() -> bool:
+    """SIGINT ignored by this process at the OS level (``SigIgn`` in /proc: what C code such as
+    ``system()`` sets, which Python's ``signal.getsignal`` does not see)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) & 0b10)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+#: whether this process already reported SIGINT ignored (reported once, by the first test after
+#: which it is): every child started after that ignores Ctrl-C (see tests/live/test_live_watch.py)
+_SIGINT_SEEN: list[bool] = [_sigint_ignored()]
+_SIGINT_AFTER: list[str] = []
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """The test's CPU-seconds go with its teardown report (built after this point)."""
     start = _START.get(item.nodeid)
+    if call.when == "teardown" and not _SIGINT_SEEN[0] and _sigint_ignored():
+        _SIGINT_SEEN[0] = True
+        item.user_properties.append(("sigint_ignored_after", True))
     if call.when == "teardown" and start is not None:
         cpu, began = start
         item.user_properties.append(("cpu_s", round(_cpu_now() - cpu, 3)))
@@ -526,6 +548,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for name, what in getattr(report, "user_properties", ()):
         if name == "unmarked_model_use":
             _UNMARKED_MODEL_USE.setdefault(report.nodeid, str(what))
+        elif name == "sigint_ignored_after":
+            _SIGINT_AFTER.append(report.nodeid)
         elif name == "cpu_s" and report.when == "teardown":
             _CPU_S[report.nodeid] = float(what)
         elif name == "span" and report.when == "teardown":
@@ -534,6 +558,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _SIGINT_AFTER:
+        terminalreporter.write_sep("-", "tests after which their process ignored SIGINT (its "
+                                        "later children ignore Ctrl-C)")
+        for nodeid in _SIGINT_AFTER:
+            terminalreporter.write_line(nodeid)
     if _UNMARKED_MODEL_USE:
         terminalreporter.write_sep("-", "tests that use the model but are not marked 'model'")
         for nodeid, what in sorted(_UNMARKED_MODEL_USE.items()):

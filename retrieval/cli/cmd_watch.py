@@ -79,20 +79,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"rwb watch: ALARM {a['engine']} {a['collection']}: {a['line']}", file=sys.stderr,
               flush=True)
 
-    # Ctrl-C ends the watch between two logged queries (WatchStop), not by an exception raised
-    # wherever the main thread is (a database call, a lock held, a metrics update): a fresh-clone
-    # suite once saw the interrupted watch not exit within 60 s. A second Ctrl-C interrupts at
-    # once.
+    # Ctrl-C ends the watch before the next logged query (WatchStop), rather than by an
+    # exception raised wherever the main thread is (a database call, a metrics update, a lock
+    # held); a second Ctrl-C interrupts at once. A process started with SIGINT ignored (a
+    # shell's background job) keeps ignoring it, as Python itself does.
     stop = WatchStop()
 
     def on_sigint(signum: int, frame: Any) -> None:
         stop.interrupt()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    try:
-        previous = signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:  # not the main thread (main() called from a thread): Ctrl-C as before
-        previous = None
+    previous = None
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        try:
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # not the main thread (main() called from a thread): as before
+            previous = None
     try:
         result = watch(args.spec, config=args.config, once=args.once,
                        metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,

@@ -141,10 +141,20 @@ def write_export(tmp: Path, coll: dict[str, Any], ef: int = EF) -> Path:
 
 
 
+def _foreground() -> None:
+    """In the child: SIGINT and SIGQUIT at their defaults, as in a terminal's foreground job.
+    A child inherits an ignored signal, and a fresh-clone suite once started this watch from a
+    worker whose SIGINT and SIGQUIT were ignored (the mask of C ``system()`` running; SigIgn
+    0x81001006): rwb watch kept ignoring Ctrl-C, as a shell's background job does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def start_watch(args: list[str], coll: dict[str, Any], cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "RWB_LIVE_DSN": coll["reader"], "PYTHONPATH": str(Path.cwd())}
     return subprocess.Popen([sys.executable, "-m", "retrieval", "watch", *args], cwd=cwd,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_foreground)
 
 
 def wait_windows(jsonl: Path, n: int, proc: subprocess.Popen[str], timeout_s: float = 180.0
