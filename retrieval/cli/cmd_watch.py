@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from typing import Any
 
 from retrieval.cli._common import fmt, print_json
@@ -89,12 +90,10 @@ def run(args: argparse.Namespace) -> int:
         stop.interrupt()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    previous = None
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        try:
-            previous = signal.signal(signal.SIGINT, on_sigint)
-        except ValueError:  # not the main thread (main() called from a thread): as before
-            previous = None
+    previous = None  # main() called from another thread: Ctrl-C as Python handles it
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+        previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         result = watch(args.spec, config=args.config, once=args.once,
                        metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,

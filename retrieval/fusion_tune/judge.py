@@ -22,7 +22,7 @@ from retrieval.fusion_tune.fuse import (
     single_leg,
     top_k,
 )
-from retrieval.stats.irmetrics import evaluate_rankings, ranx_keys, relevant_qrels
+from retrieval.stats.irmetrics import evaluate_rankings, ranx_keys, rekey, relevant_qrels
 
 Progress = Callable[[int, int, str], None]
 #: a run as written: (query id -> doc ids best first, query id -> scores as written)
@@ -108,14 +108,12 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], run: Written,
     from ranx import Qrels, Run, evaluate
 
     ranked, scores = run
-    kept = [q for q in ranked if ranked[q] and q in qrels]
-    keys = ranx_keys(qrels.values(), (ranked[q] for q in kept))  # one width: no recompiles
-    data = {q: {keys[str(d)]: sc for d, sc in zip(ranked[q], scores[q])} for q in kept}
+    data = {q: dict(zip(ranked[q], scores[q])) for q in ranked if ranked[q] and q in qrels}
+    keys = ranx_keys(qrels.values(), data.values())  # one id width: no numba recompiles
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = Run(data)
-        evaluate(Qrels({q: {keys[str(d)]: g for d, g in v.items()} for q, v in qrels.items()}),
-                 r, [metric], make_comparable=True)
+        r = Run(rekey(data, keys))
+        evaluate(Qrels(rekey(qrels, keys)), r, [metric], make_comparable=True)
         got = {str(q): float(v) for q, v in r.scores[metric].items()}
     return {q: got.get(q, 0.0) for q in qrels}
 

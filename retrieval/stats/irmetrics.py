@@ -52,6 +52,13 @@ def ranx_keys(*id_groups: Iterable[Iterable[Any]]) -> dict[str, str]:
     return {d: f"{i:0{RANX_KEY_WIDTH}d}" for i, d in enumerate(ids)}
 
 
+def rekey(per_query: Mapping[str, Mapping[Any, Any]], keys: Mapping[str, str]
+          ) -> dict[str, dict[str, Any]]:
+    """``per_query`` (query id -> doc id -> grade or score) with every doc id replaced by its
+    key from :func:`ranx_keys`, each query's order kept: what ranx is handed."""
+    return {q: {keys[str(d)]: v for d, v in docs.items()} for q, docs in per_query.items()}
+
+
 @dataclass(frozen=True)
 class IRScores:
     """Means over judged queries (0..1 each) and per-query values, with what was left out."""
@@ -151,9 +158,8 @@ def evaluate_rankings(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numba type-safety chatter from ranx internals
             keys = ranx_keys(judged.values(), run.values())
-            r_qrels = RQrels({q: {keys[d]: g for d, g in v.items()}
-                              for q, v in judged.items() if q in run})
-            r_run = RRun({q: {keys[d]: sc for d, sc in v.items()} for q, v in run.items()})
+            r_qrels = RQrels(rekey({q: v for q, v in judged.items() if q in run}, keys))
+            r_run = RRun(rekey(run, keys))
             evaluate(r_qrels, r_run, list(metrics), make_comparable=True)
         for m in metrics:
             per_query[m] = {q: float(v) for q, v in r_run.scores[m].items()}
@@ -250,5 +256,6 @@ __all__ = [
     "ranx_keys",
     "ranx_qrels",
     "ranx_run",
+    "rekey",
     "relevant_qrels",
 ]

@@ -54,7 +54,7 @@ def compare_configs(
     with ranx ``compare``: both means, the difference, the p-value and win/tie/loss counts."""
     from ranx import Qrels, compare
 
-    from retrieval.stats.irmetrics import ranx_keys
+    from retrieval.stats.irmetrics import ranx_keys, rekey
 
     judged = {q: dict(qrels[q]) for q in query_ids if qrels.get(q)}
     if len(judged) < 2:
@@ -64,7 +64,7 @@ def compare_configs(
     keys = ranx_keys(judged.values(), (baseline.get(q, ()) for q in ids),
                      (candidate.get(q, ()) for q in ids), [[_NONE]])
     runs = [_ranx_run(baseline, ids, "default", keys), _ranx_run(candidate, ids, "chosen", keys)]
-    r_qrels = Qrels({q: {keys[str(d)]: g for d, g in docs.items()} for q, docs in judged.items()})
+    r_qrels = Qrels(rekey(judged, keys))
     if test == "wilcoxon":
         return _wilcoxon(r_qrels, runs, ids, metric=metric, alpha=alpha)
     with warnings.catch_warnings():
